@@ -1,0 +1,35 @@
+/**
+ * Named graphs of the store, all under one configurable base IRI
+ * (WSM_BASE_IRI). One helper names every graph, so graph IRIs are built in
+ * one place:
+ *
+ *   <base>system                                   workspaces and users
+ *   <base>workspaces/<ws>/iam                      memberships, principals, role assignments, built-in role
+ *   <base>workspaces/<ws>/packages                 installations, matrices (records), lifecycle commands
+ *   <base>workspaces/<ws>/commands/<cmd>           events of one lifecycle command
+ *   <base>workspaces/<ws>/commands/<cmd>/report    its SHACL validation report
+ *   <base>workspaces/<ws>/matrices/<matrix>        a matrix specification, as installed
+ *   <base>workspaces/<ws>/matrices/<matrix>/derived roles and agents derived from it (+ extensions)
+ *   <base>workspaces/<ws>/extensions               extension records
+ *   <base>workspaces/<ws>/extensions/<ext>         an extension's Turtle content
+ *   <base>workspaces/<ws>/slash-commands           slash command records
+ */
+export class Graphs {
+  constructor(readonly base: string) {
+    if (!base.endsWith('/')) this.base = `${base}/`;
+  }
+  get system(): string { return `${this.base}system`; }
+  workspacePrefix(ws: string): string { return `${this.base}workspaces/${ws}/`; }
+  iam(ws: string): string { return `${this.base}workspaces/${ws}/iam`; }
+  packages(ws: string): string { return `${this.base}workspaces/${ws}/packages`; }
+  command(ws: string, cmd: string): string { return `${this.base}workspaces/${ws}/commands/${cmd}`; }
+  report(ws: string, cmd: string): string { return `${this.base}workspaces/${ws}/commands/${cmd}/report`; }
+  matrix(ws: string, matrixId: string): string { return `${this.base}workspaces/${ws}/matrices/${matrixId}`; }
+  derived(ws: string, matrixId: string): string { return `${this.base}workspaces/${ws}/matrices/${matrixId}/derived`; }
+  extensions(ws: string): string { return `${this.base}workspaces/${ws}/extensions`; }
+  extension(ws: string, ext: string): string { return `${this.base}workspaces/${ws}/extensions/${ext}`; }
+  slashCommands(ws: string): string { return `${this.base}workspaces/${ws}/slash-commands`; }
+
+  /** Resource IRIs (subjects of records), also under the base. */
+  resource(kind: string, id: string): string { return `${this.base}id/${kind}/${id}`; }
+}

@@ -1,0 +1,110 @@
+/**
+ * The one escaping module. SPARQL text is built with the `sparql` tagged
+ * template: every interpolated value must be an RDF term made here (iri,
+ * literal, ...) or a `raw` fragment built by code, never a plain string, so
+ * user text only ever reaches a query as an escaped term.
+ *
+ * Escaping follows SPARQL 1.1 grammar productions IRIREF [139] and
+ * STRING_LITERAL_LONG2 / ECHAR [159].
+ */
+
+const XSD = 'http://www.w3.org/2001/XMLSchema#';
+
+export interface SparqlFragment {
+  readonly __sparql: string;
+}
+
+const fragment = (text: string): SparqlFragment => ({ __sparql: text });
+
+/** Characters that IRIREF forbids. */
+const BAD_IRI = /[\u0000-\u0020<>"{}|^`\\]/;
+
+/** Is the string usable as an absolute IRI in SPARQL? */
+export function isValidIri(value: string): boolean {
+  return value.length > 0 && !BAD_IRI.test(value) && /^[A-Za-z][A-Za-z0-9+.-]*:/.test(value);
+}
+
+/** An IRI term. Throws on a value SPARQL cannot express as an IRI. */
+export function iri(value: string): SparqlFragment {
+  if (!isValidIri(value)) throw new Error(`not a valid absolute IRI: ${JSON.stringify(value)}`);
+  return fragment(`<${value}>`);
+}
+
+function escapeString(value: string): string {
+  let out = '';
+  for (const ch of value) {
+    switch (ch) {
+      case '\\': out += '\\\\'; break;
+      case '"': out += '\\"'; break;
+      case '\n': out += '\\n'; break;
+      case '\r': out += '\\r'; break;
+      case '\t': out += '\\t'; break;
+      case '\b': out += '\\b'; break;
+      case '\f': out += '\\f'; break;
+      default: {
+        const code = ch.codePointAt(0)!;
+        out += code < 0x20 || code === 0x7f ? `\\u${code.toString(16).padStart(4, '0')}` : ch;
+      }
+    }
+  }
+  return out;
+}
+
+/** A string literal (xsd:string), or language-tagged / typed. */
+export function literal(value: string, datatypeOrLang?: { datatype?: string; lang?: string }): SparqlFragment {
+  const body = `"${escapeString(value)}"`;
+  if (datatypeOrLang?.lang) {
+    if (!/^[A-Za-z]+(-[A-Za-z0-9]+)*$/.test(datatypeOrLang.lang)) throw new Error('bad language tag');
+    return fragment(`${body}@${datatypeOrLang.lang}`);
+  }
+  if (datatypeOrLang?.datatype && datatypeOrLang.datatype !== `${XSD}string`) {
+    return fragment(`${body}^^${iri(datatypeOrLang.datatype).__sparql}`);
+  }
+  return fragment(body);
+}
+
+export const dateTime = (value: Date | string): SparqlFragment =>
+  literal(typeof value === 'string' ? value : value.toISOString(), { datatype: `${XSD}dateTime` });
+
+export function integer(value: number): SparqlFragment {
+  if (!Number.isSafeInteger(value)) throw new Error(`not an integer: ${value}`);
+  return fragment(`"${value}"^^<${XSD}integer>`);
+}
+
+export const boolean = (value: boolean): SparqlFragment => fragment(`"${value}"^^<${XSD}boolean>`);
+
+/** A variable name chosen by code. */
+export function variable(name: string): SparqlFragment {
+  if (!/^[A-Za-z_][A-Za-z0-9_]*$/.test(name)) throw new Error(`bad variable name: ${name}`);
+  return fragment(`?${name}`);
+}
+
+/** Trusted SPARQL text written by the service's own code (never user input). */
+export const raw = (text: string): SparqlFragment => fragment(text);
+
+/** Joins fragments with a separator. */
+export function join(parts: SparqlFragment[], separator = ' '): SparqlFragment {
+  return fragment(parts.map((p) => p.__sparql).join(separator));
+}
+
+/** Either `sparql\`...\`` template or a helper's fragment, rendered as text. */
+export function sparql(strings: TemplateStringsArray, ...values: SparqlFragment[]): string {
+  let out = strings[0]!;
+  values.forEach((value, i) => {
+    if (value === null || typeof value !== 'object' || typeof (value as SparqlFragment).__sparql !== 'string') {
+      throw new Error('sparql`` only interpolates terms built by rdf/sparql.ts');
+    }
+    out += value.__sparql + strings[i + 1]!;
+  });
+  return out;
+}
+
+/** Like `sparql` but returns a fragment, for composing queries. */
+export function sparqlFragment(strings: TemplateStringsArray, ...values: SparqlFragment[]): SparqlFragment {
+  return fragment(sparql(strings, ...values));
+}
+
+/** Optional-literal helper: a triple pattern line only when the value exists. */
+export function optionalTriple(subject: SparqlFragment, predicate: SparqlFragment, value: SparqlFragment | null | undefined): SparqlFragment {
+  return value ? fragment(`${subject.__sparql} ${predicate.__sparql} ${value.__sparql} .`) : fragment('');
+}

@@ -1,0 +1,108 @@
+import oxigraph from 'oxigraph';
+import type { Binding, QuadStore, QueryScope, RdfFormat, WriteOp } from './store.js';
+
+/**
+ * Where applied writes go to become durable. The journal implements it; the
+ * store calls `append` synchronously right after applying the ops in memory,
+ * so journal order is apply order, and awaits the returned promise (fsync)
+ * before acknowledging the write.
+ */
+export interface WriteSink {
+  append(ops: WriteOp[]): Promise<void>;
+  close(): Promise<void>;
+}
+
+const RESULTS_JSON = 'application/sparql-results+json';
+
+function scopeOptions(scope?: QueryScope): Record<string, unknown> {
+  const options: Record<string, unknown> = {};
+  if (scope?.defaultGraphs) options.default_graph = scope.defaultGraphs.map((g) => oxigraph.namedNode(g));
+  if (scope?.namedGraphs) options.named_graphs = scope.namedGraphs.map((g) => oxigraph.namedNode(g));
+  return options;
+}
+
+/** Applies one op to a raw Oxigraph store (also used by journal replay). */
+export function applyOp(store: oxigraph.Store, op: WriteOp): void {
+  if (op.kind === 'update') {
+    store.update(op.sparql);
+  } else {
+    store.load(op.data, { format: op.format as RdfFormat, to_graph_name: oxigraph.namedNode(op.graph) });
+  }
+}
+
+/**
+ * The embedded store: Oxigraph in memory. With a sink, each write is durable
+ * when its promise resolves; without one it is a plain in-memory store.
+ */
+export class OxigraphStore implements QuadStore {
+  private versionCounter = 0;
+  private readonly listeners = new Set<(ops: WriteOp[]) => void>();
+
+  constructor(
+    readonly raw: oxigraph.Store = new oxigraph.Store(),
+    private readonly sink?: WriteSink,
+  ) {}
+
+  get version(): number {
+    return this.versionCounter;
+  }
+
+  select(query: string, scope?: QueryScope): Binding[] {
+    const text = this.raw.query(query, { results_format: RESULTS_JSON, ...scopeOptions(scope) }) as string;
+    const parsed = JSON.parse(text) as { results?: { bindings: Binding[] } };
+    if (!parsed.results) throw new Error('select() was given a query that is not a SELECT');
+    return parsed.results.bindings;
+  }
+
+  ask(query: string, scope?: QueryScope): boolean {
+    const text = this.raw.query(query, { results_format: RESULTS_JSON, ...scopeOptions(scope) }) as string;
+    const parsed = JSON.parse(text) as { boolean?: boolean };
+    if (typeof parsed.boolean !== 'boolean') throw new Error('ask() was given a query that is not an ASK');
+    return parsed.boolean;
+  }
+
+  construct(query: string, scope?: QueryScope): string {
+    return this.raw.query(query, { results_format: 'application/n-triples', ...scopeOptions(scope) }) as string;
+  }
+
+  queryRaw(query: string, resultsFormat: string, scope?: QueryScope): string | boolean {
+    return this.raw.query(query, { results_format: resultsFormat, ...scopeOptions(scope) }) as string | boolean;
+  }
+
+  async write(ops: WriteOp[]): Promise<void> {
+    if (ops.length === 0) return;
+    // Apply in memory first (throws on a malformed op before anything is journaled),
+    // then hand to the journal in the same tick so journal order = apply order.
+    for (const op of ops) applyOp(this.raw, op);
+    this.versionCounter++;
+    const durable = this.sink ? this.sink.append(ops) : Promise.resolve();
+    for (const listener of this.listeners) listener(ops);
+    await durable;
+  }
+
+  update(sparql: string): Promise<void> {
+    return this.write([{ kind: 'update', sparql }]);
+  }
+
+  dumpGraph(graph: string): string {
+    return this.raw.dump({ format: 'application/n-triples', from_graph_name: oxigraph.namedNode(graph) });
+  }
+
+  graphNames(): string[] {
+    const bindings = this.select('SELECT DISTINCT ?g WHERE { GRAPH ?g { ?s ?p ?o } }');
+    return bindings.map((b) => b.g!.value);
+  }
+
+  size(): number {
+    return this.raw.size;
+  }
+
+  onWrite(listener: (ops: WriteOp[]) => void): () => void {
+    this.listeners.add(listener);
+    return () => this.listeners.delete(listener);
+  }
+
+  async close(): Promise<void> {
+    await this.sink?.close();
+  }
+}

@@ -1,0 +1,73 @@
+/**
+ * The store contract. Every piece of state of the service is RDF in named
+ * graphs behind this small interface: query, update, load a graph, dump a
+ * graph. The embedded implementation is Oxigraph made durable by a journal;
+ * a remote SPARQL 1.1 engine (Protocol + Graph Store Protocol) could serve
+ * the same interface, so callers use standard SPARQL only.
+ *
+ * Contract:
+ * - Reads are synchronous on the embedded store and see every write whose
+ *   promise was created before them.
+ * - `write(ops)` applies all ops as one atomic, durable change: the returned
+ *   promise resolves once the change is on disk (journal fsynced), and a
+ *   crash before that loses the whole change, never part of it.
+ * - Updates must be deterministic (no NOW(), RAND(), UUID(), STRUUID(),
+ *   BNODE()): journal records replay to the same state.
+ * - A malformed update or load throws (synchronously, before anything is
+ *   written) an Error; callers build SPARQL with `rdf/sparql.ts` so that
+ *   this is a programming error, never a user error.
+ */
+
+/** One SPARQL JSON results binding value. */
+export interface BindingValue {
+  type: 'uri' | 'literal' | 'bnode' | 'triple';
+  value: string;
+  datatype?: string;
+  'xml:lang'?: string;
+}
+export type Binding = Record<string, BindingValue | undefined>;
+
+/** Restricts a query to some graphs: overrides FROM / FROM NAMED / GRAPH. */
+export interface QueryScope {
+  /** Graphs whose union is the default graph. */
+  defaultGraphs?: string[];
+  /** Graphs visible to GRAPH ?g. */
+  namedGraphs?: string[];
+}
+
+export type RdfFormat = 'text/turtle' | 'application/n-triples' | 'application/n-quads';
+
+export type WriteOp =
+  | { kind: 'update'; sparql: string }
+  /** Loads data into one graph (adding to what it holds). Use `clear` first to replace. */
+  | { kind: 'load'; graph: string; format: RdfFormat; data: string };
+
+export interface QuadStore {
+  /** SELECT: the bindings, in the query's order. */
+  select(query: string, scope?: QueryScope): Binding[];
+  /** ASK. */
+  ask(query: string, scope?: QueryScope): boolean;
+  /** CONSTRUCT / DESCRIBE: the result as N-Triples text. */
+  construct(query: string, scope?: QueryScope): string;
+  /** Any query, answered in a serialization format (SPARQL results or RDF media type). */
+  queryRaw(query: string, resultsFormat: string, scope?: QueryScope): string | boolean;
+  /** Atomic, durable write of several ops. */
+  write(ops: WriteOp[]): Promise<void>;
+  /** One SPARQL update, durably. */
+  update(sparql: string): Promise<void>;
+  /** Dumps one named graph as N-Triples. */
+  dumpGraph(graph: string): string;
+  /** Names of all named graphs holding at least one quad. */
+  graphNames(): string[];
+  /** Number of quads in the store. */
+  size(): number;
+  /** Flushes and releases resources (journal handle, lock). */
+  close(): Promise<void>;
+  /**
+   * Monotonic counter bumped on every write; lets caches (e.g. the query
+   * sandbox) notice change cheaply.
+   */
+  readonly version: number;
+  /** Subscribes to writes; the listener gets the ops just applied. */
+  onWrite(listener: (ops: WriteOp[]) => void): () => void;
+}
