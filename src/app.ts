@@ -1,0 +1,83 @@
+import express, { type Express, type Request } from 'express';
+import { pinoHttp } from 'pino-http';
+import swaggerUi from 'swagger-ui-express';
+import type { Config } from './config.js';
+import type { Logger } from './logger.js';
+import type { QuadStore } from './store/store.js';
+import { Graphs } from './rdf/graphs.js';
+import { ApiRegistry } from './http/api.js';
+import { errorHandler, notFoundHandler } from './http/errors.js';
+import { bearerToken } from './auth/tokens.js';
+import type { AuthContext } from './auth/context.js';
+import { UserService } from './users/service.js';
+import { WorkspaceService } from './workspaces/service.js';
+import { workspaceRoutes } from './workspaces/routes.js';
+
+/** Everything the areas need, built once in `createServices`. */
+export interface Services {
+  config: Config;
+  logger: Logger;
+  store: QuadStore;
+  graphs: Graphs;
+  users: UserService;
+  workspaces: WorkspaceService;
+  verify: (token: string) => Promise<AuthContext>;
+  /** Started background work (schedulers, workers) to stop at shutdown. */
+  closers: Array<() => Promise<void> | void>;
+}
+
+export function createServices(deps: { config: Config; logger: Logger; store: QuadStore; verify: (token: string) => Promise<AuthContext> }): Services {
+  const graphs = new Graphs(deps.config.WSM_BASE_IRI);
+  const users = new UserService(deps.store, graphs);
+  const workspaces = new WorkspaceService(deps.store, graphs, users, deps.config.WSM_ENGINE_VERSION);
+  return { ...deps, graphs, users, workspaces, closers: [] };
+}
+
+/** Collects the routes of every area, in matching order. */
+export function buildRegistry(services: Services): ApiRegistry {
+  const registry = new ApiRegistry();
+  registry.add(...workspaceRoutes(services.workspaces));
+  return registry;
+}
+
+/** Wiring only: middleware, routes, docs, error handling. */
+export function createApp(services: Services): Express {
+  const { config, logger } = services;
+  const app = express();
+  app.disable('x-powered-by');
+  app.set('query parser', 'simple');
+  app.use(pinoHttp({
+    logger,
+    genReqId: (req, res) => {
+      const id = crypto.randomUUID();
+      res.setHeader('X-Request-Id', id);
+      return id;
+    },
+    customLogLevel: (_req, res, err) => (err || res.statusCode >= 500 ? 'error' : res.statusCode >= 400 ? 'warn' : 'info'),
+    serializers: { req: (req: { id: string; method: string; url: string }) => ({ id: req.id, method: req.method, url: req.url }), res: (res: { statusCode: number }) => ({ statusCode: res.statusCode }) },
+  }));
+
+  app.get('/health', (_req, res) => {
+    res.json({ success: true, data: { status: 'ok', quads: services.store.size() } });
+  });
+
+  const registry = buildRegistry(services);
+  const openapi = registry.openapi({ title: 'Workspace management service', version: '1.0.0' });
+  const authenticate = async (req: Request): Promise<AuthContext> => {
+    const auth = await services.verify(bearerToken(req.headers.authorization));
+    await services.users.upsert(auth.username, auth.profile);
+    return auth;
+  };
+
+  app.get('/api/v1/openapi.json', (_req, res) => { res.json(openapi); });
+  app.use('/docs', swaggerUi.serve, swaggerUi.setup(openapi, { customSiteTitle: 'Workspace service API' }));
+
+  const router = express.Router();
+  registry.mount(router, { jsonLimit: config.WSM_MAX_BODY_BYTES, authenticate });
+  app.use(router);
+  // Unknown paths still need a valid token, so probing reveals nothing.
+  app.use((req, _res, next) => { authenticate(req).then(() => next(), next); });
+  app.use(notFoundHandler);
+  app.use(errorHandler(logger));
+  return app;
+}

@@ -1,0 +1,165 @@
+import { promises as fs } from 'node:fs';
+import path from 'node:path';
+import {
+  SignJWT, jwtVerify, createRemoteJWKSet, exportJWK, importJWK, generateKeyPair,
+  type JWTPayload, type JWK, type CryptoKey, type JWTVerifyGetKey,
+} from 'jose';
+import { unauthorized } from '../errors.js';
+import type { AuthContext } from './context.js';
+
+/**
+ * Bearer tokens are JWTs (DESIGN.md section 3). Two modes:
+ * - embedded issuer: an ES256 key pair kept in the data directory signs
+ *   tokens made by `wsm token`;
+ * - OpenID Connect: tokens of WSM_OIDC_ISSUER, verified against its JWKS.
+ * Algorithms are an allow-list; issuer, audience, expiry and not-before are
+ * checked by jose.
+ */
+export const EMBEDDED_ISSUER = 'urn:wsm:embedded-issuer';
+export const EMBEDDED_AUDIENCE = 'wsm';
+const EMBEDDED_ALG = 'ES256';
+const OIDC_ALGORITHMS = ['RS256', 'RS384', 'RS512', 'PS256', 'PS384', 'PS512', 'ES256', 'ES384', 'ES512', 'EdDSA'];
+const KEY_FILE = 'issuer-key.json';
+
+interface StoredKey { privateJwk: JWK; publicJwk: JWK; kid: string }
+
+/** Loads the embedded issuer's key from the data dir, creating it on first use. */
+export async function loadIssuerKey(dataDir: string): Promise<{ privateKey: CryptoKey; publicKey: CryptoKey; kid: string }> {
+  const file = path.join(dataDir, KEY_FILE);
+  let stored: StoredKey;
+  try {
+    stored = JSON.parse(await fs.readFile(file, 'utf8')) as StoredKey;
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw err;
+    const { privateKey, publicKey } = await generateKeyPair(EMBEDDED_ALG, { extractable: true });
+    const kid = crypto.randomUUID();
+    stored = { privateJwk: await exportJWK(privateKey), publicJwk: await exportJWK(publicKey), kid };
+    await fs.mkdir(dataDir, { recursive: true });
+    const tmp = `${file}.${process.pid}.tmp`;
+    await fs.writeFile(tmp, JSON.stringify(stored), { mode: 0o600, flag: 'wx' });
+    try {
+      await fs.link(tmp, file); // fails if another process created it meanwhile
+    } catch (linkErr) {
+      if ((linkErr as NodeJS.ErrnoException).code !== 'EEXIST') throw linkErr;
+      stored = JSON.parse(await fs.readFile(file, 'utf8')) as StoredKey;
+    } finally {
+      await fs.rm(tmp, { force: true });
+    }
+  }
+  return {
+    privateKey: (await importJWK(stored.privateJwk, EMBEDDED_ALG)) as CryptoKey,
+    publicKey: (await importJWK(stored.publicJwk, EMBEDDED_ALG)) as CryptoKey,
+    kid: stored.kid,
+  };
+}
+
+export interface MintOptions {
+  systemAdmin?: boolean;
+  email?: string;
+  firstName?: string;
+  lastName?: string;
+  ttlSeconds: number;
+}
+
+/** Signs a token of the embedded issuer. */
+export async function mintToken(dataDir: string, username: string, options: MintOptions): Promise<string> {
+  const key = await loadIssuerKey(dataDir);
+  const claims: JWTPayload = { preferred_username: username };
+  if (options.systemAdmin) claims.wsm_system_admin = true;
+  if (options.email) claims.email = options.email;
+  if (options.firstName) claims.given_name = options.firstName;
+  if (options.lastName) claims.family_name = options.lastName;
+  return new SignJWT(claims)
+    .setProtectedHeader({ alg: EMBEDDED_ALG, kid: key.kid, typ: 'JWT' })
+    .setIssuer(EMBEDDED_ISSUER)
+    .setAudience(EMBEDDED_AUDIENCE)
+    .setSubject(username)
+    .setIssuedAt()
+    .setExpirationTime(Math.floor(Date.now() / 1000) + options.ttlSeconds)
+    .sign(key.privateKey);
+}
+
+export interface VerifierSettings {
+  dataDir: string;
+  oidcIssuer?: string;
+  oidcAudience?: string;
+  oidcJwksUrl?: string;
+  adminClaim: string;
+  adminValue: string;
+}
+
+function readClaim(payload: JWTPayload, dotted: string): unknown {
+  let value: unknown = payload;
+  for (const part of dotted.split('.')) {
+    if (typeof value !== 'object' || value === null) return undefined;
+    value = (value as Record<string, unknown>)[part];
+  }
+  return value;
+}
+
+const optionalString = (v: unknown): string | undefined => (typeof v === 'string' && v.length > 0 ? v : undefined);
+
+/** Maps verified claims to the caller (DESIGN.md section 3). */
+export function contextFromClaims(payload: JWTPayload, adminClaim: string, adminValue: string): AuthContext {
+  const username = optionalString(payload.preferred_username) ?? optionalString(payload.sub);
+  if (!username) throw unauthorized('The token names no user (neither preferred_username nor sub)');
+  if (username.length > 256 || /[\u0000-\u001f]/.test(username)) throw unauthorized('The token\'s user name is not acceptable');
+  const admin = readClaim(payload, adminClaim);
+  const systemAdmin = admin === true || admin === 'true' || (Array.isArray(admin) && admin.includes(adminValue));
+  return {
+    username,
+    systemAdmin,
+    profile: {
+      email: optionalString(payload.email),
+      firstName: optionalString(payload.given_name),
+      lastName: optionalString(payload.family_name),
+      website: optionalString(payload.website),
+      emailVerified: typeof payload.email_verified === 'boolean' ? payload.email_verified : undefined,
+    },
+  };
+}
+
+/** Builds the token verifier for the configured mode. */
+export async function createVerifier(settings: VerifierSettings): Promise<(token: string) => Promise<AuthContext>> {
+  let key: CryptoKey | JWTVerifyGetKey;
+  let issuer: string;
+  let audience: string | undefined;
+  let algorithms: string[];
+  if (settings.oidcIssuer) {
+    issuer = settings.oidcIssuer;
+    audience = settings.oidcAudience;
+    algorithms = OIDC_ALGORITHMS;
+    const jwksUrl = settings.oidcJwksUrl ?? `${issuer.replace(/\/$/, '')}/protocol/openid-connect/certs`;
+    key = createRemoteJWKSet(new URL(jwksUrl), { timeoutDuration: 5000, cooldownDuration: 30_000 });
+  } else {
+    issuer = EMBEDDED_ISSUER;
+    audience = EMBEDDED_AUDIENCE;
+    algorithms = [EMBEDDED_ALG];
+    key = (await loadIssuerKey(settings.dataDir)).publicKey;
+  }
+  return async (token: string) => {
+    let payload: JWTPayload;
+    try {
+      ({ payload } = await jwtVerify(token, key as CryptoKey, { issuer, audience, algorithms, clockTolerance: 5 }));
+    } catch (err) {
+      const code = (err as { code?: string }).code;
+      const reason =
+        code === 'ERR_JWT_EXPIRED' ? 'the token has expired'
+        : code === 'ERR_JWT_CLAIM_VALIDATION_FAILED' ? `the token's ${(err as { claim?: string }).claim ?? 'claims'} claim is not accepted`
+        : code === 'ERR_JWS_SIGNATURE_VERIFICATION_FAILED' ? 'the token signature is not valid'
+        : code === 'ERR_JOSE_ALG_NOT_ALLOWED' ? 'the token algorithm is not allowed'
+        : code === 'ERR_JWKS_NO_MATCHING_KEY' ? 'no key of the issuer matches the token'
+        : 'the token is malformed or cannot be verified';
+      throw unauthorized(`Invalid bearer token: ${reason}`);
+    }
+    return contextFromClaims(payload, settings.adminClaim, settings.adminValue);
+  };
+}
+
+/** Reads `Authorization: Bearer <token>`; 401 when missing or malformed. */
+export function bearerToken(header: string | undefined): string {
+  if (!header) throw unauthorized('Missing Authorization header; send "Authorization: Bearer <token>"');
+  const match = /^Bearer\s+([A-Za-z0-9._~+/=-]+)\s*$/i.exec(header);
+  if (!match) throw unauthorized('Malformed Authorization header; expected "Bearer <token>"');
+  return match[1]!;
+}

@@ -1,0 +1,56 @@
+import path from 'node:path';
+import { z } from 'zod';
+
+/**
+ * Settings come from the environment and are validated at start; a bad value
+ * stops the start with one line naming the setting (see `loadConfig`).
+ */
+const port = z.coerce.number().int().min(0).max(65535);
+const positiveInt = z.coerce.number().int().positive();
+const bool = z.enum(['true', 'false', '1', '0']).transform((v) => v === 'true' || v === '1');
+const semver = z.string().regex(/^\d+\.\d+\.\d+$/, 'must be a full semver version like 1.0.0');
+const httpUrl = z.url({ protocol: /^https?$/ });
+
+export const configSchema = z.object({
+  PORT: port.default(8080),
+  HOST: z.string().min(1).default('127.0.0.1'),
+  WSM_DATA_DIR: z.string().min(1).default('./data'),
+  WSM_REGISTRY: z.string().min(1).default('./registry'),
+  WSM_AUTO_UPDATE_INTERVAL: positiveInt.default(300),
+  WSM_BASE_IRI: z.url().refine((v) => v.endsWith('/'), 'must end with a slash').default('https://workspaces.local/'),
+  WSM_ENGINE_VERSION: semver.default('1.0.0'),
+  WSM_LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
+  WSM_OIDC_ISSUER: httpUrl.optional(),
+  WSM_OIDC_AUDIENCE: z.string().min(1).optional(),
+  WSM_OIDC_JWKS_URL: httpUrl.optional(),
+  /** Dotted path of the claim that marks a system admin, e.g. `realm_access.roles`. */
+  WSM_OIDC_ADMIN_CLAIM: z.string().min(1).default('wsm_system_admin'),
+  /** When the admin claim is an array, the value it must contain. */
+  WSM_OIDC_ADMIN_VALUE: z.string().min(1).default('wsm-admin'),
+  WSM_TOKEN_TTL: positiveInt.default(3600 * 12),
+  WSM_MAX_BODY_BYTES: positiveInt.default(1024 * 1024),
+  WSM_MAX_UPLOAD_BYTES: positiveInt.default(20 * 1024 * 1024),
+  WSM_QUERY_TIMEOUT_MS: positiveInt.default(10_000),
+  WSM_QUERY_MAX_TRIPLES: positiveInt.default(100_000),
+  WSM_DEMO: bool.default(true),
+});
+
+export type Config = z.infer<typeof configSchema> & { dataDir: string };
+
+export class ConfigError extends Error {}
+
+/** Validates the environment; throws a ConfigError naming the first bad setting. */
+export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
+  const relevant: Record<string, string> = {};
+  for (const key of Object.keys(configSchema.shape)) {
+    const value = env[key];
+    if (value !== undefined && value !== '') relevant[key] = value;
+  }
+  const parsed = configSchema.safeParse(relevant);
+  if (!parsed.success) {
+    const issue = parsed.error.issues[0]!;
+    const name = String(issue.path[0] ?? 'environment');
+    throw new ConfigError(`Invalid setting ${name}=${JSON.stringify(relevant[name] ?? '')}: ${issue.message}`);
+  }
+  return { ...parsed.data, dataDir: path.resolve(parsed.data.WSM_DATA_DIR) };
+}

@@ -1,0 +1,245 @@
+import express, { type Request, type Response, type NextFunction, type Router } from 'express';
+import multer from 'multer';
+import { z } from 'zod';
+import { AppError, badRequest, unsupportedMediaType } from '../errors.js';
+import type { AuthContext } from '../auth/context.js';
+
+/**
+ * Routes are declared as data: method, path, zod schemas of every input and
+ * output, and a handler. `ApiRegistry` mounts them on Express with
+ * validation middleware (a bad input is a 400 before the handler runs) and
+ * generates the OpenAPI 3.1 document from the same schemas.
+ */
+export type Method = 'get' | 'post' | 'put' | 'patch' | 'delete';
+
+export interface ResponseSpec {
+  description: string;
+  /** Schema of `data` inside the success envelope. */
+  data?: z.ZodType;
+  /** Other media types this response can take (content negotiation). */
+  mediaTypes?: string[];
+}
+
+export interface MultipartSpec {
+  /** Name of the file field. */
+  file: string;
+  required: boolean;
+  maxBytes: number;
+  /** Text fields accepted beside the file. */
+  fields?: string[];
+  description?: string;
+}
+
+export interface HandlerContext<P, Q, B> {
+  params: P;
+  query: Q;
+  body: B;
+  file: Express.Multer.File | undefined;
+  /** Set on every route but /health. */
+  auth: AuthContext;
+  req: Request;
+  res: Response;
+}
+
+export interface Reply {
+  status?: number;
+  /** Wrapped in the success envelope. */
+  data?: unknown;
+  headers?: Record<string, string>;
+  /** A non-JSON body (content negotiation); sent as is. */
+  raw?: { contentType: string; body: string | Buffer };
+}
+
+export interface RouteDef<P extends z.ZodType = z.ZodType, Q extends z.ZodType = z.ZodType, B extends z.ZodType = z.ZodType> {
+  method: Method;
+  /** OpenAPI-style path: `/api/v1/packages/{workspace}`. */
+  path: string;
+  summary: string;
+  description?: string;
+  tag: string;
+  params?: P;
+  query?: Q;
+  /** JSON request body. */
+  body?: B;
+  /** Accepts a body of these non-JSON media types instead (read as text into `body`). */
+  textBody?: { mediaTypes: string[]; maxBytes: number };
+  multipart?: MultipartSpec;
+  responses: Record<number, ResponseSpec>;
+  handler: (ctx: HandlerContext<z.output<P>, z.output<Q>, z.output<B>>) => Promise<Reply>;
+}
+
+/** Helps TypeScript infer the handler's input types from the schemas. */
+export function defineRoute<P extends z.ZodType = z.ZodObject<{}>, Q extends z.ZodType = z.ZodObject<{}>, B extends z.ZodType = z.ZodUnknown>(
+  def: RouteDef<P, Q, B>,
+): RouteDef {
+  return def as unknown as RouteDef;
+}
+
+function describeIssue(where: string, error: z.ZodError): string {
+  const issue = error.issues[0]!;
+  const field = issue.path.length ? issue.path.join('.') : '';
+  const name = field ? `${where} ${field}` : where;
+  return `Invalid ${name}: ${issue.message}`;
+}
+
+function parseInput<T extends z.ZodType>(schema: T | undefined, value: unknown, where: string): unknown {
+  if (!schema) return value;
+  const result = schema.safeParse(value);
+  if (!result.success) throw badRequest(describeIssue(where, result.error));
+  return result.data;
+}
+
+const expressPath = (path: string) => path.replace(/\{([A-Za-z0-9_]+)\}/g, ':$1');
+
+function hasBody(req: Request): boolean {
+  const length = req.headers['content-length'];
+  return (length !== undefined && length !== '0') || req.headers['transfer-encoding'] !== undefined;
+}
+
+export class ApiRegistry {
+  readonly routes: RouteDef[] = [];
+
+  add(...routes: RouteDef[]): void {
+    this.routes.push(...routes);
+  }
+
+  /** Mounts every route on a router, in declaration order. */
+  mount(router: Router, options: { jsonLimit: number; authenticate: (req: Request) => Promise<AuthContext> }): void {
+    const json = express.json({ limit: options.jsonLimit, type: ['application/json', 'application/*+json'] });
+    for (const route of this.routes) {
+      const middlewares: Array<(req: Request, res: Response, next: NextFunction) => void> = [];
+      middlewares.push((req, _res, next) => {
+        options.authenticate(req).then((auth) => {
+          (req as Request & { auth?: AuthContext }).auth = auth;
+          next();
+        }, next);
+      });
+      if (route.body) {
+        middlewares.push((req, res, next) => {
+          if (hasBody(req) && !req.is(['application/json', 'application/*+json'])) {
+            next(unsupportedMediaType(`This endpoint takes application/json, not ${req.headers['content-type'] ?? 'a body without Content-Type'}`));
+            return;
+          }
+          json(req, res, next);
+        });
+      }
+      if (route.textBody) {
+        const text = express.text({ type: () => true, limit: route.textBody.maxBytes });
+        middlewares.push((req, res, next) => (hasBody(req) ? text(req, res, next) : next()));
+      }
+      if (route.multipart) {
+        const spec = route.multipart;
+        const upload = multer({
+          storage: multer.memoryStorage(),
+          limits: { fileSize: spec.maxBytes, files: 1, fields: 10, fieldSize: 64 * 1024, parts: 12, fieldNameSize: 100, headerPairs: 100 },
+        }).single(spec.file);
+        middlewares.push((req, res, next) => {
+          if (!req.is('multipart/form-data')) {
+            if (!spec.required && !hasBody(req)) return next();
+            return next(unsupportedMediaType(`This endpoint takes multipart/form-data with a "${spec.file}" file part`));
+          }
+          upload(req, res, (err?: unknown) => {
+            if (err && (err as { code?: string }).code === 'LIMIT_UNEXPECTED_FILE') {
+              return next(badRequest(`Unexpected file field "${(err as { field?: string }).field}"; send the file as "${spec.file}"`));
+            }
+            next(err);
+          });
+        });
+      }
+      const handler = async (req: Request, res: Response): Promise<void> => {
+        const params = parseInput(route.params, req.params, 'path parameter');
+        const query = parseInput(route.query, { ...(req.query as object) }, 'query parameter');
+        let body: unknown = route.textBody ? (typeof req.body === 'string' ? req.body : undefined) : req.body;
+        if (route.body) body = parseInput(route.body, body === undefined ? {} : body, 'request body');
+        if (route.multipart?.required && !req.file) throw badRequest(`A multipart "${route.multipart.file}" file part is required`);
+        const reply = await route.handler({
+          params, query, body, file: req.file, auth: (req as Request & { auth: AuthContext }).auth, req, res,
+        } as HandlerContext<unknown, unknown, unknown>);
+        if (res.headersSent) return;
+        for (const [name, value] of Object.entries(reply.headers ?? {})) res.setHeader(name, value);
+        res.status(reply.status ?? 200);
+        if (reply.raw) {
+          res.type(reply.raw.contentType).send(reply.raw.body);
+        } else {
+          res.json({ success: true, data: reply.data ?? null });
+        }
+      };
+      router[route.method](expressPath(route.path), ...middlewares, (req: Request, res: Response, next: NextFunction) => {
+        handler(req, res).catch(next);
+      });
+    }
+  }
+
+  /** The OpenAPI 3.1 document of every mounted route. */
+  openapi(info: { title: string; version: string }): Record<string, unknown> {
+    const paths: Record<string, Record<string, unknown>> = {};
+    const toSchema = (schema: z.ZodType, io: 'input' | 'output') =>
+      z.toJSONSchema(schema, { io, unrepresentable: 'any', target: 'draft-2020-12' });
+    const errorSchema = {
+      type: 'object',
+      properties: {
+        success: { const: false },
+        error: { type: 'object', properties: { code: { type: 'string' }, message: { type: 'string' }, details: { type: 'object' } }, required: ['code', 'message'] },
+      },
+      required: ['success', 'error'],
+    };
+    for (const route of this.routes) {
+      const parameters: unknown[] = [];
+      const addParams = (schema: z.ZodType | undefined, where: 'path' | 'query') => {
+        if (!schema) return;
+        const json = toSchema(schema, 'input') as { properties?: Record<string, unknown>; required?: string[] };
+        for (const [name, prop] of Object.entries(json.properties ?? {})) {
+          parameters.push({ name, in: where, required: where === 'path' || (json.required ?? []).includes(name), schema: prop });
+        }
+      };
+      addParams(route.params, 'path');
+      addParams(route.query, 'query');
+      const operation: Record<string, unknown> = {
+        summary: route.summary,
+        ...(route.description ? { description: route.description } : {}),
+        tags: [route.tag],
+        parameters,
+        security: route.tag === 'Health' ? [] : [{ bearerAuth: [] }],
+        responses: Object.fromEntries(
+          Object.entries(route.responses).map(([status, spec]) => {
+            const code = Number(status);
+            const content: Record<string, unknown> = {};
+            if (code < 300) {
+              content['application/json'] = {
+                schema: { type: 'object', properties: { success: { const: true }, data: spec.data ? toSchema(spec.data, 'output') : {} }, required: ['success', 'data'] },
+              };
+            } else {
+              content['application/json'] = { schema: errorSchema };
+            }
+            for (const media of spec.mediaTypes ?? []) content[media] = { schema: { type: 'string' } };
+            return [status, { description: spec.description, content }];
+          }),
+        ),
+      };
+      if (route.body) {
+        operation.requestBody = { required: false, content: { 'application/json': { schema: toSchema(route.body, 'input') } } };
+      } else if (route.multipart) {
+        const properties: Record<string, unknown> = { [route.multipart.file]: { type: 'string', format: 'binary', description: route.multipart.description } };
+        for (const field of route.multipart.fields ?? []) properties[field] = { type: 'string' };
+        operation.requestBody = {
+          required: route.multipart.required,
+          content: { 'multipart/form-data': { schema: { type: 'object', properties, required: route.multipart.required ? [route.multipart.file] : [] } } },
+        };
+      } else if (route.textBody) {
+        operation.requestBody = { required: false, content: Object.fromEntries(route.textBody.mediaTypes.map((m) => [m, { schema: { type: 'string' } }])) };
+      }
+      paths[route.path] ??= {};
+      paths[route.path]![route.method] = operation;
+    }
+    return {
+      openapi: '3.1.0',
+      info,
+      servers: [{ url: '/' }],
+      components: { securitySchemes: { bearerAuth: { type: 'http', scheme: 'bearer', bearerFormat: 'JWT' } } },
+      paths,
+    };
+  }
+}
+
+/** Wraps a value in AppError if it is not one (for code paths that catch). */
+export const asAppError = (err: unknown): AppError | undefined => (err instanceof AppError ? err : undefined);

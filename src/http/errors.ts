@@ -1,0 +1,74 @@
+import type { ErrorRequestHandler, RequestHandler } from 'express';
+import { AppError, type ErrorCode } from '../errors.js';
+import type { Logger } from '../logger.js';
+
+/** The one place error codes become HTTP statuses. */
+export const STATUS_OF: Record<ErrorCode, number> = {
+  BAD_REQUEST: 400,
+  ENGINE_INCOMPATIBLE: 400,
+  UNAUTHORIZED: 401,
+  FORBIDDEN: 403,
+  NOT_FOUND: 404,
+  NOT_ACCEPTABLE: 406,
+  CONFLICT: 409,
+  PAYLOAD_TOO_LARGE: 413,
+  UNSUPPORTED_MEDIA_TYPE: 415,
+  INTERNAL: 500,
+  SERVICE_UNAVAILABLE: 503,
+  QUERY_TIMEOUT: 503,
+};
+
+/** Errors raised by body parsers and multer, recognised by their shape. */
+function fromLibraryError(err: unknown): AppError | undefined {
+  if (typeof err !== 'object' || err === null) return undefined;
+  const e = err as { type?: string; status?: number; code?: string; field?: string; message?: string };
+  if (e.type === 'entity.parse.failed') return new AppError('BAD_REQUEST', 'The request body is not valid JSON');
+  if (e.type === 'entity.too.large') return new AppError('PAYLOAD_TOO_LARGE', 'The request body is larger than the service accepts');
+  if (e.type === 'encoding.unsupported' || e.type === 'charset.unsupported') {
+    return new AppError('UNSUPPORTED_MEDIA_TYPE', 'The request body uses an unsupported encoding or charset');
+  }
+  if (typeof e.code === 'string' && e.code.startsWith('LIMIT_')) {
+    if (e.code === 'LIMIT_FILE_SIZE') return new AppError('PAYLOAD_TOO_LARGE', 'The uploaded file is larger than the service accepts');
+    return new AppError('BAD_REQUEST', `Upload refused: ${e.message ?? e.code}${e.field ? ` (field ${e.field})` : ''}`);
+  }
+  if (e.message === 'Unexpected end of form' || e.message === 'Multipart: Boundary not found') {
+    return new AppError('BAD_REQUEST', `Malformed multipart body: ${e.message}`);
+  }
+  if (typeof e.status === 'number' && e.status >= 400 && e.status < 500 && e.type) {
+    return new AppError('BAD_REQUEST', 'The request body could not be read');
+  }
+  return undefined;
+}
+
+/** Serializes an error as the envelope of DESIGN.md section 2. */
+export function errorBody(err: AppError): Record<string, unknown> {
+  const body: Record<string, unknown> = {
+    success: false,
+    error: { code: err.code, message: err.message, ...(err.details ? { details: err.details } : {}) },
+  };
+  return body;
+}
+
+export function errorHandler(logger: Logger): ErrorRequestHandler {
+  return (err, req, res, _next) => {
+    let appError = err instanceof AppError ? err : fromLibraryError(err);
+    if (!appError) {
+      logger.error({ err, requestId: req.id }, 'unexpected error');
+      appError = new AppError('INTERNAL', `An unexpected error occurred; quote request id ${String(req.id)} when reporting it`);
+    }
+    const status = STATUS_OF[appError.code];
+    if (res.headersSent) {
+      res.end();
+      return;
+    }
+    if (status === 401) res.setHeader('WWW-Authenticate', 'Bearer');
+    const body = errorBody(appError);
+    // DESIGN.md section 2: the 409 of P1/P6 also carries its details at the top level.
+    if (appError.code === 'CONFLICT' && appError.details && 'existing' in appError.details) Object.assign(body, appError.details);
+    res.status(status).json(body);
+  };
+}
+
+export const notFoundHandler: RequestHandler = (req, _res, next) => {
+  next(new AppError('NOT_FOUND', `No endpoint ${req.method} ${req.path}`));
+};

@@ -1,0 +1,18 @@
+import { v5 as uuidv5 } from 'uuid';
+
+/** Namespace of the service's name-based (v5) UUIDs. */
+const NAMESPACE = '6f4c7f0e-2d8b-5b8e-9a57-8d2f4b1c3e90';
+
+/**
+ * An id derived from stable keys (DESIGN.md section 3): the same keys give
+ * the same UUID, so ids of roles, agents, principals and matrices survive a
+ * reinstall and role assignments keep pointing at them.
+ */
+export function stableId(...keys: string[]): string {
+  return uuidv5(keys.map((k) => `${k.length}:${k}`).join('|'), NAMESPACE);
+}
+
+/** A fresh random id. */
+export const newId = (): string => crypto.randomUUID();
+
+export const UUID_PATTERN = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;

@@ -1,0 +1,54 @@
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
+import type { Config } from './config.js';
+import type { Logger } from './logger.js';
+import { createApp, createServices, type Services } from './app.js';
+import { createVerifier } from './auth/tokens.js';
+import { openStore } from './store/open.js';
+import { bootstrap, type BootstrapResult } from './bootstrap.js';
+
+export interface RunningServer {
+  url: string;
+  services: Services;
+  bootstrap: BootstrapResult;
+  close(): Promise<void>;
+}
+
+/** Start: config -> store (recover) -> services -> app -> listen. */
+export async function startServer(config: Config, logger: Logger): Promise<RunningServer> {
+  const store = await openStore(config, logger);
+  const verify = await createVerifier({
+    dataDir: config.dataDir,
+    oidcIssuer: config.WSM_OIDC_ISSUER,
+    oidcAudience: config.WSM_OIDC_AUDIENCE,
+    oidcJwksUrl: config.WSM_OIDC_JWKS_URL,
+    adminClaim: config.WSM_OIDC_ADMIN_CLAIM,
+    adminValue: config.WSM_OIDC_ADMIN_VALUE,
+  });
+  const services = createServices({ config, logger, store, verify });
+  const boot = await bootstrap(services);
+  const app = createApp(services);
+  const server = http.createServer(app);
+  server.requestTimeout = 120_000;
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(config.PORT, config.HOST, () => resolve());
+  });
+  const { port } = server.address() as AddressInfo;
+  const host = config.HOST.includes(':') ? `[${config.HOST}]` : config.HOST;
+  const url = `http://${host}:${port}`;
+  let closing: Promise<void> | undefined;
+  return {
+    url,
+    services,
+    bootstrap: boot,
+    close: () => {
+      closing ??= (async () => {
+        await new Promise<void>((resolve) => { server.close(() => resolve()); server.closeAllConnections(); });
+        for (const close of services.closers.reverse()) await close();
+        await store.close();
+      })();
+      return closing;
+    },
+  };
+}

@@ -1,0 +1,59 @@
+import { z } from 'zod';
+import { defineRoute, type RouteDef } from '../http/api.js';
+import { forbidden } from '../errors.js';
+import { userSchema } from '../users/schema.js';
+import type { WorkspaceService } from './service.js';
+import { createWorkspaceBody, memberParams, putMemberBody, workspaceParams, workspaceSchema } from './schema.js';
+
+/** Workspace and membership endpoints (DESIGN.md section 3, beyond INTERFACE.md). */
+export function workspaceRoutes(workspaces: WorkspaceService): RouteDef[] {
+  const tag = 'Workspaces';
+  return [
+    defineRoute({
+      method: 'post', path: '/api/v1/workspaces', tag,
+      summary: 'Create a workspace (system admin)',
+      body: createWorkspaceBody,
+      responses: { 201: { description: 'Created', data: workspaceSchema }, 400: { description: 'Bad slug or engine version' }, 403: { description: 'Not a system admin' }, 409: { description: 'Slug taken' } },
+      handler: async ({ body, auth }) => {
+        if (!auth.systemAdmin) throw forbidden('Only system administrators create workspaces');
+        const ws = await workspaces.create({ ...body, owner: body.owner ?? auth.username });
+        return { status: 201, data: ws, headers: { Location: `/api/v1/workspaces/${ws.id}` } };
+      },
+    }),
+    defineRoute({
+      method: 'get', path: '/api/v1/workspaces', tag,
+      summary: "The caller's workspaces (all of them for a system admin)",
+      responses: { 200: { description: 'Workspaces', data: z.array(workspaceSchema) } },
+      handler: async ({ auth }) => ({ data: workspaces.list(auth) }),
+    }),
+    defineRoute({
+      method: 'get', path: '/api/v1/workspaces/{workspace}', tag,
+      summary: 'One workspace, by slug or id',
+      params: workspaceParams,
+      responses: { 200: { description: 'The workspace', data: workspaceSchema }, 404: { description: 'Not found or not a member' } },
+      handler: async ({ params, auth }) => ({ data: workspaces.requireMember(auth, params.workspace).workspace }),
+    }),
+    defineRoute({
+      method: 'put', path: '/api/v1/workspaces/{workspace}/members/{username}', tag,
+      summary: 'Add or update a member (administrators); creates the user record if needed',
+      params: memberParams,
+      body: putMemberBody,
+      responses: { 200: { description: 'The member', data: userSchema }, 403: { description: 'Not an administrator' }, 404: { description: 'Workspace not found' }, 409: { description: 'Would remove the last administrator' } },
+      handler: async ({ params, body, auth }) => {
+        const { workspace } = workspaces.requireAdmin(auth, params.workspace);
+        return { data: await workspaces.putMember(workspace, params.username, body) };
+      },
+    }),
+    defineRoute({
+      method: 'delete', path: '/api/v1/workspaces/{workspace}/members/{username}', tag,
+      summary: 'Remove a member and its role assignments (administrators)',
+      params: memberParams,
+      responses: { 200: { description: 'Removed', data: z.string() }, 403: { description: 'Not an administrator' }, 404: { description: 'Not a member' }, 409: { description: 'Last administrator' } },
+      handler: async ({ params, auth }) => {
+        const { workspace } = workspaces.requireAdmin(auth, params.workspace);
+        await workspaces.removeMember(workspace, params.username);
+        return { data: `User "${params.username}" is no longer a member of workspace "${workspace.slug}"` };
+      },
+    }),
+  ];
+}

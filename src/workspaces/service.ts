@@ -1,0 +1,220 @@
+import type { QuadStore } from '../store/store.js';
+import type { Graphs } from '../rdf/graphs.js';
+import { PREFIXES, WSM } from '../rdf/vocab.js';
+import { sparql, iri, literal, dateTime } from '../rdf/sparql.js';
+import { stableId, newId, UUID_PATTERN } from '../rdf/ids.js';
+import { req, str, time } from '../rdf/bindings.js';
+import { badRequest, conflict, forbidden, notFound } from '../errors.js';
+import type { AuthContext } from '../auth/context.js';
+import type { User, UserProfile, UserService } from '../users/service.js';
+
+export interface Workspace {
+  id: string;
+  slug: string;
+  name: string;
+  engineVersion: string;
+  owner: { id: string; username: string };
+  createdAt: string;
+  updatedAt: string;
+}
+
+/** What the caller may do in one workspace (DESIGN.md section 3). */
+export interface WorkspaceAccess {
+  workspace: Workspace;
+  /** The caller's user record (null for a system admin who never called before). */
+  user: User | null;
+  isMember: boolean;
+  isAdmin: boolean;
+  /** The caller's principal id when a member. */
+  principalId: string | null;
+}
+
+export const SLUG_PATTERN = /^[a-z0-9](?:[a-z0-9-]{0,62}[a-z0-9])?$/;
+const SEMVER = /^(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)$/;
+
+/** IRI of the built-in administrator role, a term of the service vocabulary. */
+export const ADMIN_ROLE_URI = WSM.WorkspaceAdministrator;
+
+/**
+ * Workspaces, memberships and the built-in administrator role. A membership
+ * of a user is its USER principal in the workspace's IAM graph; holding the
+ * built-in role (or owning the workspace) makes a member an administrator.
+ */
+export class WorkspaceService {
+  constructor(
+    private readonly store: QuadStore,
+    private readonly graphs: Graphs,
+    private readonly users: UserService,
+    private readonly defaultEngineVersion: string,
+  ) {}
+
+  workspaceIri(id: string): string { return this.graphs.resource('workspace', id); }
+  adminRoleId(workspaceId: string): string { return stableId('role', workspaceId, ADMIN_ROLE_URI); }
+  roleIri(roleId: string): string { return this.graphs.resource('role', roleId); }
+  userPrincipalId(workspaceId: string, userId: string): string { return stableId('principal', workspaceId, 'user', userId); }
+  principalIri(principalId: string): string { return this.graphs.resource('principal', principalId); }
+  assignmentId(workspaceId: string, roleId: string, principalId: string): string { return stableId('assignment', workspaceId, roleId, principalId); }
+  assignmentIri(id: string): string { return this.graphs.resource('assignment', id); }
+
+  private query(where: string, extra = '', outside = ''): Workspace[] {
+    const rows = this.store.select(`${PREFIXES}
+      SELECT ?id ?slug ?name ?engineVersion ?ownerId ?ownerUsername ?createdAt ?updatedAt WHERE {
+        GRAPH ${iri(this.graphs.system).__sparql} {
+          ?w a wsm:Workspace ; wsm:id ?id ; wsm:slug ?slug ; wsm:engineVersion ?engineVersion ;
+             wsm:owner ?owner ; wsm:createdAt ?createdAt ; wsm:updatedAt ?updatedAt .
+          OPTIONAL { ?w wsm:name ?name }
+          ?owner wsm:id ?ownerId ; wsm:username ?ownerUsername .
+          ${where}
+        }
+        ${outside}
+      } ${extra}`);
+    return rows.map((b) => ({
+      id: req(b, 'id'),
+      slug: req(b, 'slug'),
+      name: str(b, 'name') ?? req(b, 'slug'),
+      engineVersion: req(b, 'engineVersion'),
+      owner: { id: req(b, 'ownerId'), username: req(b, 'ownerUsername') },
+      createdAt: time(b, 'createdAt'),
+      updatedAt: time(b, 'updatedAt'),
+    }));
+  }
+
+  /** Finds a workspace by slug or id (every {workspace} segment takes both). */
+  find(segment: string): Workspace | null {
+    const key = UUID_PATTERN.test(segment) ? sparql`?w wsm:id ${literal(segment.toLowerCase())} .` : sparql`?w wsm:slug ${literal(segment)} .`;
+    return this.query(key, 'LIMIT 1')[0] ?? null;
+  }
+
+  /** The workspaces the caller is a member of; all of them for a system admin. */
+  list(auth: AuthContext): Workspace[] {
+    if (auth.systemAdmin) return this.query('', 'ORDER BY ?slug');
+    const userIri = iri(this.users.userIri(this.users.idOf(auth.username)));
+    return this.query('', 'ORDER BY ?slug', sparql`GRAPH ?iam { ?p a wsm:Principal ; wsm:actor ${userIri} ; wsm:workspace ?w }`);
+  }
+
+  /** Creates a workspace owned by `ownerUsername`, with its built-in role and the owner as administrator. */
+  async create(input: { slug: string; name?: string; engineVersion?: string; owner: string }, now = new Date()): Promise<Workspace> {
+    if (!SLUG_PATTERN.test(input.slug)) {
+      throw badRequest('slug must be 1 to 64 lower-case letters, digits or hyphens, starting and ending with a letter or digit');
+    }
+    const engineVersion = input.engineVersion ?? this.defaultEngineVersion;
+    if (!SEMVER.test(engineVersion)) throw badRequest(`engineVersion must be a full semver version like 1.0.0, not "${engineVersion}"`);
+    if (this.find(input.slug)) throw conflict(`A workspace with slug "${input.slug}" already exists`);
+    const owner = await this.users.upsert(input.owner, {}, now);
+    const id = newId();
+    const ws = iri(this.workspaceIri(id));
+    const roleId = this.adminRoleId(id);
+    const principalId = this.userPrincipalId(id, owner.id);
+    const assignmentId = this.assignmentId(id, roleId, principalId);
+    const sys = iri(this.graphs.system);
+    const iam = iri(this.graphs.iam(id));
+    const slug = literal(input.slug);
+    const t = dateTime(now);
+    // One atomic update: the slug check inside it makes concurrent creations of one slug safe.
+    await this.store.update(PREFIXES + sparql`
+      INSERT { GRAPH ${sys} { ${ws} a wsm:Workspace ; wsm:id ${literal(id)} ; wsm:slug ${slug} ; wsm:name ${literal(input.name ?? input.slug)} ;
+                 wsm:engineVersion ${literal(engineVersion)} ; wsm:owner ${iri(this.users.userIri(owner.id))} ;
+                 wsm:createdAt ${t} ; wsm:updatedAt ${t} . }
+               GRAPH ${iam} {
+                 ${iri(this.roleIri(roleId))} a wsm:Role ; wsm:id ${literal(roleId)} ; wsm:uri ${iri(ADMIN_ROLE_URI)} ;
+                   wsm:label ${literal('Workspace administrator')} ;
+                   wsm:description ${literal('Built-in role: administers the workspace (packages, roles, members, extensions).')} ;
+                   wsm:workspace ${ws} ; wsm:createdAt ${t} ; wsm:updatedAt ${t} .
+                 ${iri(this.principalIri(principalId))} a wsm:Principal ; wsm:id ${literal(principalId)} ; wsm:principalType "USER" ;
+                   wsm:actor ${iri(this.users.userIri(owner.id))} ; wsm:workspace ${ws} ; wsm:createdAt ${t} .
+                 ${iri(this.assignmentIri(assignmentId))} a wsm:RoleAssignment ; wsm:id ${literal(assignmentId)} ;
+                   wsm:role ${iri(this.roleIri(roleId))} ; wsm:principal ${iri(this.principalIri(principalId))} ; wsm:createdAt ${t} .
+               } }
+      WHERE { FILTER NOT EXISTS { GRAPH ${sys} { ?other wsm:slug ${slug} } } }`);
+    const created = this.find(id);
+    if (!created || created.slug !== input.slug || created.owner.id !== owner.id) throw conflict(`A workspace with slug "${input.slug}" already exists`);
+    return created;
+  }
+
+  isMember(workspaceId: string, userId: string): boolean {
+    const p = iri(this.principalIri(this.userPrincipalId(workspaceId, userId)));
+    return this.store.ask(`${PREFIXES} ASK { GRAPH ${iri(this.graphs.iam(workspaceId)).__sparql} { ${p.__sparql} a wsm:Principal } }`);
+  }
+
+  /** Member ids of the workspace's administrators (owner or holder of the built-in role). */
+  adminUserIds(workspace: Workspace): string[] {
+    const iam = iri(this.graphs.iam(workspace.id));
+    const role = iri(this.roleIri(this.adminRoleId(workspace.id)));
+    const ownerIri = iri(this.users.userIri(workspace.owner.id));
+    const rows = this.store.select(PREFIXES + sparql`SELECT DISTINCT ?userId WHERE {
+      GRAPH ${iam} { ?p a wsm:Principal ; wsm:principalType "USER" ; wsm:actor ?u .
+        { ?a wsm:role ${role} ; wsm:principal ?p } UNION { FILTER (?u = ${ownerIri}) } }
+      GRAPH ${iri(this.graphs.system)} { ?u wsm:id ?userId } }`);
+    return rows.map((b) => req(b, 'userId'));
+  }
+
+  isAdmin(workspace: Workspace, userId: string): boolean {
+    return this.adminUserIds(workspace).includes(userId);
+  }
+
+  /**
+   * Resolves the {workspace} segment for a caller. A caller who is not a
+   * member (and not a system admin) gets 404, as if it did not exist.
+   */
+  access(auth: AuthContext, segment: string): WorkspaceAccess {
+    const workspace = this.find(segment);
+    const user = this.users.get({ username: auth.username });
+    const isMember = !!(workspace && user && this.isMember(workspace.id, user.id));
+    if (!workspace || (!isMember && !auth.systemAdmin)) throw notFound(`Workspace "${segment}" not found`);
+    const isAdmin = auth.systemAdmin || (isMember && this.isAdmin(workspace, user!.id));
+    return { workspace, user, isMember, isAdmin, principalId: isMember ? this.userPrincipalId(workspace.id, user!.id) : null };
+  }
+
+  requireMember(auth: AuthContext, segment: string): WorkspaceAccess {
+    return this.access(auth, segment);
+  }
+
+  requireAdmin(auth: AuthContext, segment: string): WorkspaceAccess {
+    const access = this.access(auth, segment);
+    if (!access.isAdmin) throw forbidden('Only administrators of this workspace may do this');
+    return access;
+  }
+
+  /** Adds or updates a member (creating the user record if needed); `admin` grants or revokes the built-in role. */
+  async putMember(workspace: Workspace, username: string, input: UserProfile & { admin?: boolean }, now = new Date()): Promise<User> {
+    const { admin, ...profile } = input;
+    const user = await this.users.upsert(username, profile, now);
+    const principalId = this.userPrincipalId(workspace.id, user.id);
+    const roleId = this.adminRoleId(workspace.id);
+    const iam = iri(this.graphs.iam(workspace.id));
+    const p = iri(this.principalIri(principalId));
+    const a = iri(this.assignmentIri(this.assignmentId(workspace.id, roleId, principalId)));
+    const ops: string[] = [];
+    if (!this.isMember(workspace.id, user.id)) {
+      ops.push(sparql`INSERT DATA { GRAPH ${iam} { ${p} a wsm:Principal ; wsm:id ${literal(principalId)} ; wsm:principalType "USER" ;
+        wsm:actor ${iri(this.users.userIri(user.id))} ; wsm:workspace ${iri(this.workspaceIri(workspace.id))} ; wsm:createdAt ${dateTime(now)} . } }`);
+    }
+    if (admin === true) {
+      ops.push(sparql`INSERT { GRAPH ${iam} { ${a} a wsm:RoleAssignment ; wsm:id ${literal(this.assignmentId(workspace.id, roleId, principalId))} ;
+        wsm:role ${iri(this.roleIri(roleId))} ; wsm:principal ${p} ; wsm:createdAt ${dateTime(now)} . } }
+        WHERE { FILTER NOT EXISTS { GRAPH ${iam} { ${a} a wsm:RoleAssignment } } }`);
+    } else if (admin === false) {
+      const remaining = this.adminUserIds(workspace).filter((id) => id !== user.id);
+      if (remaining.length === 0) throw conflict('This is the last administrator of the workspace; make another member an administrator first');
+      if (workspace.owner.id === user.id) throw conflict('The workspace owner is always an administrator');
+      ops.push(sparql`DELETE WHERE { GRAPH ${iam} { ${a} ?p ?o } }`);
+    }
+    if (ops.length) await this.store.update(PREFIXES + ops.join(' ;\n'));
+    return user;
+  }
+
+  /** Removes a member with its role assignments. */
+  async removeMember(workspace: Workspace, username: string): Promise<void> {
+    const user = this.users.get({ username });
+    if (!user || !this.isMember(workspace.id, user.id)) throw notFound(`User "${username}" is not a member of this workspace`);
+    const admins = this.adminUserIds(workspace);
+    if (admins.includes(user.id) && admins.length === 1) {
+      throw conflict('This is the last administrator of the workspace; make another member an administrator first');
+    }
+    const iam = iri(this.graphs.iam(workspace.id));
+    const p = iri(this.principalIri(this.userPrincipalId(workspace.id, user.id)));
+    await this.store.update(PREFIXES + sparql`
+      DELETE WHERE { GRAPH ${iam} { ?a wsm:principal ${p} ; ?ap ?ao } } ;
+      DELETE WHERE { GRAPH ${iam} { ${p} ?pp ?po } }`);
+  }
+}
