@@ -1,0 +1,154 @@
+import { spawn } from 'node:child_process';
+import { readFile, readdir, writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { expect } from 'chai';
+import { openDurableStore } from '../../src/store/durable.js';
+import { content, insertPair, numbers, openCollecting, tempDir } from './helpers.js';
+
+describe('durable store', () => {
+  let dir: string;
+  let cleanup: () => Promise<void>;
+  beforeEach(async () => ({ dir, cleanup } = await tempDir()));
+  afterEach(async () => cleanup());
+
+  it('keeps writes across close and reopen', async () => {
+    const first = await openDurableStore(dir);
+    for (let i = 0; i < 5; i++) await first.update(insertPair(i));
+    await first.write([
+      { kind: 'load', graph: 'urn:g:loaded', format: 'text/turtle', data: '<urn:x> <urn:y> "z" .' },
+      { kind: 'update', sparql: 'DELETE DATA { GRAPH <urn:g:test> { <urn:n:0> <urn:p:a> 0 } }' },
+    ]);
+    const before = content(first);
+    await first.close();
+
+    const { store, warnings } = await openCollecting(dir);
+    expect(content(store)).to.deep.equal(before);
+    expect(store.graphNames().sort()).to.deep.equal(['urn:g:loaded', 'urn:g:test']);
+    expect(store.replayInfo.recordsReplayed).to.equal(6);
+    expect(warnings).to.deep.equal([]);
+    await store.close();
+  });
+
+  it('gives the same state after snapshot, more writes and reopen', async () => {
+    const first = await openDurableStore(dir);
+    for (let i = 0; i < 10; i++) await first.update(insertPair(i));
+    await first.snapshot();
+    for (let i = 10; i < 15; i++) await first.update(insertPair(i));
+    await first.update('DELETE DATA { GRAPH <urn:g:test> { <urn:n:3> <urn:p:a> 3 } }');
+    const before = content(first);
+    expect(first.stats().snapshots).to.equal(1);
+    await first.close();
+
+    const files = (await readdir(dir)).sort();
+    expect(files.filter((f) => f.startsWith('journal-'))).to.have.length(1);
+    expect(files.filter((f) => f.startsWith('snapshot-'))).to.have.length(1);
+
+    const { store, warnings } = await openCollecting(dir);
+    expect(content(store)).to.deep.equal(before);
+    expect(store.replayInfo).to.include({ snapshotSeq: 10, recordsReplayed: 6, lastSeq: 16 });
+    expect(warnings).to.deep.equal([]);
+    // A second snapshot after reopening supersedes the first.
+    await store.snapshot();
+    await store.close();
+    const again = await openDurableStore(dir);
+    expect(content(again)).to.deep.equal(before);
+    expect(again.replayInfo).to.include({ snapshotSeq: 16, recordsReplayed: 0 });
+    await again.close();
+  });
+
+  it('keeps writes racing a snapshot', async () => {
+    const store = await openDurableStore(dir);
+    const writes: Promise<void>[] = [];
+    for (let i = 0; i < 50; i++) writes.push(store.update(insertPair(i))); // not yet fsynced
+    const snap = store.snapshot();
+    for (let i = 50; i < 100; i++) writes.push(store.update(insertPair(i))); // same tick as the snapshot call
+    await Promise.resolve();
+    for (let i = 100; i < 150; i++) writes.push(store.update(insertPair(i))); // while it runs
+    await Promise.all([snap, ...writes]);
+    for (let i = 150; i < 160; i++) await store.update(insertPair(i));
+    await store.close();
+
+    const reopened = await openDurableStore(dir);
+    const { a, b } = numbers(reopened);
+    expect(a.size).to.equal(160);
+    expect(b.size).to.equal(160);
+    expect(reopened.replayInfo.snapshotSeq).to.be.greaterThan(0);
+    await reopened.close();
+  });
+
+  it('snapshots automatically past snapshotAfterBytes without losing writes', async () => {
+    const store = await openDurableStore(dir, { snapshotAfterBytes: 4000 });
+    const writes: Promise<void>[] = [];
+    for (let i = 0; i < 300; i++) {
+      writes.push(store.update(insertPair(i)));
+      if (i % 7 === 0) await new Promise((r) => setImmediate(r));
+    }
+    await Promise.all(writes);
+    expect(store.stats().snapshots).to.be.at.least(1);
+    const before = content(store);
+    await store.close();
+    const reopened = await openDurableStore(dir);
+    expect(content(reopened)).to.deep.equal(before);
+    expect(numbers(reopened).a.size).to.equal(300);
+    await reopened.close();
+  });
+
+  it('group commit: 200 concurrent writes share few fsyncs', async () => {
+    const store = await openDurableStore(dir);
+    const writes: Promise<void>[] = [];
+    for (let i = 0; i < 200; i++) writes.push(store.update(insertPair(i)));
+    await Promise.all(writes);
+    const { fsyncs, appends } = store.stats();
+    expect(appends).to.equal(200);
+    expect(fsyncs).to.be.at.most(5);
+
+    // Staggered writers (a new write every few microtasks) still batch.
+    const staggered: Promise<void>[] = [];
+    for (let i = 200; i < 400; i++) {
+      staggered.push(store.update(insertPair(i)));
+      if (i % 20 === 0) await new Promise((r) => setImmediate(r));
+    }
+    await Promise.all(staggered);
+    expect(store.stats().fsyncs - fsyncs).to.be.below(50);
+    await store.close();
+
+    const reopened = await openDurableStore(dir);
+    const { a, b } = numbers(reopened);
+    expect([a.size, b.size]).to.deep.equal([400, 400]);
+    await reopened.close();
+  });
+
+  it('rejects writes after close', async () => {
+    const store = await openDurableStore(dir);
+    await store.close();
+    let error: Error | undefined;
+    await store.update(insertPair(1)).catch((e: Error) => (error = e));
+    expect(error?.message).to.match(/closed/);
+  });
+
+  describe('lock', () => {
+    it('refuses a second open of the same directory with a clear message', async () => {
+      const store = await openDurableStore(dir);
+      let error: Error | undefined;
+      await openDurableStore(dir).catch((e: Error) => (error = e));
+      expect(error?.message).to.contain(`another process (pid ${process.pid}) is using the data directory`);
+      await store.close();
+      // Released at close: opening works again.
+      const again = await openDurableStore(dir);
+      await again.close();
+    });
+
+    it('takes over a lock left by a process that no longer runs', async () => {
+      const child = spawn(process.execPath, ['-e', '']);
+      const deadPid = child.pid!;
+      await new Promise((resolve) => child.on('exit', resolve));
+      await writeFile(join(dir, 'lock'), `${deadPid}\n`);
+      const infos: string[] = [];
+      const store = await openDurableStore(dir, { onInfo: (m) => infos.push(m) });
+      expect(infos.join('\n')).to.contain(`pid ${deadPid} no longer runs`);
+      expect((await readFile(join(dir, 'lock'), 'utf8')).trim()).to.equal(String(process.pid));
+      await store.update(insertPair(1));
+      await store.close();
+    });
+  });
+});
