@@ -30,6 +30,20 @@ export function applyOp(store: oxigraph.Store, op: WriteOp): void {
   }
 }
 
+/** Joins runs of consecutive update ops into one multi-operation update. */
+function coalesceUpdates(ops: WriteOp[]): WriteOp[] {
+  const out: WriteOp[] = [];
+  for (const op of ops) {
+    const last = out[out.length - 1];
+    if (op.kind === 'update' && last?.kind === 'update') {
+      out[out.length - 1] = { kind: 'update', sparql: `${last.sparql} ;\n${op.sparql}` };
+    } else {
+      out.push(op);
+    }
+  }
+  return out;
+}
+
 /**
  * The embedded store: Oxigraph in memory. With a sink, each write is durable
  * when its promise resolves; without one it is a plain in-memory store.
@@ -71,9 +85,12 @@ export class OxigraphStore implements QuadStore {
 
   async write(ops: WriteOp[]): Promise<void> {
     if (ops.length === 0) return;
-    // Apply in memory first (throws on a malformed op before anything is journaled),
-    // then hand to the journal in the same tick so journal order = apply order.
-    for (const op of ops) applyOp(this.raw, op);
+    // Apply in memory first, then hand to the journal in the same tick so
+    // journal order = apply order. Consecutive updates run as one SPARQL
+    // request, which Oxigraph applies atomically: a malformed one throws
+    // before any of them changed the store. Loads carry N-Triples/Turtle
+    // the service serialized itself.
+    for (const op of coalesceUpdates(ops)) applyOp(this.raw, op);
     this.versionCounter++;
     const durable = this.sink ? this.sink.append(ops) : Promise.resolve();
     for (const listener of this.listeners) listener(ops);
