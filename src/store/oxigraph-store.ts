@@ -30,17 +30,52 @@ export function applyOp(store: oxigraph.Store, op: WriteOp): void {
   }
 }
 
-/** Joins runs of consecutive update ops into one multi-operation update. */
-function coalesceUpdates(ops: WriteOp[]): WriteOp[] {
-  const out: WriteOp[] = [];
-  for (const op of ops) {
-    const last = out[out.length - 1];
-    if (op.kind === 'update' && last?.kind === 'update') {
-      out[out.length - 1] = { kind: 'update', sparql: `${last.sparql} ;\n${op.sparql}` };
-    } else {
-      out.push(op);
-    }
+const PROLOGUE_ITEM = /^\s*(?:PREFIX\s+([A-Za-z][\w.-]*)?:\s*<([^>]*)>|BASE\s*<([^>]*)>)/i;
+
+/**
+ * Splits an update into its leading PREFIX/BASE declarations and the rest.
+ * Oxigraph accepts a prologue only at the very start of a request (not after
+ * `;`), so a joined update carries one merged prologue at its head.
+ */
+export function splitPrologue(update: string): { prefixes: Map<string, string>; base: string | null; body: string } {
+  const prefixes = new Map<string, string>();
+  let base: string | null = null;
+  let rest = update;
+  for (let m = PROLOGUE_ITEM.exec(rest); m; m = PROLOGUE_ITEM.exec(rest)) {
+    if (m[3] !== undefined) base = m[3];
+    else prefixes.set(m[1] ?? '', m[2]!);
+    rest = rest.slice(m[0].length);
   }
+  return { prefixes, base, body: rest };
+}
+
+/**
+ * Joins runs of consecutive update ops into one multi-operation update (one
+ * atomic Oxigraph call), hoisting their prologues into one. Updates whose
+ * prologues disagree (a prefix bound to two IRIs, another base) stay separate.
+ */
+export function coalesceUpdates(ops: WriteOp[]): WriteOp[] {
+  const out: WriteOp[] = [];
+  let run: { prefixes: Map<string, string>; base: string | null; bodies: string[] } | null = null;
+  const flush = () => {
+    if (!run) return;
+    const head = [...run.prefixes].map(([p, i]) => `PREFIX ${p}: <${i}>`);
+    if (run.base !== null) head.unshift(`BASE <${run.base}>`);
+    out.push({ kind: 'update', sparql: `${head.join('\n')}\n${run.bodies.join(' ;\n')}` });
+    run = null;
+  };
+  for (const op of ops) {
+    if (op.kind !== 'update') { flush(); out.push(op); continue; }
+    const part = splitPrologue(op.sparql);
+    const clashes = run !== null && (part.base !== run.base
+      || [...part.prefixes].some(([p, i]) => run!.prefixes.has(p) && run!.prefixes.get(p) !== i));
+    if (clashes) flush();
+    if (!run) run = { prefixes: new Map(), base: null, bodies: [] };
+    for (const [p, i] of part.prefixes) run.prefixes.set(p, i);
+    if (part.base !== null) run.base = part.base;
+    run.bodies.push(part.body);
+  }
+  flush();
   return out;
 }
 

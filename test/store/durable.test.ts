@@ -152,3 +152,40 @@ describe('durable store', () => {
     });
   });
 });
+
+describe('durable store: multi-update writes', () => {
+  let dir: string;
+  let cleanup: () => Promise<void>;
+  beforeEach(async () => ({ dir, cleanup } = await tempDir()));
+  afterEach(async () => cleanup());
+
+  it('applies several updates that each declare prefixes as one write, and keeps them after reopen', async () => {
+    const store = await openDurableStore(dir);
+    await store.write([
+      { kind: 'update', sparql: 'PREFIX ex: <urn:ex:> INSERT DATA { GRAPH <urn:g:a> { ex:s ex:p 1 } }' },
+      { kind: 'update', sparql: 'PREFIX ex: <urn:ex:>\nPREFIX other: <urn:other:> INSERT DATA { GRAPH <urn:g:a> { ex:s other:p 2 } }' },
+      { kind: 'update', sparql: 'PREFIX ex: <urn:different:> INSERT DATA { GRAPH <urn:g:a> { ex:s ex:p 3 } }' },
+    ]);
+    const count = () => Number(store.select('SELECT (COUNT(*) AS ?n) WHERE { GRAPH <urn:g:a> { ?s ?p ?o } }')[0]!.n!.value);
+    expect(count()).to.equal(3);
+    expect(store.ask('ASK { GRAPH <urn:g:a> { <urn:different:s> <urn:different:p> 3 } }')).to.equal(true);
+    await store.close();
+    const reopened = await openDurableStore(dir);
+    expect(Number(reopened.select('SELECT (COUNT(*) AS ?n) WHERE { GRAPH <urn:g:a> { ?s ?p ?o } }')[0]!.n!.value)).to.equal(3);
+    await reopened.close();
+  });
+
+  it('refuses a write whose later update is malformed, leaving the earlier ones unapplied', async () => {
+    const store = await openDurableStore(dir);
+    let error: unknown = null;
+    try {
+      await store.write([
+        { kind: 'update', sparql: 'PREFIX ex: <urn:ex:> INSERT DATA { GRAPH <urn:g:a> { ex:s ex:p 1 } }' },
+        { kind: 'update', sparql: 'PREFIX ex: <urn:ex:> INSERT DATA { GRAPH <urn:g:a> { ex:s ex:p ' },
+      ]);
+    } catch (err) { error = err; }
+    expect(error).to.be.instanceOf(Error);
+    expect(store.size()).to.equal(0);
+    await store.close();
+  });
+});
