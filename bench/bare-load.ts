@@ -1,0 +1,15 @@
+/**
+ * Baseline of the start-up and memory figures: a bare Oxigraph store loading
+ * the same snapshot file, then answering /health.
+ */
+import http from 'node:http';
+import { readFileSync } from 'node:fs';
+import oxigraph from 'oxigraph';
+
+const file = process.argv[2]!;
+const text = readFileSync(file, 'utf8');
+// Skip the snapshot's header line (a comment, valid N-Quads anyway).
+const store = new oxigraph.Store();
+store.load(text, { format: 'application/n-quads' });
+http.createServer((_req, res) => { res.end(JSON.stringify({ quads: store.size })); })
+  .listen(Number(process.env.PORT), '127.0.0.1');
