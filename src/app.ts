@@ -12,6 +12,10 @@ import type { AuthContext } from './auth/context.js';
 import { UserService } from './users/service.js';
 import { WorkspaceService } from './workspaces/service.js';
 import { workspaceRoutes } from './workspaces/routes.js';
+import { WorkspaceViews } from './sandbox/views.js';
+import { QuerySandbox } from './sandbox/sandbox.js';
+import { SlashCommandService } from './slash/service.js';
+import { slashCommandRoutes } from './slash/routes.js';
 
 /** Everything the areas need, built once in `createServices`. */
 export interface Services {
@@ -22,6 +26,9 @@ export interface Services {
   users: UserService;
   workspaces: WorkspaceService;
   verify: (token: string) => Promise<AuthContext>;
+  /** Runs user queries in worker threads (slash commands, the SPARQL endpoint). */
+  sandbox: QuerySandbox;
+  slashCommands: SlashCommandService;
   /** Started background work (schedulers, workers) to stop at shutdown. */
   closers: Array<() => Promise<void> | void>;
 }
@@ -30,13 +37,19 @@ export function createServices(deps: { config: Config; logger: Logger; store: Qu
   const graphs = new Graphs(deps.config.WSM_BASE_IRI);
   const users = new UserService(deps.store, graphs);
   const workspaces = new WorkspaceService(deps.store, graphs, users, deps.config.WSM_ENGINE_VERSION);
-  return { ...deps, graphs, users, workspaces, closers: [] };
+  const sandbox = new QuerySandbox(deps.store, graphs, new WorkspaceViews(deps.store, graphs), deps.logger, {
+    timeoutMs: deps.config.WSM_QUERY_TIMEOUT_MS,
+    maxResults: deps.config.WSM_QUERY_MAX_TRIPLES,
+  });
+  const slashCommands = new SlashCommandService(deps.store, graphs, users, sandbox);
+  return { ...deps, graphs, users, workspaces, sandbox, slashCommands, closers: [() => sandbox.close()] };
 }
 
 /** Collects the routes of every area, in matching order. */
 export function buildRegistry(services: Services): ApiRegistry {
   const registry = new ApiRegistry();
   registry.add(...workspaceRoutes(services.workspaces));
+  registry.add(...slashCommandRoutes(services.slashCommands, services.workspaces, services.users));
   return registry;
 }
 
