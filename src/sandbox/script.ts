@@ -27,7 +27,7 @@ interface JisonHash {
   text?: string;
   token?: string;
   line?: number;
-  loc?: { first_line: number; first_column: number };
+  loc?: { first_line: number; first_column: number; last_line: number; last_column: number };
   expected?: string[];
 }
 
