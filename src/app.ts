@@ -14,6 +14,10 @@ import { WorkspaceService } from './workspaces/service.js';
 import { workspaceRoutes } from './workspaces/routes.js';
 import { IamService } from './iam/service.js';
 import { iamRoutes } from './iam/routes.js';
+import { WorkspaceViews } from './sandbox/views.js';
+import { QuerySandbox } from './sandbox/sandbox.js';
+import { SlashCommandService } from './slash/service.js';
+import { slashCommandRoutes } from './slash/routes.js';
 
 /** Everything the areas need, built once in `createServices`. */
 export interface Services {
@@ -25,6 +29,9 @@ export interface Services {
   workspaces: WorkspaceService;
   iam: IamService;
   verify: (token: string) => Promise<AuthContext>;
+  /** Runs user queries in worker threads (slash commands, the SPARQL endpoint). */
+  sandbox: QuerySandbox;
+  slashCommands: SlashCommandService;
   /** Started background work (schedulers, workers) to stop at shutdown. */
   closers: Array<() => Promise<void> | void>;
 }
@@ -34,7 +41,12 @@ export function createServices(deps: { config: Config; logger: Logger; store: Qu
   const users = new UserService(deps.store, graphs);
   const workspaces = new WorkspaceService(deps.store, graphs, users, deps.config.WSM_ENGINE_VERSION);
   const iam = new IamService(deps.store, graphs, users, workspaces);
-  return { ...deps, graphs, users, workspaces, iam, closers: [] };
+  const sandbox = new QuerySandbox(deps.store, graphs, new WorkspaceViews(deps.store, graphs), deps.logger, {
+    timeoutMs: deps.config.WSM_QUERY_TIMEOUT_MS,
+    maxResults: deps.config.WSM_QUERY_MAX_TRIPLES,
+  });
+  const slashCommands = new SlashCommandService(deps.store, graphs, users, sandbox);
+  return { ...deps, graphs, users, workspaces, iam, sandbox, slashCommands, closers: [() => sandbox.close()] };
 }
 
 /** Collects the routes of every area, in matching order. */
@@ -42,6 +54,7 @@ export function buildRegistry(services: Services): ApiRegistry {
   const registry = new ApiRegistry();
   registry.add(...workspaceRoutes(services.workspaces));
   registry.add(...iamRoutes(services.workspaces, services.iam));
+  registry.add(...slashCommandRoutes(services.slashCommands, services.workspaces, services.users));
   return registry;
 }
 
