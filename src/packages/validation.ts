@@ -262,8 +262,16 @@ export async function validateMatrices(input: ValidationInput): Promise<{ report
     quad(reportNode, namedNode(RDF.type), namedNode(sh('ValidationReport'))),
     quad(reportNode, namedNode(sh('conforms')), literal(String(report.conforms), namedNode(XSD_BOOLEAN))),
   );
+  // once each, in order (a blank node shared by several results is described once)
+  const seen = new Set<string>();
+  const unique = reportQuads.filter((q) => {
+    const key = `${q.subject.id} ${q.predicate.id} ${q.object.id}`;
+    if (seen.has(key)) return false;
+    seen.add(key);
+    return true;
+  });
   const writer = new Writer({ format: 'N-Triples' });
-  return { report, ntriples: writer.quadsToString(reportQuads) };
+  return { report, ntriples: writer.quadsToString(unique) };
 }
 
 /** Reads a stored `sh:ValidationReport` (N-Triples or Turtle) back into the JSON report. */
