@@ -100,6 +100,22 @@ describe('packages/validation (SHACL)', () => {
     expect(report.results.filter((r) => r.severity === 'INFO').map((r) => r.focusNode)).to.include(TRACKING_URI);
   });
 
+  it('requires the file of each manifest entry itself to declare its URI, even if another file of the package does', async () => {
+    const reportingElsewhere = trackingTurtle({ extra: `<${REPORTING_URI}> a mtx:Matrix ; rdfs:label "Reporting" ; rdfs:comment "Declared in the wrong file." .` });
+    const emptyReporting = '@prefix rdfs: <http://www.w3.org/2000/01/rdf-schema#> .\n<https://example.org/matrices/reporting#Note> rdfs:label "Nothing else" .';
+    const matrices = [
+      { uri: TRACKING_URI, name: 'tracking', quads: parseTurtle(reportingElsewhere) },
+      { uri: REPORTING_URI, name: 'reporting', quads: parseTurtle(emptyReporting) },
+    ];
+    const { report } = await validateMatrices({ matrices, context: noContext });
+    expect(violations(report).map((r) => [r.focusNode, r.sourceShape])).to.deep.equal([
+      [REPORTING_URI, 'https://w3id.org/wsm/shapes#ManifestMatrixShape'],
+    ]);
+    // a reinstall: the workspace already has the matrix, the new file still has to declare it
+    const reinstall = await validateMatrices({ matrices: [matrices[1]!], context: { roleUris: [], matrixUris: [REPORTING_URI] } });
+    expect(violations(reinstall.report).map((r) => r.focusNode)).to.deep.equal([REPORTING_URI]);
+  });
+
   it('refuses blank-node roles and agents (their ids derive from the IRI)', async () => {
     const matrix = tracking({ extra: '[] a iam:Role ; rdfs:label "Anonymous" ; rdfs:comment "No IRI." .' });
     const { report } = await validateMatrices({ matrices: [matrix], context: noContext });
