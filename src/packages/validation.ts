@@ -17,7 +17,7 @@ import { fileURLToPath } from 'node:url';
 import { DataFactory, Parser, Store, Writer, type Quad } from 'n3';
 import type { Term } from '@rdfjs/types';
 import SHACLValidator from 'rdf-validate-shacl';
-import { IAM, MTX, RDF, WSM } from '../rdf/vocab.js';
+import { DCTERMS, IAM, MTX, RDF, RDFS, SH, WSM, XSD } from '../rdf/vocab.js';
 import { parseTurtle } from '../rdf/turtle.js';
 
 export type Severity = 'VIOLATION' | 'WARNING' | 'INFO';
@@ -46,11 +46,7 @@ export interface ValidationInput {
   context: { roleUris: string[]; matrixUris: string[] };
 }
 
-const SH_NS = 'http://www.w3.org/ns/shacl#';
-const sh = (term: string) => `${SH_NS}${term}`;
-const XSD_BOOLEAN = 'http://www.w3.org/2001/XMLSchema#boolean';
-const XSD_STRING = 'http://www.w3.org/2001/XMLSchema#string';
-const RDFS_LABEL = 'http://www.w3.org/2000/01/rdf-schema#label';
+const sh = (term: string) => `${SH.ns}${term}`;
 const RDF_FIRST = `${RDF.ns}first`;
 const RDF_REST = `${RDF.ns}rest`;
 const RDF_NIL = `${RDF.ns}nil`;
@@ -107,7 +103,7 @@ function storeLookup(store: Store): Lookup {
 function termText(term: Term | undefined, lookup: Lookup): string | null {
   if (!term) return null;
   if (term.termType !== 'BlankNode') return term.value;
-  const label = lookup(term, RDFS_LABEL).find((t) => t.termType === 'Literal');
+  const label = lookup(term, RDFS.label).find((t) => t.termType === 'Literal');
   return label ? `[ rdfs:label ${JSON.stringify(label.value)} ]` : '[]';
 }
 
@@ -205,7 +201,7 @@ function toN3(term: Term, tag: string, isKnown: (label: string) => boolean): Ter
     case 'BlankNode': return blankNode(isKnown(term.value) ? term.value : `${tag}${term.value}`);
     case 'Literal': {
       const lit = term as unknown as { value: string; language?: string; datatype?: { value: string } };
-      return lit.language ? literal(lit.value, lit.language) : literal(lit.value, namedNode(lit.datatype?.value ?? XSD_STRING));
+      return lit.language ? literal(lit.value, lit.language) : literal(lit.value, namedNode(lit.datatype?.value ?? XSD.string));
     }
     default: return term;
   }
@@ -299,7 +295,7 @@ export async function validateMatrices(input: ValidationInput): Promise<{ report
   const report = summarize(results);
   reportQuads.unshift(
     quad(reportNode, namedNode(RDF.type), namedNode(sh('ValidationReport'))),
-    quad(reportNode, namedNode(sh('conforms')), literal(String(report.conforms), namedNode(XSD_BOOLEAN))),
+    quad(reportNode, namedNode(sh('conforms')), literal(String(report.conforms), namedNode(XSD.boolean))),
   );
   // once each, in order (a blank node shared by several results is described once)
   const seen = new Set<string>();
@@ -322,15 +318,15 @@ export function reportFromNTriples(nt: string): ValidationReport {
 }
 
 const TURTLE_PREFIXES: Record<string, string> = {
-  sh: SH_NS,
+  sh: SH.ns,
   rdf: RDF.ns,
-  xsd: 'http://www.w3.org/2001/XMLSchema#',
-  rdfs: 'http://www.w3.org/2000/01/rdf-schema#',
-  dcterms: 'http://purl.org/dc/terms/',
+  xsd: XSD.ns,
+  rdfs: RDFS.ns,
+  dcterms: DCTERMS.ns,
   mtx: MTX.ns,
   iam: IAM.ns,
   wsm: WSM.ns,
-  wsmsh: 'https://w3id.org/wsm/shapes#',
+  wsmsh: WSMSH,
 };
 
 /**
