@@ -309,9 +309,9 @@ export async function validateMatrices(input: ValidationInput): Promise<{ report
   return { report, ntriples: writer.quadsToString(unique) };
 }
 
-/** Reads a stored `sh:ValidationReport` (N-Triples or Turtle) back into the JSON report. */
+/** Reads a stored `sh:ValidationReport` (N-Triples, N-Quads or Turtle) back into the JSON report. */
 export function reportFromNTriples(nt: string): ValidationReport {
-  const store = new Store(new Parser({ format: 'text/turtle' }).parse(nt));
+  const store = new Store(new Parser().parse(nt));
   const lookup = storeLookup(store);
   const results = store.getObjects(null, namedNode(sh('result')), null).map((node) => readResult(node, lookup));
   return summarize(results);
@@ -334,7 +334,7 @@ const TURTLE_PREFIXES: Record<string, string> = {
  * result (and path) nested as a `[ ... ]` blank node.
  */
 export function reportTurtle(nt: string): string {
-  const store = new Store(new Parser({ format: 'text/turtle' }).parse(nt));
+  const store = new Store(new Parser().parse(nt));
   const writer = new Writer({ prefixes: TURTLE_PREFIXES });
   const referenced = new Map<string, number>();
   for (const q of store.getQuads(null, null, null, null)) {

@@ -167,6 +167,8 @@ pt:Guest a iam:Role ; rdfs:label "Guest" ; rdfs:comment "Read-only access." .
     const dumped = store.dump({ format: 'application/n-triples', from_graph_name: graph });
     expect(reportFromNTriples(dumped)).to.deep.equal(report);
     expect(reportFromNTriples(ntriples)).to.deep.equal(report);
+    // a dump with graph names (N-Quads) reads the same
+    expect(reportFromNTriples(store.dump({ format: 'application/n-quads' }))).to.deep.equal(report);
   });
 
   it('gives readable Turtle with prefixes that parses to the same report', async () => {
