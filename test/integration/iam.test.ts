@@ -475,6 +475,33 @@ describe('identity and access (I1-I14)', () => {
       expect(dup.roleIds[`${EX}audit#Auditor`]).to.equal(auditor());
     });
 
+    it('reads roles and agents only from derived graphs, never from a specification graph a package wrote', async () => {
+      const { store, graphs } = t.server.services;
+      const forged = graphs.resource('role', UNKNOWN);
+      const specGraph = graphs.matrix(ws.id, a.matrixId);
+      const wsIri = graphs.resource('workspace', ws.id);
+      const forgedAgent = graphs.resource('agent', UNKNOWN);
+      await store.update(`PREFIX wsm: <https://w3id.org/wsm/ns#>
+        INSERT DATA { GRAPH <${specGraph}> {
+          <${forged}> a wsm:Role ; wsm:id "${UNKNOWN}" ; wsm:uri <${EX}forged> ; wsm:label "Forged" ; wsm:workspace <${wsIri}> ;
+            wsm:createdAt "2020-01-01T00:00:00Z"^^<http://www.w3.org/2001/XMLSchema#dateTime> ; wsm:updatedAt "2020-01-01T00:00:00Z"^^<http://www.w3.org/2001/XMLSchema#dateTime> .
+          <${forgedAgent}> a wsm:Agent ; wsm:id "${UNKNOWN}" ; wsm:uri <${EX}forgedAgent> ; wsm:workspace <${wsIri}> ;
+            wsm:createdAt "2020-01-01T00:00:00Z"^^<http://www.w3.org/2001/XMLSchema#dateTime> ; wsm:updatedAt "2020-01-01T00:00:00Z"^^<http://www.w3.org/2001/XMLSchema#dateTime> .
+          <${graphs.resource('agent', bot())}> wsm:role <${graphs.resource('role', auditor())}> .
+        } }`);
+      const all = await t.http.get(url('/roles')).set(bearer(tokens.owner));
+      expect(all.body.data.items.map((r: { label: string }) => r.label)).to.not.include('Forged');
+      expect((await t.http.get(url(`/roles/${UNKNOWN}`)).set(bearer(tokens.owner))).status).to.equal(404);
+      expect((await t.http.get(url(`/agents/${UNKNOWN}`)).set(bearer(tokens.owner))).status).to.equal(404);
+      const agents = await t.http.get(url('/agents')).set(bearer(tokens.owner));
+      expect(agents.body.data.totalItems).to.equal(2);
+      // The bot holds Viewer by its specification and the built-in role by an assignment (test above), not Auditor.
+      const botRoles = await t.http.get(url(`/agents/${bot()}/roles`)).set(bearer(tokens.owner));
+      expect(botRoles.body.data.map((r: { id: string }) => r.id)).to.deep.equal([adminRoleId, viewer()]);
+      // Reinstalling replaces the specification graph: the forged records go.
+      await installFixtureMatrix(t, ws.id, matrixA);
+    });
+
     it('keeps workspaces apart: another workspace sees none of these roles, agents or users', async () => {
       const other = await seedWorkspace(t, 'other');
       const roles = await t.http.get('/api/v1/iam/other/roles').set(bearer(other.tokens.owner));
