@@ -402,8 +402,8 @@ export class IamService {
       ? sparql`OPTIONAL { ?q a wsm:Principal ; wsm:principalType "AGENT" ; wsm:actor ${r} ; wsm:id ?principalId ; wsm:createdAt ?principalCreatedAt }`
       : '';
     const rows = this.store.select(PREFIXES + sparql`SELECT * WHERE { GRAPH ${iri(graph)} {
-      ${r} a ${raw(`wsm:${kind}`)} ; wsm:id ?id ; wsm:uri ?uri ; wsm:createdAt ?createdAt ; wsm:updatedAt ?updatedAt .
-      OPTIONAL { ${r} wsm:label ?label } OPTIONAL { ${r} wsm:description ?description } OPTIONAL { ${r} wsm:matrix ?m }
+      ${r} a ${raw(`wsm:${kind}`)} ; wsm:id ?id ; wsm:uri ?uri ; wsm:createdAt ?createdAt .
+      OPTIONAL { ${r} wsm:updatedAt ?updatedAt } OPTIONAL { ${r} wsm:label ?label } OPTIONAL { ${r} wsm:description ?description } OPTIONAL { ${r} wsm:matrix ?m }
       ${raw(principal)} } } LIMIT 1`);
     return rows[0] ? this.recordRow(recordIri, rows[0]) : null;
   }
@@ -421,7 +421,7 @@ export class IamService {
         description: str(b, 'description'),
         matrixId: m && m.startsWith(matrixPrefix) ? m.slice(matrixPrefix.length) : null,
         createdAt: time(b, 'createdAt'),
-        updatedAt: time(b, 'updatedAt'),
+        updatedAt: time(b, b.updatedAt ? 'updatedAt' : 'createdAt'),
       },
       principalId: str(b, 'principalId'),
       principalCreatedAt: b.principalCreatedAt ? time(b, 'principalCreatedAt') : null,
