@@ -202,6 +202,12 @@ export class IamService {
     const { iri: roleIri } = this.findRecord(workspace, 'Role', roleId);
     const r = iri(roleIri);
     const users = this.userPrincipalsWithRole(workspace, roleIri);
+    if (roleIri === this.workspaces.roleIri(this.workspaces.adminRoleId(workspace.id)) && !users.some((u) => (u.actor as User).id === workspace.owner.id)) {
+      // The owner holds the built-in role by ownership, assigned or not.
+      const owner = this.userPrincipal(workspace, this.ownerPrincipalIri(workspace));
+      if (owner) users.push(owner);
+      users.sort((x, y) => ((x.actor as User).username < (y.actor as User).username ? -1 : 1));
+    }
     const bySpecification = this.store.select(PREFIXES + sparql`SELECT DISTINCT ?a WHERE { GRAPH ?g { ?a wsm:role ${r} ; a wsm:Agent } }`);
     // Agent principals are few; each is checked for an assignment (the role may have thousands of user assignments).
     const byAssignment = this.store.select(PREFIXES + sparql`SELECT DISTINCT ?a WHERE {
@@ -289,6 +295,9 @@ export class IamService {
     if (this.store.ask(PREFIXES + sparql`ASK { GRAPH ${iam} { ${a} a wsm:RoleAssignment } }`)) {
       throw conflict(`${capitalize(this.describe(p))} already has the role "${role.record.label}"`);
     }
+    if (role.record.uri === ADMIN_ROLE_URI && p.principal.type === 'USER' && (p.principal.actor as User).id === workspace.owner.id) {
+      throw conflict(`User "${(p.principal.actor as User).username}" already has the role "${role.record.label}" as the workspace owner`);
+    }
     if (p.agentIri && this.hasSpecificationRole(workspace, p.agentIri, role.iri)) {
       throw conflict(`Agent "${(p.principal.actor as Agent).label}" already has the role "${role.record.label}" from its matrix specification`);
     }
@@ -302,17 +311,17 @@ export class IamService {
     const assignmentId = this.workspaces.assignmentId(workspace.id, role.record.id, p.principal.id);
     const a = iri(this.workspaces.assignmentIri(assignmentId));
     const iam = iri(this.graphs.iam(workspace.id));
-    if (!this.store.ask(PREFIXES + sparql`ASK { GRAPH ${iam} { ${a} a wsm:RoleAssignment } }`)) {
-      if (p.agentIri && this.hasSpecificationRole(workspace, p.agentIri, role.iri)) {
-        throw notFound(`Agent "${(p.principal.actor as Agent).label}" holds the role "${role.record.label}" by its matrix specification, not by an assignment; it cannot be removed through the API`);
-      }
-      throw notFound(`${capitalize(this.describe(p))} has no assignment of the role "${role.record.label}"`);
-    }
     if (p.principal.type === 'USER' && role.record.uri === ADMIN_ROLE_URI) {
       const userId = (p.principal.actor as User).id;
       const remaining = this.workspaces.adminUserIds(workspace).filter((id) => id !== userId);
       if (remaining.length === 0) throw conflict('This is the last administrator of the workspace; make another member an administrator first');
       if (workspace.owner.id === userId) throw conflict('The workspace owner is always an administrator; the administrator role cannot be removed from the owner');
+    }
+    if (!this.store.ask(PREFIXES + sparql`ASK { GRAPH ${iam} { ${a} a wsm:RoleAssignment } }`)) {
+      if (p.agentIri && this.hasSpecificationRole(workspace, p.agentIri, role.iri)) {
+        throw notFound(`Agent "${(p.principal.actor as Agent).label}" holds the role "${role.record.label}" by its matrix specification, not by an assignment; it cannot be removed through the API`);
+      }
+      throw notFound(`${capitalize(this.describe(p))} has no assignment of the role "${role.record.label}"`);
     }
     await this.store.update(PREFIXES + sparql`DELETE WHERE { GRAPH ${iam} { ${a} ?p ?o } }`);
     return `Role "${role.record.label}" removed from ${this.describe(p)}`;
@@ -320,11 +329,23 @@ export class IamService {
 
   // ------------------------------------------------------------ internals
 
-  /** IRIs of the roles assigned (in the IAM graph) to a principal, whether the roles still exist or not. */
+  /**
+   * IRIs of the roles assigned (in the IAM graph) to a principal, whether the
+   * roles still exist or not; the workspace owner, while a member, also holds
+   * the built-in administrator role by ownership (DESIGN.md section 3).
+   */
   private assignedRoleIris(workspace: Workspace, principalIri: string): string[] {
     const rows = this.store.select(PREFIXES + sparql`SELECT DISTINCT ?r WHERE {
       GRAPH ${iri(this.graphs.iam(workspace.id))} { ?asg a wsm:RoleAssignment ; wsm:role ?r ; wsm:principal ${iri(principalIri)} } }`);
-    return rows.map((b) => req(b, 'r'));
+    const held = rows.map((b) => req(b, 'r'));
+    if (principalIri === this.ownerPrincipalIri(workspace) && this.workspaces.isMember(workspace.id, workspace.owner.id)) {
+      held.push(this.workspaces.roleIri(this.workspaces.adminRoleId(workspace.id)));
+    }
+    return [...new Set(held)];
+  }
+
+  private ownerPrincipalIri(workspace: Workspace): string {
+    return this.workspaces.principalIri(this.workspaces.userPrincipalId(workspace.id, workspace.owner.id));
   }
 
   /** IRIs of the roles of a principal: assigned, and for an agent also those of its specification. */

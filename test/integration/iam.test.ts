@@ -540,6 +540,27 @@ describe('identity and access: the last administrator', () => {
     // Still an administrator.
     expect((await t.http.put('/api/v1/workspaces/solo/members/tia').set(bearer(sam)).send({})).status).to.equal(200);
     expect(workspace.slug).to.equal('solo');
+
+    // The owner, added back as a plain member, holds the built-in role by ownership.
+    const ownerId = (await t.http.get('/api/v1/workspaces/solo').set(bearer(sam))).body.data.owner.id;
+    expect((await t.http.get(`/api/v1/iam/solo/users/${ownerId}/roles`).set(bearer(sam))).status).to.equal(404);
+    expect((await t.http.put('/api/v1/workspaces/solo/members/solo-owner').set(bearer(sam)).send({})).status).to.equal(200);
+    const ownerRoles = await t.http.get(`/api/v1/iam/solo/users/${ownerId}/roles`).set(bearer(sam));
+    expect(ownerRoles.body.data.map((r: { id: string }) => r.id)).to.deep.equal([adminRole.id]);
+    const holders = await t.http.get(`/api/v1/iam/solo/roles/${adminRole.id}/assignees`).set(bearer(sam));
+    expect(holders.body.data.map((p: { actor: { username: string } }) => p.actor.username)).to.deep.equal(['sam', 'solo-owner']);
+    const filtered = await t.http.get(`/api/v1/iam/solo/roles?assignee=${ownerId}`).set(bearer(sam));
+    expect(filtered.body.data.totalItems).to.equal(1);
+    const assign = await t.http.post(`/api/v1/iam/solo/roles/${adminRole.id}/assignees/${ownerId}`).set(bearer(sam));
+    expect(assign.status).to.equal(409);
+    expect(assign.body.error.message).to.match(/owner/);
+    const remove = await t.http.delete(`/api/v1/iam/solo/roles/${adminRole.id}/assignees/${ownerId}`).set(bearer(sam));
+    expect(remove.status).to.equal(409);
+    expect(remove.body.error.message).to.match(/owner/);
+    // sam is no longer the last administrator and may step down.
+    const stepDown = await t.http.delete(`/api/v1/iam/solo/roles/${adminRole.id}/assignees/${samPrincipal.actor.id}`).set(bearer(sam));
+    expect(stepDown.status).to.equal(200);
+    expect((await t.http.put('/api/v1/workspaces/solo/members/uma').set(bearer(sam)).send({})).status).to.equal(403);
   });
 });
 
