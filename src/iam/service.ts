@@ -94,8 +94,9 @@ export class IamService {
 
   /** I6: a member user by id; 404 when the id names no member of this workspace. */
   getMemberUser(workspace: Workspace, userId: string): User {
-    const user = UUID_PATTERN.test(userId) ? this.users.get({ id: userId.toLowerCase() }) : null;
-    if (!user || !this.workspaces.isMember(workspace.id, user.id)) {
+    const id = userId.toLowerCase();
+    const user = UUID_PATTERN.test(id) && this.workspaces.isMember(workspace.id, id) ? this.userByIri(this.users.userIri(id)) : null;
+    if (!user) {
       throw notFound(`User "${userId}" is not a member of workspace "${workspace.slug}"`);
     }
     return user;
@@ -209,10 +210,9 @@ export class IamService {
       users.sort((x, y) => ((x.actor as User).username < (y.actor as User).username ? -1 : 1));
     }
     const bySpecification = this.store.select(PREFIXES + sparql`SELECT DISTINCT ?a WHERE { GRAPH ?g { ?a wsm:role ${r} ; a wsm:Agent } }`);
-    // Agent principals are few; each is checked for an assignment (the role may have thousands of user assignments).
     const byAssignment = this.store.select(PREFIXES + sparql`SELECT DISTINCT ?a WHERE {
-      GRAPH ?g { ?q a wsm:Principal ; wsm:principalType "AGENT" ; wsm:actor ?a ; wsm:workspace ${iri(this.workspaces.workspaceIri(workspace.id))} }
-      FILTER EXISTS { GRAPH ${iri(this.graphs.iam(workspace.id))} { ?asg wsm:role ${r} ; wsm:principal ?q } } }`);
+      GRAPH ${iri(this.graphs.iam(workspace.id))} { ?asg wsm:role ${r} ; wsm:principal ?q }
+      GRAPH ?g { ?q wsm:principalType "AGENT" ; wsm:actor ?a } }`);
     const agentIris = [...new Set([...bySpecification, ...byAssignment].map((b) => req(b, 'a')))];
     const agents = this.locate(workspace, 'Agent', agentIris);
     return [...users, ...agents.filter((a) => this.holdsRole(workspace, a, roleIri)).map((a) => this.agentPrincipal(workspace, a))];
