@@ -564,6 +564,32 @@ describe('identity and access: the last administrator', () => {
   });
 });
 
+describe('identity and access: concurrency and restart', () => {
+  let t: TestServer;
+  after(async () => { await t.close(); removeDir(t.dataDir); });
+
+  it('answers concurrent identical assignments with one 200 and 409 for the rest, and keeps assignments across a restart', async () => {
+    t = await startTestServer();
+    const { tokens, workspace } = await seedWorkspace(t, 'race');
+    const fixture = await installFixtureMatrix(t, workspace.id, matrixA);
+    const editorId = fixture.roleIds[`${EX}sales#Editor`]!;
+    const member = t.server.services.users.get({ username: 'race-member' })!;
+    const path = `/api/v1/iam/race/roles/${editorId}/assignees/${member.id}`;
+    const answers = await Promise.all(Array.from({ length: 6 }, () => t.http.post(path).set(bearer(tokens.owner))));
+    expect(answers.map((r) => r.status).sort()).to.deep.equal([200, 409, 409, 409, 409, 409]);
+    const botPrincipal = fixture.agentPrincipalIds[`${EX}sales#Bot`]!;
+    expect((await t.http.post(`/api/v1/iam/race/roles/${editorId}/assignees/principals/${botPrincipal}`).set(bearer(tokens.owner))).status).to.equal(200);
+
+    await t.close();
+    t = await startTestServer({}, t.dataDir);
+    const roles = await t.http.get(`/api/v1/iam/race/users/${member.id}/roles`).set(bearer(tokens.owner));
+    expect(roles.status).to.equal(200);
+    expect(roles.body.data.map((r: { id: string }) => r.id)).to.deep.equal([editorId]);
+    const holders = await t.http.get(`/api/v1/iam/race/roles/${editorId}/assignees`).set(bearer(tokens.member));
+    expect(holders.body.data.map((p: { type: string }) => p.type)).to.deep.equal(['USER', 'AGENT']);
+  });
+});
+
 describe('identity and access: paging over many members', () => {
   let t: TestServer;
   let owner: string;
