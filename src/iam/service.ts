@@ -34,7 +34,7 @@ export interface Principal {
 
 type Kind = 'Role' | 'Agent';
 
-/** A role or agent record with the graph it was read from, and for agents their principal. */
+/** A role or agent record with its IRI, and for an agent the id and creation time of its principal. */
 interface RecordRow {
   record: Role;
   iri: string;
