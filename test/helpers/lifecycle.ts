@@ -71,3 +71,16 @@ export function workspaceDump(t: TestServer, workspaceId: string): Record<string
   }
   return out;
 }
+
+/** Turtle of a matrix with about `triples` triples (one role, many plain statements): a slow install. */
+export function bigMatrixTurtle(uri: string, triples: number): string {
+  const lines = [
+    '@prefix mtx: <https://poliglot.io/os/spec/matrix#> .',
+    '@prefix iam: <https://poliglot.io/os/spec/iam#> .',
+    '@prefix rdfs: <http://www.w3.org/2000/01/rdf-schema#> .',
+    `<${uri}> a mtx:Matrix ; rdfs:label "Big matrix" ; rdfs:comment "Many statements." .`,
+    `<${uri}#operator> a iam:Role ; rdfs:label "Operator" ; rdfs:comment "Operates." .`,
+  ];
+  for (let i = 0; i < Math.ceil(triples / 2); i++) lines.push(`<${uri}#item${i}> rdfs:label "Item ${i}" ; <${uri}#weight> ${i} .`);
+  return lines.join('\n');
+}
