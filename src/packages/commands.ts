@@ -320,6 +320,8 @@ const RECOVERY_MESSAGE = 'Interrupted: the service stopped while this command wa
  */
 export class CommandRunner {
   private readonly queues = new Map<string, Queued[]>();
+  /** Per workspace: the tail of its chain of commands. */
+  private readonly chains = new Map<string, Promise<void>>();
   private readonly clock = new Clock();
   private readonly idle = new Set<() => void>();
   private stopped = false;
@@ -370,18 +372,17 @@ export class CommandRunner {
       throw err;
     }
     const accepted = this.commands.get(request.workspaceId, id)!;
-    if (queue[0] === item) void this.drain(key);
+    // Commands of one workspace run one at a time, in the order they were accepted: each reads the
+    // workspace (installed matrices, roles) and then writes, so running them serially keeps those reads true.
+    const previous = this.chains.get(request.workspaceId) ?? Promise.resolve();
+    const chain = previous.then(() => this.execute(item)).then(() => {
+      queue.splice(queue.indexOf(item), 1);
+      if (queue.length === 0 && this.queues.get(key) === queue) this.queues.delete(key);
+      if (this.chains.get(request.workspaceId) === chain) this.chains.delete(request.workspaceId);
+      if (this.busy === 0) for (const resolve of [...this.idle]) resolve();
+    });
+    this.chains.set(request.workspaceId, chain);
     return accepted;
-  }
-
-  private async drain(key: string): Promise<void> {
-    const queue = this.queues.get(key);
-    while (queue && queue.length > 0) {
-      await this.execute(queue[0]!);
-      queue.shift();
-    }
-    this.queues.delete(key);
-    if (this.busy === 0) for (const resolve of this.idle) resolve();
   }
 
   private async execute(item: Queued): Promise<void> {
