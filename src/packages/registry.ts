@@ -298,8 +298,12 @@ export interface Published {
  * The same bytes again is a no-op; other bytes for a published version are a
  * CONFLICT unless `replace` (used for the bundled examples).
  */
-export async function publishBytes(registryDir: string, bytes: Buffer, publisher: string, options: { replace?: boolean } = {}): Promise<Published> {
+function checkPublisher(publisher: string): void {
   if (!isSlug(publisher)) throw badRequest(`Publisher "${publisher}" must be a lower-case slug (letters a-z, digits, single hyphens between them)`);
+}
+
+export async function publishBytes(registryDir: string, bytes: Buffer, publisher: string, options: { replace?: boolean } = {}): Promise<Published> {
+  checkPublisher(publisher);
   const { manifest } = await readPackageArchive(bytes);
   const dir = path.join(path.resolve(registryDir), publisher, manifest.name);
   const target = path.join(dir, `${manifest.version}.tgz`);
@@ -325,6 +329,7 @@ export async function publishBytes(registryDir: string, bytes: Buffer, publisher
 
 /** `wsm publish`: checks an archive file and copies it into a directory registry. */
 export async function publishToDirectory(registryDir: string, archivePath: string, publisher: string): Promise<Published> {
+  checkPublisher(publisher);
   let bytes: Buffer;
   try {
     const info = await stat(archivePath);
