@@ -256,4 +256,17 @@ describe('packages: upload install, reads and re-installs (P2, P4, P5, P7-P10)',
     expect((await t.http.get(`/api/v1/packages/acme/commands/${any}`).set(bearer(tokens.outsider))).status).to.equal(404);
     expect((await t.http.get(`/api/v1/packages/acme/commands/${any}/events`).set(bearer(tokens.outsider))).status).to.equal(404);
   });
+
+  it('installs a matrix importing one of another package, and warns when that package is uninstalled', async () => {
+    const taken = 'https://example.org/packages/alpha/main';
+    const uri = 'https://example.org/packages/dependent/main';
+    const done = await uploadAndWait(t, tokens.owner, 'acme', await tinyPackage({ name: 'dependent', matrices: [{ name: 'main', uri, turtle: roleMatrix(uri, 'user', `<${uri}> mtx:imports <${taken}> .`) }] }));
+    expect(done.status, done.errorMessage ?? '').to.equal('completed');
+    expect((await t.http.get('/api/v1/packages/acme/dependent').set(bearer(tokens.owner))).body.data.matrices[0].dependencyCount).to.equal(1);
+    const res = await t.http.delete('/api/v1/packages/acme/rival').set(bearer(tokens.owner));
+    expect(res.status).to.equal(202);
+    expect((await waitForCommand(t, tokens.owner, 'acme', res.body.data.id)).status).to.equal('completed');
+    const warning = (await eventsOf(t, tokens.owner, 'acme', res.body.data.id)).find((e) => e.level === 'WARNING');
+    expect(warning?.message).to.contain(`<${uri}>`);
+  });
 });
