@@ -269,4 +269,24 @@ describe('packages: upload install, reads and re-installs (P2, P4, P5, P7-P10)',
     const warning = (await eventsOf(t, tokens.owner, 'acme', res.body.data.id)).find((e) => e.level === 'WARNING');
     expect(warning?.message).to.contain(`<${uri}>`);
   });
+
+  it('answers 404 on every package endpoint for an unknown workspace', async () => {
+    const id = '00000000-0000-4000-8000-000000000000';
+    const calls = [
+      t.http.post('/api/v1/packages/nowhere/registry/acme-pub/alpha/install').send({}),
+      t.http.patch('/api/v1/packages/nowhere/alpha/auto-update').send({ autoUpdate: true }),
+      t.http.get('/api/v1/packages/nowhere'),
+      t.http.get('/api/v1/packages/nowhere/alpha'),
+      t.http.delete('/api/v1/packages/nowhere/alpha'),
+      t.http.get('/api/v1/packages/nowhere/alpha/commands'),
+      t.http.get(`/api/v1/packages/nowhere/commands/${id}`),
+      t.http.get(`/api/v1/packages/nowhere/commands/${id}/validation-report`),
+      t.http.get(`/api/v1/packages/nowhere/commands/${id}/events`),
+    ];
+    for (const call of calls) {
+      const res = await call.set(bearer(tokens.root));
+      expect(res.status, `${res.req.method} ${res.req.path}`).to.equal(404);
+      expect(res.body.error.code).to.equal('NOT_FOUND');
+    }
+  });
 });
