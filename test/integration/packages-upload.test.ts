@@ -283,9 +283,9 @@ describe('packages: upload install, reads and re-installs (P2, P4, P5, P7-P10)',
       t.http.get(`/api/v1/packages/nowhere/commands/${id}/validation-report`),
       t.http.get(`/api/v1/packages/nowhere/commands/${id}/events`),
     ];
-    for (const call of calls) {
+    for (const [i, call] of calls.entries()) {
       const res = await call.set(bearer(tokens.root));
-      expect(res.status, `${res.req.method} ${res.req.path}`).to.equal(404);
+      expect(res.status, `call ${i}`).to.equal(404);
       expect(res.body.error.code).to.equal('NOT_FOUND');
     }
   });
