@@ -289,4 +289,18 @@ describe('packages: upload install, reads and re-installs (P2, P4, P5, P7-P10)',
       expect(res.body.error.code).to.equal('NOT_FOUND');
     }
   });
+
+  it('queues an upload behind an active command of the package and records what it turned out to be', async () => {
+    const [first, second] = await Promise.all([
+      upload(t, tokens.owner, 'acme', await tinyPackage({ name: 'queued', version: '1.0.0' })),
+      upload(t, tokens.owner, 'acme', await tinyPackage({ name: 'queued', version: '1.1.0' })),
+    ]);
+    expect([first.status, second.status]).to.deep.equal([202, 202]);
+    expect(second.body.data).to.include({ commandType: 'INSTALL', status: 'pending' });
+    const a = await waitForCommand(t, tokens.owner, 'acme', first.body.data.id);
+    const b = await waitForCommand(t, tokens.owner, 'acme', second.body.data.id);
+    expect(a).to.include({ status: 'completed', commandType: 'INSTALL' });
+    expect(b).to.include({ status: 'completed', commandType: 'UPDATE', packageInstallationId: a.packageInstallationId });
+    expect((await t.http.get('/api/v1/packages/acme/queued').set(bearer(tokens.owner))).body.data.currentVersion).to.equal('1.1.0');
+  });
 });
