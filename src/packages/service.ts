@@ -344,9 +344,9 @@ export class PackageService {
       job: async (ctx) => {
         await ctx.event('INFO', `Read the uploaded archive (${bytes.length} bytes, sha256 ${archive.sha256}): ${this.describeManifest(m)}${forceUpdate ? '; forceUpdate is on' : ''}`);
         // Queued behind another command of the package, the installed version may have changed meanwhile.
-        const now = this.commandTypeFor(workspace.id, m.name, m.version).type;
+        const actualType = this.commandTypeFor(workspace.id, m.name, m.version).type;
         const result = await this.deployPackage(ctx, workspace, archive, { registry: null, autoUpdate: false, forceUpdate });
-        return { ...result, commandType: now };
+        return { ...result, commandType: actualType };
       },
     });
   }

@@ -67,6 +67,18 @@ describe('packages: registry install, auto-update toggle, uninstall and conflict
     expect(p.autoUpdate).to.equal(true);
   });
 
+  it('accepts a registry package whose Turtle is broken (checked in the command) and fails the command', async () => {
+    const uri = 'https://example.org/packages/brittle/main';
+    publish(t, 'acme-pub', 'brittle', '1.0.0', await tinyPackage({ name: 'brittle', matrices: [{ name: 'main', uri, turtle: `<${uri}> a <https://poliglot.io/os/spec/matrix#Matrix> ; "dangling" .` }] }));
+    const res = await install(tokens.owner, 'brittle');
+    expect(res.status).to.equal(202);
+    const done = await waitForCommand(t, tokens.owner, 'acme', res.body.data.id);
+    expect(done.status).to.equal('failed');
+    expect(done.errorMessage).to.match(/main\/assembly\.ttl.*line 1/);
+    expect((await t.http.get('/api/v1/packages/acme/brittle').set(bearer(tokens.owner))).status).to.equal(404);
+    expect((await t.http.get(`/api/v1/packages/acme/commands/${done.id}/validation-report`).set(bearer(tokens.owner))).status).to.equal(404);
+  });
+
   it('toggles auto-update (P3): 200 with the installation; 400 for uploads and bad bodies; 403 members; 404 unknown', async () => {
     const path = '/api/v1/packages/acme/alpha/auto-update';
     expect((await t.http.patch(path).set(bearer(tokens.member)).send({ autoUpdate: false })).status).to.equal(403);
