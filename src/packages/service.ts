@@ -102,6 +102,9 @@ export interface PackageServiceOptions {
   maxArchiveBytes: number;
 }
 
+/** How long P4/P5 wait for the registry's versions before answering latestVersion null. */
+const REGISTRY_READ_TIMEOUT_MS = 3000;
+
 const plural = (n: number, word: string) => `${n} ${word}${n === 1 ? '' : 's'}`;
 
 /**
@@ -166,12 +169,17 @@ export class PackageService {
 
   private async latestFromRegistry(workspace: Workspace, rec: InstalledRecord): Promise<string | null> {
     if (!rec.registryPublisher || !rec.registryName) return null;
+    let timer: NodeJS.Timeout | undefined;
     try {
-      const versions = await this.registry.versions(rec.registryPublisher, rec.registryName);
+      // A read answers without the registry rather than wait for a slow one.
+      const timeout = new Promise<never>((_, reject) => { timer = setTimeout(() => reject(new Error('registry too slow')), REGISTRY_READ_TIMEOUT_MS); });
+      const versions = await Promise.race([this.registry.versions(rec.registryPublisher, rec.registryName), timeout]);
       return newestCompatible(versions, workspace.engineVersion)?.version ?? null;
     } catch (err) {
       this.logger.warn({ err, package: rec.name }, 'registry not reachable for the latest version of a package');
       return null;
+    } finally {
+      clearTimeout(timer);
     }
   }
 
