@@ -303,4 +303,23 @@ describe('packages: upload install, reads and re-installs (P2, P4, P5, P7-P10)',
     expect(b).to.include({ status: 'completed', commandType: 'UPDATE', packageInstallationId: a.packageInstallationId });
     expect((await t.http.get('/api/v1/packages/acme/queued').set(bearer(tokens.owner))).body.data.currentVersion).to.equal('1.1.0');
   });
+
+  it('describes P1 to P10 in the OpenAPI document', async () => {
+    const doc = (await t.http.get('/api/v1/openapi.json')).body as { paths: Record<string, Record<string, { responses: Record<string, unknown> }>> };
+    const expected: Array<[string, string, string]> = [
+      ['/api/v1/packages/{workspace}/registry/{publisher}/{name}/install', 'post', '202'],
+      ['/api/v1/packages/{workspace}/install', 'post', '202'],
+      ['/api/v1/packages/{workspace}/{packageName}/auto-update', 'patch', '200'],
+      ['/api/v1/packages/{workspace}', 'get', '200'],
+      ['/api/v1/packages/{workspace}/{packageName}', 'get', '200'],
+      ['/api/v1/packages/{workspace}/{packageName}', 'delete', '202'],
+      ['/api/v1/packages/{workspace}/{packageName}/commands', 'get', '200'],
+      ['/api/v1/packages/{workspace}/commands/{commandId}', 'get', '200'],
+      ['/api/v1/packages/{workspace}/commands/{commandId}/validation-report', 'get', '200'],
+      ['/api/v1/packages/{workspace}/commands/{commandId}/events', 'get', '200'],
+    ];
+    for (const [path, method, status] of expected) {
+      expect(doc.paths[path]?.[method]?.responses, `${method} ${path}`).to.have.property(status);
+    }
+  });
 });
