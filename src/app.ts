@@ -18,6 +18,9 @@ import { WorkspaceViews } from './sandbox/views.js';
 import { QuerySandbox } from './sandbox/sandbox.js';
 import { SlashCommandService } from './slash/service.js';
 import { slashCommandRoutes } from './slash/routes.js';
+import { PackageService } from './packages/service.js';
+import { packageRoutes } from './packages/routes.js';
+import { openRegistry } from './packages/registry.js';
 
 /** Everything the areas need, built once in `createServices`. */
 export interface Services {
@@ -28,6 +31,8 @@ export interface Services {
   users: UserService;
   workspaces: WorkspaceService;
   iam: IamService;
+  /** Package installations and lifecycle commands; `packages.requestRedeploy` and `setExtensionHook` serve extensions. */
+  packages: PackageService;
   verify: (token: string) => Promise<AuthContext>;
   /** Runs user queries in worker threads (slash commands, the SPARQL endpoint). */
   sandbox: QuerySandbox;
@@ -46,7 +51,9 @@ export function createServices(deps: { config: Config; logger: Logger; store: Qu
     maxResults: deps.config.WSM_QUERY_MAX_TRIPLES,
   });
   const slashCommands = new SlashCommandService(deps.store, graphs, users, sandbox);
-  return { ...deps, graphs, users, workspaces, iam, sandbox, slashCommands, closers: [() => sandbox.close()] };
+  const packages = new PackageService(deps.store, graphs, workspaces, openRegistry(deps.config.WSM_REGISTRY), deps.logger,
+    { maxArchiveBytes: deps.config.WSM_MAX_UPLOAD_BYTES });
+  return { ...deps, graphs, users, workspaces, iam, packages, sandbox, slashCommands, closers: [() => sandbox.close()] };
 }
 
 /** Collects the routes of every area, in matching order. */
@@ -55,6 +62,7 @@ export function buildRegistry(services: Services): ApiRegistry {
   registry.add(...workspaceRoutes(services.workspaces));
   registry.add(...iamRoutes(services.workspaces, services.iam));
   registry.add(...slashCommandRoutes(services.slashCommands, services.workspaces, services.users));
+  registry.add(...packageRoutes(services.workspaces, services.packages, { maxUploadBytes: services.config.WSM_MAX_UPLOAD_BYTES }));
   return registry;
 }
 

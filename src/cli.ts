@@ -54,6 +54,11 @@ async function serve(): Promise<void> {
     process.stdout.write(`\nFirst start: created workspace "demo" owned by "admin".\n` +
       `Bearer token for admin (system administrator):\n\n${server.bootstrap.demoToken}\n\n` +
       `Try:\n  curl -H "Authorization: Bearer <token>" ${server.url}/api/v1/workspaces/demo\n` +
+      (server.bootstrap.examples?.length
+        ? `Install an example package (${server.bootstrap.examples.join(', ')} are in the registry):\n` +
+          `  curl -X POST -H "Authorization: Bearer <token>" -H "Content-Type: application/json" -d '{}' ` +
+          `${server.url}/api/v1/packages/demo/registry/${server.bootstrap.examples.find((e) => e.endsWith('/project-tracking')) ?? server.bootstrap.examples[0]}/install\n`
+        : '') +
       `API docs: ${server.url}/docs\n\n`);
   }
   let stopping = false;
