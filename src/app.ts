@@ -12,6 +12,8 @@ import type { AuthContext } from './auth/context.js';
 import { UserService } from './users/service.js';
 import { WorkspaceService } from './workspaces/service.js';
 import { workspaceRoutes } from './workspaces/routes.js';
+import { ExtensionService } from './extensions/service.js';
+import { extensionRoutes } from './extensions/routes.js';
 
 /** Everything the areas need, built once in `createServices`. */
 export interface Services {
@@ -21,6 +23,7 @@ export interface Services {
   graphs: Graphs;
   users: UserService;
   workspaces: WorkspaceService;
+  extensions: ExtensionService;
   verify: (token: string) => Promise<AuthContext>;
   /** Started background work (schedulers, workers) to stop at shutdown. */
   closers: Array<() => Promise<void> | void>;
@@ -30,13 +33,15 @@ export function createServices(deps: { config: Config; logger: Logger; store: Qu
   const graphs = new Graphs(deps.config.WSM_BASE_IRI);
   const users = new UserService(deps.store, graphs);
   const workspaces = new WorkspaceService(deps.store, graphs, users, deps.config.WSM_ENGINE_VERSION);
-  return { ...deps, graphs, users, workspaces, closers: [] };
+  const extensions = new ExtensionService(deps.store, graphs, users, deps.config.WSM_MAX_BODY_BYTES);
+  return { ...deps, graphs, users, workspaces, extensions, closers: [] };
 }
 
 /** Collects the routes of every area, in matching order. */
 export function buildRegistry(services: Services): ApiRegistry {
   const registry = new ApiRegistry();
   registry.add(...workspaceRoutes(services.workspaces));
+  registry.add(...extensionRoutes(services.workspaces, services.extensions));
   return registry;
 }
 
