@@ -1,5 +1,5 @@
 import { badRequest, payloadTooLarge, unsupportedMediaType } from '../errors.js';
-import { parseTurtle, quadsToNTriples, looksLikeRdfXml } from './turtle-fallback.js';
+import { parseTurtle, quadsToNTriples, looksLikeRdfXml } from '../rdf/turtle.js';
 
 /** The uploaded `file` part as multer gives it (only what is read here). */
 export interface UploadedTurtle {

@@ -120,12 +120,11 @@ describe('extensions: Turtle checks at the request (X5)', () => {
     const res = await post(Buffer.from(broken));
     expect(res.status).to.equal(400);
     expect(res.body.error.code).to.equal('BAD_REQUEST');
-    expect(res.body.error.message).to.match(/line 5/);
-    expect(res.body.error.details).to.include.keys('line', 'column');
-    expect(res.body.error.details.line).to.equal(5);
+    expect(res.body.error.message).to.match(/^ext\.ttl: Turtle syntax error at line 5, column 14/);
+    expect(res.body.error.details).to.include({ line: 5, column: 14 });
     const undeclared = await post(Buffer.from('<https://example.org/a> a nope:Role .\n'));
     expect(undeclared.status).to.equal(400);
-    expect(undeclared.body.error.message).to.match(/line 1/);
+    expect(undeclared.body.error.message).to.match(/line 1, column 27: Undefined prefix "nope:"/);
   });
 
   it('refuses RDF/XML (400 by content, 415 by declared type), JSON-LD, non-UTF-8 and empty files', async () => {
