@@ -12,6 +12,9 @@ import type { AuthContext } from './auth/context.js';
 import { UserService } from './users/service.js';
 import { WorkspaceService } from './workspaces/service.js';
 import { workspaceRoutes } from './workspaces/routes.js';
+import { PackageService } from './packages/service.js';
+import { packageRoutes } from './packages/routes.js';
+import { openRegistry } from './packages/registry.js';
 import { ExtensionService } from './extensions/service.js';
 import { extensionRoutes } from './extensions/routes.js';
 
@@ -23,6 +26,8 @@ export interface Services {
   graphs: Graphs;
   users: UserService;
   workspaces: WorkspaceService;
+  /** Package installations and lifecycle commands; `packages.requestRedeploy` and `setExtensionHook` serve extensions. */
+  packages: PackageService;
   extensions: ExtensionService;
   verify: (token: string) => Promise<AuthContext>;
   /** Started background work (schedulers, workers) to stop at shutdown. */
@@ -33,14 +38,20 @@ export function createServices(deps: { config: Config; logger: Logger; store: Qu
   const graphs = new Graphs(deps.config.WSM_BASE_IRI);
   const users = new UserService(deps.store, graphs);
   const workspaces = new WorkspaceService(deps.store, graphs, users, deps.config.WSM_ENGINE_VERSION);
+  const packages = new PackageService(deps.store, graphs, workspaces, openRegistry(deps.config.WSM_REGISTRY), deps.logger,
+    { maxArchiveBytes: deps.config.WSM_MAX_UPLOAD_BYTES });
   const extensions = new ExtensionService(deps.store, graphs, users, deps.config.WSM_MAX_BODY_BYTES);
-  return { ...deps, graphs, users, workspaces, extensions, closers: [] };
+  // Extensions ask packages for REDEPLOY commands; packages merge extensions into every deployment.
+  extensions.setRedeployer(packages);
+  packages.setExtensionHook(extensions);
+  return { ...deps, graphs, users, workspaces, packages, extensions, closers: [] };
 }
 
 /** Collects the routes of every area, in matching order. */
 export function buildRegistry(services: Services): ApiRegistry {
   const registry = new ApiRegistry();
   registry.add(...workspaceRoutes(services.workspaces));
+  registry.add(...packageRoutes(services.workspaces, services.packages, { maxUploadBytes: services.config.WSM_MAX_UPLOAD_BYTES }));
   registry.add(...extensionRoutes(services.workspaces, services.extensions));
   return registry;
 }

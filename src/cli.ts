@@ -3,6 +3,8 @@ import { ConfigError, loadConfig, type Config } from './config.js';
 import { createLogger } from './logger.js';
 import { mintToken } from './auth/tokens.js';
 import { startServer } from './server.js';
+import { AppError } from './errors.js';
+import { publishToDirectory } from './packages/registry.js';
 
 /**
  * `wsm <command>`: serve | token | help. Run from a checkout with
@@ -16,6 +18,9 @@ Commands:
       --system-admin            the token makes its holder a system administrator
       --email E --first-name F --last-name L
       --ttl SECONDS             lifetime (default WSM_TOKEN_TTL, 12 hours)
+  publish <file.tgz> --publisher P [--registry DIR]
+                                check a package archive and copy it into a directory registry
+                                as DIR/P/<name>/<version>.tgz (DIR defaults to WSM_REGISTRY)
   help                          this text
 `;
 
@@ -49,6 +54,11 @@ async function serve(): Promise<void> {
     process.stdout.write(`\nFirst start: created workspace "demo" owned by "admin".\n` +
       `Bearer token for admin (system administrator):\n\n${server.bootstrap.demoToken}\n\n` +
       `Try:\n  curl -H "Authorization: Bearer <token>" ${server.url}/api/v1/workspaces/demo\n` +
+      (server.bootstrap.examples?.length
+        ? `Install an example package (${server.bootstrap.examples.join(', ')} are in the registry):\n` +
+          `  curl -X POST -H "Authorization: Bearer <token>" -H "Content-Type: application/json" -d '{}' ` +
+          `${server.url}/api/v1/packages/demo/registry/${server.bootstrap.examples.find((e) => e.endsWith('/project-tracking')) ?? server.bootstrap.examples[0]}/install\n`
+        : '') +
       `API docs: ${server.url}/docs\n\n`);
   }
   let stopping = false;
@@ -89,12 +99,34 @@ async function token(args: string[]): Promise<void> {
   process.stdout.write(`${jwt}\n`);
 }
 
+async function publish(args: string[]): Promise<void> {
+  const { values, positionals } = parseArgs({
+    args,
+    allowPositionals: true,
+    options: { publisher: { type: 'string' }, registry: { type: 'string' } },
+  });
+  const file = positionals[0];
+  if (!file || positionals.length > 1 || !values.publisher) fail('usage: wsm publish <file.tgz> --publisher P [--registry DIR]');
+  const registry = values.registry ?? config().WSM_REGISTRY;
+  if (/^https?:\/\//i.test(registry)) {
+    fail(`the registry "${registry}" is an HTTP registry; wsm publish copies into a directory registry, give one with --registry DIR`);
+  }
+  try {
+    const out = await publishToDirectory(registry, file, values.publisher);
+    process.stdout.write(`Published ${out.publisher}/${out.name} ${out.version} to ${out.path}\n`);
+  } catch (err) {
+    if (err instanceof AppError) fail(err.message, 1);
+    throw err;
+  }
+}
+
 export async function main(argv: string[]): Promise<void> {
   const [command, ...rest] = argv;
   try {
     switch (command) {
       case 'serve': return await serve();
       case 'token': return await token(rest);
+      case 'publish': return await publish(rest);
       case undefined: case 'help': case '--help': case '-h':
         process.stdout.write(USAGE);
         return;

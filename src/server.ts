@@ -26,7 +26,11 @@ export async function startServer(config: Config, logger: Logger): Promise<Runni
     adminValue: config.WSM_OIDC_ADMIN_VALUE,
   });
   const services = createServices({ config, logger, store, verify });
+  // Commands cut off by the previous process's stop are failed ("interrupted") before anything else runs.
+  await services.packages.runner.recover();
   const boot = await bootstrap(services);
+  const stopAutoUpdate = services.packages.startAutoUpdate(config.WSM_AUTO_UPDATE_INTERVAL);
+  services.closers.push(() => services.packages.runner.stop(), stopAutoUpdate);
   const app = createApp(services);
   const server = http.createServer(app);
   server.requestTimeout = 120_000;

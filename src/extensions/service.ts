@@ -8,44 +8,28 @@ import { req, time } from '../rdf/bindings.js';
 import { badRequest, notFound } from '../errors.js';
 import type { Workspace } from '../workspaces/service.js';
 import type { UserService } from '../users/service.js';
+import type { WriteOp } from '../store/store.js';
+import type { ExtensionHook } from '../packages/service.js';
 import { ExtensionRdf } from './rdf.js';
 import { LABEL_MAX, type Extension } from './schema.js';
 import { readExtensionTurtle, type UploadedTurtle } from './input.js';
 
 /**
  * Queues the partial re-deployment of one matrix: a REDEPLOY lifecycle
- * command on the package that owns it (the lifecycle runner owns commands).
- * Returns the id of the queued command.
+ * command on the package that owns it (`PackageService.requestRedeploy`;
+ * the lifecycle runner owns commands). Resolves with the queued command.
  */
 export interface Redeployer {
-  requestRedeploy(workspace: Workspace, matrixUri: string, reason: string): Promise<string>;
+  requestRedeploy(workspace: Workspace, matrixUri: string, reason: string): Promise<{ id: string }>;
 }
 
-/** What the extensions of one matrix add to it at a (re)deploy. */
+/** The extensions of one matrix, as collected for a (re)deploy. */
 export interface ExtensionContribution {
   matrixUri: string;
   /** The extensions merged, each with the `updatedAt` it had when collected. */
   extensions: Array<{ id: string; label: string; updatedAt: string }>;
   /** Their triples (default graph; blank nodes kept apart per extension). */
   quads: Quad[];
-}
-
-/**
- * The side of extensions that the package lifecycle calls while it
- * (re)deploys a matrix (REDEPLOY, INSTALL, UPDATE, REINSTALL) or uninstalls
- * one. The ops returned are SPARQL updates to put into the lifecycle's own
- * atomic write, so a deploy and the active flags change together or not at all.
- */
-export interface MatrixExtensions {
-  /** Every extension that targets the matrix, with its triples, to merge with the matrix. */
-  collect(workspaceId: string, matrixUri: string): ExtensionContribution;
-  /**
-   * Marks the collected extensions active. An extension changed (X2) or
-   * deleted (X3) since it was collected is left alone: its own REDEPLOY follows.
-   */
-  activateOps(workspaceId: string, contribution: ExtensionContribution): string[];
-  /** Marks every extension of these matrices inactive (uninstall; failed install). */
-  deactivateOps(workspaceId: string, matrixUris: string[]): string[];
 }
 
 export interface InstalledMatrix {
@@ -61,7 +45,7 @@ export interface InstalledMatrix {
  * (inactive) and queues a REDEPLOY of the target matrix; the deploy makes
  * the extensions of that matrix active.
  */
-export class ExtensionService implements MatrixExtensions {
+export class ExtensionService implements ExtensionHook {
   private readonly rdf: ExtensionRdf;
   private redeployer: Redeployer | null = null;
 
@@ -123,18 +107,19 @@ export class ExtensionService implements MatrixExtensions {
     const matrix = this.findMatrix(workspace.id, targetMatrix);
     if (!matrix) throw notFound(`No matrix with URI <${targetMatrix}> is installed in this workspace`);
     const id = newId();
+    const finalLabel = label ?? defaultLabel(input.file, matrix);
     const owner = this.users.get({ username: input.username });
     if (!owner) throw notFound(`User "${input.username}" not found`);
     const now = new Date();
     await this.store.write([
       { kind: 'update', sparql: this.rdf.insertRecord({
         workspaceId: workspace.id, workspaceIri: this.graphs.resource('workspace', workspace.id), id,
-        label: label ?? defaultLabel(input.file, matrix), targetMatrixUri: targetMatrix,
+        label: finalLabel, targetMatrixUri: targetMatrix,
         ownerIri: this.users.userIri(owner.id), content: turtle.text, now,
       }) },
       { kind: 'load', graph: this.graphs.extension(workspace.id, id), format: 'application/n-triples', data: turtle.ntriples },
     ]);
-    const commandId = await this.redeploy(workspace, id, targetMatrix, `Extension "${id}" created`);
+    const commandId = await this.redeploy(workspace, id, targetMatrix, `extension "${finalLabel}" (${id}) created`);
     return { ...this.get(workspace, id), active: false, lastCommandId: commandId };
   }
 
@@ -149,7 +134,7 @@ export class ExtensionService implements MatrixExtensions {
       ? readExtensionTurtle(input.file, { baseIri: existing.targetMatrixUri, maxBytes: this.maxContentBytes })
       : null;
     const now = new Date();
-    const ops: Array<import('../store/store.js').WriteOp> = [];
+    const ops: WriteOp[] = [];
     const set = (property: string, value: ReturnType<typeof literal>) =>
       ops.push({ kind: 'update', sparql: this.rdf.setProperty(workspace.id, id, property, value) });
     if (label !== undefined) set(WSM.label, literal(label));
@@ -161,7 +146,7 @@ export class ExtensionService implements MatrixExtensions {
     set(WSM.active, boolean(false));
     set(WSM.updatedAt, dateTime(now));
     await this.store.write(ops);
-    const commandId = await this.redeploy(workspace, id, existing.targetMatrixUri, `Extension "${id}" updated`);
+    const commandId = await this.redeploy(workspace, id, existing.targetMatrixUri, `extension "${label ?? existing.label}" (${id}) updated`);
     return { ...this.get(workspace, id), active: false, lastCommandId: commandId ?? existing.lastCommandId };
   }
 
@@ -169,7 +154,7 @@ export class ExtensionService implements MatrixExtensions {
   async remove(workspace: Workspace, id: string): Promise<{ extension: Extension; commandId: string | null }> {
     const existing = this.get(workspace, id);
     await this.store.write(this.rdf.deleteRecord(workspace.id, id).map((text) => ({ kind: 'update' as const, sparql: text })));
-    const commandId = await this.redeploy(workspace, null, existing.targetMatrixUri, `Extension "${id}" deleted`);
+    const commandId = await this.redeploy(workspace, null, existing.targetMatrixUri, `extension "${existing.label}" (${id}) deleted`);
     return { extension: existing, commandId };
   }
 
@@ -181,14 +166,33 @@ export class ExtensionService implements MatrixExtensions {
   private async redeploy(workspace: Workspace, extensionId: string | null, matrixUri: string, reason: string): Promise<string | null> {
     if (!this.findMatrix(workspace.id, matrixUri)) return null;
     if (!this.redeployer) throw new Error('extensions: no redeployer wired');
-    const commandId = await this.redeployer.requestRedeploy(workspace, matrixUri, reason);
+    const { id: commandId } = await this.redeployer.requestRedeploy(workspace, matrixUri,
+      `${reason}; partial re-deployment: only this matrix is re-derived (with its extensions), the package's other matrices are unchanged`);
     if (extensionId) {
       await this.store.update(this.rdf.setProperty(workspace.id, extensionId, WSM.lastCommand, iri(this.rdf.commandIri(commandId))));
     }
     return commandId;
   }
 
-  // ---- MatrixExtensions: the lifecycle's side ----
+  // ---- ExtensionHook: the lifecycle's side (src/packages/service.ts) ----
+
+  /**
+   * Called inside every INSTALL, UPDATE, REINSTALL and REDEPLOY for each
+   * matrix it deploys: every extension that targets the matrix is merged
+   * with it (validated together, roles and agents derived from both), and
+   * becomes active in the deployment's own atomic write. A failed command
+   * drops the ops, so the extensions stay as they were.
+   */
+  deploy(input: { workspaceId: string; matrixUri: string }): { quads: Quad[]; ops: WriteOp[] } {
+    const contribution = this.collect(input.workspaceId, input.matrixUri);
+    return { quads: contribution.quads, ops: this.activateOps(input.workspaceId, contribution).map((text) => ({ kind: 'update' as const, sparql: text })) };
+  }
+
+  /** Called inside an UNINSTALL (and for matrices an update drops): their extensions stay, inactive. */
+  undeploy(input: { workspaceId: string; matrixUris: string[] }): WriteOp[] {
+    return this.deactivateOps(input.workspaceId, input.matrixUris).map((text) => ({ kind: 'update' as const, sparql: text }));
+  }
+
 
   collect(workspaceId: string, matrixUri: string): ExtensionContribution {
     const rows = this.store.select(PREFIXES + sparql`SELECT ?id ?label ?updatedAt WHERE {

@@ -1,0 +1,487 @@
+import type { Binding, QuadStore, WriteOp } from '../store/store.js';
+import type { Graphs } from '../rdf/graphs.js';
+import type { Logger } from '../logger.js';
+import { PREFIXES } from '../rdf/vocab.js';
+import { sparql, iri, literal, dateTime, integer, boolean, raw, type SparqlFragment } from '../rdf/sparql.js';
+import { newId } from '../rdf/ids.js';
+import { req, str, int, bool, time } from '../rdf/bindings.js';
+import { AppError, conflict } from '../errors.js';
+
+/**
+ * Lifecycle commands as RDF (docs/rdf-model.md "Packages graph") and the
+ * runner that executes them (DESIGN.md section 4).
+ *
+ * Records: `<id/command/C> a wsm:LifecycleCommand` in the workspace's
+ * packages graph; events `<id/event/E> a wsm:CommandEvent` in the command's
+ * own graph `<base>workspaces/W/commands/C`; a SHACL report in
+ * `<base>workspaces/W/commands/C/report`.
+ *
+ * Write order: a command's record is written when it is accepted (pending),
+ * its status and events as it runs, and everything the command changes in
+ * the workspace goes in ONE atomic `store.write` together with the
+ * `completed` status. A process that stops in between leaves only the
+ * command record (and its log) behind; `recover()` marks it failed.
+ */
+export type CommandType = 'INSTALL' | 'UPDATE' | 'REINSTALL' | 'UNINSTALL' | 'REDEPLOY';
+export type CommandStatus = 'pending' | 'in_progress' | 'completed' | 'failed';
+export type EventLevel = 'INFO' | 'SUCCESS' | 'WARNING' | 'ERROR';
+
+export const COMMAND_TYPES: readonly CommandType[] = ['INSTALL', 'UPDATE', 'REINSTALL', 'UNINSTALL', 'REDEPLOY'];
+
+/** The lifecycle command of INTERFACE.md (P8), with the ecosystem client's nested reference. */
+export interface LifecycleCommand {
+  id: string;
+  packageInstallationId: string | null;
+  packageName: string;
+  version: string;
+  commandType: CommandType;
+  status: CommandStatus;
+  errorMessage: string | null;
+  createdAt: string;
+  updatedAt: string;
+  packageInstallation: { id: string } | null;
+}
+
+/** LifecycleCommandSummary, embedded in a package installation. */
+export interface LifecycleCommandSummary {
+  id: string;
+  version: string;
+  commandType: CommandType;
+  status: CommandStatus;
+  errorMessage: string | null;
+  validationConforms: boolean | null;
+  validationViolationCount: number | null;
+  validationWarningCount: number | null;
+  validationInfoCount: number | null;
+  createdAt: string;
+  updatedAt: string;
+}
+
+export interface CommandEvent {
+  id: string;
+  commandId: string;
+  message: string;
+  level: EventLevel;
+  createdAt: string;
+  command: { id: string };
+}
+
+/** The counts of a validation report, as kept on the command record. */
+export interface ValidationCounts {
+  conforms: boolean;
+  violationCount: number;
+  warningCount: number;
+  infoCount: number;
+}
+
+/** What a running command may do besides its work. */
+export interface JobContext {
+  readonly commandId: string;
+  readonly workspaceId: string;
+  /** Appends an event to the command's log (durably, before it returns). */
+  event(level: EventLevel, message: string): Promise<void>;
+  /**
+   * Keeps the SHACL report of the command: stored (with the counts on the
+   * command record) in the command's final write, whether it completes or fails.
+   */
+  setReport(counts: ValidationCounts, ntriples: string): void;
+}
+
+/** What a job hands back to complete its command. */
+export interface JobResult {
+  /** Everything the command changes in the workspace; written atomically with `completed`. */
+  ops: WriteOp[];
+  /** The SUCCESS event's message. */
+  message: string;
+  /** Sets the command's package installation (a first install completes). */
+  packageInstallationId?: string;
+}
+
+export type Job = (ctx: JobContext) => Promise<JobResult>;
+
+/**
+ * A failure a user can act on: `message` says what went wrong, `hint` what
+ * to do; both go into the ERROR event, `message` into `errorMessage`.
+ */
+export class CommandFailure extends Error {
+  constructor(message: string, readonly hint?: string) {
+    super(message);
+    this.name = 'CommandFailure';
+  }
+}
+
+/** Describes what the runner needs to accept a command. */
+export interface CommandRequest {
+  workspaceId: string;
+  packageName: string;
+  version: string;
+  commandType: CommandType;
+  packageInstallationId: string | null;
+  /** P1/P6: refuse (409) while the package has an active command; otherwise queue behind it. */
+  exclusive: boolean;
+  job: Job;
+  /** Called once the command has completed or failed (never throws into the runner). */
+  onOutcome?: (command: LifecycleCommand) => void | Promise<void>;
+}
+
+interface Queued {
+  id: string;
+  version: string;
+  request: CommandRequest;
+}
+
+const ACTIVE: CommandStatus[] = ['pending', 'in_progress'];
+
+/** A non-negative integer as a bare SPARQL number (OFFSET and LIMIT take no typed literal). */
+function count(n: number): SparqlFragment {
+  if (!Number.isSafeInteger(n) || n < 0) throw new Error(`not a count: ${n}`);
+  return raw(String(n));
+}
+
+/** Reads and writes lifecycle command records and events. */
+export class CommandStore {
+  constructor(private readonly store: QuadStore, private readonly graphs: Graphs) {}
+
+  commandIri(id: string): string { return this.graphs.resource('command', id); }
+  reportGraphName(workspaceId: string, commandId: string): string { return this.graphs.report(workspaceId, commandId); }
+  packageIri(id: string): string { return this.graphs.resource('package', id); }
+
+  private commandColumns(c: SparqlFragment): string {
+    return sparql`${c} a wsm:LifecycleCommand ; wsm:id ?id ; wsm:packageName ?packageName ; wsm:version ?version ;
+        wsm:commandType ?commandType ; wsm:status ?status ; wsm:createdAt ?createdAt ; wsm:updatedAt ?updatedAt .
+      OPTIONAL { ${c} wsm:package ?pkg }
+      OPTIONAL { ${c} wsm:errorMessage ?errorMessage }
+      OPTIONAL { ${c} wsm:validationConforms ?conforms ; wsm:validationViolationCount ?violations ;
+                      wsm:validationWarningCount ?warnings ; wsm:validationInfoCount ?infos }
+      OPTIONAL { ${c} wsm:validationReport ?report }`;
+  }
+
+  private static command(b: Binding): LifecycleCommand {
+    const pkg = str(b, 'pkg');
+    const packageId = pkg ? pkg.slice(pkg.lastIndexOf('/') + 1) : null;
+    return {
+      id: req(b, 'id'),
+      packageInstallationId: packageId,
+      packageName: req(b, 'packageName'),
+      version: req(b, 'version'),
+      commandType: req(b, 'commandType') as CommandType,
+      status: req(b, 'status') as CommandStatus,
+      errorMessage: str(b, 'errorMessage'),
+      createdAt: time(b, 'createdAt'),
+      updatedAt: time(b, 'updatedAt'),
+      packageInstallation: packageId ? { id: packageId } : null,
+    };
+  }
+
+  private summary(b: Binding): LifecycleCommandSummary {
+    const c = CommandStore.command(b);
+    const hasReport = b.conforms !== undefined;
+    return {
+      id: c.id, version: c.version, commandType: c.commandType, status: c.status, errorMessage: c.errorMessage,
+      validationConforms: hasReport ? bool(b, 'conforms') : null,
+      validationViolationCount: hasReport ? int(b, 'violations') : null,
+      validationWarningCount: hasReport ? int(b, 'warnings') : null,
+      validationInfoCount: hasReport ? int(b, 'infos') : null,
+      createdAt: c.createdAt, updatedAt: c.updatedAt,
+    };
+  }
+
+  get(workspaceId: string, commandId: string): LifecycleCommand | null {
+    const c = iri(this.commandIri(commandId));
+    const rows = this.store.select(PREFIXES + sparql`SELECT * WHERE { GRAPH ${iri(this.graphs.packages(workspaceId))} {
+      ${raw(this.commandColumns(c))} } } LIMIT 1`);
+    return rows[0] ? CommandStore.command(rows[0]) : null;
+  }
+
+  /** The report graph of a command, or null when it never reached validation. */
+  reportGraph(workspaceId: string, commandId: string): string | null {
+    const c = iri(this.commandIri(commandId));
+    const rows = this.store.select(PREFIXES + sparql`SELECT ?report WHERE { GRAPH ${iri(this.graphs.packages(workspaceId))} {
+      ${c} wsm:validationReport ?report } } LIMIT 1`);
+    return rows[0] ? req(rows[0], 'report') : null;
+  }
+
+  /** Commands of one package (by name), newest first. */
+  listForPackage(workspaceId: string, packageName: string, offset: number, limit: number): LifecycleCommand[] {
+    const rows = this.store.select(PREFIXES + sparql`SELECT * WHERE { GRAPH ${iri(this.graphs.packages(workspaceId))} {
+      ?c wsm:packageName ${literal(packageName)} .
+      ${raw(this.commandColumns(raw('?c')))} } }
+      ORDER BY DESC(?createdAt) DESC(?id) OFFSET ${count(offset)} LIMIT ${count(limit)}`);
+    return rows.map((b) => CommandStore.command(b));
+  }
+
+  hasCommands(workspaceId: string, packageName: string): boolean {
+    return this.store.ask(PREFIXES + sparql`ASK { GRAPH ${iri(this.graphs.packages(workspaceId))} {
+      ?c a wsm:LifecycleCommand ; wsm:packageName ${literal(packageName)} } }`);
+  }
+
+  /** The newest command of a package, with its validation counts. */
+  latestSummary(workspaceId: string, packageName: string): LifecycleCommandSummary | null {
+    const rows = this.store.select(PREFIXES + sparql`SELECT * WHERE { GRAPH ${iri(this.graphs.packages(workspaceId))} {
+      ?c wsm:packageName ${literal(packageName)} .
+      ${raw(this.commandColumns(raw('?c')))} } }
+      ORDER BY DESC(?createdAt) DESC(?id) LIMIT 1`);
+    return rows[0] ? this.summary(rows[0]) : null;
+  }
+
+  /** Events of a command, oldest first. */
+  events(workspaceId: string, commandId: string): CommandEvent[] {
+    const rows = this.store.select(PREFIXES + sparql`SELECT ?id ?message ?level ?createdAt WHERE {
+      GRAPH ${iri(this.graphs.command(workspaceId, commandId))} {
+        ?e a wsm:CommandEvent ; wsm:id ?id ; wsm:message ?message ; wsm:level ?level ; wsm:sequence ?seq ; wsm:createdAt ?createdAt } }
+      ORDER BY ?seq`);
+    return rows.map((b) => ({
+      id: req(b, 'id'), commandId, message: req(b, 'message'), level: req(b, 'level') as EventLevel,
+      createdAt: time(b, 'createdAt'), command: { id: commandId },
+    }));
+  }
+
+  /** Update op that inserts one event. */
+  eventOp(workspaceId: string, commandId: string, sequence: number, level: EventLevel, message: string, now: string): WriteOp {
+    const id = newId();
+    return { kind: 'update', sparql: PREFIXES + sparql`INSERT DATA { GRAPH ${iri(this.graphs.command(workspaceId, commandId))} {
+      ${iri(this.graphs.resource('event', id))} a wsm:CommandEvent ; wsm:id ${literal(id)} ; wsm:command ${iri(this.commandIri(commandId))} ;
+        wsm:message ${literal(message)} ; wsm:level ${literal(level)} ; wsm:sequence ${integer(sequence)} ; wsm:createdAt ${dateTime(now)} . } }` };
+  }
+
+  /** Update op that creates a pending command record. */
+  createOp(input: { workspaceId: string; id: string; packageName: string; version: string; commandType: CommandType; packageInstallationId: string | null; now: string }): WriteOp {
+    const c = iri(this.commandIri(input.id));
+    const pkg = input.packageInstallationId ? sparql`${c} wsm:package ${iri(this.packageIri(input.packageInstallationId))} .` : '';
+    return { kind: 'update', sparql: PREFIXES + sparql`INSERT DATA { GRAPH ${iri(this.graphs.packages(input.workspaceId))} {
+      ${c} a wsm:LifecycleCommand ; wsm:id ${literal(input.id)} ; wsm:packageName ${literal(input.packageName)} ;
+        wsm:version ${literal(input.version)} ; wsm:commandType ${literal(input.commandType)} ; wsm:status "pending" ;
+        wsm:workspace ${iri(this.graphs.resource('workspace', input.workspaceId))} ;
+        wsm:createdAt ${dateTime(input.now)} ; wsm:updatedAt ${dateTime(input.now)} .
+      ${raw(pkg)} } }` };
+  }
+
+  /** Update op that sets status (and optionally error, report counts, package) of a command. */
+  statusOp(workspaceId: string, commandId: string, status: CommandStatus, now: string, extra: {
+    errorMessage?: string; report?: ValidationCounts; packageInstallationId?: string;
+  } = {}): WriteOp {
+    const g = iri(this.graphs.packages(workspaceId));
+    const c = iri(this.commandIri(commandId));
+    const inserts: string[] = [sparql`${c} wsm:status ${literal(status)} ; wsm:updatedAt ${dateTime(now)} .`];
+    const deletes = ['wsm:status', 'wsm:updatedAt'];
+    if (extra.errorMessage !== undefined) {
+      inserts.push(sparql`${c} wsm:errorMessage ${literal(extra.errorMessage)} .`);
+      deletes.push('wsm:errorMessage');
+    }
+    if (extra.report) {
+      const r = extra.report;
+      inserts.push(sparql`${c} wsm:validationConforms ${boolean(r.conforms)} ; wsm:validationViolationCount ${integer(r.violationCount)} ;
+        wsm:validationWarningCount ${integer(r.warningCount)} ; wsm:validationInfoCount ${integer(r.infoCount)} ;
+        wsm:validationReport ${iri(this.graphs.report(workspaceId, commandId))} .`);
+      deletes.push('wsm:validationConforms', 'wsm:validationViolationCount', 'wsm:validationWarningCount', 'wsm:validationInfoCount', 'wsm:validationReport');
+    }
+    if (extra.packageInstallationId) {
+      inserts.push(sparql`${c} wsm:package ${iri(this.packageIri(extra.packageInstallationId))} .`);
+      deletes.push('wsm:package');
+    }
+    const deleteOps = deletes.map((p) => sparql`DELETE WHERE { GRAPH ${g} { ${c} ${raw(p)} ?o } }`);
+    return { kind: 'update', sparql: PREFIXES + [...deleteOps, sparql`INSERT DATA { GRAPH ${g} { ${raw(inserts.join('\n'))} } }`].join(' ;\n') };
+  }
+
+  /** Commands left pending or in progress (by a process that stopped), across workspaces. */
+  unfinished(): Array<{ workspaceId: string; commandId: string; status: CommandStatus }> {
+    const rows = this.store.select(PREFIXES + `SELECT ?wsId ?id ?status WHERE { GRAPH ?g {
+      ?c a wsm:LifecycleCommand ; wsm:id ?id ; wsm:status ?status ; wsm:workspace ?ws .
+      FILTER (?status IN ("pending", "in_progress")) }
+      GRAPH ?sys { ?ws a wsm:Workspace ; wsm:id ?wsId } }`);
+    return rows.map((b) => ({ workspaceId: req(b, 'wsId'), commandId: req(b, 'id'), status: req(b, 'status') as CommandStatus }));
+  }
+
+  /** Highest event sequence of a command (0 when none). */
+  lastSequence(workspaceId: string, commandId: string): number {
+    const rows = this.store.select(PREFIXES + sparql`SELECT (MAX(?s) AS ?max) WHERE { GRAPH ${iri(this.graphs.command(workspaceId, commandId))} {
+      ?e wsm:sequence ?s } }`);
+    return rows[0]?.max ? Number(rows[0].max.value) : 0;
+  }
+}
+
+/** Timestamps that strictly increase within the process, so "newest first" is well defined. */
+class Clock {
+  private last = 0;
+  now(): string {
+    const t = Math.max(Date.now(), this.last + 1);
+    this.last = t;
+    return new Date(t).toISOString();
+  }
+}
+
+const RECOVERY_MESSAGE = 'Interrupted: the service stopped while this command was pending or running; nothing of it was applied. Run the command again.';
+
+/**
+ * Runs lifecycle commands, one active command per package (workspace id +
+ * package name): later commands of the same package wait in a queue
+ * (REDEPLOY, uploads), or are refused with 409 when `exclusive` (P1, P6).
+ * Statuses go pending -> in_progress -> completed | failed.
+ */
+export class CommandRunner {
+  private readonly queues = new Map<string, Queued[]>();
+  /** Per workspace: the tail of its chain of commands. */
+  private readonly chains = new Map<string, Promise<void>>();
+  private readonly clock = new Clock();
+  private readonly idle = new Set<() => void>();
+  private stopped = false;
+
+  constructor(readonly commands: CommandStore, private readonly store: QuadStore, private readonly logger: Logger) {}
+
+  private static key(workspaceId: string, packageName: string): string { return `${workspaceId}\u0000${packageName}`; }
+
+  now(): string { return this.clock.now(); }
+
+  /** The command a package is busy with (running, or first in line), or null. */
+  active(workspaceId: string, packageName: string): { commandId: string; version: string } | null {
+    const head = this.queues.get(CommandRunner.key(workspaceId, packageName))?.[0];
+    return head ? { commandId: head.id, version: head.version } : null;
+  }
+
+  /** Number of commands queued or running, across packages. */
+  get busy(): number {
+    let n = 0;
+    for (const q of this.queues.values()) n += q.length;
+    return n;
+  }
+
+  /**
+   * Accepts a command: the 409 check and the reservation happen synchronously,
+   * so two concurrent requests cannot both pass; then the pending record is
+   * written and the command queued. Resolves with the pending command.
+   */
+  async submit(request: CommandRequest): Promise<LifecycleCommand> {
+    if (this.stopped) throw new AppError('SERVICE_UNAVAILABLE', 'The service is stopping; try again in a moment');
+    const key = CommandRunner.key(request.workspaceId, request.packageName);
+    const queue = this.queues.get(key) ?? [];
+    const head = queue[0];
+    if (head && request.exclusive) {
+      const details = { existing: { commandId: head.id, version: head.version }, requested: { version: request.version } };
+      throw conflict(`Package "${request.packageName}" has an active operation (command ${head.id}, version ${head.version}); wait for it to finish and try again`, details);
+    }
+    const id = newId();
+    const item: Queued = { id, version: request.version, request };
+    queue.push(item);
+    this.queues.set(key, queue);
+    const now = this.now();
+    try {
+      await this.store.write([this.commands.createOp({ ...request, id, now })]);
+    } catch (err) {
+      queue.splice(queue.indexOf(item), 1);
+      if (queue.length === 0) this.queues.delete(key);
+      throw err;
+    }
+    const accepted = this.commands.get(request.workspaceId, id)!;
+    // Commands of one workspace run one at a time, in the order they were accepted: each reads the
+    // workspace (installed matrices, roles) and then writes, so running them serially keeps those reads true.
+    const previous = this.chains.get(request.workspaceId) ?? Promise.resolve();
+    const chain = previous.then(() => this.execute(item)).then(() => {
+      queue.splice(queue.indexOf(item), 1);
+      if (queue.length === 0 && this.queues.get(key) === queue) this.queues.delete(key);
+      if (this.chains.get(request.workspaceId) === chain) this.chains.delete(request.workspaceId);
+      if (this.busy === 0) for (const resolve of [...this.idle]) resolve();
+    });
+    this.chains.set(request.workspaceId, chain);
+    return accepted;
+  }
+
+  private async execute(item: Queued): Promise<void> {
+    const { request, id } = item;
+    const ws = request.workspaceId;
+    let sequence = 0;
+    let report: { counts: ValidationCounts; ntriples: string } | undefined;
+    const ctx: JobContext = {
+      commandId: id,
+      workspaceId: ws,
+      event: async (level, message) => {
+        await this.store.write([this.commands.eventOp(ws, id, ++sequence, level, message, this.now())]);
+      },
+      setReport: (counts, ntriples) => { report = { counts, ntriples }; },
+    };
+    const reportOps = (): WriteOp[] => report
+      ? [
+        { kind: 'update', sparql: sparql`DROP SILENT GRAPH ${iri(this.commands.reportGraphName(ws, id))}` },
+        { kind: 'load', graph: this.commands.reportGraphName(ws, id), format: 'application/n-triples', data: report.ntriples },
+      ]
+      : [];
+    try {
+      if (this.stopped) throw new CommandFailure('The service stopped before this command started', 'Run the command again.');
+      await this.store.write([
+        this.commands.statusOp(ws, id, 'in_progress', this.now()),
+        this.commands.eventOp(ws, id, ++sequence, 'INFO', `${request.commandType} of package "${request.packageName}" version ${request.version} started`, this.now()),
+      ]);
+      const result = await request.job(ctx);
+      await this.store.write([
+        ...result.ops,
+        ...reportOps(),
+        this.commands.statusOp(ws, id, 'completed', this.now(), {
+          ...(report ? { report: report.counts } : {}),
+          ...(result.packageInstallationId ? { packageInstallationId: result.packageInstallationId } : {}),
+        }),
+        this.commands.eventOp(ws, id, ++sequence, 'SUCCESS', result.message, this.now()),
+      ]);
+    } catch (err) {
+      const failure = err instanceof CommandFailure ? err
+        : err instanceof AppError ? new CommandFailure(err.message)
+          : new CommandFailure('The command failed because of an internal error', 'Check the service log; if the problem persists, report it with this command id.');
+      if (!(err instanceof CommandFailure) && !(err instanceof AppError)) this.logger.error({ err, commandId: id }, 'lifecycle command failed');
+      const message = failure.hint ? `${failure.message}. ${failure.hint}` : failure.message;
+      const failedOps = (withReport: boolean): WriteOp[] => [
+        ...(withReport ? reportOps() : []),
+        this.commands.statusOp(ws, id, 'failed', this.now(), { errorMessage: failure.message, ...(withReport && report ? { report: report.counts } : {}) }),
+        this.commands.eventOp(ws, id, ++sequence, 'ERROR', message, this.now()),
+      ];
+      try {
+        await this.store.write(failedOps(true));
+      } catch (writeErr) {
+        this.logger.error({ err: writeErr, commandId: id }, 'could not store the report of a failed lifecycle command');
+        // At least the status: a command must never stay in progress.
+        await this.store.write(failedOps(false)).catch((err: unknown) => this.logger.error({ err, commandId: id }, 'could not record the failure of a lifecycle command'));
+      }
+    }
+    if (request.onOutcome) {
+      const done = this.commands.get(ws, id);
+      try {
+        if (done) await request.onOutcome(done);
+      } catch (err) {
+        this.logger.error({ err, commandId: id }, 'outcome hook of a lifecycle command failed');
+      }
+    }
+  }
+
+  /**
+   * At start: a command found pending or in progress was cut off by a stop
+   * of the process. Since a command's data goes in one atomic write with its
+   * `completed` status, nothing of it was applied; only its record needs
+   * fixing: failed, with an ERROR event saying "interrupted".
+   */
+  async recover(): Promise<number> {
+    const unfinished = this.commands.unfinished();
+    for (const { workspaceId, commandId } of unfinished) {
+      const now = this.now();
+      await this.store.write([
+        this.commands.statusOp(workspaceId, commandId, 'failed', now, { errorMessage: RECOVERY_MESSAGE }),
+        this.commands.eventOp(workspaceId, commandId, this.commands.lastSequence(workspaceId, commandId) + 1, 'ERROR', RECOVERY_MESSAGE, now),
+      ]);
+      this.logger.warn({ workspaceId, commandId }, 'marked an interrupted lifecycle command failed');
+    }
+    return unfinished.length;
+  }
+
+  /** Resolves when no command is queued or running. */
+  whenIdle(): Promise<void> {
+    if (this.busy === 0) return Promise.resolve();
+    return new Promise((resolve) => {
+      const done = () => { this.idle.delete(done); resolve(); };
+      this.idle.add(done);
+    });
+  }
+
+  /** Stops accepting commands, lets queued ones fail fast, and waits for the running ones. */
+  async stop(): Promise<void> {
+    this.stopped = true;
+    await this.whenIdle();
+  }
+}
+
+export { ACTIVE as ACTIVE_STATUSES };

@@ -1,0 +1,133 @@
+import { z } from 'zod';
+import { defineRoute, type RouteDef } from '../http/api.js';
+import { pageQuery, pageSchema, zeroPageQuery } from '../http/paging.js';
+import type { WorkspaceService } from '../workspaces/service.js';
+import type { PackageService } from './service.js';
+import type { LifecycleCommand } from './commands.js';
+import {
+  autoUpdateBody, commandParams, commandSchema, eventSchema, installBody, installationSchema, packageParams,
+  registryParams, reportSchema, uploadQuery, workspaceParams,
+} from './schema.js';
+
+/** Package endpoints P1 to P10 of INTERFACE.md (DESIGN.md sections 2 and 4). */
+export function packageRoutes(workspaces: WorkspaceService, packages: PackageService, options: { maxUploadBytes: number }): RouteDef[] {
+  const tag = 'Packages';
+  const accepted = (slug: string, command: LifecycleCommand) => ({
+    status: 202,
+    data: command,
+    headers: { Location: `/api/v1/packages/${encodeURIComponent(slug)}/commands/${command.id}` },
+  });
+  return [
+    // Literal segments first: "install", "registry" and "commands" are not package names.
+    defineRoute({
+      method: 'post', path: '/api/v1/packages/{workspace}/registry/{publisher}/{name}/install', tag,
+      summary: 'P1. Install (or reinstall at a version) a package from the registry (administrators)',
+      params: registryParams, body: installBody,
+      responses: {
+        202: { description: 'Install command accepted; Location points at it', data: commandSchema },
+        400: { description: 'Engine version incompatible (ENGINE_INCOMPATIBLE) or bad body' }, 403: { description: 'Not an administrator' },
+        404: { description: 'Workspace, publisher, package or version not found' }, 409: { description: 'Package has an active operation' },
+      },
+      handler: async ({ params, body, auth }) => {
+        const { workspace } = workspaces.requireAdmin(auth, params.workspace);
+        return accepted(params.workspace, await packages.installFromRegistry(workspace, params.publisher, params.name, body));
+      },
+    }),
+    defineRoute({
+      method: 'post', path: '/api/v1/packages/{workspace}/install', tag,
+      summary: 'P2. Install a package by uploading its .tgz (administrators)',
+      description: 'The archive is checked at the request (400 before any command exists); Turtle and SHACL problems fail the command. '
+        + 'forceUpdate=true moves matrices installed by another package to this one.',
+      params: workspaceParams, query: uploadQuery,
+      multipart: { file: 'file', required: true, maxBytes: options.maxUploadBytes, description: 'The package archive (.tgz) with manifest.json at its root' },
+      responses: {
+        202: { description: 'Command accepted; Location points at it', data: commandSchema },
+        400: { description: 'Invalid package archive or manifest, or incompatible engine range' }, 403: { description: 'Not an administrator' },
+        404: { description: 'Workspace not found' }, 413: { description: 'File too large' },
+      },
+      handler: async ({ params, query, file, auth }) => {
+        const { workspace } = workspaces.requireAdmin(auth, params.workspace);
+        return accepted(params.workspace, await packages.installUpload(workspace, file!.buffer, query.forceUpdate ?? false));
+      },
+    }),
+    defineRoute({
+      method: 'get', path: '/api/v1/packages/{workspace}/commands/{commandId}', tag,
+      summary: 'P8. One lifecycle command',
+      params: commandParams,
+      responses: { 200: { description: 'The command', data: commandSchema }, 404: { description: 'Workspace or command not found' } },
+      handler: async ({ params, auth }) => ({ data: packages.getCommand(workspaces.requireMember(auth, params.workspace).workspace, params.commandId) }),
+    }),
+    defineRoute({
+      method: 'get', path: '/api/v1/packages/{workspace}/commands/{commandId}/validation-report', tag,
+      summary: 'P9. Validation report of a command: JSON, or Turtle with Accept: text/turtle',
+      params: commandParams,
+      responses: {
+        200: { description: 'The report', data: reportSchema, mediaTypes: ['text/turtle'] },
+        404: { description: 'Workspace or command not found, or the command never reached validation' },
+      },
+      handler: async ({ params, auth, req }) => {
+        const { workspace } = workspaces.requireMember(auth, params.workspace);
+        if (req.accepts(['application/json', 'text/turtle']) === 'text/turtle') {
+          return { raw: { contentType: 'text/turtle; charset=utf-8', body: packages.reportAsTurtle(workspace, params.commandId) } };
+        }
+        return { data: packages.report(workspace, params.commandId) };
+      },
+    }),
+    defineRoute({
+      method: 'get', path: '/api/v1/packages/{workspace}/commands/{commandId}/events', tag,
+      summary: 'P10. Events of a command, oldest first',
+      params: commandParams,
+      responses: { 200: { description: 'Events', data: z.array(eventSchema) }, 404: { description: 'Workspace or command not found' } },
+      handler: async ({ params, auth }) => ({ data: packages.events(workspaces.requireMember(auth, params.workspace).workspace, params.commandId) }),
+    }),
+    defineRoute({
+      method: 'get', path: '/api/v1/packages/{workspace}', tag,
+      summary: 'P4. Installed packages, paged (1-indexed page, pageSize 1..100)',
+      params: workspaceParams, query: pageQuery,
+      responses: { 200: { description: 'One page', data: pageSchema(installationSchema) }, 400: { description: 'Bad page or pageSize' }, 404: { description: 'Workspace not found' } },
+      handler: async ({ params, query, auth }) => ({ data: await packages.list(workspaces.requireMember(auth, params.workspace).workspace, query) }),
+    }),
+    defineRoute({
+      method: 'get', path: '/api/v1/packages/{workspace}/{packageName}', tag,
+      summary: 'P5. One installed package',
+      params: packageParams,
+      responses: { 200: { description: 'The installation', data: installationSchema }, 404: { description: 'Workspace or package not found' } },
+      handler: async ({ params, auth }) => ({ data: await packages.get(workspaces.requireMember(auth, params.workspace).workspace, params.packageName) }),
+    }),
+    defineRoute({
+      method: 'patch', path: '/api/v1/packages/{workspace}/{packageName}/auto-update', tag,
+      summary: 'P3. Turn auto-update of a registry package on or off (administrators)',
+      params: packageParams, body: autoUpdateBody,
+      responses: {
+        200: { description: 'The installation', data: installationSchema }, 400: { description: 'Package not from the registry, or bad body' },
+        403: { description: 'Not an administrator' }, 404: { description: 'Workspace or package not found' },
+      },
+      handler: async ({ params, body, auth }) => {
+        const { workspace } = workspaces.requireAdmin(auth, params.workspace);
+        return { data: await packages.setAutoUpdate(workspace, params.packageName, body.autoUpdate) };
+      },
+    }),
+    defineRoute({
+      method: 'delete', path: '/api/v1/packages/{workspace}/{packageName}', tag,
+      summary: 'P6. Uninstall a package (administrators)',
+      params: packageParams,
+      responses: {
+        202: { description: 'Uninstall command accepted; Location points at it', data: commandSchema }, 403: { description: 'Not an administrator' },
+        404: { description: 'Workspace or package not found' }, 409: { description: 'Package has an active operation' },
+      },
+      handler: async ({ params, auth }) => {
+        const { workspace } = workspaces.requireAdmin(auth, params.workspace);
+        return accepted(params.workspace, await packages.uninstall(workspace, params.packageName));
+      },
+    }),
+    defineRoute({
+      method: 'get', path: '/api/v1/packages/{workspace}/{packageName}/commands', tag,
+      summary: 'P7. Commands of a package, newest first (0-indexed page, size 1..100)',
+      params: packageParams, query: zeroPageQuery,
+      responses: { 200: { description: 'Commands', data: z.array(commandSchema) }, 400: { description: 'Bad page or size' }, 404: { description: 'Workspace or package not found' } },
+      handler: async ({ params, query, auth }) => ({
+        data: packages.listCommands(workspaces.requireMember(auth, params.workspace).workspace, params.packageName, query.page, query.size),
+      }),
+    }),
+  ];
+}

@@ -1,0 +1,718 @@
+import type { Quad } from 'n3';
+import type { QuadStore, WriteOp } from '../store/store.js';
+import type { Graphs } from '../rdf/graphs.js';
+import type { Logger } from '../logger.js';
+import { PREFIXES, MTX, RDF, RDFS, DCTERMS, WSM } from '../rdf/vocab.js';
+import { sparql, iri, literal, dateTime, integer, boolean, raw, join } from '../rdf/sparql.js';
+import { stableId, UUID_PATTERN } from '../rdf/ids.js';
+import { req, str, int, bool, time } from '../rdf/bindings.js';
+import { AppError, badRequest, notFound } from '../errors.js';
+import type { Workspace, WorkspaceService } from '../workspaces/service.js';
+import type { PageQuery, Page } from '../http/paging.js';
+import { offsetOf, page } from '../http/paging.js';
+import { parseTurtle, quadsToNTriples } from '../rdf/turtle.js';
+import { validateMatrices, reportFromNTriples, reportTurtle, type ValidationReport } from './validation.js';
+import { deriveMatrix } from './derive.js';
+import { readPackageArchive, type PackageArchive } from './archive.js';
+import { resolveVersion, newestCompatible, type Registry, type RegistryVersion } from './registry.js';
+import { engineAdmits } from './engine-range.js';
+import { compareSemver } from './semver.js';
+import type { Manifest } from './manifest.js';
+import {
+  CommandFailure, CommandRunner, CommandStore,
+  type CommandType, type JobContext, type JobResult, type LifecycleCommand, type LifecycleCommandSummary, type CommandEvent,
+} from './commands.js';
+
+/** MatrixSummary of INTERFACE.md. */
+export interface MatrixSummary {
+  id: string;
+  name: string;
+  description: string | null;
+  dependencyCount: number;
+}
+
+/** Package installation of INTERFACE.md (P4, P5). */
+export interface PackageInstallation {
+  id: string;
+  name: string;
+  currentVersion: string;
+  createdAt: string;
+  updatedAt: string;
+  matrices: MatrixSummary[];
+  latestCommand: LifecycleCommandSummary | null;
+  registryPublisher: string | null;
+  registryName: string | null;
+  latestVersion: string | null;
+  updateAvailable: boolean;
+  autoUpdate: boolean;
+}
+
+/** JSON form of a validation report (P9). */
+export interface ValidationReportJson {
+  conforms: boolean;
+  violationCount: number;
+  warningCount: number;
+  infoCount: number;
+  violations: ValidationEntry[];
+  warnings: ValidationEntry[];
+  infos: ValidationEntry[];
+}
+export interface ValidationEntry { focusNode: string | null; path: string | null; value: string | null; message: string }
+
+/**
+ * How the extensions area takes part in deployments of matrices. Register it
+ * once with `PackageService.setExtensionHook(hook)`.
+ *
+ * - `deploy` is called inside every INSTALL, UPDATE, REINSTALL and REDEPLOY
+ *   command, once for each matrix the command deploys, before validation.
+ *   It answers the quads of the extensions to deploy with that matrix (the
+ *   roles and agents of the matrix are derived from the matrix plus these,
+ *   and they are validated together), and `ops` to write in the SAME atomic
+ *   write as the deployment when the command completes (e.g. mark those
+ *   extensions active and set their last command). When the command fails,
+ *   `ops` are dropped: nothing changes.
+ * - `undeploy` is called inside an UNINSTALL (and for matrices an update
+ *   drops); its ops go into the same atomic write (e.g. mark extensions that
+ *   target these matrices inactive; their records and content stay).
+ * To learn the outcome of a REDEPLOY it asked for, the extensions area passes
+ * `onOutcome` to `requestRedeploy`.
+ */
+export interface ExtensionHook {
+  deploy(input: { workspaceId: string; matrixUri: string; matrixId: string; commandId: string }):
+    Promise<{ quads: Quad[]; ops: WriteOp[] }> | { quads: Quad[]; ops: WriteOp[] };
+  undeploy?(input: { workspaceId: string; matrixUris: string[]; commandId: string }): WriteOp[];
+}
+
+interface InstalledRecord {
+  id: string;
+  name: string;
+  currentVersion: string;
+  createdAt: string;
+  registryPublisher: string | null;
+  registryName: string | null;
+  autoUpdate: boolean;
+}
+
+interface MatrixRecord { id: string; uri: string; packageName: string; graph: string }
+
+/** Settings of the package service. */
+export interface PackageServiceOptions {
+  /** Limits of uploaded and downloaded archives. */
+  maxArchiveBytes: number;
+}
+
+const plural = (n: number, word: string) => `${n} ${word}${n === 1 ? '' : 's'}`;
+
+/**
+ * Package installations and their lifecycle (DESIGN.md section 4): install
+ * from the registry or an upload, update, reinstall, uninstall, redeploy.
+ * The HTTP routes call it; the extensions area calls `requestRedeploy`.
+ */
+export class PackageService {
+  readonly commands: CommandStore;
+  readonly runner: CommandRunner;
+  private hook: ExtensionHook | null = null;
+
+  constructor(
+    private readonly store: QuadStore,
+    private readonly graphs: Graphs,
+    private readonly workspaces: WorkspaceService,
+    readonly registry: Registry,
+    private readonly logger: Logger,
+    private readonly options: PackageServiceOptions,
+  ) {
+    this.commands = new CommandStore(store, graphs);
+    this.runner = new CommandRunner(this.commands, store, logger);
+  }
+
+  /** See `ExtensionHook`. */
+  setExtensionHook(hook: ExtensionHook): void { this.hook = hook; }
+
+  packageId(workspaceId: string, name: string): string { return stableId('package', workspaceId, name); }
+  matrixId(workspaceId: string, matrixUri: string): string { return stableId('matrix', workspaceId, matrixUri); }
+  private packageIri(id: string): string { return this.graphs.resource('package', id); }
+  private matrixIri(id: string): string { return this.graphs.resource('matrix', id); }
+
+  // ---------------------------------------------------------------- reads
+
+  private installedRecords(workspaceId: string, filter: string, modifiers = ''): InstalledRecord[] {
+    const rows = this.store.select(PREFIXES + sparql`SELECT * WHERE { GRAPH ${iri(this.graphs.packages(workspaceId))} {
+      ?p a wsm:PackageInstallation ; wsm:id ?id ; wsm:name ?name ; wsm:currentVersion ?currentVersion ;
+         wsm:autoUpdate ?autoUpdate ; wsm:createdAt ?createdAt .
+      OPTIONAL { ?p wsm:registryPublisher ?registryPublisher } OPTIONAL { ?p wsm:registryName ?registryName }
+      ${raw(filter)} } } ${raw(modifiers)}`);
+    return rows.map((b) => ({
+      id: req(b, 'id'), name: req(b, 'name'), currentVersion: req(b, 'currentVersion'), createdAt: time(b, 'createdAt'),
+      registryPublisher: str(b, 'registryPublisher'), registryName: str(b, 'registryName'), autoUpdate: bool(b, 'autoUpdate') ?? false,
+    }));
+  }
+
+  private installed(workspaceId: string, name: string): InstalledRecord | null {
+    return this.installedRecords(workspaceId, sparql`?p wsm:name ${literal(name)} .`, 'LIMIT 1')[0] ?? null;
+  }
+
+  private matrixRecords(workspaceId: string, filter = ''): MatrixRecord[] {
+    const rows = this.store.select(PREFIXES + sparql`SELECT ?id ?uri ?packageName ?graph WHERE { GRAPH ${iri(this.graphs.packages(workspaceId))} {
+      ?m a wsm:Matrix ; wsm:id ?id ; wsm:uri ?uri ; wsm:graph ?graph ; wsm:package ?p . ?p wsm:name ?packageName .
+      ${raw(filter)} } } ORDER BY ?uri`);
+    return rows.map((b) => ({ id: req(b, 'id'), uri: req(b, 'uri'), packageName: req(b, 'packageName'), graph: req(b, 'graph') }));
+  }
+
+  /** Installed matrix by URI, or null. */
+  findMatrix(workspaceId: string, matrixUri: string): MatrixRecord | null {
+    return this.matrixRecords(workspaceId, sparql`FILTER (?uri = ${iri(matrixUri)})`)[0] ?? null;
+  }
+
+  private async latestFromRegistry(workspace: Workspace, rec: InstalledRecord): Promise<string | null> {
+    if (!rec.registryPublisher || !rec.registryName) return null;
+    try {
+      const versions = await this.registry.versions(rec.registryPublisher, rec.registryName);
+      return newestCompatible(versions, workspace.engineVersion)?.version ?? null;
+    } catch (err) {
+      this.logger.warn({ err, package: rec.name }, 'registry not reachable for the latest version of a package');
+      return null;
+    }
+  }
+
+  private async toInstallation(workspace: Workspace, rec: InstalledRecord, matrices: MatrixSummary[]): Promise<PackageInstallation> {
+    const latestVersion = await this.latestFromRegistry(workspace, rec);
+    const updatedRows = this.store.select(PREFIXES + sparql`SELECT ?updatedAt WHERE { GRAPH ${iri(this.graphs.packages(workspace.id))} {
+      ${iri(this.packageIri(rec.id))} wsm:updatedAt ?updatedAt } } LIMIT 1`);
+    return {
+      id: rec.id,
+      name: rec.name,
+      currentVersion: rec.currentVersion,
+      createdAt: rec.createdAt,
+      updatedAt: updatedRows[0] ? time(updatedRows[0], 'updatedAt') : rec.createdAt,
+      matrices,
+      latestCommand: this.commands.latestSummary(workspace.id, rec.name),
+      registryPublisher: rec.registryPublisher,
+      registryName: rec.registryName,
+      latestVersion,
+      updateAvailable: latestVersion !== null && compareSemver(latestVersion, rec.currentVersion) > 0,
+      autoUpdate: rec.autoUpdate,
+    };
+  }
+
+  private matrixSummaries(workspaceId: string, packageIds: string[]): Map<string, MatrixSummary[]> {
+    const out = new Map<string, MatrixSummary[]>(packageIds.map((id) => [id, []]));
+    if (packageIds.length === 0) return out;
+    const values = join(packageIds.map((id) => iri(this.packageIri(id))));
+    const rows = this.store.select(PREFIXES + sparql`SELECT ?pid ?id ?name ?description ?dependencyCount WHERE {
+      GRAPH ${iri(this.graphs.packages(workspaceId))} {
+        VALUES ?p { ${values} }
+        ?p wsm:id ?pid . ?m a wsm:Matrix ; wsm:package ?p ; wsm:id ?id ; wsm:name ?name ; wsm:dependencyCount ?dependencyCount .
+        OPTIONAL { ?m wsm:description ?description } } } ORDER BY ?name ?id`);
+    for (const b of rows) {
+      out.get(req(b, 'pid'))?.push({ id: req(b, 'id'), name: req(b, 'name'), description: str(b, 'description'), dependencyCount: int(b, 'dependencyCount') });
+    }
+    return out;
+  }
+
+  /** P4: one page of installations, by name. */
+  async list(workspace: Workspace, query: PageQuery): Promise<Page<PackageInstallation>> {
+    const g = iri(this.graphs.packages(workspace.id));
+    const total = Number(this.store.select(PREFIXES + sparql`SELECT (COUNT(?p) AS ?n) WHERE { GRAPH ${g} { ?p a wsm:PackageInstallation } }`)[0]?.n?.value ?? 0);
+    const records = this.installedRecords(workspace.id, '', `ORDER BY ?name LIMIT ${query.pageSize} OFFSET ${offsetOf(query)}`);
+    const matrices = this.matrixSummaries(workspace.id, records.map((r) => r.id));
+    const items = await Promise.all(records.map((r) => this.toInstallation(workspace, r, matrices.get(r.id) ?? [])));
+    return page(items, query, total);
+  }
+
+  /** P5. */
+  async get(workspace: Workspace, name: string): Promise<PackageInstallation> {
+    const rec = this.installed(workspace.id, name);
+    if (!rec) throw notFound(`Package "${name}" is not installed in this workspace`);
+    return this.toInstallation(workspace, rec, this.matrixSummaries(workspace.id, [rec.id]).get(rec.id) ?? []);
+  }
+
+  /** P7: 404 when the package is neither installed nor has any command. */
+  listCommands(workspace: Workspace, name: string, pageIndex: number, size: number): LifecycleCommand[] {
+    if (!this.installed(workspace.id, name) && !this.commands.hasCommands(workspace.id, name)) {
+      throw notFound(`Package "${name}" is not installed in this workspace and has no commands`);
+    }
+    return this.commands.listForPackage(workspace.id, name, pageIndex * size, size);
+  }
+
+  /** P8. */
+  getCommand(workspace: Workspace, commandId: string): LifecycleCommand {
+    const c = UUID_PATTERN.test(commandId) ? this.commands.get(workspace.id, commandId.toLowerCase()) : null;
+    if (!c) throw notFound(`Command ${commandId} not found in this workspace`);
+    return c;
+  }
+
+  /** P10. */
+  events(workspace: Workspace, commandId: string): CommandEvent[] {
+    this.getCommand(workspace, commandId);
+    return this.commands.events(workspace.id, commandId);
+  }
+
+  private reportNTriples(workspace: Workspace, commandId: string): string {
+    this.getCommand(workspace, commandId);
+    const graph = this.commands.reportGraph(workspace.id, commandId);
+    if (!graph) throw notFound(`Command ${commandId} has no validation report: it never reached validation`);
+    return this.store.dumpGraph(graph);
+  }
+
+  /** P9 as JSON. */
+  report(workspace: Workspace, commandId: string): ValidationReportJson {
+    const r = reportFromNTriples(this.reportNTriples(workspace, commandId));
+    const entries = (severity: string) => r.results.filter((x) => x.severity === severity)
+      .map((x) => ({ focusNode: x.focusNode, path: x.path, value: x.value, message: x.message }));
+    return {
+      conforms: r.conforms, violationCount: r.violationCount, warningCount: r.warningCount, infoCount: r.infoCount,
+      violations: entries('VIOLATION'), warnings: entries('WARNING'), infos: entries('INFO'),
+    };
+  }
+
+  /** P9 as Turtle. */
+  reportAsTurtle(workspace: Workspace, commandId: string): string {
+    return reportTurtle(this.reportNTriples(workspace, commandId));
+  }
+
+  // ---------------------------------------------------------------- commands
+
+  private commandTypeFor(workspaceId: string, name: string, version: string): { type: CommandType; existing: InstalledRecord | null } {
+    const existing = this.installed(workspaceId, name);
+    if (!existing) return { type: 'INSTALL', existing };
+    return { type: existing.currentVersion === version ? 'REINSTALL' : 'UPDATE', existing };
+  }
+
+  /**
+   * P1: resolves publisher, name and version now (404 unknown, 400
+   * ENGINE_INCOMPATIBLE); download and archive checks run in the command.
+   */
+  async installFromRegistry(workspace: Workspace, publisher: string, name: string, input: { version?: string; autoUpdate?: boolean }, commandType?: CommandType): Promise<LifecycleCommand> {
+    const versions = await this.registry.versions(publisher, name);
+    const resolved = resolveVersion(versions, workspace.engineVersion, input.version);
+    const { type, existing } = this.commandTypeFor(workspace.id, name, resolved.version);
+    const autoUpdate = input.autoUpdate ?? existing?.autoUpdate ?? false;
+    return this.runner.submit({
+      workspaceId: workspace.id, packageName: name, version: resolved.version, commandType: commandType ?? type,
+      packageInstallationId: existing?.id ?? null, exclusive: true,
+      job: async (ctx) => {
+        await ctx.event('INFO', `Downloading ${publisher}/${name} ${resolved.version} from the registry`);
+        let bytes: Buffer;
+        try {
+          bytes = await this.registry.download(publisher, name, resolved.version);
+        } catch (err) {
+          throw new CommandFailure(`Could not download ${publisher}/${name} ${resolved.version}: ${err instanceof Error ? err.message : String(err)}`,
+            'Check that the registry is reachable and still offers this version, then install again.');
+        }
+        const archive = await this.readArchive(bytes);
+        await ctx.event('INFO', `Read the archive (${bytes.length} bytes, sha256 ${archive.sha256}): ${this.describeManifest(archive.manifest)}`);
+        if (archive.manifest.name !== name || archive.manifest.version !== resolved.version) {
+          throw new CommandFailure(`The registry's archive holds ${archive.manifest.name} ${archive.manifest.version}, not ${name} ${resolved.version}`,
+            'Ask the publisher to fix the registry entry.');
+        }
+        if (!engineAdmits(archive.manifest.engineVersion, workspace.engineVersion)) {
+          throw new CommandFailure(`The package needs engine ${archive.manifest.engineVersion}; this workspace runs ${workspace.engineVersion}`, 'Choose a compatible version.');
+        }
+        return this.deployPackage(ctx, workspace, archive, { registry: { publisher, name }, autoUpdate, forceUpdate: false });
+      },
+    });
+  }
+
+  private async readArchive(bytes: Buffer): Promise<PackageArchive> {
+    try {
+      return await readPackageArchive(bytes, { maxArchiveBytes: this.options.maxArchiveBytes });
+    } catch (err) {
+      if (err instanceof AppError) throw new CommandFailure(`The package archive is not valid: ${err.message}`, 'Fix the archive and publish it again.');
+      throw err;
+    }
+  }
+
+  private describeManifest(m: Manifest): string {
+    return `${m.name} ${m.version}, engine ${m.engineVersion}, ${plural(m.matrices.length, 'matrix')} (${m.matrices.map((x) => x.name).join(', ')})`
+      .replace(/matrixs/, 'matrices');
+  }
+
+  /**
+   * P2: the archive is checked now (400 before any command exists): gzip
+   * tar, entries, sizes, manifest, files, engine range.
+   */
+  async installUpload(workspace: Workspace, bytes: Buffer, forceUpdate: boolean): Promise<LifecycleCommand> {
+    const archive = await readPackageArchive(bytes, { maxArchiveBytes: this.options.maxArchiveBytes });
+    const m = archive.manifest;
+    if (!engineAdmits(m.engineVersion, workspace.engineVersion)) {
+      throw new AppError('ENGINE_INCOMPATIBLE', `Package ${m.name} ${m.version} needs engine ${m.engineVersion}; workspace "${workspace.slug}" runs ${workspace.engineVersion}`,
+        { engineVersion: m.engineVersion, workspaceEngineVersion: workspace.engineVersion });
+    }
+    const { type, existing } = this.commandTypeFor(workspace.id, m.name, m.version);
+    return this.runner.submit({
+      workspaceId: workspace.id, packageName: m.name, version: m.version, commandType: type,
+      packageInstallationId: existing?.id ?? null, exclusive: false,
+      job: async (ctx) => {
+        await ctx.event('INFO', `Read the uploaded archive (${bytes.length} bytes, sha256 ${archive.sha256}): ${this.describeManifest(m)}${forceUpdate ? '; forceUpdate is on' : ''}`);
+        return this.deployPackage(ctx, workspace, archive, { registry: null, autoUpdate: false, forceUpdate });
+      },
+    });
+  }
+
+  /** Roles defined in the derived graphs of these matrices. */
+  private rolesOf(workspaceId: string, matrixIds: string[]): Set<string> {
+    if (matrixIds.length === 0) return new Set();
+    const values = join(matrixIds.map((id) => iri(this.graphs.derived(workspaceId, id))));
+    const rows = this.store.select(PREFIXES + sparql`SELECT DISTINCT ?r WHERE { VALUES ?g { ${values} } GRAPH ?g { ?r a wsm:Role } }`);
+    return new Set(rows.map((b) => req(b, 'r')));
+  }
+
+  /** Agent principals defined in the derived graphs of these matrices. */
+  private principalsOf(workspaceId: string, matrixIds: string[]): Set<string> {
+    if (matrixIds.length === 0) return new Set();
+    const values = join(matrixIds.map((id) => iri(this.graphs.derived(workspaceId, id))));
+    const rows = this.store.select(PREFIXES + sparql`SELECT DISTINCT ?q WHERE { VALUES ?g { ${values} } GRAPH ?g { ?q a wsm:Principal } }`);
+    return new Set(rows.map((b) => req(b, 'q')));
+  }
+
+  /** Role IRIs defined by the workspace's other matrices (not in `exceptIds`). */
+  private rolesOutside(workspaceId: string, exceptIds: Set<string>): Set<string> {
+    const others = this.matrixRecords(workspaceId).filter((m) => !exceptIds.has(m.id)).map((m) => m.id);
+    return this.rolesOf(workspaceId, others);
+  }
+
+  /** Deletes the role assignments (IAM graph) of roles and principals that disappear. */
+  private assignmentCleanup(workspaceId: string, roles: string[], principals: string[]): WriteOp[] {
+    const iam = iri(this.graphs.iam(workspaceId));
+    const ops: WriteOp[] = [];
+    if (roles.length) {
+      ops.push({ kind: 'update', sparql: PREFIXES + sparql`DELETE { GRAPH ${iam} { ?a ?p ?o } } WHERE { GRAPH ${iam} {
+        VALUES ?r { ${join(roles.map((r) => iri(r)))} } ?a a wsm:RoleAssignment ; wsm:role ?r ; ?p ?o } }` });
+    }
+    if (principals.length) {
+      ops.push({ kind: 'update', sparql: PREFIXES + sparql`DELETE { GRAPH ${iam} { ?a ?p ?o } } WHERE { GRAPH ${iam} {
+        VALUES ?q { ${join(principals.map((q) => iri(q)))} } ?a a wsm:RoleAssignment ; wsm:principal ?q ; ?p ?o } }` });
+    }
+    return ops;
+  }
+
+  /** createdAt of resources in a derived graph, so a redeploy keeps them. */
+  private createdAtOf(workspaceId: string, matrixId: string): Map<string, string> {
+    const rows = this.store.select(PREFIXES + sparql`SELECT ?s ?t WHERE { GRAPH ${iri(this.graphs.derived(workspaceId, matrixId))} { ?s wsm:createdAt ?t } }`);
+    return new Map(rows.map((b) => [req(b, 's'), req(b, 't')]));
+  }
+
+  private static objectsOf(quads: Quad[], subject: string, predicates: string[]): string[] {
+    return [...new Set(quads.filter((q) => q.subject.value === subject && predicates.includes(q.predicate.value)).map((q) => q.object.value))];
+  }
+
+  private matrixRecordOps(workspaceId: string, input: { id: string; uri: string; name: string; description: string | null; dependencyCount: number; packageId: string }): WriteOp {
+    const g = iri(this.graphs.packages(workspaceId));
+    const m = iri(this.matrixIri(input.id));
+    const description = input.description !== null ? sparql`${m} wsm:description ${literal(input.description)} .` : '';
+    return { kind: 'update', sparql: PREFIXES + [
+      sparql`DELETE WHERE { GRAPH ${g} { ${m} ?p ?o } }`,
+      sparql`INSERT DATA { GRAPH ${g} { ${m} a wsm:Matrix ; wsm:id ${literal(input.id)} ; wsm:uri ${iri(input.uri)} ; wsm:name ${literal(input.name)} ;
+        wsm:dependencyCount ${integer(input.dependencyCount)} ; wsm:package ${iri(this.packageIri(input.packageId))} ;
+        wsm:graph ${iri(this.graphs.matrix(workspaceId, input.id))} ; wsm:workspace ${iri(this.graphs.resource('workspace', workspaceId))} .
+        ${raw(description)} } }`,
+    ].join(' ;\n') };
+  }
+
+  private dropMatrixOps(workspaceId: string, matrixId: string): WriteOp {
+    const g = iri(this.graphs.packages(workspaceId));
+    return { kind: 'update', sparql: PREFIXES + [
+      sparql`DROP SILENT GRAPH ${iri(this.graphs.matrix(workspaceId, matrixId))}`,
+      sparql`DROP SILENT GRAPH ${iri(this.graphs.derived(workspaceId, matrixId))}`,
+      sparql`DELETE WHERE { GRAPH ${g} { ${iri(this.matrixIri(matrixId))} ?p ?o } }`,
+    ].join(' ;\n') };
+  }
+
+  /**
+   * The heart of INSTALL / UPDATE / REINSTALL: validates before it writes
+   * (Turtle, imports, SHACL), derives roles and agents, and returns every
+   * change as ops for one atomic write.
+   */
+  private async deployPackage(ctx: JobContext, workspace: Workspace, archive: PackageArchive, opts: {
+    registry: { publisher: string; name: string } | null; autoUpdate: boolean; forceUpdate: boolean;
+  }): Promise<JobResult> {
+    const m = archive.manifest;
+    const ws = workspace.id;
+    const packageId = this.packageId(ws, m.name);
+    // 1. Turtle.
+    const parsed: Array<{ name: string; uri: string; id: string; path: string; quads: Quad[] }> = [];
+    for (const entry of m.matrices) {
+      const text = archive.files.get(entry.path);
+      if (text === undefined) throw new CommandFailure(`The archive has no file ${entry.path} for matrix ${entry.name}`, 'Add the file or fix manifest.json.');
+      let quads: Quad[];
+      try {
+        quads = parseTurtle(text, { baseIri: entry.uri, source: entry.path });
+      } catch (err) {
+        if (err instanceof AppError) throw new CommandFailure(err.message, `Fix the Turtle in ${entry.path} and install again.`);
+        throw err;
+      }
+      parsed.push({ name: entry.name, uri: entry.uri, id: this.matrixId(ws, entry.uri), path: entry.path, quads });
+      await ctx.event('INFO', `Parsed matrix ${entry.name} <${entry.uri}> from ${entry.path}: ${plural(quads.length, 'triple')}`);
+    }
+    // 2. Matrices of other packages.
+    const installedMatrices = this.matrixRecords(ws);
+    for (const p of parsed) {
+      const owner = installedMatrices.find((x) => x.uri === p.uri && x.packageName !== m.name);
+      if (!owner) continue;
+      if (!opts.forceUpdate) {
+        throw new CommandFailure(`Matrix <${p.uri}> is already installed by package "${owner.packageName}"`,
+          'Upload again with forceUpdate=true to move it to this package, or give the matrix another URI.');
+      }
+      await ctx.event('WARNING', `forceUpdate: matrix <${p.uri}> moves from package "${owner.packageName}" to "${m.name}"`);
+    }
+    const newUris = new Set(parsed.map((p) => p.uri));
+    const previous = installedMatrices.filter((x) => x.packageName === m.name);
+    const dropped = previous.filter((x) => !newUris.has(x.uri));
+    const outside = installedMatrices.filter((x) => x.packageName !== m.name && !newUris.has(x.uri));
+    // 3. Imports.
+    const available = new Set([...newUris, ...outside.map((x) => x.uri)]);
+    for (const p of parsed) {
+      const imports = PackageService.objectsOf(p.quads, p.uri, [MTX.imports]);
+      const missing = imports.filter((u) => !available.has(u));
+      if (missing.length) {
+        throw new CommandFailure(`Matrix ${p.name} imports ${missing.map((u) => `<${u}>`).join(', ')}, which is neither in this package nor installed in the workspace`,
+          'Install the package that provides it first, or remove the mtx:imports statement.');
+      }
+      if (imports.length) await ctx.event('INFO', `Matrix ${p.name} imports ${imports.map((u) => `<${u}>`).join(', ')}: all available`);
+    }
+    // 4. Extensions targeting these matrices.
+    const extensionOps: WriteOp[] = [];
+    const extensionQuads = new Map<string, Quad[]>();
+    if (this.hook) {
+      for (const p of parsed) {
+        const ext = await this.hook.deploy({ workspaceId: ws, matrixUri: p.uri, matrixId: p.id, commandId: ctx.commandId });
+        extensionQuads.set(p.uri, ext.quads);
+        extensionOps.push(...ext.ops);
+        if (ext.quads.length) await ctx.event('INFO', `Matrix ${p.name}: deploying ${plural(ext.quads.length, 'triple')} of active extensions with it`);
+      }
+    }
+    // 5. SHACL.
+    const touched = new Set([...parsed.map((p) => p.id), ...dropped.map((x) => x.id)]);
+    const outsideRoles = this.rolesOutside(ws, touched);
+    await this.validate(ctx, parsed.map((p) => ({ uri: p.uri, name: p.name, quads: [...p.quads, ...(extensionQuads.get(p.uri) ?? [])] })),
+      { roleUris: await this.roleUrisOf(ws, outsideRoles), matrixUris: outside.map((x) => x.uri) });
+    // 6. Derive and write.
+    const now = this.runner.now();
+    const ops: WriteOp[] = [];
+    const newRoles = new Set<string>();
+    const newPrincipals = new Set<string>();
+    let roleCount = 0;
+    let agentCount = 0;
+    let tripleCount = 0;
+    for (const p of parsed) {
+      const quads = [...p.quads, ...(extensionQuads.get(p.uri) ?? [])];
+      const derived = deriveMatrix({ graphs: this.graphs, workspaceId: ws, matrixId: p.id, quads, now, createdAt: this.createdAtOf(ws, p.id) });
+      subjectsOfType(derived.ntriples, WSM.Role).forEach((r) => newRoles.add(r));
+      subjectsOfType(derived.ntriples, WSM.Principal).forEach((q) => newPrincipals.add(q));
+      roleCount += derived.roleIris.length;
+      agentCount += derived.agentIris.length;
+      tripleCount += p.quads.length;
+      const description = PackageService.objectsOf(p.quads, p.uri, [RDFS.comment, DCTERMS.description])[0] ?? null;
+      ops.push(
+        { kind: 'update', sparql: sparql`DROP SILENT GRAPH ${iri(this.graphs.matrix(ws, p.id))}` },
+        { kind: 'load', graph: this.graphs.matrix(ws, p.id), format: 'application/n-triples', data: quadsToNTriples(p.quads) },
+        { kind: 'update', sparql: sparql`DROP SILENT GRAPH ${iri(this.graphs.derived(ws, p.id))}` },
+        { kind: 'load', graph: this.graphs.derived(ws, p.id), format: 'application/n-triples', data: derived.ntriples },
+        this.matrixRecordOps(ws, { id: p.id, uri: p.uri, name: p.name, description, dependencyCount: PackageService.objectsOf(p.quads, p.uri, [MTX.imports]).length, packageId }),
+      );
+      await ctx.event('INFO', `Matrix ${p.name}: ${plural(p.quads.length, 'triple')} for graph ${this.graphs.matrix(ws, p.id)}; derived ${plural(derived.roleIris.length, 'role')} and ${plural(derived.agentIris.length, 'agent')}`);
+    }
+    for (const d of dropped) {
+      ops.push(this.dropMatrixOps(ws, d.id));
+      await ctx.event('WARNING', `Matrix <${d.uri}> is not in version ${m.version}; it is removed with its roles and agents`);
+    }
+    if (dropped.length && this.hook?.undeploy) ops.push(...this.hook.undeploy({ workspaceId: ws, matrixUris: dropped.map((d) => d.uri), commandId: ctx.commandId }));
+    // Role assignments of roles (and agent principals) that disappear.
+    const oldRoles = this.rolesOf(ws, [...touched]);
+    const goneRoles = [...oldRoles].filter((r) => !newRoles.has(r) && !outsideRoles.has(r));
+    const gonePrincipals = [...this.principalsOf(ws, [...touched])].filter((q) => !newPrincipals.has(q));
+    ops.push(...this.assignmentCleanup(ws, goneRoles, gonePrincipals));
+    if (goneRoles.length || gonePrincipals.length) {
+      await ctx.event('WARNING', `${plural(goneRoles.length, 'role')} and ${plural(gonePrincipals.length, 'agent principal')} no longer exist; their role assignments are removed`);
+    }
+    ops.push(this.installationOps(ws, { id: packageId, name: m.name, version: m.version, registry: opts.registry, autoUpdate: opts.autoUpdate, now }));
+    ops.push(...extensionOps);
+    await ctx.event('INFO', `Writing ${plural(parsed.length, 'matrix graph')} (${plural(tripleCount, 'triple')}) and ${plural(parsed.length, 'derived graph')} in one atomic write`);
+    return {
+      ops,
+      packageInstallationId: packageId,
+      message: `Installed ${m.name} ${m.version}: ${plural(parsed.length, 'matrix')}, ${plural(roleCount, 'role')}, ${plural(agentCount, 'agent')}`.replace(/matrixs/, 'matrices'),
+    };
+  }
+
+  private async roleUrisOf(workspaceId: string, roleIris: Set<string>): Promise<string[]> {
+    if (roleIris.size === 0) return [];
+    const rows = this.store.select(PREFIXES + sparql`SELECT DISTINCT ?uri WHERE { VALUES ?r { ${join([...roleIris].map((r) => iri(r)))} }
+      GRAPH ?g { ?r wsm:uri ?uri } }`);
+    return rows.map((b) => req(b, 'uri'));
+  }
+
+  private async validate(ctx: JobContext, matrices: Array<{ uri: string; name: string; quads: Quad[] }>, context: { roleUris: string[]; matrixUris: string[] }): Promise<ValidationReport> {
+    const { report, ntriples } = await validateMatrices({ matrices, context });
+    ctx.setReport(report, ntriples);
+    const summary = `SHACL validation: ${report.conforms ? 'conforms' : 'does not conform'}; ${plural(report.violationCount, 'violation')}, ${plural(report.warningCount, 'warning')}, ${plural(report.infoCount, 'info')}`;
+    await ctx.event(report.violationCount > 0 ? 'ERROR' : report.warningCount > 0 ? 'WARNING' : 'INFO', summary);
+    if (report.violationCount > 0) {
+      const first = report.results.find((r) => r.severity === 'VIOLATION');
+      throw new CommandFailure(`SHACL validation found ${plural(report.violationCount, 'violation')}${first ? ` (first: ${first.message}${first.focusNode ? ` at ${first.focusNode}` : ''})` : ''}`,
+        'Read the validation report of this command, fix the matrices and install again; nothing was changed.');
+    }
+    return report;
+  }
+
+  private installationOps(workspaceId: string, input: { id: string; name: string; version: string; registry: { publisher: string; name: string } | null; autoUpdate: boolean; now: string }): WriteOp {
+    const g = iri(this.graphs.packages(workspaceId));
+    const p = iri(this.packageIri(input.id));
+    const existing = this.installed(workspaceId, input.name);
+    const createdAt = existing?.createdAt ?? input.now;
+    const registry = input.registry ? sparql`${p} wsm:registryPublisher ${literal(input.registry.publisher)} ; wsm:registryName ${literal(input.registry.name)} .` : '';
+    return { kind: 'update', sparql: PREFIXES + [
+      sparql`DELETE WHERE { GRAPH ${g} { ${p} ?pp ?o } }`,
+      sparql`INSERT DATA { GRAPH ${g} { ${p} a wsm:PackageInstallation ; wsm:id ${literal(input.id)} ; wsm:name ${literal(input.name)} ;
+        wsm:currentVersion ${literal(input.version)} ; wsm:autoUpdate ${boolean(input.registry ? input.autoUpdate : false)} ;
+        wsm:workspace ${iri(this.graphs.resource('workspace', workspaceId))} ; wsm:createdAt ${dateTime(createdAt)} ; wsm:updatedAt ${dateTime(input.now)} .
+        ${raw(registry)} } }`,
+    ].join(' ;\n') };
+  }
+
+  /** P6: removes matrices, their graphs, derived roles/agents/principals and the assignments of those roles. */
+  async uninstall(workspace: Workspace, name: string): Promise<LifecycleCommand> {
+    const ws = workspace.id;
+    const rec = this.installed(ws, name);
+    const busy = this.runner.active(ws, name);
+    if (!rec && !busy) throw notFound(`Package "${name}" is not installed in this workspace`);
+    return this.runner.submit({
+      workspaceId: ws, packageName: name, version: rec?.currentVersion ?? busy!.version, commandType: 'UNINSTALL',
+      packageInstallationId: rec?.id ?? null, exclusive: true,
+      job: async (ctx) => {
+        const current = this.installed(ws, name);
+        if (!current) throw new CommandFailure(`Package "${name}" is not installed`, 'Nothing to uninstall.');
+        const matrices = this.matrixRecords(ws).filter((x) => x.packageName === name);
+        await ctx.event('INFO', `Removing ${plural(matrices.length, 'matrix')} of ${name} ${current.currentVersion}: ${matrices.map((x) => `<${x.uri}>`).join(', ')}`.replace(/matrixs/, 'matrices'));
+        const ids = new Set(matrices.map((x) => x.id));
+        const outsideRoles = this.rolesOutside(ws, ids);
+        const goneRoles = [...this.rolesOf(ws, [...ids])].filter((r) => !outsideRoles.has(r));
+        const gonePrincipals = [...this.principalsOf(ws, [...ids])];
+        const ops: WriteOp[] = matrices.map((x) => this.dropMatrixOps(ws, x.id));
+        ops.push(...this.assignmentCleanup(ws, goneRoles, gonePrincipals));
+        ops.push({ kind: 'update', sparql: PREFIXES + sparql`DELETE WHERE { GRAPH ${iri(this.graphs.packages(ws))} { ${iri(this.packageIri(current.id))} ?p ?o } }` });
+        if (this.hook?.undeploy) ops.push(...this.hook.undeploy({ workspaceId: ws, matrixUris: matrices.map((x) => x.uri), commandId: ctx.commandId }));
+        await ctx.event('INFO', `Removing ${plural(goneRoles.length, 'role')}, ${plural(gonePrincipals.length, 'agent principal')} and their role assignments in one atomic write`);
+        return { ops, message: `Uninstalled ${name} ${current.currentVersion}` };
+      },
+    });
+  }
+
+  /**
+   * Queues a REDEPLOY of one installed matrix (behind any active command of
+   * its package): the matrix's roles and agents are derived again from the
+   * matrix plus the extensions the hook supplies, validated first. `onOutcome`
+   * learns the finished command (completed or failed). 404 when the matrix
+   * is not installed.
+   */
+  async requestRedeploy(workspace: Workspace, matrixUri: string, reason: string, onOutcome?: (command: LifecycleCommand) => void | Promise<void>): Promise<LifecycleCommand> {
+    const ws = workspace.id;
+    const matrix = this.findMatrix(ws, matrixUri);
+    if (!matrix) throw notFound(`Matrix <${matrixUri}> is not installed in this workspace`);
+    const rec = this.installed(ws, matrix.packageName)!;
+    return this.runner.submit({
+      workspaceId: ws, packageName: rec.name, version: rec.currentVersion, commandType: 'REDEPLOY',
+      packageInstallationId: rec.id, exclusive: false, ...(onOutcome ? { onOutcome } : {}),
+      job: async (ctx) => {
+        await ctx.event('INFO', `Redeploying matrix <${matrixUri}>: ${reason}`);
+        const current = this.findMatrix(ws, matrixUri);
+        if (!current) throw new CommandFailure(`Matrix <${matrixUri}> is no longer installed`, 'Install its package again.');
+        const quads = parseTurtle(this.store.dumpGraph(current.graph), { source: 'installed matrix' });
+        const ext = this.hook ? await this.hook.deploy({ workspaceId: ws, matrixUri, matrixId: current.id, commandId: ctx.commandId }) : { quads: [], ops: [] };
+        await ctx.event('INFO', `Read ${plural(quads.length, 'triple')} of the matrix and ${plural(ext.quads.length, 'triple')} of active extensions`);
+        const outside = this.matrixRecords(ws).filter((x) => x.id !== current.id);
+        const outsideRoles = this.rolesOutside(ws, new Set([current.id]));
+        const all = [...quads, ...ext.quads];
+        await this.validate(ctx, [{ uri: matrixUri, name: current.uri, quads: all }], { roleUris: await this.roleUrisOf(ws, outsideRoles), matrixUris: outside.map((x) => x.uri) });
+        const now = this.runner.now();
+        const derived = deriveMatrix({ graphs: this.graphs, workspaceId: ws, matrixId: current.id, quads: all, now, createdAt: this.createdAtOf(ws, current.id) });
+        const newPrincipals = subjectsOfType(derived.ntriples, WSM.Principal);
+        const newRoles = subjectsOfType(derived.ntriples, WSM.Role);
+        const goneRoles = [...this.rolesOf(ws, [current.id])].filter((r) => !newRoles.has(r) && !outsideRoles.has(r));
+        const gonePrincipals = [...this.principalsOf(ws, [current.id])].filter((q) => !newPrincipals.has(q));
+        const ops: WriteOp[] = [
+          { kind: 'update', sparql: sparql`DROP SILENT GRAPH ${iri(this.graphs.derived(ws, current.id))}` },
+          { kind: 'load', graph: this.graphs.derived(ws, current.id), format: 'application/n-triples', data: derived.ntriples },
+          ...this.assignmentCleanup(ws, goneRoles, gonePrincipals),
+          ...ext.ops,
+        ];
+        await ctx.event('INFO', `Derived ${plural(derived.roleIris.length, 'role')} and ${plural(derived.agentIris.length, 'agent')}; writing the derived graph`);
+        return { ops, message: `Redeployed matrix <${matrixUri}>` };
+      },
+    });
+  }
+
+  // ---------------------------------------------------------------- auto-update
+
+  /** P3. */
+  async setAutoUpdate(workspace: Workspace, name: string, autoUpdate: boolean): Promise<PackageInstallation> {
+    const rec = this.installed(workspace.id, name);
+    if (!rec) throw notFound(`Package "${name}" is not installed in this workspace`);
+    if (!rec.registryPublisher) throw badRequest(`Package "${name}" was installed by upload, not from the registry; only registry packages update themselves`);
+    const g = iri(this.graphs.packages(workspace.id));
+    const p = iri(this.packageIri(rec.id));
+    await this.store.update(PREFIXES + [
+      sparql`DELETE WHERE { GRAPH ${g} { ${p} wsm:autoUpdate ?a } }`,
+      sparql`INSERT DATA { GRAPH ${g} { ${p} wsm:autoUpdate ${boolean(autoUpdate)} } }`,
+    ].join(' ;\n'));
+    return this.get(workspace, name);
+  }
+
+  /**
+   * One auto-update round: every registry package with autoUpdate whose
+   * registry offers a newer compatible version gets an UPDATE command
+   * (skipped while the package has an active command). Returns the queued commands.
+   */
+  async autoUpdateOnce(): Promise<LifecycleCommand[]> {
+    const rows = this.store.select(PREFIXES + `SELECT ?wsId ?name WHERE { GRAPH ?g {
+      ?p a wsm:PackageInstallation ; wsm:name ?name ; wsm:autoUpdate true ; wsm:registryPublisher ?pub ; wsm:workspace ?ws }
+      GRAPH ?sys { ?ws a wsm:Workspace ; wsm:id ?wsId } }`);
+    const queued: LifecycleCommand[] = [];
+    for (const b of rows) {
+      const workspace = this.workspaces.find(req(b, 'wsId'));
+      const name = req(b, 'name');
+      if (!workspace || this.runner.active(workspace.id, name)) continue;
+      const rec = this.installed(workspace.id, name);
+      if (!rec?.registryPublisher || !rec.registryName || !rec.autoUpdate) continue;
+      let versions: RegistryVersion[];
+      try {
+        versions = await this.registry.versions(rec.registryPublisher, rec.registryName);
+      } catch (err) {
+        this.logger.warn({ err, package: name }, 'auto-update: registry not reachable');
+        continue;
+      }
+      const newest = newestCompatible(versions, workspace.engineVersion);
+      if (!newest || compareSemver(newest.version, rec.currentVersion) <= 0) continue;
+      try {
+        queued.push(await this.installFromRegistry(workspace, rec.registryPublisher, rec.registryName, { version: newest.version }, 'UPDATE'));
+        this.logger.info({ workspace: workspace.slug, package: name, version: newest.version }, 'auto-update queued');
+      } catch (err) {
+        this.logger.warn({ err, package: name }, 'auto-update could not queue an update');
+      }
+    }
+    return queued;
+  }
+
+  /** Starts the auto-update check every `intervalSeconds`; returns a stopper. */
+  startAutoUpdate(intervalSeconds: number): () => void {
+    let running = false;
+    const timer = setInterval(() => {
+      if (running) return;
+      running = true;
+      this.autoUpdateOnce().catch((err: unknown) => this.logger.error({ err }, 'auto-update round failed')).finally(() => { running = false; });
+    }, intervalSeconds * 1000);
+    timer.unref();
+    return () => clearInterval(timer);
+  }
+}
+
+/** Subjects typed `type` in N-Triples text (the derived graphs are written by deriveMatrix as N-Triples). */
+function subjectsOfType(nt: string, type: string): Set<string> {
+  const suffix = ` <${RDF.type}> <${type}> .`;
+  const out = new Set<string>();
+  for (const line of nt.split('\n')) {
+    const l = line.trim();
+    if (l.startsWith('<') && l.endsWith(suffix)) out.add(l.slice(1, l.indexOf('>')));
+  }
+  return out;
+}

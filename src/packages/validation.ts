@@ -1,0 +1,337 @@
+/**
+ * SHACL validation of a package's matrices (DESIGN.md section 4): the shapes
+ * of `shapes/` against the union of the package's matrix files plus what the
+ * workspace already holds (its roles and matrices), with rdf-validate-shacl
+ * on an n3 Store copy of the data.
+ *
+ * Decisions (docs/packages.md, "Validation"):
+ * - `conforms` is "no violation": warnings and infos are reported but do not
+ *   fail an install. The stored `sh:conforms` says the same, so the RDF and
+ *   the JSON report agree.
+ * - Roles and matrices of the workspace are in the data graph only so that
+ *   `sh:class` can see them; results about nodes that only the workspace
+ *   defines are dropped (they were validated when they were installed).
+ */
+import { readFileSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
+import { DataFactory, Parser, Store, Writer, type Quad } from 'n3';
+import type { Term } from '@rdfjs/types';
+import SHACLValidator from 'rdf-validate-shacl';
+import { IAM, MTX, RDF, WSM } from '../rdf/vocab.js';
+import { parseTurtle } from '../rdf/turtle.js';
+
+export type Severity = 'VIOLATION' | 'WARNING' | 'INFO';
+
+export interface ValidationResult {
+  severity: Severity;
+  focusNode: string | null;
+  path: string | null;
+  value: string | null;
+  message: string;
+  sourceShape: string | null;
+}
+
+export interface ValidationReport {
+  conforms: boolean;
+  violationCount: number;
+  warningCount: number;
+  infoCount: number;
+  results: ValidationResult[];
+}
+
+export interface ValidationInput {
+  /** The package's matrices: manifest URI and name, and the quads of its Turtle file. */
+  matrices: Array<{ uri: string; name: string; quads: Quad[] }>;
+  /** What the workspace holds outside this package: role URIs and matrix URIs. */
+  context: { roleUris: string[]; matrixUris: string[] };
+}
+
+const SH_NS = 'http://www.w3.org/ns/shacl#';
+const sh = (term: string) => `${SH_NS}${term}`;
+const XSD_BOOLEAN = 'http://www.w3.org/2001/XMLSchema#boolean';
+const XSD_STRING = 'http://www.w3.org/2001/XMLSchema#string';
+const RDFS_LABEL = 'http://www.w3.org/2000/01/rdf-schema#label';
+const RDF_FIRST = `${RDF.ns}first`;
+const RDF_REST = `${RDF.ns}rest`;
+const RDF_NIL = `${RDF.ns}nil`;
+
+const SEVERITIES: Record<string, Severity> = {
+  [sh('Violation')]: 'VIOLATION',
+  [sh('Warning')]: 'WARNING',
+  [sh('Info')]: 'INFO',
+};
+const SEVERITY_ORDER: Record<Severity, number> = { VIOLATION: 0, WARNING: 1, INFO: 2 };
+
+/** Files of the shapes graph, in `shapes/` at the project root. */
+export const SHAPE_FILES = ['matrix.ttl', 'iam.ttl'].map((name) => fileURLToPath(new URL(`../../shapes/${name}`, import.meta.url)));
+
+let shapesCache: Quad[] | null = null;
+
+/** The shapes graph (parsed once). */
+export function shapesQuads(): Quad[] {
+  if (!shapesCache) {
+    shapesCache = SHAPE_FILES.flatMap((file) => parseTurtle(readFileSync(file, 'utf8'), { source: file }));
+  }
+  return shapesCache;
+}
+
+const { namedNode, literal, blankNode, quad } = DataFactory;
+
+/** Objects of (subject, predicate) in a quad lookup. */
+type Lookup = (subject: Term, predicate: string) => Term[];
+
+function storeLookup(store: Store): Lookup {
+  return (subject, predicate) => store.getObjects(subject, namedNode(predicate), null);
+}
+
+/**
+ * A term as a report string: an IRI, a literal's lexical form, or for a blank
+ * node `[]`, with its label when the report carries one (`[ rdfs:label "x" ]`).
+ * Blank node labels are not used: a store renames them, the text must not change.
+ */
+function termText(term: Term | undefined, lookup: Lookup): string | null {
+  if (!term) return null;
+  if (term.termType !== 'BlankNode') return term.value;
+  const label = lookup(term, RDFS_LABEL).find((t) => t.termType === 'Literal');
+  return label ? `[ rdfs:label ${JSON.stringify(label.value)} ]` : '[]';
+}
+
+/**
+ * A SHACL property path as text, in SPARQL property-path syntax:
+ * `<iri>` paths are their IRI, `^p` inverse, `p1/p2` sequence, `p1|p2`
+ * alternative, `p*`, `p+`, `p?`.
+ */
+function pathText(term: Term | undefined, lookup: Lookup, depth = 0): string | null {
+  if (!term) return null;
+  if (term.termType === 'NamedNode') return term.value;
+  if (term.termType !== 'BlankNode' || depth > 8) return termText(term, lookup);
+  const one = (predicate: string) => lookup(term, predicate)[0];
+  const wrap = (inner: Term | undefined) => {
+    const text = pathText(inner, lookup, depth + 1);
+    return text && inner?.termType === 'BlankNode' ? `(${text})` : text;
+  };
+  const inverse = one(sh('inversePath'));
+  if (inverse) return `^${wrap(inverse)}`;
+  const alternatives = one(sh('alternativePath'));
+  if (alternatives) return listItems(alternatives, lookup).map(wrap).join('|');
+  for (const [predicate, suffix] of [['zeroOrMorePath', '*'], ['oneOrMorePath', '+'], ['zeroOrOnePath', '?']] as const) {
+    const inner = one(sh(predicate));
+    if (inner) return `${wrap(inner)}${suffix}`;
+  }
+  const first = lookup(term, RDF_FIRST)[0];
+  if (first) return listItems(term, lookup).map(wrap).join('/');
+  return termText(term, lookup);
+}
+
+function listItems(head: Term, lookup: Lookup): Term[] {
+  const items: Term[] = [];
+  let node: Term | undefined = head;
+  while (node && node.value !== RDF_NIL && items.length < 100) {
+    const first = lookup(node, RDF_FIRST)[0];
+    if (!first) break;
+    items.push(first);
+    node = lookup(node, RDF_REST)[0];
+  }
+  return items;
+}
+
+function compareResults(a: ValidationResult, b: ValidationResult): number {
+  return SEVERITY_ORDER[a.severity] - SEVERITY_ORDER[b.severity]
+    || (a.focusNode ?? '').localeCompare(b.focusNode ?? '')
+    || (a.path ?? '').localeCompare(b.path ?? '')
+    || (a.value ?? '').localeCompare(b.value ?? '')
+    || a.message.localeCompare(b.message)
+    || (a.sourceShape ?? '').localeCompare(b.sourceShape ?? '');
+}
+
+function summarize(results: ValidationResult[]): ValidationReport {
+  const sorted = [...results].sort(compareResults);
+  const count = (severity: Severity) => sorted.filter((r) => r.severity === severity).length;
+  const violationCount = count('VIOLATION');
+  return { conforms: violationCount === 0, violationCount, warningCount: count('WARNING'), infoCount: count('INFO'), results: sorted };
+}
+
+/** Reads one sh:ValidationResult node. */
+function readResult(node: Term, lookup: Lookup): ValidationResult {
+  const one = (predicate: string) => lookup(node, sh(predicate))[0];
+  const messages = lookup(node, sh('resultMessage'));
+  const message = (messages.find((m) => m.termType === 'Literal' && (m as { language?: string }).language === 'en')
+    ?? messages[0])?.value;
+  return {
+    severity: SEVERITIES[one('resultSeverity')?.value ?? ''] ?? 'VIOLATION',
+    focusNode: termText(one('focusNode'), lookup),
+    path: pathText(one('resultPath'), lookup),
+    value: termText(one('value'), lookup),
+    message: message ?? 'Constraint not satisfied.',
+    sourceShape: termText(one('sourceShape'), lookup),
+  };
+}
+
+/** The quads reachable from `start` through blank nodes (its concise bounded description). */
+function describe(store: Store, start: Term, out: Quad[], seen = new Set<string>()): void {
+  const key = `${start.termType}:${start.value}`;
+  if (seen.has(key)) return;
+  seen.add(key);
+  for (const q of store.getQuads(start, null, null, null)) {
+    out.push(quad(q.subject, q.predicate, q.object));
+    if (q.object.termType === 'BlankNode') describe(store, q.object, out, seen);
+  }
+}
+
+/** n3 terms for terms of another RDF/JS factory (the SHACL engine's). */
+function toN3(term: Term): Term {
+  switch (term.termType) {
+    case 'NamedNode': return namedNode(term.value);
+    case 'BlankNode': return blankNode(term.value);
+    case 'Literal': {
+      const lit = term as unknown as { value: string; language?: string; datatype?: { value: string } };
+      return lit.language ? literal(lit.value, lit.language) : literal(lit.value, namedNode(lit.datatype?.value ?? XSD_STRING));
+    }
+    default: return term;
+  }
+}
+
+/**
+ * Validates the matrices of a package against the shapes of `shapes/`.
+ * Returns the JSON report and the `sh:ValidationReport` as N-Triples (to be
+ * stored; `reportFromNTriples` reads it back to the same JSON).
+ */
+export async function validateMatrices(input: ValidationInput): Promise<{ report: ValidationReport; ntriples: string }> {
+  const data = new Store();
+  const packageRoles = new Set<string>();
+  const packageMatrices = new Set<string>();
+  for (const matrix of input.matrices) {
+    for (const q of matrix.quads) {
+      data.addQuad(q.subject, q.predicate, q.object);
+      if (q.predicate.value === RDF.type && q.subject.termType === 'NamedNode') {
+        if (q.object.value === IAM.Role) packageRoles.add(q.subject.value);
+        if (q.object.value === MTX.Matrix) packageMatrices.add(q.subject.value);
+      }
+    }
+  }
+  for (const matrix of input.matrices) {
+    data.addQuad(namedNode(matrix.uri), namedNode(WSM.matrixName), literal(matrix.name));
+  }
+  // Nodes known only from the workspace: typed so sh:class sees them, not validated again.
+  const workspaceOnly = new Set<string>();
+  for (const uri of input.context.roleUris) {
+    data.addQuad(namedNode(uri), namedNode(RDF.type), namedNode(IAM.Role));
+    if (!packageRoles.has(uri)) workspaceOnly.add(uri);
+  }
+  for (const uri of input.context.matrixUris) {
+    data.addQuad(namedNode(uri), namedNode(RDF.type), namedNode(MTX.Matrix));
+    if (!packageMatrices.has(uri)) workspaceOnly.add(uri);
+  }
+
+  const shapes = new Store(shapesQuads());
+  const validator = new SHACLValidator(shapes);
+  const engineReport = await validator.validate(data);
+
+  // Copy the engine's report into an n3 store, keeping only results about the package's own nodes.
+  const engineStore = new Store();
+  for (const q of engineReport.dataset.match(null, null, null, null)) {
+    engineStore.addQuad(quad(toN3(q.subject) as never, toN3(q.predicate) as never, toN3(q.object) as never));
+  }
+  // A blank focus node or value is described in the report by its own triples (its label, its
+  // type), so the report still says which node it is once a store has renamed its blank nodes.
+  for (const predicate of [sh('focusNode'), sh('value')]) {
+    for (const term of engineStore.getObjects(null, namedNode(predicate), null)) {
+      if (term.termType !== 'BlankNode') continue;
+      const description: Quad[] = [];
+      describe(data, term, description);
+      engineStore.addQuads(description);
+    }
+  }
+  const lookup = storeLookup(engineStore);
+  const reportQuads: Quad[] = [];
+  const reportNode = blankNode('report');
+  const kept: Array<{ node: Term; result: ValidationResult }> = [];
+  for (const node of engineStore.getObjects(null, namedNode(sh('result')), null)) {
+    const focus = engineStore.getObjects(node, namedNode(sh('focusNode')), null)[0];
+    if (focus && focus.termType === 'NamedNode' && workspaceOnly.has(focus.value)) continue;
+    kept.push({ node, result: readResult(node, lookup) });
+  }
+  kept.sort((a, b) => compareResults(a.result, b.result));
+  for (const { node } of kept) {
+    reportQuads.push(quad(reportNode, namedNode(sh('result')), node as never));
+    describe(engineStore, node, reportQuads);
+  }
+  const results = kept.map((k) => k.result);
+  const report = summarize(results);
+  reportQuads.unshift(
+    quad(reportNode, namedNode(RDF.type), namedNode(sh('ValidationReport'))),
+    quad(reportNode, namedNode(sh('conforms')), literal(String(report.conforms), namedNode(XSD_BOOLEAN))),
+  );
+  const writer = new Writer({ format: 'N-Triples' });
+  return { report, ntriples: writer.quadsToString(reportQuads) };
+}
+
+/** Reads a stored `sh:ValidationReport` (N-Triples or Turtle) back into the JSON report. */
+export function reportFromNTriples(nt: string): ValidationReport {
+  const store = new Store(new Parser({ format: 'text/turtle' }).parse(nt));
+  const lookup = storeLookup(store);
+  const results = store.getObjects(null, namedNode(sh('result')), null).map((node) => readResult(node, lookup));
+  return summarize(results);
+}
+
+const TURTLE_PREFIXES: Record<string, string> = {
+  sh: SH_NS,
+  rdf: RDF.ns,
+  xsd: 'http://www.w3.org/2001/XMLSchema#',
+  rdfs: 'http://www.w3.org/2000/01/rdf-schema#',
+  dcterms: 'http://purl.org/dc/terms/',
+  mtx: MTX.ns,
+  iam: IAM.ns,
+  wsm: WSM.ns,
+  wsmsh: 'https://w3id.org/wsm/shapes#',
+};
+
+/**
+ * A stored report as readable Turtle: prefixes, the report first, and each
+ * result (and path) nested as a `[ ... ]` blank node.
+ */
+export function reportTurtle(nt: string): string {
+  const store = new Store(new Parser({ format: 'text/turtle' }).parse(nt));
+  const writer = new Writer({ prefixes: TURTLE_PREFIXES });
+  const referenced = new Map<string, number>();
+  for (const q of store.getQuads(null, null, null, null)) {
+    if (q.object.termType === 'BlankNode') referenced.set(q.object.value, (referenced.get(q.object.value) ?? 0) + 1);
+  }
+  const onStack = new Set<string>();
+  const objectTerm = (term: Term): Term => {
+    if (term.termType !== 'BlankNode' || referenced.get(term.value) !== 1 || onStack.has(term.value)) return term;
+    onStack.add(term.value);
+    const body = predicateObjects(term);
+    onStack.delete(term.value);
+    return writer.blank(body as never) as unknown as Term;
+  };
+  const lookup = storeLookup(store);
+  const predicateObjects = (subject: Term) => sortedQuads(store.getQuads(subject as never, null, null, null), lookup)
+    .map((q) => ({ predicate: q.predicate, object: objectTerm(q.object) }));
+  const written = new Set<string>();
+  const writeSubject = (subject: Term) => {
+    if (written.has(subject.value)) return;
+    written.add(subject.value);
+    for (const { predicate, object } of predicateObjects(subject)) {
+      writer.addQuad(subject as never, predicate as never, object as never);
+    }
+  };
+  // The report(s) first, then anything not nested inside them.
+  for (const report of store.getSubjects(namedNode(RDF.type), namedNode(sh('ValidationReport')), null)) writeSubject(report);
+  for (const subject of store.getSubjects(null, null, null)) {
+    if (subject.termType === 'BlankNode' && referenced.get(subject.value) === 1) continue;
+    writeSubject(subject);
+  }
+  let out = '';
+  writer.end((error, result) => { if (error) throw error; out = result; });
+  return out;
+}
+
+/** rdf:type first, then by predicate; results in report order (severity, focus node, path, ...). */
+function sortedQuads(quads: Quad[], lookup: Lookup): Quad[] {
+  const rank = (q: Quad) => (q.predicate.value === RDF.type ? 0 : 1);
+  const isResult = (q: Quad) => q.predicate.value === sh('result');
+  return [...quads].sort((a, b) => rank(a) - rank(b)
+    || a.predicate.value.localeCompare(b.predicate.value)
+    || (isResult(a) && isResult(b) ? compareResults(readResult(a.object, lookup), readResult(b.object, lookup)) : 0));
+}

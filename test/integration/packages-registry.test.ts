@@ -1,0 +1,184 @@
+import { expect } from 'chai';
+import { startTestServer, removeDir, bearer, seedWorkspace, type TestServer } from '../helpers/server.js';
+import { tinyPackage, sampleMatrixTurtle } from '../helpers/packages.js';
+import { publish, upload, uploadAndWait, waitForCommand, bigMatrixTurtle } from '../helpers/lifecycle.js';
+
+const WSM = 'https://w3id.org/wsm/ns#';
+
+async function publishAlpha(t: TestServer): Promise<void> {
+  for (const [version, engineVersion] of [['1.0.0', '>=1.0 <2.0'], ['1.1.0', '>=1.0 <2.0'], ['2.0.0', '>=2.0']] as const) {
+    publish(t, 'acme-pub', 'alpha', version, await tinyPackage({ name: 'alpha', version, engineVersion }));
+  }
+}
+
+describe('packages: registry install, auto-update toggle, uninstall and conflicts (P1, P3, P6)', function () {
+  this.timeout(120_000);
+  let t: TestServer;
+  let tokens: Awaited<ReturnType<typeof seedWorkspace>>['tokens'];
+  let workspace: { id: string; slug: string };
+  before(async () => {
+    t = await startTestServer();
+    ({ tokens, workspace } = await seedWorkspace(t, 'acme'));
+    await publishAlpha(t);
+  });
+  after(async () => { await t.close(); removeDir(t.dataDir); });
+
+  const install = (token: string, name: string, body: object = {}, publisher = 'acme-pub') =>
+    t.http.post(`/api/v1/packages/acme/registry/${publisher}/${name}/install`).set(bearer(token)).send(body);
+
+  it('guards P1: 401, 404 for non-members, 403 for members', async () => {
+    expect((await t.http.post('/api/v1/packages/acme/registry/acme-pub/alpha/install').send({})).status).to.equal(401);
+    expect((await install(tokens.outsider, 'alpha')).status).to.equal(404);
+    expect((await install(tokens.member, 'alpha')).status).to.equal(403);
+  });
+
+  it('resolves at the request: 404 unknown publisher, package or version; 400 ENGINE_INCOMPATIBLE; 400 bad body', async () => {
+    expect((await install(tokens.owner, 'alpha', {}, 'nobody')).status).to.equal(404);
+    expect((await install(tokens.owner, 'omega')).status).to.equal(404);
+    expect((await install(tokens.owner, 'alpha', { version: '9.9.9' })).status).to.equal(404);
+    const engine = await install(tokens.owner, 'alpha', { version: '2.0.0' });
+    expect(engine.status).to.equal(400);
+    expect(engine.body.error.code).to.equal('ENGINE_INCOMPATIBLE');
+    expect((await install(tokens.owner, 'alpha', { autoUpdate: 'yes' })).status).to.equal(400);
+    expect((await install(tokens.owner, 'alpha', { colour: 'red' })).status).to.equal(400);
+    expect((await t.http.get('/api/v1/packages/acme/alpha/commands').set(bearer(tokens.owner))).status).to.equal(404);
+  });
+
+  it('installs the newest compatible version, then re-installs at a version (UPDATE, REINSTALL keeping autoUpdate)', async () => {
+    const res = await install(tokens.owner, 'alpha');
+    expect(res.status).to.equal(202);
+    expect(res.body.data).to.include({ version: '1.1.0', commandType: 'INSTALL', status: 'pending' });
+    expect(res.headers.location).to.equal(`/api/v1/packages/acme/commands/${res.body.data.id}`);
+    const done = await waitForCommand(t, tokens.owner, 'acme', res.body.data.id);
+    expect(done.status, done.errorMessage ?? '').to.equal('completed');
+    let p = (await t.http.get('/api/v1/packages/acme/alpha').set(bearer(tokens.member))).body.data;
+    expect(p).to.include({ currentVersion: '1.1.0', registryPublisher: 'acme-pub', registryName: 'alpha', latestVersion: '1.1.0', updateAvailable: false, autoUpdate: false });
+
+    const down = await install(tokens.owner, 'alpha', { version: '1.0.0', autoUpdate: true });
+    expect(down.body.data.commandType).to.equal('UPDATE');
+    expect((await waitForCommand(t, tokens.owner, 'acme', down.body.data.id)).status).to.equal('completed');
+    p = (await t.http.get('/api/v1/packages/acme/alpha').set(bearer(tokens.member))).body.data;
+    expect(p).to.include({ currentVersion: '1.0.0', latestVersion: '1.1.0', updateAvailable: true, autoUpdate: true });
+
+    const same = await install(tokens.owner, 'alpha', { version: '1.0.0' });
+    expect(same.body.data.commandType).to.equal('REINSTALL');
+    expect((await waitForCommand(t, tokens.owner, 'acme', same.body.data.id)).status).to.equal('completed');
+    p = (await t.http.get('/api/v1/packages/acme/alpha').set(bearer(tokens.member))).body.data;
+    expect(p.autoUpdate).to.equal(true);
+  });
+
+  it('toggles auto-update (P3): 200 with the installation; 400 for uploads and bad bodies; 403 members; 404 unknown', async () => {
+    const path = '/api/v1/packages/acme/alpha/auto-update';
+    expect((await t.http.patch(path).set(bearer(tokens.member)).send({ autoUpdate: false })).status).to.equal(403);
+    expect((await t.http.patch(path).set(bearer(tokens.outsider)).send({ autoUpdate: false })).status).to.equal(404);
+    expect((await t.http.patch(path).set(bearer(tokens.owner)).send({})).status).to.equal(400);
+    const off = await t.http.patch(path).set(bearer(tokens.owner)).send({ autoUpdate: false });
+    expect(off.status).to.equal(200);
+    expect(off.body.data).to.include({ name: 'alpha', autoUpdate: false });
+    expect((await t.http.patch('/api/v1/packages/acme/nothing/auto-update').set(bearer(tokens.owner)).send({ autoUpdate: true })).status).to.equal(404);
+    const up = await uploadAndWait(t, tokens.owner, 'acme', await tinyPackage({ name: 'uploaded' }));
+    expect(up.status).to.equal('completed');
+    const refused = await t.http.patch('/api/v1/packages/acme/uploaded/auto-update').set(bearer(tokens.owner)).send({ autoUpdate: true });
+    expect(refused.status).to.equal(400);
+    expect(refused.body.error.message).to.match(/upload/);
+  });
+
+  it('tolerates an unreachable registry when reading (latestVersion null)', async () => {
+    const { renameSync } = await import('node:fs');
+    const dir = `${t.dataDir}/registry/acme-pub`;
+    renameSync(dir, `${dir}-away`);
+    try {
+      const p = await t.http.get('/api/v1/packages/acme/alpha').set(bearer(tokens.member));
+      expect(p.status).to.equal(200);
+      expect(p.body.data).to.include({ latestVersion: null, updateAvailable: false });
+    } finally {
+      renameSync(`${dir}-away`, dir);
+    }
+  });
+
+  it('answers 409 to P1 and P6 while a command is active, with existing and requested', async () => {
+    const uri = 'https://example.org/packages/heavy/main';
+    publish(t, 'acme-pub', 'heavy', '1.0.0', await tinyPackage({ name: 'heavy', matrices: [{ name: 'main', uri, turtle: bigMatrixTurtle(uri, 60_000) }] }));
+    const first = await install(tokens.owner, 'heavy');
+    expect(first.status).to.equal(202);
+    const again = await install(tokens.owner, 'heavy', { version: '1.0.0' });
+    expect(again.status).to.equal(409);
+    const expected = { existing: { commandId: first.body.data.id, version: '1.0.0' }, requested: { version: '1.0.0' } };
+    expect(again.body.error.details).to.deep.equal(expected);
+    expect(again.body.existing).to.deep.equal(expected.existing);
+    expect(again.body.requested).to.deep.equal(expected.requested);
+    // Uninstall during a first install: 409 as well (the installation does not exist yet).
+    const del = await t.http.delete('/api/v1/packages/acme/heavy').set(bearer(tokens.owner));
+    expect(del.status).to.equal(409);
+    expect(del.body.existing.commandId).to.equal(first.body.data.id);
+    expect((await waitForCommand(t, tokens.owner, 'acme', first.body.data.id)).status).to.equal('completed');
+  });
+
+  it('uninstalls (P6): 202, matrices, graphs, roles, agents and their assignments gone; extension records stay', async () => {
+    const { store, graphs, workspaces } = t.server.services;
+    const p = (await t.http.get('/api/v1/packages/acme/alpha').set(bearer(tokens.owner))).body.data;
+    const matrixId = p.matrices[0].id;
+    const role = store.select(`SELECT ?r WHERE { GRAPH <${graphs.derived(workspace.id, matrixId)}> { ?r a <${WSM}Role> } }`)[0]!.r!.value;
+    const agentPrincipal = store.select(`SELECT ?q WHERE { GRAPH <${graphs.derived(workspace.id, matrixId)}> { ?q a <${WSM}Principal> } }`)[0]!.q!.value;
+    const memberPrincipal = workspaces.principalIri(workspaces.userPrincipalId(workspace.id, (await t.http.get('/api/v1/workspaces/acme').set(bearer(tokens.owner))).body.data.owner.id));
+    const adminRole = workspaces.roleIri(workspaces.adminRoleId(workspace.id));
+    await store.update(`INSERT DATA { GRAPH <${graphs.iam(workspace.id)}> {
+      <urn:test:a1> a <${WSM}RoleAssignment> ; <${WSM}role> <${role}> ; <${WSM}principal> <${memberPrincipal}> .
+      <urn:test:a2> a <${WSM}RoleAssignment> ; <${WSM}role> <${adminRole}> ; <${WSM}principal> <${agentPrincipal}> . }
+      GRAPH <${graphs.extensions(workspace.id)}> { <urn:test:ext> a <${WSM}Extension> ; <${WSM}targetMatrix> <https://example.org/packages/alpha/main> } }`);
+
+    expect((await t.http.delete('/api/v1/packages/acme/alpha').set(bearer(tokens.member))).status).to.equal(403);
+    expect((await t.http.delete('/api/v1/packages/acme/alpha').set(bearer(tokens.outsider))).status).to.equal(404);
+    const res = await t.http.delete('/api/v1/packages/acme/alpha').set(bearer(tokens.owner));
+    expect(res.status).to.equal(202);
+    expect(res.body.data).to.include({ commandType: 'UNINSTALL', packageName: 'alpha', version: '1.0.0', packageInstallationId: p.id });
+    expect(res.headers.location).to.equal(`/api/v1/packages/acme/commands/${res.body.data.id}`);
+    expect((await waitForCommand(t, tokens.owner, 'acme', res.body.data.id)).status).to.equal('completed');
+
+    expect((await t.http.get('/api/v1/packages/acme/alpha').set(bearer(tokens.owner))).status).to.equal(404);
+    expect(store.graphNames().filter((g) => g.includes(matrixId))).to.deep.equal([]);
+    expect(store.ask(`ASK { GRAPH ?g { <urn:test:a1> ?p ?o } }`)).to.equal(false);
+    expect(store.ask(`ASK { GRAPH ?g { <urn:test:a2> ?p ?o } }`)).to.equal(false);
+    expect(store.ask(`ASK { GRAPH ?g { <${role}> ?p ?o } }`)).to.equal(false);
+    expect(store.ask(`ASK { GRAPH <${graphs.extensions(workspace.id)}> { <urn:test:ext> a <${WSM}Extension> } }`)).to.equal(true);
+    // The built-in role and the owner's administrator assignment stay.
+    expect(store.ask(`ASK { GRAPH ?g { ?a <${WSM}role> <${adminRole}> ; <${WSM}principal> <${memberPrincipal}> } }`)).to.equal(true);
+    // History stays readable.
+    const cmds = await t.http.get('/api/v1/packages/acme/alpha/commands').set(bearer(tokens.member));
+    expect(cmds.status).to.equal(200);
+    expect(cmds.body.data[0].commandType).to.equal('UNINSTALL');
+    expect((await t.http.delete('/api/v1/packages/acme/alpha').set(bearer(tokens.owner))).status).to.equal(404);
+    expect((await upload(t, tokens.owner, 'acme', await tinyPackage({ name: 'alpha', matrices: [{ name: 'main', uri: 'https://example.org/packages/alpha/main', turtle: sampleMatrixTurtle('https://example.org/packages/alpha/main') }] }))).status).to.equal(202);
+  });
+});
+
+describe('packages: the auto-update scheduler', function () {
+  this.timeout(60_000);
+  let t: TestServer;
+  let tokens: Awaited<ReturnType<typeof seedWorkspace>>['tokens'];
+  before(async () => {
+    t = await startTestServer({ WSM_AUTO_UPDATE_INTERVAL: '1' });
+    ({ tokens } = await seedWorkspace(t, 'acme'));
+    await publishAlpha(t);
+  });
+  after(async () => { await t.close(); removeDir(t.dataDir); });
+
+  it('queues an UPDATE to the newest compatible version for a package with autoUpdate, and nothing once it is current', async () => {
+    const on = await t.http.post('/api/v1/packages/acme/registry/acme-pub/alpha/install').set(bearer(tokens.owner)).send({ version: '1.0.0', autoUpdate: true });
+    expect(on.status).to.equal(202);
+    const deadline = Date.now() + 20_000;
+    let p: { currentVersion: string } = { currentVersion: '' };
+    while (Date.now() < deadline) {
+      p = (await t.http.get('/api/v1/packages/acme/alpha').set(bearer(tokens.owner))).body.data ?? p;
+      if (p.currentVersion === '1.1.0') break;
+      await new Promise((r) => setTimeout(r, 100));
+    }
+    expect(p.currentVersion).to.equal('1.1.0');
+    const cmds = (await t.http.get('/api/v1/packages/acme/alpha/commands').set(bearer(tokens.owner))).body.data;
+    expect(cmds.map((c: { commandType: string }) => c.commandType)).to.deep.equal(['UPDATE', 'INSTALL']);
+    expect(cmds[0]).to.include({ version: '1.1.0', status: 'completed' });
+    // Nothing newer: no further command after more rounds.
+    await new Promise((r) => setTimeout(r, 2500));
+    expect((await t.http.get('/api/v1/packages/acme/alpha/commands').set(bearer(tokens.owner))).body.data).to.have.length(2);
+  });
+});
