@@ -1,6 +1,6 @@
 import type { Graphs } from '../rdf/graphs.js';
 import { PREFIXES } from '../rdf/vocab.js';
-import { sparql, iri, literal, dateTime, boolean, type SparqlFragment } from '../rdf/sparql.js';
+import { sparql, iri, literal, dateTime, boolean, raw, type SparqlFragment } from '../rdf/sparql.js';
 import { req, str, bool, time } from '../rdf/bindings.js';
 import type { Binding } from '../store/store.js';
 import type { Extension } from './schema.js';
@@ -28,15 +28,17 @@ export class ExtensionRdf {
   selectQuery(workspaceId: string, filter: string, withContent: boolean): string {
     const g = iri(this.graphs.extensions(workspaceId));
     const sys = iri(this.graphs.system);
-    const content = withContent ? 'OPTIONAL { ?x wsm:content ?content }' : '';
+    const content = withContent ? sparql`OPTIONAL { ?x wsm:content ?content }` : '';
     return PREFIXES + sparql`SELECT ?id ?label ?target ?active ?ownerId ?ownerUsername ?content ?lastCommandId ?createdAt ?updatedAt WHERE {
       GRAPH ${g} {
         ?x a wsm:Extension ; wsm:id ?id ; wsm:label ?label ; wsm:targetMatrix ?target ; wsm:active ?active ;
            wsm:owner ?owner ; wsm:createdAt ?createdAt ; wsm:updatedAt ?updatedAt .
         OPTIONAL { ?x wsm:lastCommand ?cmd . BIND (REPLACE(STR(?cmd), "^.*/", "") AS ?lastCommandId) }
+        ${raw(content)}
+        ${raw(filter)}
       }
       OPTIONAL { GRAPH ${sys} { ?owner wsm:id ?ownerId ; wsm:username ?ownerUsername } }
-    ` + `${content} ${filter} } ORDER BY ?createdAt ?id`;
+    } ORDER BY ?createdAt ?id`;
   }
 
   fromBinding(b: Binding, withContent: boolean): Extension {

@@ -1,5 +1,9 @@
 import { expect } from 'chai';
 import { startTestServer, removeDir, bearer, seedWorkspace, type TestServer } from '../helpers/server.js';
+import { tinyPackage } from '../helpers/packages.js';
+import { uploadAndWait, waitForCommand, workspaceDump } from '../helpers/lifecycle.js';
+import { stableId } from '../../src/rdf/ids.js';
+import { PREFIXES } from '../../src/rdf/vocab.js';
 
 const EXT = '/api/v1/extensions';
 const UNKNOWN_ID = '6d1f3d4e-8c35-4f0e-9f8e-2b7a5d1c9e01';
@@ -150,5 +154,278 @@ describe('extensions: Turtle checks at the request (X5)', () => {
     expect(noFile.body.error.message).to.match(/"file"/);
     const emptyLabel = await post(Buffer.from(ROLE_TTL)).field('label', '  ');
     expect(emptyLabel.status).to.equal(400);
+  });
+});
+
+// ---------------------------------------------------------------------------
+// With real package installs: deployment, re-derivation, rollback, uninstall.
+// ---------------------------------------------------------------------------
+
+const TRACKING_URI = 'https://example.org/tracking';
+const NOTES_URI = 'https://example.org/notes';
+const PREFIX_TTL = `@prefix mtx: <https://poliglot.io/os/spec/matrix#> .
+@prefix iam: <https://poliglot.io/os/spec/iam#> .
+@prefix rdfs: <http://www.w3.org/2000/01/rdf-schema#> .
+@prefix ex: <https://example.org/tracking#> .
+`;
+const TRACKING_TTL = `${PREFIX_TTL}
+<${TRACKING_URI}> a mtx:Matrix ; rdfs:label "Tracking" ; rdfs:comment "Tracks work" .
+ex:Reviewer a iam:Role ; rdfs:label "Reviewer" ; rdfs:comment "Reviews work" .
+ex:bot a iam:Agent ; rdfs:label "Tracking bot" ; iam:hasRole ex:Reviewer .
+`;
+const NOTES_TTL = `${PREFIX_TTL}
+@prefix nt: <https://example.org/notes#> .
+<${NOTES_URI}> a mtx:Matrix ; rdfs:label "Notes" .
+nt:Writer a iam:Role ; rdfs:label "Writer" .
+`;
+/** Adds a role, an agent holding it, and gives the matrix's own agent the new role too. */
+const AUDIT_TTL = `${PREFIX_TTL}
+# Audit extension
+ex:Auditor a iam:Role ; rdfs:label "Auditor" ; rdfs:comment "Audits work" .
+ex:auditbot a iam:Agent ; rdfs:label "Audit bot" ; iam:hasRole ex:Auditor .
+ex:bot iam:hasRole ex:Auditor .
+`;
+
+
+describe('extensions: deployment with real packages', function () {
+  this.timeout(60_000);
+  let t: TestServer;
+  let tokens: Awaited<ReturnType<typeof seedWorkspace>>['tokens'];
+  let workspace: { id: string; slug: string };
+  before(async () => {
+    t = await startTestServer();
+    ({ tokens, workspace } = await seedWorkspace(t, 'acme'));
+    const archive = await tinyPackage({
+      name: 'tracking',
+      matrices: [
+        { name: 'tracking', uri: TRACKING_URI, turtle: TRACKING_TTL },
+        { name: 'notes', uri: NOTES_URI, turtle: NOTES_TTL },
+      ],
+    });
+    const installed = await uploadAndWait(t, tokens.owner, 'acme', archive);
+    expect(installed.status, JSON.stringify(installed)).to.equal('completed');
+  });
+  after(async () => { await t.close(); removeDir(t.dataDir); });
+
+  const store = () => t.server.services.store;
+  const graphs = () => t.server.services.graphs;
+  const matrixId = (uri: string) => stableId('matrix', workspace.id, uri);
+  const derivedGraph = (uri: string) => graphs().derived(workspace.id, matrixId(uri));
+  /** Role and agent URIs of a matrix's derived graph, and each agent's role URIs. */
+  const derived = (uri: string) => {
+    const g = `<${derivedGraph(uri)}>`;
+    const roles = store().select(`${PREFIXES} SELECT ?uri ?label ?m WHERE { GRAPH ${g} { ?r a wsm:Role ; wsm:uri ?uri ; wsm:label ?label ; wsm:matrix ?m } } ORDER BY ?uri`)
+      .map((b) => ({ uri: b.uri!.value, label: b.label!.value, matrix: b.m!.value }));
+    const agents = store().select(`${PREFIXES} SELECT ?uri ?principal WHERE { GRAPH ${g} {
+        ?a a wsm:Agent ; wsm:uri ?uri . OPTIONAL { ?p a wsm:Principal ; wsm:principalType "AGENT" ; wsm:actor ?a ; wsm:id ?principal } } } ORDER BY ?uri`)
+      .map((b) => ({ uri: b.uri!.value, principal: b.principal?.value ?? null }));
+    const hasRole = store().select(`${PREFIXES} SELECT ?agent ?role WHERE { GRAPH ${g} { ?a a wsm:Agent ; wsm:uri ?agent ; wsm:role ?r } GRAPH ?rg { ?r a wsm:Role ; wsm:uri ?role } } ORDER BY ?agent ?role`)
+      .map((b) => `${b.agent!.value} -> ${b.role!.value}`);
+    return { roles, agents, hasRole };
+  };
+  /** Every graph of the workspace (lifecycle command records and logs left out) but the extensions' own. */
+  const dumpAll = () => Object.fromEntries(Object.entries(workspaceDump(t, workspace.id))
+    .filter(([g]) => !g.startsWith(graphs().extensions(workspace.id))));
+  const createExtension = (turtle: string, label?: string) => {
+    const req = t.http.post(`${EXT}/acme?targetMatrix=${encodeURIComponent(TRACKING_URI)}${label ? `&label=${encodeURIComponent(label)}` : ''}`)
+      .set(bearer(tokens.owner));
+    return req.attach('file', Buffer.from(turtle), { filename: 'audit.ttl', contentType: 'text/turtle' });
+  };
+  const getExtension = async (id: string) => (await t.http.get(`${EXT}/acme/${id}`).set(bearer(tokens.owner))).body.data;
+
+  it('X5 answers at once with the extension, inactive, and a queued REDEPLOY that activates it', async () => {
+    const before = derived(TRACKING_URI);
+    expect(before.roles.map((r) => r.uri)).to.deep.equal(['https://example.org/tracking#Reviewer']);
+    const notesBefore = store().dumpGraph(derivedGraph(NOTES_URI));
+    const res = await createExtension(AUDIT_TTL, 'Audit');
+    expect(res.status, JSON.stringify(res.body)).to.equal(200);
+    const ext = res.body.data;
+    expect(ext).to.include({ label: 'Audit', targetMatrixUri: TRACKING_URI, active: false, ownerUsername: 'acme-owner', content: AUDIT_TTL });
+    expect(ext.id).to.match(/^[0-9a-f-]{36}$/);
+    expect(ext.ownerId).to.match(/^[0-9a-f-]{36}$/);
+    expect(ext.targetMatrix).to.deep.equal({ uri: TRACKING_URI });
+    expect(ext.owner).to.deep.equal({ id: ext.ownerId, username: 'acme-owner' });
+    expect(ext.createdAt).to.match(/Z$/);
+    expect(ext.lastCommandId).to.match(/^[0-9a-f-]{36}$/);
+
+    const command = await waitForCommand(t, tokens.owner, 'acme', ext.lastCommandId);
+    expect(command).to.include({ commandType: 'REDEPLOY', status: 'completed', packageName: 'tracking' });
+    const commands = await t.http.get('/api/v1/packages/acme/tracking/commands').set(bearer(tokens.member));
+    expect(commands.body.data[0]).to.include({ id: ext.lastCommandId, commandType: 'REDEPLOY' });
+    const events = await t.http.get(`/api/v1/packages/acme/commands/${ext.lastCommandId}/events`).set(bearer(tokens.member));
+    expect(events.status).to.equal(200);
+    const messages = (events.body.data as Array<{ message: string }>).map((e) => e.message).join('\n');
+    expect(messages).to.match(/partial/i);
+    expect(messages).to.include(TRACKING_URI);
+    const report = await t.http.get(`/api/v1/packages/acme/commands/${ext.lastCommandId}/validation-report`).set(bearer(tokens.member));
+    expect(report.status).to.equal(200);
+    expect(report.body.data.conforms).to.equal(true);
+
+    const after = await getExtension(ext.id);
+    expect(after).to.include({ active: true, content: AUDIT_TTL, lastCommandId: ext.lastCommandId });
+    const now = derived(TRACKING_URI);
+    expect(now.roles.map((r) => r.uri)).to.deep.equal(['https://example.org/tracking#Auditor', 'https://example.org/tracking#Reviewer']);
+    expect(new Set(now.roles.map((r) => r.matrix))).to.deep.equal(new Set([graphs().resource('matrix', matrixId(TRACKING_URI))]));
+    expect(now.agents.map((a) => a.uri)).to.deep.equal(['https://example.org/tracking#auditbot', 'https://example.org/tracking#bot']);
+    expect(now.agents.every((a) => a.principal)).to.equal(true);
+    expect(now.hasRole).to.deep.equal([
+      'https://example.org/tracking#auditbot -> https://example.org/tracking#Auditor',
+      'https://example.org/tracking#bot -> https://example.org/tracking#Auditor',
+      'https://example.org/tracking#bot -> https://example.org/tracking#Reviewer',
+    ]);
+    // Partial: the other matrix of the package was not re-derived.
+    expect(store().dumpGraph(derivedGraph(NOTES_URI))).to.equal(notesBefore);
+
+    const list = await t.http.get(`${EXT}/acme`).set(bearer(tokens.owner));
+    expect(list.status).to.equal(200);
+    expect(list.body.data).to.have.length(1);
+    expect(list.body.data[0]).to.include({ id: ext.id, active: true, content: null });
+  });
+
+  it('X2 replaces the Turtle (and label), deactivates, and re-derives: what it no longer adds disappears', async () => {
+    const [ext] = (await t.http.get(`${EXT}/acme`).set(bearer(tokens.owner))).body.data;
+    const replacement = `${PREFIX_TTL}ex:Inspector a iam:Role ; rdfs:label "Inspector" .\nex:bot iam:hasRole ex:Inspector .\n`;
+    const res = await t.http.put(`${EXT}/acme/${ext.id}`).set(bearer(tokens.owner))
+      .field('label', 'Inspection').attach('file', Buffer.from(replacement), 'inspection.ttl');
+    expect(res.status, JSON.stringify(res.body)).to.equal(200);
+    expect(res.body.data).to.include({ id: ext.id, label: 'Inspection', active: false, content: replacement, createdAt: ext.createdAt });
+    expect(res.body.data.lastCommandId).to.not.equal(ext.lastCommandId);
+    expect(res.body.data.updatedAt >= ext.updatedAt).to.equal(true);
+    const command = await waitForCommand(t, tokens.owner, 'acme', res.body.data.lastCommandId);
+    expect(command).to.include({ commandType: 'REDEPLOY', status: 'completed' });
+    expect(await getExtension(ext.id)).to.include({ active: true, label: 'Inspection', content: replacement });
+    const now = derived(TRACKING_URI);
+    expect(now.roles.map((r) => r.uri)).to.deep.equal(['https://example.org/tracking#Inspector', 'https://example.org/tracking#Reviewer']);
+    expect(now.agents.map((a) => a.uri)).to.deep.equal(['https://example.org/tracking#bot']);
+    expect(now.hasRole).to.deep.equal([
+      'https://example.org/tracking#bot -> https://example.org/tracking#Inspector',
+      'https://example.org/tracking#bot -> https://example.org/tracking#Reviewer',
+    ]);
+    // The content graph holds the new triples only.
+    const content = store().dumpGraph(graphs().extension(workspace.id, ext.id));
+    expect(content).to.include('Inspector').and.not.include('Auditor');
+
+    // A label alone (query parameter) also re-deploys.
+    const relabel = await t.http.put(`${EXT}/acme/${ext.id}?label=Inspections`).set(bearer(tokens.owner));
+    expect(relabel.status).to.equal(200);
+    expect(relabel.body.data).to.include({ label: 'Inspections', active: false, content: replacement });
+    expect((await waitForCommand(t, tokens.owner, 'acme', relabel.body.data.lastCommandId)).status).to.equal('completed');
+    expect((await getExtension(ext.id)).active).to.equal(true);
+
+    // Bad input changes nothing.
+    const broken = await t.http.put(`${EXT}/acme/${ext.id}`).set(bearer(tokens.owner)).attach('file', Buffer.from('ex:x a'), 'x.ttl');
+    expect(broken.status).to.equal(400);
+    expect(broken.body.error.message).to.match(/line 1, column \d+/);
+    const retarget = await t.http.put(`${EXT}/acme/${ext.id}?targetMatrix=${encodeURIComponent(NOTES_URI)}`).set(bearer(tokens.owner));
+    expect(retarget.status).to.equal(400);
+    expect(await getExtension(ext.id)).to.include({ active: true, label: 'Inspections', content: replacement });
+  });
+
+  it('X3 deletes the extension and re-deploys without it, removing assignments of roles that disappear', async () => {
+    const [ext] = (await t.http.get(`${EXT}/acme`).set(bearer(tokens.owner))).body.data;
+    const inspector = stableId('role', workspace.id, 'https://example.org/tracking#Inspector');
+    const memberPrincipal = t.server.services.workspaces.userPrincipalId(workspace.id, stableId('user', 'acme-member'));
+    const assignment = await t.http.post(`/api/v1/iam/acme/roles/${inspector}/assignees/principals/${memberPrincipal}`).set(bearer(tokens.owner));
+    const assignedThroughApi = assignment.status === 200;
+    if (!assignedThroughApi) {
+      // Without the IAM endpoints on this branch, write the assignment as I3 does (docs/rdf-model.md, IAM graph).
+      const ws = t.server.services.workspaces;
+      const a = ws.assignmentId(workspace.id, inspector, memberPrincipal);
+      await store().update(`${PREFIXES} INSERT DATA { GRAPH <${graphs().iam(workspace.id)}> {
+        <${ws.assignmentIri(a)}> a wsm:RoleAssignment ; wsm:id "${a}" ; wsm:role <${ws.roleIri(inspector)}> ;
+          wsm:principal <${ws.principalIri(memberPrincipal)}> ; wsm:createdAt "2026-01-01T00:00:00Z"^^xsd:dateTime . } }`);
+    }
+    const assignments = () => store().select(`${PREFIXES} SELECT ?a WHERE { GRAPH <${graphs().iam(workspace.id)}> { ?a wsm:role <${t.server.services.workspaces.roleIri(inspector)}> } }`).length;
+    expect(assignments()).to.equal(1);
+
+    const res = await t.http.delete(`${EXT}/acme/${ext.id}`).set(bearer(tokens.owner));
+    expect(res.status).to.equal(200);
+    expect(res.body.data).to.be.a('string').and.match(/deleted/);
+    const commandId = /command ([0-9a-f-]{36})/.exec(res.body.data)?.[1];
+    expect(commandId).to.be.a('string');
+    expect((await waitForCommand(t, tokens.owner, 'acme', commandId!)).status).to.equal('completed');
+    expect((await t.http.get(`${EXT}/acme/${ext.id}`).set(bearer(tokens.owner))).status).to.equal(404);
+    expect((await t.http.get(`${EXT}/acme`).set(bearer(tokens.owner))).body.data).to.deep.equal([]);
+    expect(store().dumpGraph(graphs().extension(workspace.id, ext.id))).to.equal('');
+    const now = derived(TRACKING_URI);
+    expect(now.roles.map((r) => r.uri)).to.deep.equal(['https://example.org/tracking#Reviewer']);
+    expect(now.hasRole).to.deep.equal(['https://example.org/tracking#bot -> https://example.org/tracking#Reviewer']);
+    expect(assignments()).to.equal(0);
+  });
+
+  for (const failing of [
+    {
+      name: 'an agent with iam:hasRole to an unknown role',
+      turtle: `${PREFIX_TTL}ex:ghostbot a iam:Agent ; rdfs:label "Ghost bot" ; iam:hasRole ex:Nobody .\n`,
+      focus: 'https://example.org/tracking#ghostbot',
+    },
+    {
+      name: 'a role without a label',
+      turtle: `${PREFIX_TTL}ex:Nameless a iam:Role .\n`,
+      focus: 'https://example.org/tracking#Nameless',
+    },
+  ]) {
+    it(`a REDEPLOY failing validation (${failing.name}) leaves every graph as it was and the extension inactive`, async () => {
+      const before = dumpAll();
+      const res = await createExtension(failing.turtle, 'Broken');
+      expect(res.status, JSON.stringify(res.body)).to.equal(200);
+      const ext = res.body.data;
+      const command = await waitForCommand(t, tokens.owner, 'acme', ext.lastCommandId);
+      expect(command).to.include({ commandType: 'REDEPLOY', status: 'failed' });
+      expect(command.errorMessage).to.be.a('string').and.not.equal('');
+      const report = await t.http.get(`/api/v1/packages/acme/commands/${ext.lastCommandId}/validation-report`).set(bearer(tokens.owner));
+      expect(report.status).to.equal(200);
+      expect(report.body.data.conforms).to.equal(false);
+      expect(report.body.data.violationCount).to.be.greaterThan(0);
+      expect(report.body.data.violations.map((v: { focusNode: string }) => v.focusNode)).to.include(failing.focus);
+      const events = await t.http.get(`/api/v1/packages/acme/commands/${ext.lastCommandId}/events`).set(bearer(tokens.owner));
+      expect(events.body.data.map((e: { level: string }) => e.level)).to.include('ERROR');
+
+      expect(dumpAll()).to.deep.equal(before);
+      const stored = await getExtension(ext.id);
+      expect(stored).to.include({ active: false, content: failing.turtle });
+      // Stored as its own graph, but nothing of it reaches the matrix's roles and agents.
+      expect(store().dumpGraph(graphs().extension(workspace.id, ext.id))).to.include(failing.focus);
+      const now = derived(TRACKING_URI);
+      expect(JSON.stringify(now)).to.not.include(failing.focus);
+      // Deleting the broken extension re-deploys cleanly.
+      const del = await t.http.delete(`${EXT}/acme/${ext.id}`).set(bearer(tokens.owner));
+      const delCommand = /command ([0-9a-f-]{36})/.exec(del.body.data)![1]!;
+      expect((await waitForCommand(t, tokens.owner, 'acme', delCommand)).status).to.equal('completed');
+    });
+  }
+
+  it('uninstall leaves extensions in place, inactive; installing again deploys them', async () => {
+    const res = await createExtension(AUDIT_TTL, 'Audit');
+    const ext = res.body.data;
+    expect((await waitForCommand(t, tokens.owner, 'acme', ext.lastCommandId)).status).to.equal('completed');
+    expect((await getExtension(ext.id)).active).to.equal(true);
+
+    const uninstall = await t.http.delete('/api/v1/packages/acme/tracking').set(bearer(tokens.owner));
+    expect(uninstall.status).to.equal(202);
+    const uninstalled = await waitForCommand(t, tokens.owner, 'acme', uninstall.body.data.id);
+    expect(uninstalled.status, JSON.stringify(uninstalled)).to.equal('completed');
+    const list = await t.http.get(`${EXT}/acme`).set(bearer(tokens.owner));
+    expect(list.body.data.map((e: { id: string; active: boolean }) => [e.id, e.active])).to.deep.equal([[ext.id, false]]);
+    expect(store().dumpGraph(derivedGraph(TRACKING_URI))).to.equal('');
+    expect((await getExtension(ext.id)).content).to.equal(AUDIT_TTL);
+    // A new extension cannot target the matrix now (404); changes to this one are kept, inactive, without a command.
+    const orphan = await createExtension(AUDIT_TTL);
+    expect(orphan.status).to.equal(404);
+    const relabel = await t.http.put(`${EXT}/acme/${ext.id}?label=Audit%20again`).set(bearer(tokens.owner));
+    expect(relabel.status).to.equal(200);
+    expect(relabel.body.data).to.include({ active: false, label: 'Audit again', lastCommandId: ext.lastCommandId });
+
+    const archive = await tinyPackage({
+      name: 'tracking',
+      matrices: [
+        { name: 'tracking', uri: TRACKING_URI, turtle: TRACKING_TTL },
+        { name: 'notes', uri: NOTES_URI, turtle: NOTES_TTL },
+      ],
+    });
+    const reinstalled = await uploadAndWait(t, tokens.owner, 'acme', archive);
+    expect(reinstalled.status, JSON.stringify(reinstalled)).to.equal('completed');
+    expect(await getExtension(ext.id)).to.include({ active: true, label: 'Audit again' });
+    expect(derived(TRACKING_URI).roles.map((r) => r.uri)).to.deep.equal(['https://example.org/tracking#Auditor', 'https://example.org/tracking#Reviewer']);
   });
 });
