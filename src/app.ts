@@ -17,6 +17,12 @@ import { packageRoutes } from './packages/routes.js';
 import { openRegistry } from './packages/registry.js';
 import { ExtensionService } from './extensions/service.js';
 import { extensionRoutes } from './extensions/routes.js';
+import { IamService } from './iam/service.js';
+import { iamRoutes } from './iam/routes.js';
+import { WorkspaceViews } from './sandbox/views.js';
+import { QuerySandbox } from './sandbox/sandbox.js';
+import { SlashCommandService } from './slash/service.js';
+import { slashCommandRoutes } from './slash/routes.js';
 
 /** Everything the areas need, built once in `createServices`. */
 export interface Services {
@@ -29,7 +35,11 @@ export interface Services {
   /** Package installations and lifecycle commands; `packages.requestRedeploy` and `setExtensionHook` serve extensions. */
   packages: PackageService;
   extensions: ExtensionService;
+  iam: IamService;
   verify: (token: string) => Promise<AuthContext>;
+  /** Runs user queries in worker threads (slash commands, the SPARQL endpoint). */
+  sandbox: QuerySandbox;
+  slashCommands: SlashCommandService;
   /** Started background work (schedulers, workers) to stop at shutdown. */
   closers: Array<() => Promise<void> | void>;
 }
@@ -44,7 +54,13 @@ export function createServices(deps: { config: Config; logger: Logger; store: Qu
   // Extensions ask packages for REDEPLOY commands; packages merge extensions into every deployment.
   extensions.setRedeployer(packages);
   packages.setExtensionHook(extensions);
-  return { ...deps, graphs, users, workspaces, packages, extensions, closers: [] };
+  const iam = new IamService(deps.store, graphs, users, workspaces);
+  const sandbox = new QuerySandbox(deps.store, graphs, new WorkspaceViews(deps.store, graphs), deps.logger, {
+    timeoutMs: deps.config.WSM_QUERY_TIMEOUT_MS,
+    maxResults: deps.config.WSM_QUERY_MAX_TRIPLES,
+  });
+  const slashCommands = new SlashCommandService(deps.store, graphs, users, sandbox);
+  return { ...deps, graphs, users, workspaces, packages, extensions, iam, sandbox, slashCommands, closers: [() => sandbox.close()] };
 }
 
 /** Collects the routes of every area, in matching order. */
@@ -53,6 +69,8 @@ export function buildRegistry(services: Services): ApiRegistry {
   registry.add(...workspaceRoutes(services.workspaces));
   registry.add(...packageRoutes(services.workspaces, services.packages, { maxUploadBytes: services.config.WSM_MAX_UPLOAD_BYTES }));
   registry.add(...extensionRoutes(services.workspaces, services.extensions));
+  registry.add(...iamRoutes(services.workspaces, services.iam));
+  registry.add(...slashCommandRoutes(services.slashCommands, services.workspaces, services.users));
   return registry;
 }
 

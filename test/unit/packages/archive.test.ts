@@ -74,6 +74,15 @@ describe('package archive reader', () => {
       expect(await refusal(gzipSync(Buffer.from('just some text, not a tar archive')))).to.match(/^The archive is not a valid tar archive inside gzip: /);
       expect(await refusal(gzipSync(Buffer.alloc(2048, 'x')))).to.match(/^The archive is not a valid tar archive inside gzip: /);
     });
+    it('a tar cut short inside complete gzip data', async () => {
+      const tar = tarBytes(good());
+      expect(await refusal(gzipSync(tar.subarray(0, 512 + 100)))).to.match(/^The archive is not a valid tar archive inside gzip: .*[Tt]runcated/);
+    });
+    it('a tar header with a bad checksum', async () => {
+      const tar = Buffer.from(tarBytes(good()));
+      tar[0] = 'X'.charCodeAt(0); // the name changes, the recorded checksum does not
+      expect(await refusal(gzipSync(tar))).to.match(/^The archive is not a valid tar archive inside gzip: .*checksum/);
+    });
     it('a gzip inside the gzip', async () => {
       expect(await refusal(gzipSync(tarGz(good())))).to.equal('The archive is compressed twice; a package is one gzip-compressed tar');
     });
@@ -192,6 +201,13 @@ describe('package archive reader', () => {
     const pkg = await readPackageArchive(padded);
     expect(pkg.files.get('main/assembly.ttl')).to.equal(matrix);
     expect(Date.now() - started).to.be.below(2_000);
+  });
+
+  it('reads several archives at once, each on its own', async () => {
+    const archives = await Promise.all(['a', 'b', 'c', 'd'].map((n) => tinyPackage({ name: `pkg-${n}` })));
+    const results = await Promise.allSettled([...archives, tarGz(good().slice(1))].map((a) => readPackageArchive(a)));
+    expect(results.slice(0, 4).map((r) => r.status === 'fulfilled' && r.value.manifest.name)).to.deep.equal(['pkg-a', 'pkg-b', 'pkg-c', 'pkg-d']);
+    expect(results[4]!.status).to.equal('rejected');
   });
 
   it('does not take Turtle that starts with an IRI for RDF/XML', async () => {

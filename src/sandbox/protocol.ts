@@ -1,0 +1,56 @@
+/**
+ * Messages between the sandbox (main thread) and its query workers. A
+ * worker holds its own Oxigraph store with a copy of one workspace's
+ * visible graphs; it receives the graphs (`load`) and queries (`run`), and
+ * answers each query with the serialized result.
+ */
+
+/** What kind of answer a query form gives. */
+export type ResultKind = 'graph' | 'bindings' | 'boolean';
+
+/** Media types a worker serializes to. `jsonld-body` is JSON-LD text for embedding in an envelope. */
+export const GRAPH_FORMATS = ['text/turtle', 'application/n-triples', 'application/ld+json'] as const;
+export const BINDINGS_FORMATS = [
+  'application/sparql-results+json', 'application/sparql-results+xml', 'text/csv', 'text/tab-separated-values',
+] as const;
+export const BOOLEAN_FORMATS = ['application/sparql-results+json', 'application/sparql-results+xml'] as const;
+
+export type ResultFormat = (typeof GRAPH_FORMATS)[number] | (typeof BINDINGS_FORMATS)[number];
+
+export interface LoadMessage {
+  type: 'load';
+  id: number;
+  graphs: Array<{ name: string; ntriples: string }>;
+}
+
+export interface RunMessage {
+  type: 'run';
+  id: number;
+  query: string;
+  kind: ResultKind;
+  format: ResultFormat;
+  /** Prefixes for Turtle and JSON-LD output. */
+  prefixes: Record<string, string>;
+  /** Answer at most this many triples (graph) or rows (bindings); more sets `truncated`. */
+  maxResults: number;
+  /** The default graph is the union of every graph held (unless the query or `defaultGraphs` says otherwise). */
+  union: boolean;
+  defaultGraphs?: string[];
+  namedGraphs?: string[];
+}
+
+export type ToWorker = LoadMessage | RunMessage;
+
+export interface RunResult {
+  body: string;
+  /** Triples (graph), rows (bindings) or 1 (boolean). */
+  count: number;
+  truncated: boolean;
+}
+
+export type FromWorker =
+  | { type: 'ready' }
+  | { type: 'loaded'; id: number; quads: number }
+  | { type: 'result'; id: number; result: RunResult }
+  /** `query`: the query failed (bad input); `internal`: anything else. */
+  | { type: 'error'; id: number; kind: 'query' | 'internal'; message: string };

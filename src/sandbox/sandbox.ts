@@ -1,0 +1,413 @@
+import { Worker } from 'node:worker_threads';
+import type { Logger } from '../logger.js';
+import type { QuadStore, WriteOp } from '../store/store.js';
+import type { Graphs } from '../rdf/graphs.js';
+import { AppError } from '../errors.js';
+import type { FromWorker, ResultFormat, ResultKind, RunResult, ToWorker } from './protocol.js';
+import type { GraphCopy, ViewKind, WorkspaceViews } from './views.js';
+
+/**
+ * The query sandbox. User queries (slash commands, the administrators'
+ * SPARQL endpoint) never run on the service's store: each runs in a worker
+ * thread that holds its own Oxigraph copy of the graphs its workspace view
+ * may see (`WorkspaceViews`). So a query cannot reach any other graph, and a
+ * runaway query only occupies its worker: at the time limit the worker is
+ * terminated (and replaced) and the caller gets 503 QUERY_TIMEOUT, while the
+ * event loop keeps serving everyone else.
+ *
+ * Cost per execution is one message each way to a warm worker. A view's
+ * workers are re-synced only when a write touched that workspace's graphs
+ * (`store.onWrite`), lazily, before the next query they run.
+ */
+
+export interface SandboxOptions {
+  timeoutMs: number;
+  /** Most triples (graph results) or rows (bindings) in one answer. */
+  maxResults: number;
+  /** Workers kept warm per view. */
+  warmWorkers?: number;
+  /** Most workers per view (concurrent queries of one workspace). */
+  maxWorkersPerView?: number;
+  /** Most views kept; the least recently used idle one goes first. */
+  maxViews?: number;
+  /** An extra worker idle this long is retired; a view unused this long is dropped. */
+  idleMs?: number;
+  viewIdleMs?: number;
+  /** Heap limit of a worker. */
+  workerHeapMb?: number;
+}
+
+export interface QueryRequest {
+  /** Query text (already checked and limited by `script.ts`). */
+  query: string;
+  kind: ResultKind;
+  format: ResultFormat;
+  prefixes?: Record<string, string>;
+  /** Default graph = union of the view's graphs (false when the query names its own dataset). */
+  union: boolean;
+  /** SPARQL Protocol dataset (default-graph-uri / named-graph-uri). */
+  defaultGraphs?: string[];
+  namedGraphs?: string[];
+}
+
+type Settle = { resolve: (value: FromWorker) => void; reject: (err: Error) => void };
+
+let nextMessageId = 1;
+
+/** One worker thread with its own store. */
+class QueryWorker {
+  readonly worker: Worker;
+  readonly ready: Promise<void>;
+  isReady = false;
+  busy = false;
+  dead = false;
+  /** Generation of the view data it holds (-1: none). */
+  loadedGeneration = -1;
+  lastUsed = Date.now();
+  private readonly pending = new Map<number, Settle>();
+
+  constructor(heapMb: number, onDeath: (worker: QueryWorker, reason: string) => void) {
+    this.worker = spawnWorker(heapMb);
+    this.worker.unref();
+    this.ready = new Promise<void>((resolve, reject) => {
+      const onMessage = (msg: FromWorker) => {
+        if (msg.type === 'ready') {
+          this.isReady = true;
+          resolve();
+          return;
+        }
+        if (!('id' in msg)) return;
+        const settle = this.pending.get(msg.id);
+        if (!settle) return;
+        this.pending.delete(msg.id);
+        settle.resolve(msg);
+      };
+      this.worker.on('message', onMessage);
+      const die = (reason: string) => {
+        if (this.dead) return;
+        this.dead = true;
+        reject(new Error(reason));
+        for (const settle of this.pending.values()) settle.reject(new Error(reason));
+        this.pending.clear();
+        onDeath(this, reason);
+      };
+      this.worker.on('error', (err) => die(`query worker failed: ${err.message}`));
+      this.worker.on('exit', (code) => die(`query worker exited (code ${code})`));
+    });
+    this.ready.catch(() => {});
+  }
+
+  call(message: ToWorker): Promise<FromWorker> {
+    if (this.dead) return Promise.reject(new Error('query worker is gone'));
+    return new Promise<FromWorker>((resolve, reject) => {
+      this.pending.set(message.id, { resolve, reject });
+      this.worker.postMessage(message);
+    });
+  }
+
+  /** Stops it at once, whatever it is doing. */
+  kill(): void {
+    if (this.dead) return;
+    this.dead = true;
+    for (const settle of this.pending.values()) settle.reject(new Error('query worker stopped'));
+    this.pending.clear();
+    void this.worker.terminate();
+  }
+}
+
+/**
+ * Starts a worker on `worker.ts`/`worker.js` beside this module. Run from
+ * TypeScript sources (tsx), the worker registers tsx's loader first: loader
+ * hooks of the main thread do not reach worker threads.
+ */
+function spawnWorker(heapMb: number): Worker {
+  const here = import.meta.url;
+  const resourceLimits = { maxOldGenerationSizeMb: heapMb };
+  if (here.endsWith('.ts')) {
+    const target = JSON.stringify(new URL('./worker.ts', here).href);
+    const code = `import('tsx/esm/api').then((tsx) => { tsx.register(); return import(${target}); })`;
+    return new Worker(code, { eval: true, resourceLimits });
+  }
+  return new Worker(new URL('./worker.js', here), { resourceLimits });
+}
+
+interface Job {
+  request: QueryRequest;
+  resolve: (result: RunResult) => void;
+  reject: (err: Error) => void;
+  timer: NodeJS.Timeout;
+  worker?: QueryWorker;
+  done: boolean;
+}
+
+class View {
+  workers: QueryWorker[] = [];
+  queue: Job[] = [];
+  /** Bumped whenever a write may have changed what the view sees. */
+  generation = 0;
+  data: { generation: number; graphs: GraphCopy[] } | undefined;
+  lastUsed = Date.now();
+  constructor(readonly key: string, readonly workspaceId: string, readonly kind: ViewKind) {}
+  alive(): QueryWorker[] { return this.workers.filter((w) => !w.dead); }
+}
+
+/** Which workspaces a write may have touched; `all` when it cannot tell. */
+export function affectedBy(op: WriteOp, graphs: Graphs): { all: boolean; system: boolean; workspaces: Set<string> } {
+  const text = op.kind === 'update' ? op.sparql : `<${op.graph}>`;
+  const workspaces = new Set<string>();
+  const marker = `<${graphs.base}workspaces/`;
+  for (let at = text.indexOf(marker); at !== -1; at = text.indexOf(marker, at + marker.length)) {
+    const rest = text.slice(at + marker.length, at + marker.length + 100);
+    const id = /^[^/>]+/.exec(rest)?.[0];
+    if (id) workspaces.add(id);
+  }
+  const system = text.includes(`<${graphs.system}>`);
+  const all = op.kind === 'update' && (
+    /GRAPH\s*[?$]/i.test(text) // a graph variable: any graph
+    || /GRAPH\s+[A-Za-z_][\w.-]*:/i.test(text) // a graph named by a prefixed name
+    || /\b(?:WITH|USING(?:\s+NAMED)?)\s+[A-Za-z_][\w.-]*:/i.test(text)
+    || /\b(?:DROP|CLEAR)\s+(?:SILENT\s+)?(?:ALL|NAMED|DEFAULT)\b/i.test(text)
+    || /\b(?:ADD|MOVE|COPY)\s+(?:SILENT\s+)?(?:GRAPH|DEFAULT|<|[A-Za-z_][\w.-]*:)/i.test(text)
+    || (workspaces.size === 0 && !system && !text.includes(`<${graphs.base}`) && /\bGRAPH\b/i.test(text)));
+  return { all, system, workspaces };
+}
+
+export class QuerySandbox {
+  private readonly views = new Map<string, View>();
+  private readonly unsubscribe: () => void;
+  private readonly housekeeping: NodeJS.Timeout;
+  private closed = false;
+  private readonly opts: Required<SandboxOptions>;
+
+  constructor(
+    private readonly store: QuadStore,
+    private readonly graphs: Graphs,
+    private readonly workspaceViews: WorkspaceViews,
+    private readonly logger: Logger,
+    options: SandboxOptions,
+  ) {
+    this.opts = {
+      warmWorkers: 1,
+      maxWorkersPerView: 3,
+      maxViews: 32,
+      idleMs: 60_000,
+      viewIdleMs: 15 * 60_000,
+      workerHeapMb: 768,
+      ...options,
+    };
+    this.unsubscribe = store.onWrite((ops) => this.onWrite(ops));
+    this.housekeeping = setInterval(() => this.tidy(), Math.min(10_000, this.opts.idleMs));
+    this.housekeeping.unref();
+  }
+
+  get timeoutMs(): number { return this.opts.timeoutMs; }
+  get maxResults(): number { return this.opts.maxResults; }
+
+  /**
+   * Runs a query in the workspace's view. Rejects with QUERY_TIMEOUT (503)
+   * when it does not finish in time (queueing included), BAD_REQUEST when
+   * the engine refuses the query.
+   */
+  run(workspaceId: string, kind: ViewKind, request: QueryRequest): Promise<RunResult> {
+    if (this.closed) return Promise.reject(new AppError('SERVICE_UNAVAILABLE', 'The service is shutting down'));
+    const view = this.view(workspaceId, kind);
+    view.lastUsed = Date.now();
+    return new Promise<RunResult>((resolve, reject) => {
+      const job: Job = {
+        request,
+        resolve,
+        reject,
+        done: false,
+        timer: setTimeout(() => this.expire(view, job), this.opts.timeoutMs),
+      };
+      view.queue.push(job);
+      this.pump(view);
+    });
+  }
+
+  /** Number of live workers (for tests and health). */
+  workerCount(): number {
+    let n = 0;
+    for (const view of this.views.values()) n += view.alive().length;
+    return n;
+  }
+
+  async close(): Promise<void> {
+    this.closed = true;
+    this.unsubscribe();
+    clearInterval(this.housekeeping);
+    for (const view of this.views.values()) {
+      for (const job of view.queue) this.settle(job, new AppError('SERVICE_UNAVAILABLE', 'The service is shutting down'));
+      view.queue = [];
+      await Promise.all(view.workers.map((w) => { w.dead = true; return w.worker.terminate(); }));
+    }
+    this.views.clear();
+  }
+
+  private view(workspaceId: string, kind: ViewKind): View {
+    const key = `${kind}:${workspaceId}`;
+    let view = this.views.get(key);
+    if (!view) {
+      this.evictIfFull();
+      view = new View(key, workspaceId, kind);
+      this.views.set(key, view);
+    }
+    return view;
+  }
+
+  private evictIfFull(): void {
+    if (this.views.size < this.opts.maxViews) return;
+    const idle = [...this.views.values()]
+      .filter((v) => v.queue.length === 0 && v.alive().every((w) => !w.busy))
+      .sort((a, b) => a.lastUsed - b.lastUsed)[0];
+    if (idle) this.dropView(idle);
+  }
+
+  private dropView(view: View): void {
+    for (const w of view.workers) w.kill();
+    this.views.delete(view.key);
+  }
+
+  private onWrite(ops: WriteOp[]): void {
+    let all = false;
+    let system = false;
+    const touched = new Set<string>();
+    for (const op of ops) {
+      const hit = affectedBy(op, this.graphs);
+      all ||= hit.all;
+      system ||= hit.system;
+      for (const ws of hit.workspaces) touched.add(ws);
+    }
+    for (const view of this.views.values()) {
+      if (all || touched.has(view.workspaceId) || (system && view.kind === 'all')) {
+        view.generation++;
+        view.data = undefined;
+      }
+    }
+  }
+
+  private spawn(view: View): void {
+    const worker = new QueryWorker(this.opts.workerHeapMb, (w, reason) => this.onWorkerDeath(view, w, reason));
+    view.workers.push(worker);
+    worker.ready.then(() => this.pump(view), () => {});
+  }
+
+  private onWorkerDeath(view: View, worker: QueryWorker, reason: string): void {
+    view.workers = view.workers.filter((w) => w !== worker);
+    if (!this.closed) this.logger.warn({ view: view.key, reason }, 'query worker stopped');
+    if (this.views.get(view.key) === view) this.pump(view);
+  }
+
+  /** Hands queued jobs to idle workers, starting workers as needed. */
+  private pump(view: View): void {
+    if (this.closed) return;
+    while (view.queue.length > 0) {
+      const idle = view.workers.find((w) => w.isReady && !w.busy && !w.dead);
+      if (!idle) break;
+      const job = view.queue.shift()!;
+      void this.dispatch(view, idle, job);
+    }
+    const alive = view.alive();
+    const starting = alive.filter((w) => !w.isReady).length;
+    const wanted = Math.max(this.opts.warmWorkers - alive.length, Math.min(view.queue.length - starting, this.opts.maxWorkersPerView - alive.length));
+    for (let i = 0; i < wanted; i++) this.spawn(view);
+  }
+
+  private dataOf(view: View): GraphCopy[] {
+    if (!view.data || view.data.generation !== view.generation) {
+      view.data = { generation: view.generation, graphs: this.workspaceViews.copy(view.workspaceId, view.kind) };
+    }
+    return view.data.graphs;
+  }
+
+  private async dispatch(view: View, worker: QueryWorker, job: Job): Promise<void> {
+    worker.busy = true;
+    worker.lastUsed = Date.now();
+    job.worker = worker;
+    try {
+      if (worker.loadedGeneration !== view.generation) {
+        const generation = view.generation;
+        const loaded = await worker.call({ type: 'load', id: nextMessageId++, graphs: this.dataOf(view) });
+        if (loaded.type === 'error') throw new Error(`loading the workspace's graphs failed: ${loaded.message}`);
+        worker.loadedGeneration = generation;
+        // A write while loading: the next query reloads.
+      }
+      const { request } = job;
+      const answer = await worker.call({
+        type: 'run',
+        id: nextMessageId++,
+        query: request.query,
+        kind: request.kind,
+        format: request.format,
+        prefixes: request.prefixes ?? {},
+        maxResults: this.opts.maxResults,
+        union: request.union,
+        ...(request.defaultGraphs ? { defaultGraphs: request.defaultGraphs } : {}),
+        ...(request.namedGraphs ? { namedGraphs: request.namedGraphs } : {}),
+      });
+      if (answer.type === 'result') this.settle(job, answer.result);
+      else if (answer.type === 'error' && answer.kind === 'query') this.settle(job, new AppError('BAD_REQUEST', `The query failed: ${answer.message}`));
+      else throw new Error(answer.type === 'error' ? answer.message : `unexpected answer ${answer.type}`);
+    } catch (err) {
+      if (!job.done) {
+        this.logger.error({ err, view: view.key }, 'query worker failed');
+        // Its state is unknown: replace it.
+        worker.kill();
+        view.workers = view.workers.filter((w) => w !== worker);
+        this.settle(job, new AppError('SERVICE_UNAVAILABLE', 'The query could not be run; try again'));
+      }
+    } finally {
+      worker.busy = false;
+      worker.lastUsed = Date.now();
+      if (job.worker === worker) job.worker = undefined;
+      this.pump(view);
+    }
+  }
+
+  private settle(job: Job, outcome: RunResult | Error): void {
+    if (job.done) return;
+    job.done = true;
+    clearTimeout(job.timer);
+    if (outcome instanceof Error) job.reject(outcome);
+    else job.resolve(outcome);
+  }
+
+  /** The time limit passed: drop the job from the queue, or stop the worker running it. */
+  private expire(view: View, job: Job): void {
+    if (job.done) return;
+    const queued = view.queue.indexOf(job);
+    if (queued !== -1) view.queue.splice(queued, 1);
+    const worker = job.worker;
+    this.settle(job, new AppError(
+      'QUERY_TIMEOUT',
+      `The query did not finish within ${this.opts.timeoutMs} ms and was stopped; narrow it (fewer unbound patterns, a LIMIT) and try again`,
+      { timeoutMs: this.opts.timeoutMs },
+    ));
+    if (worker) {
+      worker.kill();
+      view.workers = view.workers.filter((w) => w !== worker);
+      this.logger.warn({ view: view.key, timeoutMs: this.opts.timeoutMs }, 'query stopped at its time limit; worker replaced');
+      this.pump(view);
+    }
+  }
+
+  /** Retires extra idle workers and unused views. */
+  private tidy(): void {
+    const now = Date.now();
+    for (const view of [...this.views.values()]) {
+      const busy = view.queue.length > 0 || view.workers.some((w) => w.busy);
+      if (!busy && now - view.lastUsed > this.opts.viewIdleMs) {
+        this.dropView(view);
+        continue;
+      }
+      const idle = view.alive().filter((w) => !w.busy && now - w.lastUsed > this.opts.idleMs);
+      const removable = view.alive().length - this.opts.warmWorkers;
+      for (const w of idle.slice(0, Math.max(0, removable))) {
+        w.kill();
+        view.workers = view.workers.filter((x) => x !== w);
+      }
+      // The cached copy is only needed while a worker still lacks it.
+      if (view.data && view.alive().every((w) => w.loadedGeneration === view.generation)) view.data = undefined;
+    }
+  }
+}

@@ -1,0 +1,75 @@
+import type { QuadStore } from '../store/store.js';
+import type { Graphs } from '../rdf/graphs.js';
+import { PREFIXES } from '../rdf/vocab.js';
+import { iri, literal, sparql } from '../rdf/sparql.js';
+
+/**
+ * What a query of one workspace may see (DESIGN.md section 5):
+ * - `knowledge` (slash commands): the graphs of the workspace's installed
+ *   matrices (the packages graph's matrix records, `wsm:graph`, never the
+ *   `/derived` graphs) and of its active extensions;
+ * - `all` (the administrators' SPARQL endpoint): every graph of the
+ *   workspace, the service's records included, plus the workspace's own
+ *   record and its members' user records from the system graph.
+ * Nothing of another workspace, ever.
+ */
+export type ViewKind = 'knowledge' | 'all';
+
+export interface GraphCopy {
+  name: string;
+  ntriples: string;
+}
+
+export class WorkspaceViews {
+  constructor(private readonly store: QuadStore, private readonly graphs: Graphs) {}
+
+  /** Names of the graphs slash commands of the workspace see. */
+  knowledgeGraphs(workspaceId: string): string[] {
+    const prefix = this.graphs.workspacePrefix(workspaceId);
+    const rows = this.store.select(PREFIXES + sparql`
+      SELECT DISTINCT ?g ?xid ?active WHERE {
+        { GRAPH ${iri(this.graphs.packages(workspaceId))} { ?m a wsm:Matrix ; wsm:graph ?g } }
+        UNION
+        { GRAPH ${iri(this.graphs.extensions(workspaceId))} { ?x a wsm:Extension ; wsm:id ?xid ; wsm:active ?active . OPTIONAL { ?x wsm:graph ?g } } }
+      }`);
+    const names = new Set<string>();
+    for (const row of rows) {
+      if (row.xid) {
+        if (row.active?.value !== 'true' && row.active?.value !== '1') continue;
+        const name = row.g?.value ?? this.graphs.extension(workspaceId, row.xid.value);
+        if (name.startsWith(`${prefix}extensions/`)) names.add(name);
+      } else if (row.g) {
+        const name = row.g.value;
+        // Defence in depth: only this workspace's matrix graphs, never the derived records.
+        if (name.startsWith(`${prefix}matrices/`) && !name.endsWith('/derived')) names.add(name);
+      }
+    }
+    return [...names].sort();
+  }
+
+  /** Names of every graph of the workspace (its records included). */
+  workspaceGraphs(workspaceId: string): string[] {
+    const prefix = this.graphs.workspacePrefix(workspaceId);
+    const rows = this.store.select(sparql`SELECT DISTINCT ?g WHERE { GRAPH ?g { } FILTER(STRSTARTS(STR(?g), ${literal(prefix)})) }`);
+    return rows.map((r) => r.g!.value).sort();
+  }
+
+  /** The workspace's own record and its members' user records, as N-Triples. */
+  systemExcerpt(workspaceId: string): string {
+    const ws = iri(this.graphs.resource('workspace', workspaceId));
+    return this.store.construct(PREFIXES + sparql`
+      CONSTRUCT { ?s ?p ?o } WHERE {
+        { GRAPH ${iri(this.graphs.iam(workspaceId))} { ?member a wsm:Principal ; wsm:actor ?s } }
+        UNION { VALUES ?s { ${ws} } }
+        GRAPH ${iri(this.graphs.system)} { ?s ?p ?o }
+      }`);
+  }
+
+  /** A copy of the graphs a view holds, for a query worker. */
+  copy(workspaceId: string, kind: ViewKind): GraphCopy[] {
+    const names = kind === 'knowledge' ? this.knowledgeGraphs(workspaceId) : this.workspaceGraphs(workspaceId);
+    const out = names.map((name) => ({ name, ntriples: this.store.dumpGraph(name) }));
+    if (kind === 'all') out.push({ name: this.graphs.system, ntriples: this.systemExcerpt(workspaceId) });
+    return out;
+  }
+}

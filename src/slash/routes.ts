@@ -1,0 +1,126 @@
+import { z } from 'zod';
+import { defineRoute, type Reply, type RouteDef } from '../http/api.js';
+import { AppError } from '../errors.js';
+import type { WorkspaceService } from '../workspaces/service.js';
+import type { UserService } from '../users/service.js';
+import type { AuthContext } from '../auth/context.js';
+import { negotiate } from '../sandbox/negotiate.js';
+import type { SlashCommandService, SlashCommand, Execution } from './service.js';
+import { aliasParams, commandParams, createBody, executionSchema, slashCommandSchema, updateBody, workspaceParams } from './schema.js';
+
+const EXECUTION_TYPES = ['application/json', 'text/turtle', 'application/n-triples', 'application/ld+json'] as const;
+
+/** The answer of an execution in the negotiated media type. */
+function executionReply(execution: Execution, mediaType: (typeof EXECUTION_TYPES)[number]): Reply {
+  const headers = {
+    Vary: 'Accept',
+    'X-Triple-Count': String(execution.count),
+    'X-Result-Truncated': String(execution.truncated),
+  };
+  if (mediaType !== 'application/json') {
+    return { headers, raw: { contentType: mediaType, body: execution.body } };
+  }
+  // The envelope, with the worker's JSON-LD text spliced in rather than parsed and re-serialized here.
+  const head = JSON.stringify({
+    success: true,
+    data: {
+      alias: execution.command.alias,
+      interpretation: execution.command.interpretation,
+      tripleCount: execution.count,
+      truncated: execution.truncated,
+    },
+  });
+  return { headers, raw: { contentType: 'application/json', body: `${head.slice(0, -2)},"result":${execution.body}}}` } };
+}
+
+/** Slash commands C1 to C5 (INTERFACE.md) and their execution (DESIGN.md section 5). */
+export function slashCommandRoutes(commands: SlashCommandService, workspaces: WorkspaceService, users: UserService): RouteDef[] {
+  const tag = 'Slash commands';
+  const caller = (auth: AuthContext) => {
+    const user = users.get({ username: auth.username });
+    if (!user) throw new AppError('INTERNAL', 'The caller has no user record');
+    return user;
+  };
+  const executeResponses = {
+    200: { description: 'The result: the JSON envelope (default), or RDF by content negotiation', data: executionSchema, mediaTypes: ['text/turtle', 'application/n-triples', 'application/ld+json'] },
+    400: { description: 'The script failed' },
+    404: { description: 'Command not found' },
+    406: { description: 'Unsupported Accept' },
+    503: { description: 'QUERY_TIMEOUT: the time limit passed' },
+  };
+  const execute = async (access: ReturnType<WorkspaceService['requireMember']>, command: SlashCommand, accept: (typeof EXECUTION_TYPES)[number]) => {
+    const execution = await commands.execute(access, command, accept === 'application/json' ? 'envelope' : accept);
+    return executionReply(execution, accept);
+  };
+  return [
+    defineRoute({
+      method: 'get', path: '/api/v1/commands/{workspace}', tag,
+      summary: "C4: the caller's own slash commands in the workspace",
+      params: workspaceParams,
+      responses: { 200: { description: 'Commands (bare array, by alias)', data: z.array(slashCommandSchema) }, 404: { description: 'Workspace not found' } },
+      handler: async ({ params, auth }) => {
+        const access = workspaces.requireMember(auth, params.workspace);
+        return { data: commands.listOwn(access, caller(auth)) };
+      },
+    }),
+    defineRoute({
+      method: 'post', path: '/api/v1/commands/{workspace}', tag,
+      summary: 'C5: create a slash command (owned by the caller)',
+      description: 'alias (without a leading slash), scriptType (CONSTRUCT or DESCRIBE) and scriptContent are required. Success is 200, not 201.',
+      params: workspaceParams,
+      body: createBody,
+      responses: { 200: { description: 'Created', data: slashCommandSchema }, 400: { description: 'Invalid data' }, 404: { description: 'Workspace not found' }, 409: { description: 'Alias already exists' } },
+      handler: async ({ params, body, auth }) => {
+        const access = workspaces.requireMember(auth, params.workspace);
+        return { data: await commands.create(access, caller(auth), body) };
+      },
+    }),
+    defineRoute({
+      method: 'get', path: '/api/v1/commands/{workspace}/{id}', tag,
+      summary: 'C1: one slash command',
+      params: commandParams,
+      responses: { 200: { description: 'The command', data: slashCommandSchema }, 404: { description: 'Not found' } },
+      handler: async ({ params, auth }) => ({ data: commands.get(workspaces.requireMember(auth, params.workspace), params.id) }),
+    }),
+    defineRoute({
+      method: 'put', path: '/api/v1/commands/{workspace}/{id}', tag,
+      summary: 'C2: update any subset of the fields (owner or administrator)',
+      params: commandParams,
+      body: updateBody,
+      responses: { 200: { description: 'Updated', data: slashCommandSchema }, 400: { description: 'Invalid data' }, 403: { description: 'Neither owner nor administrator' }, 404: { description: 'Not found' }, 409: { description: 'Alias already exists' } },
+      handler: async ({ params, body, auth }) => ({ data: await commands.update(workspaces.requireMember(auth, params.workspace), params.id, body) }),
+    }),
+    defineRoute({
+      method: 'delete', path: '/api/v1/commands/{workspace}/{id}', tag,
+      summary: 'C3: delete (owner or administrator)',
+      params: commandParams,
+      responses: { 200: { description: 'Deleted', data: z.string() }, 403: { description: 'Neither owner nor administrator' }, 404: { description: 'Not found' } },
+      handler: async ({ params, auth }) => {
+        const deleted = await commands.delete(workspaces.requireMember(auth, params.workspace), params.id);
+        return { data: `Slash command "${deleted.alias}" deleted` };
+      },
+    }),
+    defineRoute({
+      method: 'post', path: '/api/v1/commands/{workspace}/{id}/execute', tag,
+      summary: "Run a slash command over the workspace's knowledge (any member)",
+      params: commandParams,
+      responses: executeResponses,
+      handler: async ({ params, auth, req }) => {
+        const access = workspaces.requireMember(auth, params.workspace);
+        const accept = negotiate(req, EXECUTION_TYPES);
+        return execute(access, commands.get(access, params.id), accept);
+      },
+    }),
+    defineRoute({
+      method: 'post', path: '/api/v1/commands/{workspace}/alias/{alias}/execute', tag,
+      summary: 'Run a slash command given by its alias (any member)',
+      params: aliasParams,
+      responses: executeResponses,
+      handler: async ({ params, auth, req }) => {
+        const access = workspaces.requireMember(auth, params.workspace);
+        const accept = negotiate(req, EXECUTION_TYPES);
+        return execute(access, commands.byAlias(access, params.alias), accept);
+      },
+    }),
+  ];
+}

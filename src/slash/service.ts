@@ -1,0 +1,248 @@
+import type { QuadStore } from '../store/store.js';
+import type { Graphs } from '../rdf/graphs.js';
+import { PREFIXES } from '../rdf/vocab.js';
+import { sparql, iri, literal, dateTime, raw } from '../rdf/sparql.js';
+import { newId, UUID_PATTERN } from '../rdf/ids.js';
+import { req, str, time } from '../rdf/bindings.js';
+import { badRequest, conflict, forbidden, notFound } from '../errors.js';
+import type { Binding } from '../store/store.js';
+import type { User, UserService } from '../users/service.js';
+import { userFromBinding, userPattern } from '../users/service.js';
+import type { WorkspaceAccess } from '../workspaces/service.js';
+import type { QuerySandbox } from '../sandbox/sandbox.js';
+import type { RunResult } from '../sandbox/protocol.js';
+import { limitedText, parseScript, type ReadQuery, type ScriptType } from '../sandbox/script.js';
+import type { SlashCommandBody } from './schema.js';
+
+/** The Slash command shape of INTERFACE.md. */
+export interface SlashCommand {
+  id: string;
+  alias: string;
+  description: string | null;
+  interpretation: string | null;
+  scriptType: ScriptType;
+  scriptContent: string;
+  workspaceId: string;
+  owner: User;
+  createdAt: string;
+  updatedAt: string;
+}
+
+/** Formats a command's result can be answered in; `envelope` is the JSON envelope with JSON-LD inside. */
+export type ExecutionFormat = 'text/turtle' | 'application/n-triples' | 'application/ld+json' | 'envelope';
+
+export interface Execution extends RunResult {
+  command: SlashCommand;
+}
+
+export const ALIAS_MAX = 64;
+const ALIAS_PATTERN = /^[A-Za-z0-9_:-]+$/;
+const SCRIPT_TYPES: readonly ScriptType[] = ['CONSTRUCT', 'DESCRIBE'];
+
+/** DESIGN.md section 5: 1 to 64 letters, digits, `-`, `_`, `:`; no leading slash. */
+export function checkAlias(alias: string): void {
+  if (alias.startsWith('/')) {
+    throw badRequest(`alias is given without a leading slash: use ${JSON.stringify(alias.replace(/^\/+/, ''))}, not ${JSON.stringify(alias)}`);
+  }
+  if (alias.length === 0 || alias.length > ALIAS_MAX) {
+    throw badRequest(`alias must be 1 to ${ALIAS_MAX} characters long (it has ${alias.length})`);
+  }
+  if (!ALIAS_PATTERN.test(alias)) {
+    const bad = [...alias].find((ch) => !/[A-Za-z0-9_:-]/.test(ch))!;
+    throw badRequest(`alias may only contain letters, digits, "-", "_" and ":"; ${JSON.stringify(bad)} is not allowed`);
+  }
+}
+
+function checkScriptType(value: string): ScriptType {
+  const upper = value.trim().toUpperCase();
+  if (!(SCRIPT_TYPES as readonly string[]).includes(upper)) {
+    throw badRequest(`scriptType must be CONSTRUCT or DESCRIBE, not ${JSON.stringify(value)}`);
+  }
+  return upper as ScriptType;
+}
+
+const PARSE_CACHE_SIZE = 500;
+
+/**
+ * Slash commands: saved CONSTRUCT / DESCRIBE scripts of a workspace, owned
+ * by their creator (records in `<base>workspaces/W/slash-commands`, see
+ * docs/rdf-model.md), run in the query sandbox over the workspace's
+ * knowledge.
+ */
+export class SlashCommandService {
+  /** Script text -> parsed and limited query, so a command is parsed once, not on every run. */
+  private readonly parsed = new Map<string, { query: ReadQuery; limited: string }>();
+
+  constructor(
+    private readonly store: QuadStore,
+    private readonly graphs: Graphs,
+    private readonly users: UserService,
+    private readonly sandbox: QuerySandbox,
+  ) {}
+
+  commandIri(id: string): string { return this.graphs.resource('slash-command', id); }
+
+  private select(workspaceId: string, filter: string, extra = ''): SlashCommand[] {
+    const g = iri(this.graphs.slashCommands(workspaceId));
+    const rows = this.store.select(`${PREFIXES} SELECT * WHERE {
+      GRAPH ${g.__sparql} {
+        ?c a wsm:SlashCommand ; wsm:id ?id ; wsm:alias ?alias ; wsm:scriptType ?scriptType ; wsm:scriptContent ?scriptContent ;
+           wsm:owner ?u ; wsm:createdAt ?createdAt ; wsm:updatedAt ?updatedAt .
+        OPTIONAL { ?c wsm:description ?description }
+        OPTIONAL { ?c wsm:interpretation ?interpretation }
+        ${filter}
+      }
+      GRAPH ${iri(this.graphs.system).__sparql} { ${userPattern(raw('?u'))} }
+    } ${extra}`);
+    return rows.map((b) => this.fromBinding(workspaceId, b));
+  }
+
+  private fromBinding(workspaceId: string, b: Binding): SlashCommand {
+    return {
+      id: req(b, 'id'),
+      alias: req(b, 'alias'),
+      description: str(b, 'description'),
+      interpretation: str(b, 'interpretation'),
+      scriptType: req(b, 'scriptType') as ScriptType,
+      scriptContent: req(b, 'scriptContent'),
+      workspaceId,
+      owner: userFromBinding(b),
+      createdAt: time(b, 'createdAt'),
+      updatedAt: time(b, 'updatedAt'),
+    };
+  }
+
+  /** C4: the caller's own commands in the workspace, by alias. */
+  listOwn(access: WorkspaceAccess, user: User): SlashCommand[] {
+    return this.select(access.workspace.id, sparql`FILTER (?u = ${iri(this.users.userIri(user.id))})`, 'ORDER BY ?alias');
+  }
+
+  /** C1: one command of the workspace (404 when it is not one of this workspace's). */
+  get(access: WorkspaceAccess, id: string): SlashCommand {
+    if (!UUID_PATTERN.test(id)) throw notFound(`Slash command "${id}" not found`);
+    const found = this.select(access.workspace.id, sparql`FILTER (?id = ${literal(id.toLowerCase())})`, 'LIMIT 1')[0];
+    if (!found) throw notFound(`Slash command "${id}" not found`);
+    return found;
+  }
+
+  byAlias(access: WorkspaceAccess, alias: string): SlashCommand {
+    const found = this.select(access.workspace.id, sparql`FILTER (?alias = ${literal(alias)})`, 'LIMIT 1')[0];
+    if (!found) throw notFound(`No slash command with alias "${alias}" in this workspace`);
+    return found;
+  }
+
+  private aliasTaken(workspaceId: string, alias: string, except?: string): boolean {
+    const g = iri(this.graphs.slashCommands(workspaceId));
+    const other = except ? sparql`FILTER (?c != ${iri(this.commandIri(except))})` : '';
+    return this.store.ask(PREFIXES + sparql`ASK { GRAPH ${g} { ?c a wsm:SlashCommand ; wsm:alias ${literal(alias)} . ${raw(other)} } }`);
+  }
+
+  /** Parses a script once; later runs of the same text reuse the result. */
+  private script(scriptContent: string, scriptType: ScriptType): { query: ReadQuery; limited: string } {
+    const key = `${scriptType}\n${scriptContent}`;
+    let entry = this.parsed.get(key);
+    if (!entry) {
+      const query = parseScript(scriptContent, scriptType);
+      entry = { query, limited: limitedText(query, this.sandbox.maxResults + 1) };
+      if (this.parsed.size >= PARSE_CACHE_SIZE) this.parsed.delete(this.parsed.keys().next().value!);
+      this.parsed.set(key, entry);
+    }
+    return entry;
+  }
+
+  /** C5: creates a command owned by `owner`. */
+  async create(access: WorkspaceAccess, owner: User, body: SlashCommandBody, now = new Date()): Promise<SlashCommand> {
+    const missing = (['alias', 'scriptType', 'scriptContent'] as const).filter((f) => body[f] === undefined);
+    if (missing.length) throw badRequest(`${missing.join(', ')} ${missing.length === 1 ? 'is' : 'are'} required`);
+    const alias = body.alias!;
+    checkAlias(alias);
+    const scriptType = checkScriptType(body.scriptType!);
+    this.script(body.scriptContent!, scriptType);
+    const ws = access.workspace.id;
+    if (this.aliasTaken(ws, alias)) throw conflict(`A slash command with alias "${alias}" already exists in this workspace`, { alias });
+    const id = newId();
+    const c = iri(this.commandIri(id));
+    const g = iri(this.graphs.slashCommands(ws));
+    const t = dateTime(now);
+    const optional = [
+      body.description != null ? sparql`${c} wsm:description ${literal(body.description)} .` : '',
+      body.interpretation != null ? sparql`${c} wsm:interpretation ${literal(body.interpretation)} .` : '',
+    ].join('\n');
+    // Conditional on the alias being free, so two racing creations cannot both take it.
+    await this.store.update(PREFIXES + sparql`
+      INSERT { GRAPH ${g} {
+        ${c} a wsm:SlashCommand ; wsm:id ${literal(id)} ; wsm:alias ${literal(alias)} ;
+          wsm:scriptType ${literal(scriptType)} ; wsm:scriptContent ${literal(body.scriptContent!)} ;
+          wsm:owner ${iri(this.users.userIri(owner.id))} ; wsm:workspace ${iri(this.graphs.resource('workspace', ws))} ;
+          wsm:createdAt ${t} ; wsm:updatedAt ${t} .
+        ${raw(optional)}
+      } }
+      WHERE { FILTER NOT EXISTS { GRAPH ${g} { ?other wsm:alias ${literal(alias)} } } }`);
+    const created = this.select(ws, sparql`FILTER (?id = ${literal(id)})`)[0];
+    if (!created) throw conflict(`A slash command with alias "${alias}" already exists in this workspace`, { alias });
+    return created;
+  }
+
+  private requireOwnerOrAdmin(access: WorkspaceAccess, command: SlashCommand, action: string): void {
+    if (access.isAdmin) return;
+    if (access.user && access.user.id === command.owner.id) return;
+    throw forbidden(`Only the owner of slash command "${command.alias}" or an administrator may ${action} it`);
+  }
+
+  /** C2: updates any subset of the fields, with the same checks as create. */
+  async update(access: WorkspaceAccess, id: string, body: SlashCommandBody, now = new Date()): Promise<SlashCommand> {
+    const current = this.get(access, id);
+    this.requireOwnerOrAdmin(access, current, 'update');
+    if (body.alias !== undefined) checkAlias(body.alias);
+    const scriptType = body.scriptType !== undefined ? checkScriptType(body.scriptType) : current.scriptType;
+    const scriptContent = body.scriptContent ?? current.scriptContent;
+    if (body.scriptType !== undefined || body.scriptContent !== undefined) this.script(scriptContent, scriptType);
+    const ws = access.workspace.id;
+    if (body.alias !== undefined && body.alias !== current.alias && this.aliasTaken(ws, body.alias, current.id)) {
+      throw conflict(`A slash command with alias "${body.alias}" already exists in this workspace`, { alias: body.alias });
+    }
+    const c = iri(this.commandIri(current.id));
+    const g = iri(this.graphs.slashCommands(ws));
+    const ops: string[] = [];
+    const set = (field: 'alias' | 'description' | 'interpretation' | 'scriptType' | 'scriptContent' | 'updatedAt', value: ReturnType<typeof literal> | null) => {
+      const p = raw(`wsm:${field}`);
+      ops.push(sparql`DELETE WHERE { GRAPH ${g} { ${c} ${p} ?old } }`);
+      if (value) ops.push(sparql`INSERT DATA { GRAPH ${g} { ${c} ${p} ${value} } }`);
+    };
+    if (body.alias !== undefined) set('alias', literal(body.alias));
+    if (body.description !== undefined) set('description', body.description === null ? null : literal(body.description));
+    if (body.interpretation !== undefined) set('interpretation', body.interpretation === null ? null : literal(body.interpretation));
+    if (body.scriptType !== undefined) set('scriptType', literal(scriptType));
+    if (body.scriptContent !== undefined) set('scriptContent', literal(scriptContent));
+    set('updatedAt', dateTime(now));
+    // One atomic write, applied in this tick right after the alias check.
+    await this.store.write(ops.map((op) => ({ kind: 'update' as const, sparql: PREFIXES + op })));
+    return this.get(access, current.id);
+  }
+
+  /** C3. */
+  async delete(access: WorkspaceAccess, id: string): Promise<SlashCommand> {
+    const current = this.get(access, id);
+    this.requireOwnerOrAdmin(access, current, 'delete');
+    const g = iri(this.graphs.slashCommands(access.workspace.id));
+    await this.store.update(PREFIXES + sparql`DELETE WHERE { GRAPH ${g} { ${iri(this.commandIri(current.id))} ?p ?o } }`);
+    return current;
+  }
+
+  /**
+   * Runs a command in the sandbox over the workspace's knowledge (installed
+   * matrices and active extensions). Rejects with QUERY_TIMEOUT at the time
+   * limit; a result over the limit is cut (`truncated`).
+   */
+  async execute(access: WorkspaceAccess, command: SlashCommand, format: ExecutionFormat): Promise<Execution> {
+    const { query, limited } = this.script(command.scriptContent, command.scriptType);
+    const result = await this.sandbox.run(access.workspace.id, 'knowledge', {
+      query: limited,
+      kind: 'graph',
+      format: format === 'envelope' ? 'application/ld+json' : format,
+      prefixes: query.prefixes,
+      union: !query.hasDataset,
+    });
+    return { ...result, command };
+  }
+}

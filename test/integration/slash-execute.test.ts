@@ -1,0 +1,194 @@
+import { expect } from 'chai';
+import n3 from 'n3';
+import { startTestServer, removeDir, bearer, seedWorkspace, type TestServer } from '../helpers/server.js';
+import {
+  installFixtureMatrix, uninstallFixtureMatrix, installFixtureExtension, setFixtureExtensionActive, supportMatrixTurtle,
+} from '../helpers/matrix.js';
+
+const S = 'https://example.org/matrices/support';
+const IAM = 'https://poliglot.io/os/spec/iam#';
+const RDFS = 'http://www.w3.org/2000/01/rdf-schema#';
+
+const AGENT_ROLES = `PREFIX iam: <${IAM}>
+PREFIX rdfs: <${RDFS}>
+CONSTRUCT { ?agent iam:hasRole ?role . ?role rdfs:label ?label }
+WHERE { ?agent a iam:Agent ; iam:hasRole ?role . OPTIONAL { ?role rdfs:label ?label } }`;
+
+/** Every graph name the script can see, as triples `<g> <urn:sees> <s>`. */
+const GRAPHS_SEEN = 'CONSTRUCT { ?g <urn:wsm-test:holds> ?s } WHERE { GRAPH ?g { ?s ?p ?o } }';
+
+function triples(text: string, format = 'N-Triples'): Set<string> {
+  const quads = new n3.Parser({ format }).parse(text);
+  return new Set(quads.map((q) => `${q.subject.value} ${q.predicate.value} ${q.object.termType === 'Literal' ? JSON.stringify(q.object.value) : q.object.value}`));
+}
+
+describe('slash commands: execution in the sandbox', () => {
+  let t: TestServer;
+  let tokens: Awaited<ReturnType<typeof seedWorkspace>>['tokens'];
+  let ws: { id: string; slug: string };
+  let other: Awaited<ReturnType<typeof seedWorkspace>>;
+  let matrixGraph: string;
+  const ids: Record<string, string> = {};
+  const run = (alias: string, accept?: string, token = tokens.member) => {
+    const r = t.http.post(`/api/v1/commands/acme/alias/${alias}/execute`).set(bearer(token));
+    return accept ? r.set('Accept', accept) : r;
+  };
+  const define = async (alias: string, scriptContent: string, scriptType = 'CONSTRUCT', interpretation?: string) => {
+    const res = await t.http.post('/api/v1/commands/acme').set(bearer(tokens.owner)).send({ alias, scriptType, scriptContent, interpretation });
+    if (res.status !== 200) throw new Error(`${res.status} ${JSON.stringify(res.body)}`);
+    ids[alias] = res.body.data.id;
+  };
+
+  before(async () => {
+    t = await startTestServer();
+    ({ tokens, workspace: ws } = await seedWorkspace(t, 'acme'));
+    other = await seedWorkspace(t, 'other');
+    ({ graph: matrixGraph } = await installFixtureMatrix(t, ws.id, { uri: S, turtle: supportMatrixTurtle(S) }));
+    await installFixtureMatrix(t, other.workspace.id, { uri: 'https://example.org/matrices/secret', turtle: supportMatrixTurtle('https://example.org/matrices/secret') });
+    await define('agent-roles', AGENT_ROLES, 'CONSTRUCT', 'Each agent with the roles it holds');
+    await define('graphs-seen', GRAPHS_SEEN);
+    await define('everything', 'CONSTRUCT WHERE { ?s ?p ?o }');
+  });
+  after(async () => { await t.close(); removeDir(t.dataDir); });
+
+  it('answers the JSON envelope by default: alias, interpretation, tripleCount, truncated, result (JSON-LD)', async () => {
+    const res = await t.http.post(`/api/v1/commands/acme/${ids['agent-roles']}/execute`).set(bearer(tokens.member));
+    expect(res.status).to.equal(200);
+    expect(res.headers['content-type']).to.match(/^application\/json/);
+    expect(res.body.success).to.equal(true);
+    const data = res.body.data;
+    expect(data).to.include({ alias: 'agent-roles', interpretation: 'Each agent with the roles it holds', tripleCount: 5, truncated: false });
+    expect(data.result['@context']).to.deep.equal({ iam: IAM, rdfs: RDFS });
+    const nodes = data.result['@graph'] as Array<Record<string, unknown>>;
+    const helpBot = nodes.find((n) => n['@id'] === `${S}#HelpBot`)!;
+    expect(helpBot['iam:hasRole']).to.have.deep.members([{ '@id': `${S}#Responder` }, { '@id': `${S}#Triage` }]);
+    const triage = nodes.find((n) => n['@id'] === `${S}#Triage`)!;
+    expect(triage['rdfs:label']).to.equal('Triage');
+  });
+
+  it('answers Turtle, N-Triples and JSON-LD by content negotiation, with the same triples', async () => {
+    const expected = new Set([
+      `${S}#TriageBot ${IAM}hasRole ${S}#Triage`,
+      `${S}#HelpBot ${IAM}hasRole ${S}#Triage`,
+      `${S}#HelpBot ${IAM}hasRole ${S}#Responder`,
+      `${S}#Triage ${RDFS}label "Triage"`,
+      `${S}#Responder ${RDFS}label "Responder"`,
+    ]);
+    const nt = await run('agent-roles', 'application/n-triples');
+    expect(nt.status).to.equal(200);
+    expect(nt.headers['content-type']).to.match(/^application\/n-triples/);
+    expect(nt.headers['x-triple-count']).to.equal('5');
+    expect(triples(nt.text)).to.deep.equal(expected);
+    const ttl = await run('agent-roles', 'text/turtle');
+    expect(ttl.headers['content-type']).to.match(/^text\/turtle/);
+    expect(ttl.text).to.match(/@prefix iam: <https:\/\/poliglot\.io\/os\/spec\/iam#>/);
+    expect(triples(ttl.text, 'Turtle')).to.deep.equal(expected);
+    const ld = await run('agent-roles', 'application/ld+json');
+    expect(ld.headers['content-type']).to.match(/^application\/ld\+json/);
+    const doc = JSON.parse(ld.text);
+    expect(doc['@context']).to.deep.equal({ iam: IAM, rdfs: RDFS });
+    const preferred = await run('agent-roles', 'text/html;q=0.9, text/turtle;q=0.5');
+    expect(preferred.headers['content-type']).to.match(/^text\/turtle/);
+  });
+
+  it('answers 406 for an Accept it cannot serve', async () => {
+    const res = await run('agent-roles', 'text/html');
+    expect(res.status).to.equal(406);
+    expect(res.body.error.code).to.equal('NOT_ACCEPTABLE');
+    expect(res.body.error.message).to.match(/text\/turtle/);
+  });
+
+  it('sees the installed matrix graphs and nothing else: no records, no derived graph, no other workspace', async () => {
+    const { store, graphs } = t.server.services;
+    await store.update(`INSERT DATA { GRAPH <${matrixGraph}/derived> { <urn:derived> <urn:p> "derived" } }`);
+    const res = await run('graphs-seen', 'application/n-triples');
+    expect(res.status).to.equal(200);
+    const seen = new Set([...triples(res.text)].map((line) => line.split(' ')[0]));
+    expect([...seen]).to.deep.equal([matrixGraph]);
+    const all = await run('everything', 'application/n-triples');
+    const text = all.text;
+    expect(text).to.include(`<${S}#Triage>`);
+    expect(text).to.not.include('https://w3id.org/wsm/ns#');
+    expect(text).to.not.include('secret');
+    expect(text).to.not.include('derived');
+    // Naming other graphs (FROM, FROM NAMED, GRAPH) reaches nothing.
+    const reach = [
+      `CONSTRUCT { ?s ?p ?o } FROM <${graphs.packages(ws.id)}> WHERE { ?s ?p ?o }`,
+      `CONSTRUCT { ?s ?p ?o } WHERE { GRAPH <${graphs.iam(ws.id)}> { ?s ?p ?o } }`,
+      `CONSTRUCT { ?s ?p ?o } WHERE { GRAPH <${graphs.system}> { ?s ?p ?o } }`,
+      `CONSTRUCT { ?s ?p ?o } WHERE { GRAPH <${matrixGraph}/derived> { ?s ?p ?o } }`,
+      `CONSTRUCT { ?s ?p ?o } FROM NAMED <${graphs.slashCommands(ws.id)}> WHERE { GRAPH ?g { ?s ?p ?o } }`,
+      `CONSTRUCT { ?s ?p ?o } WHERE { GRAPH <${graphs.matrix(other.workspace.id, '')}> { ?s ?p ?o } }`,
+    ];
+    let n = 0;
+    for (const script of reach) {
+      await define(`reach-${++n}`, script);
+      const out = await run(`reach-${n}`, 'application/n-triples');
+      expect(out.status, script).to.equal(200);
+      expect(out.text, script).to.equal('');
+    }
+    const otherGraphs = t.server.services.store.select(`SELECT DISTINCT ?g WHERE { GRAPH ?g { ?s a <https://poliglot.io/os/spec/matrix#Matrix> } FILTER(CONTAINS(STR(?g), "${other.workspace.id}")) }`);
+    expect(otherGraphs).to.have.length(1);
+    await define('reach-other', `CONSTRUCT { ?s ?p ?o } FROM <${otherGraphs[0]!.g!.value}> WHERE { ?s ?p ?o }`);
+    expect((await run('reach-other', 'application/n-triples')).text).to.equal('');
+    // FROM one visible graph restricts the default graph to it.
+    await define('from-matrix', `CONSTRUCT { ?s a ?t } FROM <${matrixGraph}> WHERE { ?s a ?t }`);
+    expect(triples((await run('from-matrix', 'application/n-triples')).text).size).to.equal(6);
+  });
+
+  it('sees active extensions only, and follows installs, activation and uninstalls', async () => {
+    const ext = `@prefix iam: <${IAM}> . @prefix rdfs: <${RDFS}> .
+      <${S}#Escalation> a iam:Role ; rdfs:label "Escalation" .
+      <${S}#TriageBot> iam:hasRole <${S}#Escalation> .`;
+    const { extensionId, graph } = await installFixtureExtension(t, ws.id, { targetMatrixUri: S, turtle: ext, active: false });
+    const hidden = await run('agent-roles', 'application/n-triples');
+    expect(hidden.text).to.not.include('Escalation');
+    await setFixtureExtensionActive(t, ws.id, extensionId, true);
+    const shown = await run('agent-roles', 'application/n-triples');
+    expect(triples(shown.text)).to.include(`${S}#TriageBot ${IAM}hasRole ${S}#Escalation`);
+    expect(triples(shown.text)).to.include(`${S}#Escalation ${RDFS}label "Escalation"`);
+    const seen = await run('graphs-seen', 'application/n-triples');
+    expect(new Set([...triples(seen.text)].map((l) => l.split(' ')[0]))).to.deep.equal(new Set([matrixGraph, graph]));
+
+    const second = 'https://example.org/matrices/billing';
+    await installFixtureMatrix(t, ws.id, {
+      uri: second,
+      turtle: `@prefix iam: <${IAM}> . <${second}#Clerk> a iam:Agent ; iam:hasRole <${second}#Biller> .`,
+    });
+    const both = await run('agent-roles', 'application/n-triples');
+    expect(triples(both.text)).to.include(`${second}#Clerk ${IAM}hasRole ${second}#Biller`);
+    await uninstallFixtureMatrix(t, ws.id, second);
+    await setFixtureExtensionActive(t, ws.id, extensionId, false);
+    const after = await run('agent-roles', 'application/n-triples');
+    expect(after.text).to.not.include('billing');
+    expect(after.text).to.not.include('Escalation');
+    expect(triples(after.text).size).to.equal(5);
+  });
+
+  it('runs DESCRIBE scripts', async () => {
+    await define('describe-bot', `PREFIX s: <${S}#>\nDESCRIBE s:HelpBot`, 'DESCRIBE');
+    const res = await run('describe-bot', 'application/n-triples');
+    expect(res.status).to.equal(200);
+    const got = triples(res.text);
+    expect(got).to.include(`${S}#HelpBot ${RDFS}label "Help bot"`);
+    expect(got).to.include(`${S}#HelpBot ${IAM}hasRole ${S}#Responder`);
+  });
+
+  it('lets any member execute, by id or alias; 404 for unknown commands and for outsiders', async () => {
+    expect((await run('agent-roles', undefined, tokens.owner)).status).to.equal(200);
+    expect((await run('agent-roles', undefined, tokens.root)).status).to.equal(200);
+    expect((await run('agent-roles', undefined, tokens.outsider)).status).to.equal(404);
+    expect((await run('no-such-alias')).status).to.equal(404);
+    const byId = await t.http.post('/api/v1/commands/acme/00000000-0000-4000-8000-000000000000/execute').set(bearer(tokens.member));
+    expect(byId.status).to.equal(404);
+    // A command of another workspace cannot be run through this one.
+    const theirs = await t.http.post('/api/v1/commands/other').set(bearer(other.tokens.owner))
+      .send({ alias: 'theirs', scriptType: 'CONSTRUCT', scriptContent: 'CONSTRUCT WHERE { ?s ?p ?o }' });
+    const cross = await t.http.post(`/api/v1/commands/acme/${theirs.body.data.id}/execute`).set(bearer(tokens.member));
+    expect(cross.status).to.equal(404);
+    const there = await t.http.post(`/api/v1/commands/other/${theirs.body.data.id}/execute`).set(bearer(other.tokens.member)).set('Accept', 'application/n-triples');
+    expect(there.status).to.equal(200);
+    expect(there.text).to.include('secret');
+    expect(there.text).to.not.include('matrices/support');
+  });
+});
