@@ -226,6 +226,19 @@ describe('extensions: deployment with real packages', function () {
   /** Every graph of the workspace (lifecycle command records and logs left out) but the extensions' own. */
   const dumpAll = () => Object.fromEntries(Object.entries(workspaceDump(t, workspace.id))
     .filter(([g]) => !g.startsWith(graphs().extensions(workspace.id))));
+  /** Roles (I9) and agents (I12) of the workspace as the IAM endpoints list them, and an agent's roles (I14). */
+  const iamView = async () => {
+    const roles = (await t.http.get('/api/v1/iam/acme/roles?pageSize=100').set(bearer(tokens.member))).body.data.items as Array<{ id: string; uri: string; matrixId: string | null }>;
+    const agents = (await t.http.get('/api/v1/iam/acme/agents?pageSize=100').set(bearer(tokens.member))).body.data.items as Array<{ id: string; uri: string; matrixId: string }>;
+    const rolesOf = async (agentUri: string) => {
+      const agent = agents.find((a) => a.uri === agentUri);
+      if (!agent) return null;
+      const res = await t.http.get(`/api/v1/iam/acme/agents/${agent.id}/roles`).set(bearer(tokens.member));
+      expect(res.status).to.equal(200);
+      return (res.body.data as Array<{ uri: string }>).map((r) => r.uri).sort();
+    };
+    return { roles, agents, rolesOf };
+  };
   const createExtension = (turtle: string, label?: string) => {
     const req = t.http.post(`${EXT}/acme?targetMatrix=${encodeURIComponent(TRACKING_URI)}${label ? `&label=${encodeURIComponent(label)}` : ''}`)
       .set(bearer(tokens.owner));
@@ -275,6 +288,18 @@ describe('extensions: deployment with real packages', function () {
     ]);
     // Partial: the other matrix of the package was not re-derived.
     expect(store().dumpGraph(derivedGraph(NOTES_URI))).to.equal(notesBefore);
+    // Through the IAM endpoints: the role (I9), the agent (I12) with its AGENT principal, and the new iam:hasRole (I14).
+    const iam = await iamView();
+    const auditor = iam.roles.find((r) => r.uri === 'https://example.org/tracking#Auditor');
+    expect(auditor?.matrixId).to.equal(matrixId(TRACKING_URI));
+    const auditbot = iam.agents.find((a) => a.uri === 'https://example.org/tracking#auditbot');
+    expect(auditbot?.matrixId).to.equal(matrixId(TRACKING_URI));
+    expect(await iam.rolesOf('https://example.org/tracking#auditbot')).to.deep.equal(['https://example.org/tracking#Auditor']);
+    expect(await iam.rolesOf('https://example.org/tracking#bot')).to.deep.equal(['https://example.org/tracking#Auditor', 'https://example.org/tracking#Reviewer']);
+    const holders = await t.http.get(`/api/v1/iam/acme/roles/${auditor!.id}/assignees`).set(bearer(tokens.member));
+    expect(holders.status).to.equal(200);
+    const agentPrincipals = (holders.body.data as Array<{ type: string; actor: { uri?: string } }>).filter((p) => p.type === 'AGENT').map((p) => p.actor.uri).sort();
+    expect(agentPrincipals).to.deep.equal(['https://example.org/tracking#auditbot', 'https://example.org/tracking#bot']);
 
     const list = await t.http.get(`${EXT}/acme`).set(bearer(tokens.owner));
     expect(list.status).to.equal(200);
@@ -326,15 +351,7 @@ describe('extensions: deployment with real packages', function () {
     const inspector = stableId('role', workspace.id, 'https://example.org/tracking#Inspector');
     const memberPrincipal = t.server.services.workspaces.userPrincipalId(workspace.id, stableId('user', 'acme-member'));
     const assignment = await t.http.post(`/api/v1/iam/acme/roles/${inspector}/assignees/principals/${memberPrincipal}`).set(bearer(tokens.owner));
-    const assignedThroughApi = assignment.status === 200;
-    if (!assignedThroughApi) {
-      // Without the IAM endpoints on this branch, write the assignment as I3 does (docs/rdf-model.md, IAM graph).
-      const ws = t.server.services.workspaces;
-      const a = ws.assignmentId(workspace.id, inspector, memberPrincipal);
-      await store().update(`${PREFIXES} INSERT DATA { GRAPH <${graphs().iam(workspace.id)}> {
-        <${ws.assignmentIri(a)}> a wsm:RoleAssignment ; wsm:id "${a}" ; wsm:role <${ws.roleIri(inspector)}> ;
-          wsm:principal <${ws.principalIri(memberPrincipal)}> ; wsm:createdAt "2026-01-01T00:00:00Z"^^xsd:dateTime . } }`);
-    }
+    expect(assignment.status, JSON.stringify(assignment.body)).to.equal(200);
     const assignments = () => store().select(`${PREFIXES} SELECT ?a WHERE { GRAPH <${graphs().iam(workspace.id)}> { ?a wsm:role <${t.server.services.workspaces.roleIri(inspector)}> } }`).length;
     expect(assignments()).to.equal(1);
 
@@ -351,6 +368,11 @@ describe('extensions: deployment with real packages', function () {
     expect(now.roles.map((r) => r.uri)).to.deep.equal(['https://example.org/tracking#Reviewer']);
     expect(now.hasRole).to.deep.equal(['https://example.org/tracking#bot -> https://example.org/tracking#Reviewer']);
     expect(assignments()).to.equal(0);
+    const iam = await iamView();
+    expect(iam.roles.map((r) => r.uri)).to.not.include('https://example.org/tracking#Inspector');
+    expect((await t.http.get(`/api/v1/iam/acme/roles/${inspector}`).set(bearer(tokens.member))).status).to.equal(404);
+    const memberRoles = await t.http.get(`/api/v1/iam/acme/users/${stableId('user', 'acme-member')}/roles`).set(bearer(tokens.member));
+    expect(memberRoles.body.data).to.deep.equal([]);
   });
 
   for (const failing of [
@@ -367,6 +389,7 @@ describe('extensions: deployment with real packages', function () {
   ]) {
     it(`a REDEPLOY failing validation (${failing.name}) leaves every graph as it was and the extension inactive`, async () => {
       const before = dumpAll();
+      const iamBefore = await iamView().then((v) => [v.roles, v.agents]);
       const res = await createExtension(failing.turtle, 'Broken');
       expect(res.status, JSON.stringify(res.body)).to.equal(200);
       const ext = res.body.data;
@@ -382,6 +405,7 @@ describe('extensions: deployment with real packages', function () {
       expect(events.body.data.map((e: { level: string }) => e.level)).to.include('ERROR');
 
       expect(dumpAll()).to.deep.equal(before);
+      expect(await iamView().then((v) => [v.roles, v.agents])).to.deep.equal(iamBefore);
       const stored = await getExtension(ext.id);
       expect(stored).to.include({ active: false, content: failing.turtle });
       // Stored as its own graph, but nothing of it reaches the matrix's roles and agents.
