@@ -452,4 +452,38 @@ describe('extensions: deployment with real packages', function () {
     expect(await getExtension(ext.id)).to.include({ active: true, label: 'Audit again' });
     expect(derived(TRACKING_URI).roles.map((r) => r.uri)).to.deep.equal(['https://example.org/tracking#Auditor', 'https://example.org/tracking#Reviewer']);
   });
+
+  it('takes targetMatrix and label as form fields (the ecosystem client), names an unlabelled extension after its file', async () => {
+    const extra = `${PREFIX_TTL}ex:Observer a iam:Role ; rdfs:label "Observer" .\n`;
+    const form = await t.http.post(`${EXT}/acme`).set(bearer(tokens.owner))
+      .field('targetMatrix', TRACKING_URI).field('label', 'Observers').attach('file', Buffer.from(extra), 'observers.ttl');
+    expect(form.status, JSON.stringify(form.body)).to.equal(200);
+    expect(form.body.data).to.include({ label: 'Observers', targetMatrixUri: TRACKING_URI, active: false });
+    const unlabelled = await t.http.post(`${EXT}/acme`).set(bearer(tokens.owner))
+      .field('targetMatrix', TRACKING_URI).attach('file', Buffer.from(`${PREFIX_TTL}ex:Observer rdfs:comment "Watches" .\n`), 'observer-notes.ttl');
+    expect(unlabelled.status).to.equal(200);
+    expect(unlabelled.body.data.label).to.equal('observer-notes');
+    const disagree = await t.http.post(`${EXT}/acme?targetMatrix=${encodeURIComponent(NOTES_URI)}`).set(bearer(tokens.owner))
+      .field('targetMatrix', TRACKING_URI).attach('file', Buffer.from(extra), 'x.ttl');
+    expect(disagree.status).to.equal(400);
+    expect(disagree.body.error.message).to.match(/both as query parameter and form field/);
+    for (const res of [form, unlabelled]) {
+      expect((await waitForCommand(t, tokens.owner, 'acme', res.body.data.lastCommandId)).status).to.equal('completed');
+    }
+    const list = (await t.http.get(`${EXT}/acme`).set(bearer(tokens.owner))).body.data as Array<{ label: string; active: boolean }>;
+    expect(list.map((e) => [e.label, e.active])).to.deep.equal([['Audit again', true], ['Observers', true], ['observer-notes', true]]);
+    expect(derived(TRACKING_URI).roles.map((r) => r.uri)).to.include('https://example.org/tracking#Observer');
+  });
+
+  it('keeps extensions, their state and what they derived across a restart', async () => {
+    const before = (await t.http.get(`${EXT}/acme`).set(bearer(tokens.owner))).body.data;
+    const derivedBefore = derived(TRACKING_URI);
+    await t.close();
+    t = await startTestServer({}, t.dataDir);
+    const after = (await t.http.get(`${EXT}/acme`).set(bearer(tokens.owner))).body.data;
+    expect(after).to.deep.equal(before);
+    expect(derived(TRACKING_URI)).to.deep.equal(derivedBefore);
+    const one = await getExtension(before[0].id);
+    expect(one.content).to.equal(AUDIT_TTL);
+  });
 });
