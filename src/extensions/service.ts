@@ -5,7 +5,7 @@ import { PREFIXES, WSM } from '../rdf/vocab.js';
 import { sparql, iri, literal, dateTime, boolean, isValidIri } from '../rdf/sparql.js';
 import { newId, UUID_PATTERN } from '../rdf/ids.js';
 import { req, time } from '../rdf/bindings.js';
-import { badRequest, notFound } from '../errors.js';
+import { AppError, badRequest, notFound } from '../errors.js';
 import type { Workspace } from '../workspaces/service.js';
 import type { UserService } from '../users/service.js';
 import type { WriteOp } from '../store/store.js';
@@ -133,7 +133,8 @@ export class ExtensionService implements ExtensionHook {
     const turtle = input.file
       ? readExtensionTurtle(input.file, { baseIri: existing.targetMatrixUri, maxBytes: this.maxContentBytes })
       : null;
-    const now = new Date();
+    // Strictly later than the previous change: a REDEPLOY that collected the old content must not activate the new one.
+    const now = new Date(Math.max(Date.now(), Date.parse(existing.updatedAt) + 1));
     const ops: WriteOp[] = [];
     const set = (property: string, value: ReturnType<typeof literal>) =>
       ops.push({ kind: 'update', sparql: this.rdf.setProperty(workspace.id, id, property, value) });
@@ -166,8 +167,15 @@ export class ExtensionService implements ExtensionHook {
   private async redeploy(workspace: Workspace, extensionId: string | null, matrixUri: string, reason: string): Promise<string | null> {
     if (!this.findMatrix(workspace.id, matrixUri)) return null;
     if (!this.redeployer) throw new Error('extensions: no redeployer wired');
-    const { id: commandId } = await this.redeployer.requestRedeploy(workspace, matrixUri,
-      `${reason}; partial re-deployment: only this matrix is re-derived (with its extensions), the package's other matrices are unchanged`);
+    let commandId: string;
+    try {
+      ({ id: commandId } = await this.redeployer.requestRedeploy(workspace, matrixUri,
+        `${reason}; partial re-deployment: only this matrix is re-derived (with its extensions), the package's other matrices are unchanged`));
+    } catch (err) {
+      // Uninstalled in between: the extension waits, inactive, for the next install of the matrix.
+      if (err instanceof AppError && err.code === 'NOT_FOUND') return null;
+      throw err;
+    }
     if (extensionId) {
       await this.store.update(this.rdf.setProperty(workspace.id, extensionId, WSM.lastCommand, iri(this.rdf.commandIri(commandId))));
     }

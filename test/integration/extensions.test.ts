@@ -486,4 +486,37 @@ describe('extensions: deployment with real packages', function () {
     const one = await getExtension(before[0].id);
     expect(one.content).to.equal(AUDIT_TTL);
   });
+
+  it('an extension that no longer fits a new version of its matrix fails that install, which changes nothing', async () => {
+    const helper = await createExtension(`${PREFIX_TTL}ex:helper a iam:Agent ; rdfs:label "Helper" ; iam:hasRole ex:Reviewer .\n`, 'Helper');
+    expect((await waitForCommand(t, tokens.owner, 'acme', helper.body.data.lastCommandId)).status).to.equal('completed');
+    // Version 1.1.0 renames Reviewer to Approver: the helper's iam:hasRole would point at nothing.
+    const v2 = await tinyPackage({
+      name: 'tracking', version: '1.1.0',
+      matrices: [
+        { name: 'tracking', uri: TRACKING_URI, turtle: TRACKING_TTL.replaceAll('Reviewer', 'Approver') },
+        { name: 'notes', uri: NOTES_URI, turtle: NOTES_TTL },
+      ],
+    });
+    const before = dumpAll();
+    const extensionsBefore = (await t.http.get(`${EXT}/acme`).set(bearer(tokens.owner))).body.data;
+    const failed = await uploadAndWait(t, tokens.owner, 'acme', v2);
+    expect(failed.status).to.equal('failed');
+    const report = await t.http.get(`/api/v1/packages/acme/commands/${failed.id}/validation-report`).set(bearer(tokens.owner));
+    expect(report.body.data.violations.map((v: { focusNode: string }) => v.focusNode)).to.include('https://example.org/tracking#helper');
+    expect(dumpAll()).to.deep.equal(before);
+    expect((await t.http.get(`${EXT}/acme`).set(bearer(tokens.owner))).body.data).to.deep.equal(extensionsBefore);
+    expect((await t.http.get('/api/v1/packages/acme/tracking').set(bearer(tokens.owner))).body.data.currentVersion).to.equal('1.0.0');
+
+    // Without the helper, the new version installs and the other extensions deploy with it.
+    const del = await t.http.delete(`${EXT}/acme/${helper.body.data.id}`).set(bearer(tokens.owner));
+    expect((await waitForCommand(t, tokens.owner, 'acme', /command ([0-9a-f-]{36})/.exec(del.body.data)![1]!)).status).to.equal('completed');
+    const updated = await uploadAndWait(t, tokens.owner, 'acme', v2);
+    expect(updated.status, JSON.stringify(updated)).to.equal('completed');
+    const list = (await t.http.get(`${EXT}/acme`).set(bearer(tokens.owner))).body.data as Array<{ active: boolean }>;
+    expect(list.every((e) => e.active)).to.equal(true);
+    expect(derived(TRACKING_URI).roles.map((r) => r.uri)).to.deep.equal([
+      'https://example.org/tracking#Approver', 'https://example.org/tracking#Auditor', 'https://example.org/tracking#Observer',
+    ]);
+  });
 });
