@@ -201,7 +201,7 @@ export class ExtensionService implements ExtensionHook {
     return this.deactivateOps(input.workspaceId, input.matrixUris).map((text) => ({ kind: 'update' as const, sparql: text }));
   }
 
-
+  /** Every extension that targets the matrix (active or not), with its triples. */
   collect(workspaceId: string, matrixUri: string): ExtensionContribution {
     const rows = this.store.select(PREFIXES + sparql`SELECT ?id ?label ?updatedAt WHERE {
       GRAPH ${iri(this.graphs.extensions(workspaceId))} {
@@ -216,6 +216,10 @@ export class ExtensionService implements ExtensionHook {
     return { matrixUri, extensions, quads };
   }
 
+  /**
+   * Updates that mark the collected extensions active, each only while its
+   * `updatedAt` is still the one collected (not changed or deleted since).
+   */
   activateOps(workspaceId: string, contribution: ExtensionContribution): string[] {
     const g = iri(this.graphs.extensions(workspaceId));
     return contribution.extensions.map((extension) => {
@@ -226,6 +230,7 @@ export class ExtensionService implements ExtensionHook {
     });
   }
 
+  /** Updates that mark every extension of these matrices inactive. */
   deactivateOps(workspaceId: string, matrixUris: string[]): string[] {
     const g = iri(this.graphs.extensions(workspaceId));
     return matrixUris.map((uri) => PREFIXES + sparql`DELETE { GRAPH ${g} { ?x wsm:active ?old } } INSERT { GRAPH ${g} { ?x wsm:active ${boolean(false)} } }
