@@ -95,6 +95,8 @@ export interface JobResult {
   message: string;
   /** Sets the command's package installation (a first install completes). */
   packageInstallationId?: string;
+  /** Corrects the type when the package changed while the command was queued (e.g. INSTALL became UPDATE). */
+  commandType?: CommandType;
 }
 
 export type Job = (ctx: JobContext) => Promise<JobResult>;
@@ -258,7 +260,7 @@ export class CommandStore {
 
   /** Update op that sets status (and optionally error, report counts, package) of a command. */
   statusOp(workspaceId: string, commandId: string, status: CommandStatus, now: string, extra: {
-    errorMessage?: string; report?: ValidationCounts; packageInstallationId?: string;
+    errorMessage?: string; report?: ValidationCounts; packageInstallationId?: string; commandType?: CommandType;
   } = {}): WriteOp {
     const g = iri(this.graphs.packages(workspaceId));
     const c = iri(this.commandIri(commandId));
@@ -274,6 +276,10 @@ export class CommandStore {
         wsm:validationWarningCount ${integer(r.warningCount)} ; wsm:validationInfoCount ${integer(r.infoCount)} ;
         wsm:validationReport ${iri(this.graphs.report(workspaceId, commandId))} .`);
       deletes.push('wsm:validationConforms', 'wsm:validationViolationCount', 'wsm:validationWarningCount', 'wsm:validationInfoCount', 'wsm:validationReport');
+    }
+    if (extra.commandType) {
+      inserts.push(sparql`${c} wsm:commandType ${literal(extra.commandType)} .`);
+      deletes.push('wsm:commandType');
     }
     if (extra.packageInstallationId) {
       inserts.push(sparql`${c} wsm:package ${iri(this.packageIri(extra.packageInstallationId))} .`);
@@ -417,6 +423,7 @@ export class CommandRunner {
         this.commands.statusOp(ws, id, 'completed', this.now(), {
           ...(report ? { report: report.counts } : {}),
           ...(result.packageInstallationId ? { packageInstallationId: result.packageInstallationId } : {}),
+          ...(result.commandType && result.commandType !== request.commandType ? { commandType: result.commandType } : {}),
         }),
         this.commands.eventOp(ws, id, ++sequence, 'SUCCESS', result.message, this.now()),
       ]);

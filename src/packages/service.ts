@@ -88,6 +88,7 @@ interface InstalledRecord {
   name: string;
   currentVersion: string;
   createdAt: string;
+  updatedAt: string;
   registryPublisher: string | null;
   registryName: string | null;
   autoUpdate: boolean;
@@ -138,11 +139,11 @@ export class PackageService {
   private installedRecords(workspaceId: string, filter: string, modifiers = ''): InstalledRecord[] {
     const rows = this.store.select(PREFIXES + sparql`SELECT * WHERE { GRAPH ${iri(this.graphs.packages(workspaceId))} {
       ?p a wsm:PackageInstallation ; wsm:id ?id ; wsm:name ?name ; wsm:currentVersion ?currentVersion ;
-         wsm:autoUpdate ?autoUpdate ; wsm:createdAt ?createdAt .
+         wsm:autoUpdate ?autoUpdate ; wsm:createdAt ?createdAt ; wsm:updatedAt ?updatedAt .
       OPTIONAL { ?p wsm:registryPublisher ?registryPublisher } OPTIONAL { ?p wsm:registryName ?registryName }
       ${raw(filter)} } } ${raw(modifiers)}`);
     return rows.map((b) => ({
-      id: req(b, 'id'), name: req(b, 'name'), currentVersion: req(b, 'currentVersion'), createdAt: time(b, 'createdAt'),
+      id: req(b, 'id'), name: req(b, 'name'), currentVersion: req(b, 'currentVersion'), createdAt: time(b, 'createdAt'), updatedAt: time(b, 'updatedAt'),
       registryPublisher: str(b, 'registryPublisher'), registryName: str(b, 'registryName'), autoUpdate: bool(b, 'autoUpdate') ?? false,
     }));
   }
@@ -176,14 +177,12 @@ export class PackageService {
 
   private async toInstallation(workspace: Workspace, rec: InstalledRecord, matrices: MatrixSummary[]): Promise<PackageInstallation> {
     const latestVersion = await this.latestFromRegistry(workspace, rec);
-    const updatedRows = this.store.select(PREFIXES + sparql`SELECT ?updatedAt WHERE { GRAPH ${iri(this.graphs.packages(workspace.id))} {
-      ${iri(this.packageIri(rec.id))} wsm:updatedAt ?updatedAt } } LIMIT 1`);
     return {
       id: rec.id,
       name: rec.name,
       currentVersion: rec.currentVersion,
       createdAt: rec.createdAt,
-      updatedAt: updatedRows[0] ? time(updatedRows[0], 'updatedAt') : rec.createdAt,
+      updatedAt: rec.updatedAt,
       matrices,
       latestCommand: this.commands.latestSummary(workspace.id, rec.name),
       registryPublisher: rec.registryPublisher,
@@ -344,9 +343,23 @@ export class PackageService {
       packageInstallationId: existing?.id ?? null, exclusive: false,
       job: async (ctx) => {
         await ctx.event('INFO', `Read the uploaded archive (${bytes.length} bytes, sha256 ${archive.sha256}): ${this.describeManifest(m)}${forceUpdate ? '; forceUpdate is on' : ''}`);
-        return this.deployPackage(ctx, workspace, archive, { registry: null, autoUpdate: false, forceUpdate });
+        // Queued behind another command of the package, the installed version may have changed meanwhile.
+        const actualType = this.commandTypeFor(workspace.id, m.name, m.version).type;
+        const result = await this.deployPackage(ctx, workspace, archive, { registry: null, autoUpdate: false, forceUpdate });
+        return { ...result, commandType: actualType };
       },
     });
+  }
+
+  /** URIs of installed matrices (outside `exceptIds`) whose specification imports one of `uris`. */
+  private importers(workspaceId: string, uris: string[], exceptIds: Set<string>): string[] {
+    if (uris.length === 0) return [];
+    const others = this.matrixRecords(workspaceId).filter((m) => !exceptIds.has(m.id));
+    if (others.length === 0) return [];
+    const rows = this.store.select(PREFIXES + sparql`SELECT DISTINCT ?m WHERE {
+      VALUES ?g { ${join(others.map((m) => iri(m.graph)))} } VALUES ?target { ${join(uris.map((u) => iri(u)))} }
+      GRAPH ?g { ?m mtx:imports ?target } }`);
+    return rows.map((b) => req(b, 'm'));
   }
 
   /** Roles defined in the derived graphs of these matrices. */
@@ -585,6 +598,10 @@ export class PackageService {
         const matrices = this.matrixRecords(ws).filter((x) => x.packageName === name);
         await ctx.event('INFO', `Removing ${plural(matrices.length, 'matrix')} of ${name} ${current.currentVersion}: ${matrices.map((x) => `<${x.uri}>`).join(', ')}`.replace(/matrixs/, 'matrices'));
         const ids = new Set(matrices.map((x) => x.id));
+        const dependents = this.importers(ws, matrices.map((x) => x.uri), ids);
+        if (dependents.length) {
+          await ctx.event('WARNING', `Installed matrices of other packages import matrices being removed: ${dependents.map((d) => `<${d}>`).join(', ')}; they keep working but their imports will not resolve until the package is installed again`);
+        }
         const outsideRoles = this.rolesOutside(ws, ids);
         const goneRoles = [...this.rolesOf(ws, [...ids])].filter((r) => !outsideRoles.has(r));
         const gonePrincipals = [...this.principalsOf(ws, [...ids])];

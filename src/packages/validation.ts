@@ -17,7 +17,7 @@ import { fileURLToPath } from 'node:url';
 import { DataFactory, Parser, Store, Writer, type Quad } from 'n3';
 import type { Term } from '@rdfjs/types';
 import SHACLValidator from 'rdf-validate-shacl';
-import { IAM, MTX, RDF, WSM } from '../rdf/vocab.js';
+import { DCTERMS, IAM, MTX, RDF, RDFS, SH, WSM, XSD } from '../rdf/vocab.js';
 import { parseTurtle } from '../rdf/turtle.js';
 
 export type Severity = 'VIOLATION' | 'WARNING' | 'INFO';
@@ -46,11 +46,7 @@ export interface ValidationInput {
   context: { roleUris: string[]; matrixUris: string[] };
 }
 
-const SH_NS = 'http://www.w3.org/ns/shacl#';
-const sh = (term: string) => `${SH_NS}${term}`;
-const XSD_BOOLEAN = 'http://www.w3.org/2001/XMLSchema#boolean';
-const XSD_STRING = 'http://www.w3.org/2001/XMLSchema#string';
-const RDFS_LABEL = 'http://www.w3.org/2000/01/rdf-schema#label';
+const sh = (term: string) => `${SH.ns}${term}`;
 const RDF_FIRST = `${RDF.ns}first`;
 const RDF_REST = `${RDF.ns}rest`;
 const RDF_NIL = `${RDF.ns}nil`;
@@ -75,6 +71,21 @@ export function shapesQuads(): Quad[] {
   return shapesCache;
 }
 
+const WSMSH = 'https://w3id.org/wsm/shapes#';
+/**
+ * Shapes checked on each matrix file alone rather than on the package: "the
+ * file of a manifest entry declares its URI `a mtx:Matrix`".
+ */
+const PER_FILE_SHAPES = new Set([`${WSMSH}ManifestMatrixShape`]);
+
+function shapesGraphs(): { packageShapes: Store; fileShapes: Store } {
+  const all = shapesQuads();
+  return {
+    packageShapes: new Store(all.filter((q) => !PER_FILE_SHAPES.has(q.subject.value))),
+    fileShapes: new Store(all.filter((q) => PER_FILE_SHAPES.has(q.subject.value))),
+  };
+}
+
 const { namedNode, literal, blankNode, quad } = DataFactory;
 
 /** Objects of (subject, predicate) in a quad lookup. */
@@ -92,7 +103,7 @@ function storeLookup(store: Store): Lookup {
 function termText(term: Term | undefined, lookup: Lookup): string | null {
   if (!term) return null;
   if (term.termType !== 'BlankNode') return term.value;
-  const label = lookup(term, RDFS_LABEL).find((t) => t.termType === 'Literal');
+  const label = lookup(term, RDFS.label).find((t) => t.termType === 'Literal');
   return label ? `[ rdfs:label ${JSON.stringify(label.value)} ]` : '[]';
 }
 
@@ -178,16 +189,35 @@ function describe(store: Store, start: Term, out: Quad[], seen = new Set<string>
   }
 }
 
-/** n3 terms for terms of another RDF/JS factory (the SHACL engine's). */
-function toN3(term: Term): Term {
+/**
+ * n3 terms for terms of another RDF/JS factory (the SHACL engine's). Blank
+ * nodes the engine made (result nodes) get `tag` in front of their label, so
+ * the results of several runs never share a node; blank nodes of the data or
+ * the shapes (`isKnown`) keep theirs.
+ */
+function toN3(term: Term, tag: string, isKnown: (label: string) => boolean): Term {
   switch (term.termType) {
     case 'NamedNode': return namedNode(term.value);
-    case 'BlankNode': return blankNode(term.value);
+    case 'BlankNode': return blankNode(isKnown(term.value) ? term.value : `${tag}${term.value}`);
     case 'Literal': {
       const lit = term as unknown as { value: string; language?: string; datatype?: { value: string } };
-      return lit.language ? literal(lit.value, lit.language) : literal(lit.value, namedNode(lit.datatype?.value ?? XSD_STRING));
+      return lit.language ? literal(lit.value, lit.language) : literal(lit.value, namedNode(lit.datatype?.value ?? XSD.string));
     }
     default: return term;
+  }
+}
+
+/** Runs the SHACL engine and copies its report's quads (as n3 terms) into `into`. */
+async function runShacl(shapes: Store, data: Store, into: Store, tag: string): Promise<void> {
+  const report = await new SHACLValidator(shapes).validate(data);
+  const known = (label: string) => {
+    const node = blankNode(label);
+    return data.countQuads(node, null, null, null) + data.countQuads(null, null, node, null) > 0
+      || shapes.countQuads(node, null, null, null) + shapes.countQuads(null, null, node, null) > 0;
+  };
+  for (const q of report.dataset.match(null, null, null, null)) {
+    into.addQuad(quad(
+      toN3(q.subject, tag, known) as never, toN3(q.predicate, tag, known) as never, toN3(q.object, tag, known) as never));
   }
 }
 
@@ -218,19 +248,24 @@ export async function validateMatrices(input: ValidationInput): Promise<{ report
     data.addQuad(namedNode(uri), namedNode(RDF.type), namedNode(IAM.Role));
     if (!packageRoles.has(uri)) workspaceOnly.add(uri);
   }
+  // A matrix of the manifest is the package's (also when the workspace has an earlier version of
+  // it): only what the package's files say about it counts.
+  const manifestUris = new Set(input.matrices.map((m) => m.uri));
   for (const uri of input.context.matrixUris) {
+    if (manifestUris.has(uri)) continue;
     data.addQuad(namedNode(uri), namedNode(RDF.type), namedNode(MTX.Matrix));
     if (!packageMatrices.has(uri)) workspaceOnly.add(uri);
   }
 
-  const shapes = new Store(shapesQuads());
-  const validator = new SHACLValidator(shapes);
-  const engineReport = await validator.validate(data);
-
-  // Copy the engine's report into an n3 store, keeping only results about the package's own nodes.
+  // The package's shapes on the union; the per-file shapes on each file with only its own manifest entry.
+  const { packageShapes, fileShapes } = shapesGraphs();
   const engineStore = new Store();
-  for (const q of engineReport.dataset.match(null, null, null, null)) {
-    engineStore.addQuad(quad(toN3(q.subject) as never, toN3(q.predicate) as never, toN3(q.object) as never));
+  await runShacl(packageShapes, data, engineStore, 'package_');
+  for (const [index, matrix] of input.matrices.entries()) {
+    const file = new Store();
+    for (const q of matrix.quads) file.addQuad(q.subject, q.predicate, q.object);
+    file.addQuad(namedNode(matrix.uri), namedNode(WSM.matrixName), literal(matrix.name));
+    await runShacl(fileShapes, file, engineStore, `file${index}_`);
   }
   // A blank focus node or value is described in the report by its own triples (its label, its
   // type), so the report still says which node it is once a store has renamed its blank nodes.
@@ -260,30 +295,38 @@ export async function validateMatrices(input: ValidationInput): Promise<{ report
   const report = summarize(results);
   reportQuads.unshift(
     quad(reportNode, namedNode(RDF.type), namedNode(sh('ValidationReport'))),
-    quad(reportNode, namedNode(sh('conforms')), literal(String(report.conforms), namedNode(XSD_BOOLEAN))),
+    quad(reportNode, namedNode(sh('conforms')), literal(String(report.conforms), namedNode(XSD.boolean))),
   );
+  // once each, in order (a blank node shared by several results is described once)
+  const seen = new Set<string>();
+  const unique = reportQuads.filter((q) => {
+    const key = `${q.subject.id} ${q.predicate.id} ${q.object.id}`;
+    if (seen.has(key)) return false;
+    seen.add(key);
+    return true;
+  });
   const writer = new Writer({ format: 'N-Triples' });
-  return { report, ntriples: writer.quadsToString(reportQuads) };
+  return { report, ntriples: writer.quadsToString(unique) };
 }
 
-/** Reads a stored `sh:ValidationReport` (N-Triples or Turtle) back into the JSON report. */
+/** Reads a stored `sh:ValidationReport` (N-Triples, N-Quads or Turtle) back into the JSON report. */
 export function reportFromNTriples(nt: string): ValidationReport {
-  const store = new Store(new Parser({ format: 'text/turtle' }).parse(nt));
+  const store = new Store(new Parser().parse(nt));
   const lookup = storeLookup(store);
   const results = store.getObjects(null, namedNode(sh('result')), null).map((node) => readResult(node, lookup));
   return summarize(results);
 }
 
 const TURTLE_PREFIXES: Record<string, string> = {
-  sh: SH_NS,
+  sh: SH.ns,
   rdf: RDF.ns,
-  xsd: 'http://www.w3.org/2001/XMLSchema#',
-  rdfs: 'http://www.w3.org/2000/01/rdf-schema#',
-  dcterms: 'http://purl.org/dc/terms/',
+  xsd: XSD.ns,
+  rdfs: RDFS.ns,
+  dcterms: DCTERMS.ns,
   mtx: MTX.ns,
   iam: IAM.ns,
   wsm: WSM.ns,
-  wsmsh: 'https://w3id.org/wsm/shapes#',
+  wsmsh: WSMSH,
 };
 
 /**
@@ -291,7 +334,7 @@ const TURTLE_PREFIXES: Record<string, string> = {
  * result (and path) nested as a `[ ... ]` blank node.
  */
 export function reportTurtle(nt: string): string {
-  const store = new Store(new Parser({ format: 'text/turtle' }).parse(nt));
+  const store = new Store(new Parser().parse(nt));
   const writer = new Writer({ prefixes: TURTLE_PREFIXES });
   const referenced = new Map<string, number>();
   for (const q of store.getQuads(null, null, null, null)) {

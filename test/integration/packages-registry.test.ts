@@ -67,6 +67,18 @@ describe('packages: registry install, auto-update toggle, uninstall and conflict
     expect(p.autoUpdate).to.equal(true);
   });
 
+  it('accepts a registry package whose Turtle is broken (checked in the command) and fails the command', async () => {
+    const uri = 'https://example.org/packages/brittle/main';
+    publish(t, 'acme-pub', 'brittle', '1.0.0', await tinyPackage({ name: 'brittle', matrices: [{ name: 'main', uri, turtle: `<${uri}> a <https://poliglot.io/os/spec/matrix#Matrix> ; "dangling" .` }] }));
+    const res = await install(tokens.owner, 'brittle');
+    expect(res.status).to.equal(202);
+    const done = await waitForCommand(t, tokens.owner, 'acme', res.body.data.id);
+    expect(done.status).to.equal('failed');
+    expect(done.errorMessage).to.match(/main\/assembly\.ttl.*line 1/);
+    expect((await t.http.get('/api/v1/packages/acme/brittle').set(bearer(tokens.owner))).status).to.equal(404);
+    expect((await t.http.get(`/api/v1/packages/acme/commands/${done.id}/validation-report`).set(bearer(tokens.owner))).status).to.equal(404);
+  });
+
   it('toggles auto-update (P3): 200 with the installation; 400 for uploads and bad bodies; 403 members; 404 unknown', async () => {
     const path = '/api/v1/packages/acme/alpha/auto-update';
     expect((await t.http.patch(path).set(bearer(tokens.member)).send({ autoUpdate: false })).status).to.equal(403);
@@ -180,5 +192,61 @@ describe('packages: the auto-update scheduler', function () {
     // Nothing newer: no further command after more rounds.
     await new Promise((r) => setTimeout(r, 2500));
     expect((await t.http.get('/api/v1/packages/acme/alpha/commands').set(bearer(tokens.owner))).body.data).to.have.length(2);
+  });
+});
+
+describe('packages: an HTTP registry', function () {
+  this.timeout(60_000);
+  let t: TestServer;
+  let tokens: Awaited<ReturnType<typeof seedWorkspace>>['tokens'];
+  let registry: import('node:http').Server;
+  const archives = new Map<string, { bytes: Buffer; checksum: string }>();
+  before(async () => {
+    const http = await import('node:http');
+    const { createHash } = await import('node:crypto');
+    const good = await tinyPackage({ name: 'remote', version: '1.0.0' });
+    archives.set('1.0.0', { bytes: good, checksum: createHash('sha256').update(good).digest('hex') });
+    const tampered = await tinyPackage({ name: 'remote', version: '1.1.0' });
+    archives.set('1.1.0', { bytes: tampered, checksum: '0'.repeat(64) });
+    registry = http.createServer((req, res) => {
+      const m = /^\/api\/v1\/registry\/packages\/acme-pub\/remote(?:\/([^/]+)\/archive)?$/.exec(req.url ?? '');
+      if (!m) { res.writeHead(404).end(); return; }
+      if (!m[1]) {
+        res.writeHead(200, { 'Content-Type': 'application/json' }).end(JSON.stringify({ versions: [...archives.keys()].map((version) => ({ version, engineVersion: '>=1.0 <2.0', publishedAt: null })) }));
+        return;
+      }
+      const a = archives.get(m[1]);
+      if (!a) { res.writeHead(404).end(); return; }
+      res.writeHead(200, { 'Content-Type': 'application/gzip', 'X-Archive-Checksum': `sha256:${a.checksum}` }).end(a.bytes);
+    });
+    await new Promise<void>((resolve) => registry.listen(0, '127.0.0.1', resolve));
+    const { port } = registry.address() as import('node:net').AddressInfo;
+    t = await startTestServer({ WSM_REGISTRY: `http://127.0.0.1:${port}` });
+    ({ tokens } = await seedWorkspace(t, 'acme'));
+  });
+  after(async () => { await t.close(); removeDir(t.dataDir); registry.close(); });
+
+  it('installs from it, fails the command on a checksum mismatch, and reads with the registry down', async () => {
+    const ok = await t.http.post('/api/v1/packages/acme/registry/acme-pub/remote/install').set(bearer(tokens.owner)).send({ version: '1.0.0' });
+    expect(ok.status).to.equal(202);
+    expect((await waitForCommand(t, tokens.owner, 'acme', ok.body.data.id)).status).to.equal('completed');
+    let p = (await t.http.get('/api/v1/packages/acme/remote').set(bearer(tokens.member))).body.data;
+    expect(p).to.include({ currentVersion: '1.0.0', latestVersion: '1.1.0', updateAvailable: true });
+
+    const bad = await t.http.post('/api/v1/packages/acme/registry/acme-pub/remote/install').set(bearer(tokens.owner)).send({});
+    expect(bad.status).to.equal(202);
+    expect(bad.body.data).to.include({ version: '1.1.0', commandType: 'UPDATE' });
+    const failed = await waitForCommand(t, tokens.owner, 'acme', bad.body.data.id);
+    expect(failed.status).to.equal('failed');
+    expect(failed.errorMessage).to.match(/Could not download/);
+    expect(failed.errorMessage).to.match(/checksum/i);
+
+    await new Promise<void>((resolve) => { registry.close(() => resolve()); registry.closeAllConnections(); });
+    p = (await t.http.get('/api/v1/packages/acme/remote').set(bearer(tokens.member))).body.data;
+    expect(p).to.include({ currentVersion: '1.0.0', latestVersion: null, updateAvailable: false });
+    const list = await t.http.get('/api/v1/packages/acme').set(bearer(tokens.member));
+    expect(list.status).to.equal(200);
+    const down = await t.http.post('/api/v1/packages/acme/registry/acme-pub/remote/install').set(bearer(tokens.owner)).send({});
+    expect(down.status).to.equal(503);
   });
 });

@@ -256,4 +256,51 @@ describe('packages: upload install, reads and re-installs (P2, P4, P5, P7-P10)',
     expect((await t.http.get(`/api/v1/packages/acme/commands/${any}`).set(bearer(tokens.outsider))).status).to.equal(404);
     expect((await t.http.get(`/api/v1/packages/acme/commands/${any}/events`).set(bearer(tokens.outsider))).status).to.equal(404);
   });
+
+  it('installs a matrix importing one of another package, and warns when that package is uninstalled', async () => {
+    const taken = 'https://example.org/packages/alpha/main';
+    const uri = 'https://example.org/packages/dependent/main';
+    const done = await uploadAndWait(t, tokens.owner, 'acme', await tinyPackage({ name: 'dependent', matrices: [{ name: 'main', uri, turtle: roleMatrix(uri, 'user', `<${uri}> mtx:imports <${taken}> .`) }] }));
+    expect(done.status, done.errorMessage ?? '').to.equal('completed');
+    expect((await t.http.get('/api/v1/packages/acme/dependent').set(bearer(tokens.owner))).body.data.matrices[0].dependencyCount).to.equal(1);
+    const res = await t.http.delete('/api/v1/packages/acme/rival').set(bearer(tokens.owner));
+    expect(res.status).to.equal(202);
+    expect((await waitForCommand(t, tokens.owner, 'acme', res.body.data.id)).status).to.equal('completed');
+    const warning = (await eventsOf(t, tokens.owner, 'acme', res.body.data.id)).find((e) => e.level === 'WARNING');
+    expect(warning?.message).to.contain(`<${uri}>`);
+  });
+
+  it('answers 404 on every package endpoint for an unknown workspace', async () => {
+    const id = '00000000-0000-4000-8000-000000000000';
+    const calls = [
+      t.http.post('/api/v1/packages/nowhere/registry/acme-pub/alpha/install').send({}),
+      t.http.patch('/api/v1/packages/nowhere/alpha/auto-update').send({ autoUpdate: true }),
+      t.http.get('/api/v1/packages/nowhere'),
+      t.http.get('/api/v1/packages/nowhere/alpha'),
+      t.http.delete('/api/v1/packages/nowhere/alpha'),
+      t.http.get('/api/v1/packages/nowhere/alpha/commands'),
+      t.http.get(`/api/v1/packages/nowhere/commands/${id}`),
+      t.http.get(`/api/v1/packages/nowhere/commands/${id}/validation-report`),
+      t.http.get(`/api/v1/packages/nowhere/commands/${id}/events`),
+    ];
+    for (const [i, call] of calls.entries()) {
+      const res = await call.set(bearer(tokens.root));
+      expect(res.status, `call ${i}`).to.equal(404);
+      expect(res.body.error.code).to.equal('NOT_FOUND');
+    }
+  });
+
+  it('queues an upload behind an active command of the package and records what it turned out to be', async () => {
+    const [first, second] = await Promise.all([
+      upload(t, tokens.owner, 'acme', await tinyPackage({ name: 'queued', version: '1.0.0' })),
+      upload(t, tokens.owner, 'acme', await tinyPackage({ name: 'queued', version: '1.1.0' })),
+    ]);
+    expect([first.status, second.status]).to.deep.equal([202, 202]);
+    expect(second.body.data).to.include({ commandType: 'INSTALL', status: 'pending' });
+    const a = await waitForCommand(t, tokens.owner, 'acme', first.body.data.id);
+    const b = await waitForCommand(t, tokens.owner, 'acme', second.body.data.id);
+    expect(a).to.include({ status: 'completed', commandType: 'INSTALL' });
+    expect(b).to.include({ status: 'completed', commandType: 'UPDATE', packageInstallationId: a.packageInstallationId });
+    expect((await t.http.get('/api/v1/packages/acme/queued').set(bearer(tokens.owner))).body.data.currentVersion).to.equal('1.1.0');
+  });
 });

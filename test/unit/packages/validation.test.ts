@@ -100,6 +100,22 @@ describe('packages/validation (SHACL)', () => {
     expect(report.results.filter((r) => r.severity === 'INFO').map((r) => r.focusNode)).to.include(TRACKING_URI);
   });
 
+  it('requires the file of each manifest entry itself to declare its URI, even if another file of the package does', async () => {
+    const reportingElsewhere = trackingTurtle({ extra: `<${REPORTING_URI}> a mtx:Matrix ; rdfs:label "Reporting" ; rdfs:comment "Declared in the wrong file." .` });
+    const emptyReporting = '@prefix rdfs: <http://www.w3.org/2000/01/rdf-schema#> .\n<https://example.org/matrices/reporting#Note> rdfs:label "Nothing else" .';
+    const matrices = [
+      { uri: TRACKING_URI, name: 'tracking', quads: parseTurtle(reportingElsewhere) },
+      { uri: REPORTING_URI, name: 'reporting', quads: parseTurtle(emptyReporting) },
+    ];
+    const { report } = await validateMatrices({ matrices, context: noContext });
+    expect(violations(report).map((r) => [r.focusNode, r.sourceShape])).to.deep.equal([
+      [REPORTING_URI, 'https://w3id.org/wsm/shapes#ManifestMatrixShape'],
+    ]);
+    // a reinstall: the workspace already has the matrix, the new file still has to declare it
+    const reinstall = await validateMatrices({ matrices: [matrices[1]!], context: { roleUris: [], matrixUris: [REPORTING_URI] } });
+    expect(violations(reinstall.report).map((r) => r.focusNode)).to.deep.equal([REPORTING_URI]);
+  });
+
   it('refuses blank-node roles and agents (their ids derive from the IRI)', async () => {
     const matrix = tracking({ extra: '[] a iam:Role ; rdfs:label "Anonymous" ; rdfs:comment "No IRI." .' });
     const { report } = await validateMatrices({ matrices: [matrix], context: noContext });
@@ -135,13 +151,15 @@ pt:Guest a iam:Role ; rdfs:label "Guest" ; rdfs:comment "Read-only access." .`,
       imports: ['https://example.org/matrices/missing'],
       extra: `pt:Watcher a iam:Agent ; rdfs:label "Watcher"@en, "Beobachter"@de ; iam:hasRole pt:Nobody .
 pt:Guest a iam:Role ; rdfs:label "Guest" ; rdfs:comment "Read-only access." .
-[] a iam:Agent ; rdfs:label "Anonymous bot" ; rdfs:comment "x" ; iam:hasRole pt:Developer .`,
+[] a iam:Agent ; rdfs:label "Anonymous bot" ; iam:hasRole pt:Developer .`,
     });
     const { report, ntriples } = await validateMatrices({ matrices: [matrix], context: noContext });
     expect(report.violationCount).to.equal(4);
-    expect(report.warningCount).to.equal(1);
+    expect(report.warningCount).to.equal(2);
     expect(report.infoCount).to.equal(1);
     expect(report.results.map((r) => r.focusNode)).to.include('[ rdfs:label "Anonymous bot" ]');
+    const lines = ntriples.trim().split('\n');
+    expect(new Set(lines).size, 'no triple written twice').to.equal(lines.length);
     // store and dump through Oxigraph, as the service does
     const store = new oxigraph.Store();
     const graph = oxigraph.namedNode('urn:report');
@@ -149,6 +167,8 @@ pt:Guest a iam:Role ; rdfs:label "Guest" ; rdfs:comment "Read-only access." .
     const dumped = store.dump({ format: 'application/n-triples', from_graph_name: graph });
     expect(reportFromNTriples(dumped)).to.deep.equal(report);
     expect(reportFromNTriples(ntriples)).to.deep.equal(report);
+    // a dump with graph names (N-Quads) reads the same
+    expect(reportFromNTriples(store.dump({ format: 'application/n-quads' }))).to.deep.equal(report);
   });
 
   it('gives readable Turtle with prefixes that parses to the same report', async () => {
