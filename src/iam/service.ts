@@ -34,7 +34,7 @@ export interface Principal {
 
 type Kind = 'Role' | 'Agent';
 
-/** A role or agent record with the graph it was read from, and for agents their principal. */
+/** A role or agent record with its IRI, and for an agent the id and creation time of its principal. */
 interface RecordRow {
   record: Role;
   iri: string;
@@ -49,8 +49,6 @@ interface ResolvedPrincipal {
   /** The agent's IRI (AGENT principals). */
   agentIri?: string;
 }
-
-const NONE = raw('FILTER (false)');
 
 /**
  * Identity and access (INTERFACE.md I1 to I14, DESIGN.md section 3) over the
@@ -81,18 +79,24 @@ export class IamService {
     const sys = iri(this.graphs.system);
     const members = sparql`GRAPH ${iam} { ?p a wsm:Principal ; wsm:principalType "USER" ; wsm:actor ?u }
       GRAPH ${sys} { ?u a wsm:User ; wsm:username ?username }`;
-    const total = int(this.store.select(`${PREFIXES} SELECT (COUNT(DISTINCT ?u) AS ?n) WHERE { ${members} }`)[0] ?? {}, 'n');
-    const rows = this.store.select(`${PREFIXES} SELECT * WHERE {
-      { SELECT DISTINCT ?u ?username WHERE { ${members} } ORDER BY ?username LIMIT ${query.pageSize} OFFSET ${offsetOf(query)} }
-      GRAPH ${sys.__sparql} { ${userPattern(raw('?u'))} }
-    } ORDER BY ?username`);
-    return page(rows.map(userFromBinding), query, total);
+    // Every USER principal has its user record (users are never deleted), so counting principals is enough.
+    const total = int(this.store.select(PREFIXES + sparql`SELECT (COUNT(?p) AS ?n) WHERE { GRAPH ${iam} { ?p a wsm:Principal ; wsm:principalType "USER" } }`)[0] ?? {}, 'n');
+    const ids = this.store.select(`${PREFIXES} SELECT ?u ?username WHERE { ${members} } ORDER BY ?username ?u LIMIT ${query.pageSize} OFFSET ${offsetOf(query)}`);
+    // Each user of the page is read by its IRI (a join with every user record would cost more than the page).
+    const items = ids.map((b) => this.userByIri(req(b, 'u'))).filter((u): u is User => u !== null);
+    return page(items, query, total);
+  }
+
+  private userByIri(userIri: string): User | null {
+    const rows = this.store.select(`${PREFIXES} SELECT * WHERE { GRAPH ${iri(this.graphs.system).__sparql} { ${userPattern(iri(userIri))} } } LIMIT 1`);
+    return rows[0] ? userFromBinding(rows[0]) : null;
   }
 
   /** I6: a member user by id; 404 when the id names no member of this workspace. */
   getMemberUser(workspace: Workspace, userId: string): User {
-    const user = UUID_PATTERN.test(userId) ? this.users.get({ id: userId.toLowerCase() }) : null;
-    if (!user || !this.workspaces.isMember(workspace.id, user.id)) {
+    const id = userId.toLowerCase();
+    const user = UUID_PATTERN.test(id) && this.workspaces.isMember(workspace.id, id) ? this.userByIri(this.users.userIri(id)) : null;
+    if (!user) {
       throw notFound(`User "${userId}" is not a member of workspace "${workspace.slug}"`);
     }
     return user;
@@ -101,37 +105,44 @@ export class IamService {
   /** I7: the roles assigned to a member user. */
   userRoles(workspace: Workspace, userId: string): Role[] {
     const user = this.getMemberUser(workspace, userId);
-    const p = iri(this.workspaces.principalIri(this.workspaces.userPrincipalId(workspace.id, user.id)));
-    return this.records(workspace, 'Role', this.assignedTo(workspace, p)).map((r) => r.record);
+    const p = this.workspaces.principalIri(this.workspaces.userPrincipalId(workspace.id, user.id));
+    return this.locate(workspace, 'Role', this.assignedRoleIris(workspace, p)).map((r) => r.record);
   }
 
   // ----------------------------------------------------------- principals
 
   /** I8: the caller's own principal; 404 for a caller without one (a system admin who is not a member). */
   principalOfUser(workspace: Workspace, user: User | null): Principal {
-    const found = user ? this.userPrincipals(workspace, sparql`VALUES ?p { ${iri(this.workspaces.principalIri(this.workspaces.userPrincipalId(workspace.id, user.id)))} }`)[0] : undefined;
+    const found = user ? this.userPrincipal(workspace, this.workspaces.principalIri(this.workspaces.userPrincipalId(workspace.id, user.id))) : null;
     if (!found) {
       throw notFound(`You are not a member of workspace "${workspace.slug}", so you have no principal in it (system administrators administer every workspace without one)`);
     }
     return found;
   }
 
-  /** USER principals matching a pattern over `?p` inside the IAM graph, ordered by username. */
-  private userPrincipals(workspace: Workspace, constraint: string): Principal[] {
-    const rows = this.store.select(PREFIXES + sparql`SELECT * WHERE {
+  /** One USER principal of the workspace by IRI, with its User. */
+  private userPrincipal(workspace: Workspace, principalIri: string): Principal | null {
+    const rows = this.store.select(PREFIXES + sparql`SELECT ?principalId ?principalCreatedAt ?u WHERE { GRAPH ${iri(this.graphs.iam(workspace.id))} {
+      ${iri(principalIri)} a wsm:Principal ; wsm:principalType "USER" ; wsm:actor ?u ; wsm:id ?principalId ; wsm:createdAt ?principalCreatedAt } } LIMIT 1`);
+    const user = rows[0] ? this.userByIri(req(rows[0], 'u')) : null;
+    if (!rows[0] || !user) return null;
+    return { id: req(rows[0], 'principalId'), workspaceId: workspace.id, type: 'USER', actor: user, createdAt: time(rows[0], 'principalCreatedAt') };
+  }
+
+  /** The USER principals holding a role by assignment, ordered by username. */
+  private userPrincipalsWithRole(workspace: Workspace, roleIri: string): Principal[] {
+    const rows = this.store.select(PREFIXES + sparql`SELECT ?principalId ?principalCreatedAt ?u WHERE {
       GRAPH ${iri(this.graphs.iam(workspace.id))} {
-        ${raw(constraint)}
+        ?asg wsm:role ${iri(roleIri)} ; wsm:principal ?p .
         ?p a wsm:Principal ; wsm:principalType "USER" ; wsm:actor ?u ; wsm:id ?principalId ; wsm:createdAt ?principalCreatedAt .
-      }
-      GRAPH ${iri(this.graphs.system)} { ?u a wsm:User . ${raw(userPattern(raw('?u')))} }
-    } ORDER BY ?username`);
-    return rows.map((b) => ({
-      id: req(b, 'principalId'),
-      workspaceId: workspace.id,
-      type: 'USER' as const,
-      actor: userFromBinding(b),
-      createdAt: time(b, 'principalCreatedAt'),
-    }));
+      } }`);
+    // Each user is read by its IRI: cheaper than joining with every user record of the system graph.
+    const out: Principal[] = [];
+    for (const b of rows) {
+      const user = this.userByIri(req(b, 'u'));
+      if (user) out.push({ id: req(b, 'principalId'), workspaceId: workspace.id, type: 'USER', actor: user, createdAt: time(b, 'principalCreatedAt') });
+    }
+    return out.sort((x, y) => ((x.actor as User).username < (y.actor as User).username ? -1 : 1));
   }
 
   private agentPrincipal(workspace: Workspace, row: RecordRow): Principal {
@@ -154,9 +165,11 @@ export class IamService {
     if (!UUID_PATTERN.test(principalId)) return null;
     const pIri = this.workspaces.principalIri(principalId.toLowerCase());
     const p = iri(pIri);
-    const user = this.userPrincipals(workspace, sparql`VALUES ?p { ${p} }`)[0];
+    const user = this.userPrincipal(workspace, pIri);
     if (user) return { principal: user, iri: pIri };
-    const agent = this.records(workspace, 'Agent', sparql`GRAPH ?g { ${p} a wsm:Principal ; wsm:principalType "AGENT" ; wsm:actor ?r }`)[0];
+    const rows = this.store.select(PREFIXES + sparql`SELECT ?g ?r WHERE { GRAPH ?g { ${p} a wsm:Principal ; wsm:principalType "AGENT" ; wsm:actor ?r } }`);
+    const found = rows.filter((b) => this.inScope(workspace, req(b, 'g')));
+    const agent = found.length ? this.hydrate(workspace, 'Agent', req(found[0]!, 'r'), minGraph(found)) : null;
     if (!agent) return null;
     return { principal: { ...this.agentPrincipal(workspace, agent), id: principalId.toLowerCase() }, iri: pIri, agentIri: agent.iri };
   }
@@ -165,19 +178,19 @@ export class IamService {
 
   /** I9: one page of roles, optionally only those of a user (`assignee`) or of a principal (`principal`). */
   listRoles(workspace: Workspace, query: PageQuery & { assignee?: string | undefined; principal?: string | undefined }): Page<Role> {
-    const constraints: string[] = [];
+    if (!query.assignee && !query.principal) return this.pageOf(workspace, 'Role', query);
+    // A filtered list holds the roles of one principal: few, so it is built, sorted and sliced here.
+    let iris: string[] | null = null;
+    const narrow = (next: string[]) => { iris = iris === null ? next : iris.filter((x) => next.includes(x)); };
     if (query.assignee) {
-      const p = iri(this.workspaces.principalIri(this.workspaces.userPrincipalId(workspace.id, query.assignee.toLowerCase())));
-      constraints.push(this.assignedTo(workspace, p));
+      narrow(this.assignedRoleIris(workspace, this.workspaces.principalIri(this.workspaces.userPrincipalId(workspace.id, query.assignee.toLowerCase()))));
     }
     if (query.principal) {
       const resolved = this.resolvePrincipal(workspace, query.principal);
-      constraints.push(resolved ? this.rolesOfPrincipal(workspace, resolved) : NONE.__sparql);
+      narrow(resolved ? this.roleIrisOfPrincipal(workspace, resolved) : []);
     }
-    const constraint = constraints.join('\n');
-    const total = this.count(workspace, 'Role', constraint);
-    const items = this.records(workspace, 'Role', constraint, query).map((r) => r.record);
-    return page(items, query, total);
+    const all = this.locate(workspace, 'Role', iris ?? []).map((r) => r.record);
+    return page(all.slice(offsetOf(query), offsetOf(query) + query.pageSize), query, all.length);
   }
 
   /** I10: one role by id. */
@@ -189,21 +202,33 @@ export class IamService {
   roleAssignees(workspace: Workspace, roleId: string): Principal[] {
     const { iri: roleIri } = this.findRecord(workspace, 'Role', roleId);
     const r = iri(roleIri);
-    const iam = iri(this.graphs.iam(workspace.id));
-    const users = this.userPrincipals(workspace, sparql`?asg a wsm:RoleAssignment ; wsm:role ${r} ; wsm:principal ?p .`);
-    const agents = this.records(workspace, 'Agent', sparql`
-      { GRAPH ?g { ?r wsm:role ${r} } }
-      UNION
-      { GRAPH ${iam} { ?asg a wsm:RoleAssignment ; wsm:role ${r} ; wsm:principal ?q0 } GRAPH ?g { ?q0 a wsm:Principal ; wsm:actor ?r } }`);
-    return [...users, ...agents.map((a) => this.agentPrincipal(workspace, a))];
+    const users = this.userPrincipalsWithRole(workspace, roleIri);
+    if (roleIri === this.workspaces.roleIri(this.workspaces.adminRoleId(workspace.id)) && !users.some((u) => (u.actor as User).id === workspace.owner.id)) {
+      // The owner holds the built-in role by ownership, assigned or not.
+      const owner = this.userPrincipal(workspace, this.ownerPrincipalIri(workspace));
+      if (owner) users.push(owner);
+      users.sort((x, y) => ((x.actor as User).username < (y.actor as User).username ? -1 : 1));
+    }
+    const bySpecification = this.store.select(PREFIXES + sparql`SELECT DISTINCT ?a WHERE { GRAPH ?g { ?a wsm:role ${r} ; a wsm:Agent } }`);
+    const byAssignment = this.store.select(PREFIXES + sparql`SELECT DISTINCT ?a WHERE {
+      GRAPH ${iri(this.graphs.iam(workspace.id))} { ?asg wsm:role ${r} ; wsm:principal ?q }
+      GRAPH ?g { ?q wsm:principalType "AGENT" ; wsm:actor ?a } }`);
+    const agentIris = [...new Set([...bySpecification, ...byAssignment].map((b) => req(b, 'a')))];
+    const agents = this.locate(workspace, 'Agent', agentIris);
+    return [...users, ...agents.filter((a) => this.holdsRole(workspace, a, roleIri)).map((a) => this.agentPrincipal(workspace, a))];
+  }
+
+  /** Whether an agent (as located) holds a role, by its specification in scope or by an assignment to its principal. */
+  private holdsRole(workspace: Workspace, agent: RecordRow, roleIri: string): boolean {
+    const principalIri = this.workspaces.principalIri(agent.principalId ?? this.agentPrincipalId(workspace, agent.record.uri));
+    return this.roleIrisOfPrincipal(workspace, { principal: this.agentPrincipal(workspace, agent), iri: principalIri, agentIri: agent.iri }).includes(roleIri);
   }
 
   // --------------------------------------------------------------- agents
 
   /** I12: one page of agents. */
   listAgents(workspace: Workspace, query: PageQuery): Page<Agent> {
-    const total = this.count(workspace, 'Agent', '');
-    return page(this.records(workspace, 'Agent', '', query).map((r) => r.record), query, total);
+    return this.pageOf(workspace, 'Agent', query);
   }
 
   /** I13: one agent by id. */
@@ -219,7 +244,7 @@ export class IamService {
       iri: this.workspaces.principalIri(agent.principalId ?? this.agentPrincipalId(workspace, agent.record.uri)),
       agentIri: agent.iri,
     };
-    return this.records(workspace, 'Role', this.rolesOfPrincipal(workspace, resolved)).map((r) => r.record);
+    return this.locate(workspace, 'Role', this.roleIrisOfPrincipal(workspace, resolved)).map((r) => r.record);
   }
 
   // ---------------------------------------------------------- assignments
@@ -270,6 +295,9 @@ export class IamService {
     if (this.store.ask(PREFIXES + sparql`ASK { GRAPH ${iam} { ${a} a wsm:RoleAssignment } }`)) {
       throw conflict(`${capitalize(this.describe(p))} already has the role "${role.record.label}"`);
     }
+    if (role.record.uri === ADMIN_ROLE_URI && p.principal.type === 'USER' && (p.principal.actor as User).id === workspace.owner.id) {
+      throw conflict(`User "${(p.principal.actor as User).username}" already has the role "${role.record.label}" as the workspace owner`);
+    }
     if (p.agentIri && this.hasSpecificationRole(workspace, p.agentIri, role.iri)) {
       throw conflict(`Agent "${(p.principal.actor as Agent).label}" already has the role "${role.record.label}" from its matrix specification`);
     }
@@ -283,98 +311,130 @@ export class IamService {
     const assignmentId = this.workspaces.assignmentId(workspace.id, role.record.id, p.principal.id);
     const a = iri(this.workspaces.assignmentIri(assignmentId));
     const iam = iri(this.graphs.iam(workspace.id));
-    if (!this.store.ask(PREFIXES + sparql`ASK { GRAPH ${iam} { ${a} a wsm:RoleAssignment } }`)) {
-      if (p.agentIri && this.hasSpecificationRole(workspace, p.agentIri, role.iri)) {
-        throw notFound(`Agent "${(p.principal.actor as Agent).label}" holds the role "${role.record.label}" by its matrix specification, not by an assignment; it cannot be removed through the API`);
-      }
-      throw notFound(`${capitalize(this.describe(p))} has no assignment of the role "${role.record.label}"`);
-    }
     if (p.principal.type === 'USER' && role.record.uri === ADMIN_ROLE_URI) {
       const userId = (p.principal.actor as User).id;
       const remaining = this.workspaces.adminUserIds(workspace).filter((id) => id !== userId);
       if (remaining.length === 0) throw conflict('This is the last administrator of the workspace; make another member an administrator first');
       if (workspace.owner.id === userId) throw conflict('The workspace owner is always an administrator; the administrator role cannot be removed from the owner');
     }
+    if (!this.store.ask(PREFIXES + sparql`ASK { GRAPH ${iam} { ${a} a wsm:RoleAssignment } }`)) {
+      if (p.agentIri && this.hasSpecificationRole(workspace, p.agentIri, role.iri)) {
+        throw notFound(`Agent "${(p.principal.actor as Agent).label}" holds the role "${role.record.label}" by its matrix specification, not by an assignment; it cannot be removed through the API`);
+      }
+      throw notFound(`${capitalize(this.describe(p))} has no assignment of the role "${role.record.label}"`);
+    }
     await this.store.update(PREFIXES + sparql`DELETE WHERE { GRAPH ${iam} { ${a} ?p ?o } }`);
     return `Role "${role.record.label}" removed from ${this.describe(p)}`;
   }
 
-  private hasSpecificationRole(workspace: Workspace, agentIri: string, roleIri: string): boolean {
-    return this.store.ask(PREFIXES + sparql`ASK { GRAPH ?g { ${iri(agentIri)} wsm:role ${iri(roleIri)} } ${this.scope(workspace, raw('?g'))} }`);
-  }
-
   // ------------------------------------------------------------ internals
 
-  /** Pattern: roles `?r` assigned (in the IAM graph) to the principal `p`. */
-  private assignedTo(workspace: Workspace, p: SparqlFragment): string {
-    return sparql`GRAPH ${iri(this.graphs.iam(workspace.id))} { ?asg a wsm:RoleAssignment ; wsm:role ?r ; wsm:principal ${p} }`;
-  }
-
-  /** Pattern: roles `?r` of a principal: assigned, and for an agent also from its specification. */
-  private rolesOfPrincipal(workspace: Workspace, p: ResolvedPrincipal): string {
-    const assigned = this.assignedTo(workspace, iri(p.iri));
-    if (!p.agentIri) return assigned;
-    return sparql`{ ${raw(assigned)} } UNION { GRAPH ?sg { ${iri(p.agentIri)} wsm:role ?r } ${this.scope(workspace, raw('?sg'))} }`;
-  }
-
   /**
-   * FILTER keeping a graph variable to this workspace's IAM graph and the
-   * derived graphs of its matrices (never a specification or extension graph,
-   * whose Turtle comes from packages).
+   * IRIs of the roles assigned (in the IAM graph) to a principal, whether the
+   * roles still exist or not; the workspace owner, while a member, also holds
+   * the built-in administrator role by ownership (DESIGN.md section 3).
    */
-  private scope(workspace: Workspace, g: SparqlFragment): SparqlFragment {
-    const matrices = literal(`${this.graphs.workspacePrefix(workspace.id)}matrices/`);
-    return raw(sparql`FILTER (${g} = ${iri(this.graphs.iam(workspace.id))} || (STRSTARTS(STR(${g}), ${matrices}) && STRENDS(STR(${g}), "/derived")))`);
-  }
-
-  /** The record pattern of a role or agent `?r` with id `?id` in graph `?g` of this workspace. */
-  private recordPattern(workspace: Workspace, kind: Kind, constraint: string): string {
-    return sparql`GRAPH ?g { ?r a ${raw(`wsm:${kind}`)} ; wsm:id ?id ; wsm:workspace ${iri(this.workspaces.workspaceIri(workspace.id))} }
-      ${this.scope(workspace, raw('?g'))}
-      ${raw(constraint)}`;
-  }
-
-  private count(workspace: Workspace, kind: Kind, constraint: string): number {
-    const rows = this.store.select(`${PREFIXES} SELECT (COUNT(DISTINCT ?id) AS ?n) WHERE { ${this.recordPattern(workspace, kind, constraint)} }`);
-    return int(rows[0] ?? {}, 'n');
-  }
-
-  /**
-   * Roles or agents matching a constraint over `?r` (and `?g`), one per id
-   * (a role defined in two graphs is read from the first of them), ordered
-   * built-in first, then by label; one page of them when `paging` is given.
-   */
-  private records(workspace: Workspace, kind: Kind, constraint: string, paging?: PageQuery): RecordRow[] {
-    const principal = kind === 'Agent'
-      ? 'OPTIONAL { ?q a wsm:Principal ; wsm:principalType "AGENT" ; wsm:actor ?r2 ; wsm:id ?principalId ; wsm:createdAt ?principalCreatedAt }'
-      : '';
-    const slice = paging ? `LIMIT ${paging.pageSize} OFFSET ${offsetOf(paging)}` : '';
-    const rows = this.store.select(`${PREFIXES} SELECT ?r2 ?id ?uri ?label ?description ?m ?createdAt ?updatedAt ?principalId ?principalCreatedAt WHERE {
-      { SELECT ?id (MIN(STR(?g)) AS ?gs) WHERE { ${this.recordPattern(workspace, kind, constraint)} } GROUP BY ?id }
-      BIND (IRI(?gs) AS ?g2)
-      GRAPH ?g2 {
-        ?r2 a wsm:${kind} ; wsm:id ?id ; wsm:uri ?uri ; wsm:createdAt ?createdAt ; wsm:updatedAt ?updatedAt .
-        OPTIONAL { ?r2 wsm:label ?label } OPTIONAL { ?r2 wsm:description ?description } OPTIONAL { ?r2 wsm:matrix ?m }
-        ${principal}
-      }
-    } ORDER BY (IF(BOUND(?m), 1, 0)) LCASE(COALESCE(?label, STR(?uri))) ?id ${slice}`);
-    const seen = new Set<string>();
-    const out: RecordRow[] = [];
-    for (const b of rows) {
-      const row = this.recordRow(b);
-      if (seen.has(row.record.id)) continue;
-      seen.add(row.record.id);
-      out.push(row);
+  private assignedRoleIris(workspace: Workspace, principalIri: string): string[] {
+    const rows = this.store.select(PREFIXES + sparql`SELECT DISTINCT ?r WHERE {
+      GRAPH ${iri(this.graphs.iam(workspace.id))} { ?asg a wsm:RoleAssignment ; wsm:role ?r ; wsm:principal ${iri(principalIri)} } }`);
+    const held = rows.map((b) => req(b, 'r'));
+    if (principalIri === this.ownerPrincipalIri(workspace) && this.workspaces.isMember(workspace.id, workspace.owner.id)) {
+      held.push(this.workspaces.roleIri(this.workspaces.adminRoleId(workspace.id)));
     }
-    return out;
+    return [...new Set(held)];
   }
 
-  private recordRow(b: Binding): RecordRow {
+  private ownerPrincipalIri(workspace: Workspace): string {
+    return this.workspaces.principalIri(this.workspaces.userPrincipalId(workspace.id, workspace.owner.id));
+  }
+
+  /** IRIs of the roles of a principal: assigned, and for an agent also those of its specification. */
+  private roleIrisOfPrincipal(workspace: Workspace, p: ResolvedPrincipal): string[] {
+    const assigned = this.assignedRoleIris(workspace, p.iri);
+    if (!p.agentIri) return assigned;
+    const rows = this.store.select(PREFIXES + sparql`SELECT DISTINCT ?r ?g WHERE { GRAPH ?g { ${iri(p.agentIri)} wsm:role ?r } }`);
+    const specified = rows.filter((b) => this.inScope(workspace, req(b, 'g'))).map((b) => req(b, 'r'));
+    return [...new Set([...specified, ...assigned])];
+  }
+
+  private hasSpecificationRole(workspace: Workspace, agentIri: string, roleIri: string): boolean {
+    return this.store.select(PREFIXES + sparql`SELECT ?g WHERE { GRAPH ?g { ${iri(agentIri)} wsm:role ${iri(roleIri)} } }`)
+      .some((b) => this.inScope(workspace, req(b, 'g')));
+  }
+
+  /**
+   * Whether a graph is this workspace's IAM graph or the derived graph of one
+   * of its matrices: records are read only from those, never from a
+   * specification or extension graph, whose Turtle comes from packages.
+   */
+  private inScope(workspace: Workspace, graph: string): boolean {
+    if (graph === this.graphs.iam(workspace.id)) return true;
+    const matrices = `${this.graphs.workspacePrefix(workspace.id)}matrices/`;
+    return graph.startsWith(matrices) && graph.endsWith('/derived') && !graph.slice(matrices.length, -'/derived'.length).includes('/');
+  }
+
+  /** The same condition in SPARQL, over a graph variable. */
+  private scopeFilter(workspace: Workspace, g: SparqlFragment): string {
+    const matrices = literal(`${this.graphs.workspacePrefix(workspace.id)}matrices/`);
+    return sparql`FILTER (${g} = ${iri(this.graphs.iam(workspace.id))} || (STRSTARTS(STR(${g}), ${matrices}) && STRENDS(STR(${g}), "/derived")))`;
+  }
+
+  /**
+   * One page of all roles or agents of the workspace, one per IRI (a role
+   * defined in two graphs is read from the first), built-in role first, then
+   * by label: paged and counted by the store, then each record read.
+   */
+  private pageOf(workspace: Workspace, kind: Kind, query: PageQuery): Page<Role> {
+    const ws = iri(this.workspaces.workspaceIri(workspace.id));
+    const pattern = sparql`GRAPH ?g { ?r a ${raw(`wsm:${kind}`)} ; wsm:workspace ${ws} . OPTIONAL { ?r wsm:label ?label } OPTIONAL { ?r wsm:uri ?uri } }
+      ${raw(this.scopeFilter(workspace, raw('?g')))}`;
+    const total = int(this.store.select(`${PREFIXES} SELECT (COUNT(DISTINCT ?r) AS ?n) WHERE { ${pattern} }`)[0] ?? {}, 'n');
+    const rows = this.store.select(`${PREFIXES} SELECT ?r (MIN(STR(?g)) AS ?gs) (MIN(IF(?g = ${iri(this.graphs.iam(workspace.id)).__sparql}, 0, 1)) AS ?builtin)
+      (MIN(LCASE(COALESCE(?label, STR(?uri), ""))) AS ?sort) WHERE { ${pattern} }
+      GROUP BY ?r ORDER BY ?builtin ?sort ?r LIMIT ${query.pageSize} OFFSET ${offsetOf(query)}`);
+    const items = rows.map((b) => this.hydrate(workspace, kind, req(b, 'r'), req(b, 'gs'))).filter((r): r is RecordRow => r !== null);
+    return page(items.map((r) => r.record), query, total);
+  }
+
+  /**
+   * Reads the records of roles or agents known by IRI, from the graphs of this
+   * workspace that hold them; IRIs naming nothing (a vanished role) are
+   * skipped. Sorted built-in first, then by label.
+   */
+  private locate(workspace: Workspace, kind: Kind, iris: string[]): RecordRow[] {
+    const out: RecordRow[] = [];
+    for (const recordIri of new Set(iris)) {
+      const rows = this.store.select(PREFIXES + sparql`SELECT ?g WHERE { GRAPH ?g { ${iri(recordIri)} a ${raw(`wsm:${kind}`)} ; wsm:workspace ${iri(this.workspaces.workspaceIri(workspace.id))} } }`)
+        .filter((b) => this.inScope(workspace, req(b, 'g')));
+      const row = rows.length ? this.hydrate(workspace, kind, recordIri, minGraph(rows)) : null;
+      if (row) out.push(row);
+    }
+    const key = (r: RecordRow) => [r.record.matrixId === null ? 0 : 1, r.record.label.toLowerCase(), r.record.id] as const;
+    return out.sort((x, y) => {
+      const [a, b] = [key(x), key(y)];
+      return a[0] - b[0] || (a[1] < b[1] ? -1 : a[1] > b[1] ? 1 : a[2] < b[2] ? -1 : a[2] > b[2] ? 1 : 0);
+    });
+  }
+
+  /** Reads one role or agent record from one graph (null when it is not there). */
+  private hydrate(workspace: Workspace, kind: Kind, recordIri: string, graph: string): RecordRow | null {
+    const r = iri(recordIri);
+    const principal = kind === 'Agent'
+      ? sparql`OPTIONAL { ?q a wsm:Principal ; wsm:principalType "AGENT" ; wsm:actor ${r} ; wsm:id ?principalId ; wsm:createdAt ?principalCreatedAt }`
+      : '';
+    const rows = this.store.select(PREFIXES + sparql`SELECT * WHERE { GRAPH ${iri(graph)} {
+      ${r} a ${raw(`wsm:${kind}`)} ; wsm:id ?id ; wsm:uri ?uri ; wsm:createdAt ?createdAt .
+      OPTIONAL { ${r} wsm:updatedAt ?updatedAt } OPTIONAL { ${r} wsm:label ?label } OPTIONAL { ${r} wsm:description ?description } OPTIONAL { ${r} wsm:matrix ?m }
+      ${raw(principal)} } } LIMIT 1`);
+    return rows[0] ? this.recordRow(recordIri, rows[0]) : null;
+  }
+
+  private recordRow(recordIri: string, b: Binding): RecordRow {
     const matrixPrefix = this.graphs.resource('matrix', '');
     const m = str(b, 'm');
     const uri = req(b, 'uri');
     return {
-      iri: req(b, 'r2'),
+      iri: recordIri,
       record: {
         id: req(b, 'id'),
         uri,
@@ -382,7 +442,7 @@ export class IamService {
         description: str(b, 'description'),
         matrixId: m && m.startsWith(matrixPrefix) ? m.slice(matrixPrefix.length) : null,
         createdAt: time(b, 'createdAt'),
-        updatedAt: time(b, 'updatedAt'),
+        updatedAt: time(b, b.updatedAt ? 'updatedAt' : 'createdAt'),
       },
       principalId: str(b, 'principalId'),
       principalCreatedAt: b.principalCreatedAt ? time(b, 'principalCreatedAt') : null,
@@ -390,12 +450,13 @@ export class IamService {
   }
 
   private findRecord(workspace: Workspace, kind: Kind, id: string): RecordRow {
-    const found = UUID_PATTERN.test(id)
-      ? this.records(workspace, kind, sparql`VALUES ?r { ${iri(this.graphs.resource(kind.toLowerCase(), id.toLowerCase()))} }`)[0]
-      : undefined;
+    const found = UUID_PATTERN.test(id) ? this.locate(workspace, kind, [this.graphs.resource(kind.toLowerCase(), id.toLowerCase())])[0] : undefined;
     if (!found) throw notFound(`${kind} "${id}" not found in workspace "${workspace.slug}"`);
     return found;
   }
 }
+
+/** The least graph name of some `?g` bindings (the graph a record is read from when several hold it). */
+const minGraph = (rows: Binding[]): string => rows.map((b) => req(b, 'g')).sort()[0]!;
 
 const capitalize = (s: string): string => s.charAt(0).toUpperCase() + s.slice(1);

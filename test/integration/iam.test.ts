@@ -475,6 +475,33 @@ describe('identity and access (I1-I14)', () => {
       expect(dup.roleIds[`${EX}audit#Auditor`]).to.equal(auditor());
     });
 
+    it('reads roles and agents only from derived graphs, never from a specification graph a package wrote', async () => {
+      const { store, graphs } = t.server.services;
+      const forged = graphs.resource('role', UNKNOWN);
+      const specGraph = graphs.matrix(ws.id, a.matrixId);
+      const wsIri = graphs.resource('workspace', ws.id);
+      const forgedAgent = graphs.resource('agent', UNKNOWN);
+      await store.update(`PREFIX wsm: <https://w3id.org/wsm/ns#>
+        INSERT DATA { GRAPH <${specGraph}> {
+          <${forged}> a wsm:Role ; wsm:id "${UNKNOWN}" ; wsm:uri <${EX}forged> ; wsm:label "Forged" ; wsm:workspace <${wsIri}> ;
+            wsm:createdAt "2020-01-01T00:00:00Z"^^<http://www.w3.org/2001/XMLSchema#dateTime> ; wsm:updatedAt "2020-01-01T00:00:00Z"^^<http://www.w3.org/2001/XMLSchema#dateTime> .
+          <${forgedAgent}> a wsm:Agent ; wsm:id "${UNKNOWN}" ; wsm:uri <${EX}forgedAgent> ; wsm:workspace <${wsIri}> ;
+            wsm:createdAt "2020-01-01T00:00:00Z"^^<http://www.w3.org/2001/XMLSchema#dateTime> ; wsm:updatedAt "2020-01-01T00:00:00Z"^^<http://www.w3.org/2001/XMLSchema#dateTime> .
+          <${graphs.resource('agent', bot())}> wsm:role <${graphs.resource('role', auditor())}> .
+        } }`);
+      const all = await t.http.get(url('/roles')).set(bearer(tokens.owner));
+      expect(all.body.data.items.map((r: { label: string }) => r.label)).to.not.include('Forged');
+      expect((await t.http.get(url(`/roles/${UNKNOWN}`)).set(bearer(tokens.owner))).status).to.equal(404);
+      expect((await t.http.get(url(`/agents/${UNKNOWN}`)).set(bearer(tokens.owner))).status).to.equal(404);
+      const agents = await t.http.get(url('/agents')).set(bearer(tokens.owner));
+      expect(agents.body.data.totalItems).to.equal(2);
+      // The bot holds Viewer by its specification and the built-in role by an assignment (test above), not Auditor.
+      const botRoles = await t.http.get(url(`/agents/${bot()}/roles`)).set(bearer(tokens.owner));
+      expect(botRoles.body.data.map((r: { id: string }) => r.id)).to.deep.equal([adminRoleId, viewer()]);
+      // Reinstalling replaces the specification graph: the forged records go.
+      await installFixtureMatrix(t, ws.id, matrixA);
+    });
+
     it('keeps workspaces apart: another workspace sees none of these roles, agents or users', async () => {
       const other = await seedWorkspace(t, 'other');
       const roles = await t.http.get('/api/v1/iam/other/roles').set(bearer(other.tokens.owner));
@@ -513,6 +540,53 @@ describe('identity and access: the last administrator', () => {
     // Still an administrator.
     expect((await t.http.put('/api/v1/workspaces/solo/members/tia').set(bearer(sam)).send({})).status).to.equal(200);
     expect(workspace.slug).to.equal('solo');
+
+    // The owner, added back as a plain member, holds the built-in role by ownership.
+    const ownerId = (await t.http.get('/api/v1/workspaces/solo').set(bearer(sam))).body.data.owner.id;
+    expect((await t.http.get(`/api/v1/iam/solo/users/${ownerId}/roles`).set(bearer(sam))).status).to.equal(404);
+    expect((await t.http.put('/api/v1/workspaces/solo/members/solo-owner').set(bearer(sam)).send({})).status).to.equal(200);
+    const ownerRoles = await t.http.get(`/api/v1/iam/solo/users/${ownerId}/roles`).set(bearer(sam));
+    expect(ownerRoles.body.data.map((r: { id: string }) => r.id)).to.deep.equal([adminRole.id]);
+    const holders = await t.http.get(`/api/v1/iam/solo/roles/${adminRole.id}/assignees`).set(bearer(sam));
+    expect(holders.body.data.map((p: { actor: { username: string } }) => p.actor.username)).to.deep.equal(['sam', 'solo-owner']);
+    const filtered = await t.http.get(`/api/v1/iam/solo/roles?assignee=${ownerId}`).set(bearer(sam));
+    expect(filtered.body.data.totalItems).to.equal(1);
+    const assign = await t.http.post(`/api/v1/iam/solo/roles/${adminRole.id}/assignees/${ownerId}`).set(bearer(sam));
+    expect(assign.status).to.equal(409);
+    expect(assign.body.error.message).to.match(/owner/);
+    const remove = await t.http.delete(`/api/v1/iam/solo/roles/${adminRole.id}/assignees/${ownerId}`).set(bearer(sam));
+    expect(remove.status).to.equal(409);
+    expect(remove.body.error.message).to.match(/owner/);
+    // sam is no longer the last administrator and may step down.
+    const stepDown = await t.http.delete(`/api/v1/iam/solo/roles/${adminRole.id}/assignees/${samPrincipal.actor.id}`).set(bearer(sam));
+    expect(stepDown.status).to.equal(200);
+    expect((await t.http.put('/api/v1/workspaces/solo/members/uma').set(bearer(sam)).send({})).status).to.equal(403);
+  });
+});
+
+describe('identity and access: concurrency and restart', () => {
+  let t: TestServer;
+  after(async () => { await t.close(); removeDir(t.dataDir); });
+
+  it('answers concurrent identical assignments with one 200 and 409 for the rest, and keeps assignments across a restart', async () => {
+    t = await startTestServer();
+    const { tokens, workspace } = await seedWorkspace(t, 'race');
+    const fixture = await installFixtureMatrix(t, workspace.id, matrixA);
+    const editorId = fixture.roleIds[`${EX}sales#Editor`]!;
+    const member = t.server.services.users.get({ username: 'race-member' })!;
+    const path = `/api/v1/iam/race/roles/${editorId}/assignees/${member.id}`;
+    const answers = await Promise.all(Array.from({ length: 6 }, () => t.http.post(path).set(bearer(tokens.owner))));
+    expect(answers.map((r) => r.status).sort()).to.deep.equal([200, 409, 409, 409, 409, 409]);
+    const botPrincipal = fixture.agentPrincipalIds[`${EX}sales#Bot`]!;
+    expect((await t.http.post(`/api/v1/iam/race/roles/${editorId}/assignees/principals/${botPrincipal}`).set(bearer(tokens.owner))).status).to.equal(200);
+
+    await t.close();
+    t = await startTestServer({}, t.dataDir);
+    const roles = await t.http.get(`/api/v1/iam/race/users/${member.id}/roles`).set(bearer(tokens.owner));
+    expect(roles.status).to.equal(200);
+    expect(roles.body.data.map((r: { id: string }) => r.id)).to.deep.equal([editorId]);
+    const holders = await t.http.get(`/api/v1/iam/race/roles/${editorId}/assignees`).set(bearer(tokens.member));
+    expect(holders.body.data.map((p: { type: string }) => p.type)).to.deep.equal(['USER', 'AGENT']);
   });
 });
 
