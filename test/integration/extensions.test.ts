@@ -56,6 +56,14 @@ describe('extensions: access and request checks (X1-X5)', () => {
     }
   });
 
+  it('describes X1-X5 in the OpenAPI document, with targetMatrix and label as query parameters and form fields', async () => {
+    const doc = (await t.http.get('/api/v1/openapi.json')).body;
+    const create = doc.paths['/api/v1/extensions/{workspace}'].post;
+    expect(create.parameters.map((p: { name: string; in: string }) => `${p.in}:${p.name}`)).to.include.members(['query:targetMatrix', 'query:label']);
+    expect(Object.keys(create.requestBody.content['multipart/form-data'].schema.properties)).to.have.members(['file', 'targetMatrix', 'label']);
+    expect(Object.keys(doc.paths['/api/v1/extensions/{workspace}/{id}'])).to.have.members(['get', 'put', 'delete']);
+  });
+
   it('lets administrators (owner, system admin) list: an empty array at first', async () => {
     for (const token of [tokens.owner, tokens.root]) {
       const res = await t.http.get(`${EXT}/acme`).set(bearer(token));
@@ -343,6 +351,15 @@ describe('extensions: deployment with real packages', function () {
     expect(broken.body.error.message).to.match(/line 1, column \d+/);
     const retarget = await t.http.put(`${EXT}/acme/${ext.id}?targetMatrix=${encodeURIComponent(NOTES_URI)}`).set(bearer(tokens.owner));
     expect(retarget.status).to.equal(400);
+    const json = await t.http.put(`${EXT}/acme/${ext.id}`).set(bearer(tokens.owner)).send({ label: 'x' });
+    expect(json.status).to.equal(415);
+    const huge = await t.http.put(`${EXT}/acme/${ext.id}`).set(bearer(tokens.owner))
+      .attach('file', Buffer.from(`# ${'x'.repeat(1024 * 1024)}\n`), 'huge.ttl');
+    expect(huge.status).to.equal(413);
+    const rdfxml = await t.http.put(`${EXT}/acme/${ext.id}`).set(bearer(tokens.owner))
+      .attach('file', Buffer.from('<rdf:RDF xmlns:rdf="http://www.w3.org/1999/02/22-rdf-syntax-ns#"></rdf:RDF>'), 'x.ttl');
+    expect(rdfxml.status).to.equal(400);
+    expect(rdfxml.body.error.message).to.match(/RDF\/XML/);
     expect(await getExtension(ext.id)).to.include({ active: true, label: 'Inspections', content: replacement });
   });
 
