@@ -212,6 +212,11 @@ describe('extensions: deployment with real packages', function () {
     });
     const installed = await uploadAndWait(t, tokens.owner, 'acme', archive);
     expect(installed.status, JSON.stringify(installed)).to.equal('completed');
+    const slash = await t.http.post('/api/v1/commands/acme').set(bearer(tokens.owner)).send({
+      alias: 'agents', scriptType: 'CONSTRUCT',
+      scriptContent: 'PREFIX iam: <https://poliglot.io/os/spec/iam#> CONSTRUCT { ?a a iam:Agent } WHERE { ?a a iam:Agent }',
+    });
+    expect(slash.status, JSON.stringify(slash.body)).to.equal(200);
   });
   after(async () => { await t.close(); removeDir(t.dataDir); });
 
@@ -246,6 +251,12 @@ describe('extensions: deployment with real packages', function () {
       return (res.body.data as Array<{ uri: string }>).map((r) => r.uri).sort();
     };
     return { roles, agents, rolesOf };
+  };
+  /** Agents a slash command sees (installed matrices and active extensions only, DESIGN.md section 5). */
+  const agentsSeen = async () => {
+    const res = await t.http.post('/api/v1/commands/acme/alias/agents/execute').set(bearer(tokens.member)).set('Accept', 'application/n-triples');
+    expect(res.status).to.equal(200);
+    return res.text.split('\n').filter(Boolean).map((line) => line.split(' ')[0]!.slice(1, -1)).sort();
   };
   const createExtension = (turtle: string, label?: string) => {
     const req = t.http.post(`${EXT}/acme?targetMatrix=${encodeURIComponent(TRACKING_URI)}${label ? `&label=${encodeURIComponent(label)}` : ''}`)
@@ -284,6 +295,7 @@ describe('extensions: deployment with real packages', function () {
 
     const after = await getExtension(ext.id);
     expect(after).to.include({ active: true, content: AUDIT_TTL, lastCommandId: ext.lastCommandId });
+    expect(await agentsSeen()).to.deep.equal(['https://example.org/tracking#auditbot', 'https://example.org/tracking#bot']);
     const now = derived(TRACKING_URI);
     expect(now.roles.map((r) => r.uri)).to.deep.equal(['https://example.org/tracking#Auditor', 'https://example.org/tracking#Reviewer']);
     expect(new Set(now.roles.map((r) => r.matrix))).to.deep.equal(new Set([graphs().resource('matrix', matrixId(TRACKING_URI))]));
@@ -429,6 +441,7 @@ describe('extensions: deployment with real packages', function () {
       expect(store().dumpGraph(graphs().extension(workspace.id, ext.id))).to.include(failing.focus);
       const now = derived(TRACKING_URI);
       expect(JSON.stringify(now)).to.not.include(failing.focus);
+      expect(await agentsSeen()).to.not.include(failing.focus);
       // Deleting the broken extension re-deploys cleanly.
       const del = await t.http.delete(`${EXT}/acme/${ext.id}`).set(bearer(tokens.owner));
       const delCommand = /command ([0-9a-f-]{36})/.exec(del.body.data)![1]!;
