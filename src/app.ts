@@ -12,15 +12,17 @@ import type { AuthContext } from './auth/context.js';
 import { UserService } from './users/service.js';
 import { WorkspaceService } from './workspaces/service.js';
 import { workspaceRoutes } from './workspaces/routes.js';
+import { PackageService } from './packages/service.js';
+import { packageRoutes } from './packages/routes.js';
+import { openRegistry } from './packages/registry.js';
+import { ExtensionService } from './extensions/service.js';
+import { extensionRoutes } from './extensions/routes.js';
 import { IamService } from './iam/service.js';
 import { iamRoutes } from './iam/routes.js';
 import { WorkspaceViews } from './sandbox/views.js';
 import { QuerySandbox } from './sandbox/sandbox.js';
 import { SlashCommandService } from './slash/service.js';
 import { slashCommandRoutes } from './slash/routes.js';
-import { PackageService } from './packages/service.js';
-import { packageRoutes } from './packages/routes.js';
-import { openRegistry } from './packages/registry.js';
 
 /** Everything the areas need, built once in `createServices`. */
 export interface Services {
@@ -30,9 +32,10 @@ export interface Services {
   graphs: Graphs;
   users: UserService;
   workspaces: WorkspaceService;
-  iam: IamService;
   /** Package installations and lifecycle commands; `packages.requestRedeploy` and `setExtensionHook` serve extensions. */
   packages: PackageService;
+  extensions: ExtensionService;
+  iam: IamService;
   verify: (token: string) => Promise<AuthContext>;
   /** Runs user queries in worker threads (slash commands, the SPARQL endpoint). */
   sandbox: QuerySandbox;
@@ -45,24 +48,29 @@ export function createServices(deps: { config: Config; logger: Logger; store: Qu
   const graphs = new Graphs(deps.config.WSM_BASE_IRI);
   const users = new UserService(deps.store, graphs);
   const workspaces = new WorkspaceService(deps.store, graphs, users, deps.config.WSM_ENGINE_VERSION);
+  const packages = new PackageService(deps.store, graphs, workspaces, openRegistry(deps.config.WSM_REGISTRY), deps.logger,
+    { maxArchiveBytes: deps.config.WSM_MAX_UPLOAD_BYTES });
+  const extensions = new ExtensionService(deps.store, graphs, users, deps.config.WSM_MAX_BODY_BYTES);
+  // Extensions ask packages for REDEPLOY commands; packages merge extensions into every deployment.
+  extensions.setRedeployer(packages);
+  packages.setExtensionHook(extensions);
   const iam = new IamService(deps.store, graphs, users, workspaces);
   const sandbox = new QuerySandbox(deps.store, graphs, new WorkspaceViews(deps.store, graphs), deps.logger, {
     timeoutMs: deps.config.WSM_QUERY_TIMEOUT_MS,
     maxResults: deps.config.WSM_QUERY_MAX_TRIPLES,
   });
   const slashCommands = new SlashCommandService(deps.store, graphs, users, sandbox);
-  const packages = new PackageService(deps.store, graphs, workspaces, openRegistry(deps.config.WSM_REGISTRY), deps.logger,
-    { maxArchiveBytes: deps.config.WSM_MAX_UPLOAD_BYTES });
-  return { ...deps, graphs, users, workspaces, iam, packages, sandbox, slashCommands, closers: [() => sandbox.close()] };
+  return { ...deps, graphs, users, workspaces, packages, extensions, iam, sandbox, slashCommands, closers: [() => sandbox.close()] };
 }
 
 /** Collects the routes of every area, in matching order. */
 export function buildRegistry(services: Services): ApiRegistry {
   const registry = new ApiRegistry();
   registry.add(...workspaceRoutes(services.workspaces));
+  registry.add(...packageRoutes(services.workspaces, services.packages, { maxUploadBytes: services.config.WSM_MAX_UPLOAD_BYTES }));
+  registry.add(...extensionRoutes(services.workspaces, services.extensions));
   registry.add(...iamRoutes(services.workspaces, services.iam));
   registry.add(...slashCommandRoutes(services.slashCommands, services.workspaces, services.users));
-  registry.add(...packageRoutes(services.workspaces, services.packages, { maxUploadBytes: services.config.WSM_MAX_UPLOAD_BYTES }));
   return registry;
 }
 
