@@ -35,6 +35,8 @@ export interface SandboxOptions {
   viewIdleMs?: number;
   /** Heap limit of a worker. */
   workerHeapMb?: number;
+  /** Workers kept started but unassigned, so a view that needs one more does not wait for a start. */
+  spareWorkers?: number;
 }
 
 export interface QueryRequest {
@@ -61,6 +63,8 @@ class QueryWorker {
   isReady = false;
   busy = false;
   dead = false;
+  /** The view it serves; null while it is a spare. */
+  owner: View | null = null;
   /** Generation of the view data it holds (-1: none). */
   loadedGeneration = -1;
   lastUsed = Date.now();
@@ -174,9 +178,12 @@ export function affectedBy(op: WriteOp, graphs: Graphs): { all: boolean; system:
 
 export class QuerySandbox {
   private readonly views = new Map<string, View>();
+  /** Started workers not yet serving a view. */
+  private spares: QueryWorker[] = [];
   private readonly unsubscribe: () => void;
   private readonly housekeeping: NodeJS.Timeout;
   private closed = false;
+  private readonly counters = { loads: 0, runs: 0, timeouts: 0 };
   private readonly opts: Required<SandboxOptions>;
 
   constructor(
@@ -193,6 +200,7 @@ export class QuerySandbox {
       idleMs: 60_000,
       viewIdleMs: 15 * 60_000,
       workerHeapMb: 768,
+      spareWorkers: 2,
       ...options,
     };
     this.unsubscribe = store.onWrite((ops) => this.onWrite(ops));
@@ -225,11 +233,11 @@ export class QuerySandbox {
     });
   }
 
-  /** Number of live workers (for tests and health). */
-  workerCount(): number {
-    let n = 0;
-    for (const view of this.views.values()) n += view.alive().length;
-    return n;
+  /** Counters (for tests, logs and health): live workers, views, data loads, queries run, queries stopped. */
+  stats(): { workers: number; views: number; loads: number; runs: number; timeouts: number } {
+    let workers = 0;
+    for (const view of this.views.values()) workers += view.alive().length;
+    return { workers, views: this.views.size, ...this.counters };
   }
 
   async close(): Promise<void> {
@@ -242,6 +250,8 @@ export class QuerySandbox {
       await Promise.all(view.workers.map((w) => { w.dead = true; return w.worker.terminate(); }));
     }
     this.views.clear();
+    await Promise.all(this.spares.map((w) => { w.dead = true; return w.worker.terminate(); }));
+    this.spares = [];
   }
 
   private view(workspaceId: string, kind: ViewKind): View {
@@ -286,15 +296,40 @@ export class QuerySandbox {
     }
   }
 
-  private spawn(view: View): void {
-    const worker = new QueryWorker(this.opts.workerHeapMb, (w, reason) => this.onWorkerDeath(view, w, reason));
-    view.workers.push(worker);
-    worker.ready.then(() => this.pump(view), () => {});
+  private newWorker(): QueryWorker {
+    return new QueryWorker(this.opts.workerHeapMb, (w, reason) => this.onWorkerDeath(w, reason));
   }
 
-  private onWorkerDeath(view: View, worker: QueryWorker, reason: string): void {
+  /**
+   * Gives the view one more worker: a spare that has already started (its
+   * engine loaded, so only the view's data remains to send), else a new one.
+   * Then starts a new spare, so the next view to grow does not wait either.
+   */
+  private spawn(view: View): void {
+    const spareAt = this.spares.findIndex((w) => !w.dead);
+    const worker = spareAt === -1 ? this.newWorker() : this.spares.splice(spareAt, 1)[0]!;
+    worker.owner = view;
+    view.workers.push(worker);
+    worker.ready.then(() => this.pump(view), () => {});
+    this.replenishSpares();
+  }
+
+  private replenishSpares(): void {
+    if (this.closed) return;
+    this.spares = this.spares.filter((w) => !w.dead);
+    while (this.spares.length < this.opts.spareWorkers) this.spares.push(this.newWorker());
+  }
+
+  private onWorkerDeath(worker: QueryWorker, reason: string): void {
+    if (this.closed) return;
+    const view = worker.owner;
+    if (!view) {
+      this.spares = this.spares.filter((w) => w !== worker);
+      this.logger.warn({ reason }, 'spare query worker stopped');
+      return;
+    }
     view.workers = view.workers.filter((w) => w !== worker);
-    if (!this.closed) this.logger.warn({ view: view.key, reason }, 'query worker stopped');
+    this.logger.warn({ view: view.key, reason }, 'query worker stopped');
     if (this.views.get(view.key) === view) this.pump(view);
   }
 
@@ -327,12 +362,14 @@ export class QuerySandbox {
     try {
       if (worker.loadedGeneration !== view.generation) {
         const generation = view.generation;
+        this.counters.loads++;
         const loaded = await worker.call({ type: 'load', id: nextMessageId++, graphs: this.dataOf(view) });
         if (loaded.type === 'error') throw new Error(`loading the workspace's graphs failed: ${loaded.message}`);
         worker.loadedGeneration = generation;
         // A write while loading: the next query reloads.
       }
       const { request } = job;
+      this.counters.runs++;
       const answer = await worker.call({
         type: 'run',
         id: nextMessageId++,
@@ -378,6 +415,7 @@ export class QuerySandbox {
     const queued = view.queue.indexOf(job);
     if (queued !== -1) view.queue.splice(queued, 1);
     const worker = job.worker;
+    this.counters.timeouts++;
     this.settle(job, new AppError(
       'QUERY_TIMEOUT',
       `The query did not finish within ${this.opts.timeoutMs} ms and was stopped; narrow it (fewer unbound patterns, a LIMIT) and try again`,
