@@ -16,6 +16,7 @@ import { WorkspaceViews } from './sandbox/views.js';
 import { QuerySandbox } from './sandbox/sandbox.js';
 import { SlashCommandService } from './slash/service.js';
 import { slashCommandRoutes } from './slash/routes.js';
+import { sparqlRoutes } from './sandbox/routes.js';
 
 /** Everything the areas need, built once in `createServices`. */
 export interface Services {
@@ -50,6 +51,7 @@ export function buildRegistry(services: Services): ApiRegistry {
   const registry = new ApiRegistry();
   registry.add(...workspaceRoutes(services.workspaces));
   registry.add(...slashCommandRoutes(services.slashCommands, services.workspaces, services.users));
+  registry.add(...sparqlRoutes(services.sandbox, services.workspaces, services.config.WSM_MAX_BODY_BYTES));
   return registry;
 }
 

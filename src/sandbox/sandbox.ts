@@ -13,7 +13,9 @@ import type { GraphCopy, ViewKind, WorkspaceViews } from './views.js';
  * may see (`WorkspaceViews`). So a query cannot reach any other graph, and a
  * runaway query only occupies its worker: at the time limit the worker is
  * terminated (and replaced) and the caller gets 503 QUERY_TIMEOUT, while the
- * event loop keeps serving everyone else.
+ * event loop keeps serving everyone else. The limit counts from the moment a
+ * worker takes the query; waiting for a free (or starting) worker has a
+ * limit of the same length of its own.
  *
  * Cost per execution is one message each way to a warm worker. A view's
  * workers are re-synced only when a write touched that workspace's graphs
@@ -213,8 +215,8 @@ export class QuerySandbox {
 
   /**
    * Runs a query in the workspace's view. Rejects with QUERY_TIMEOUT (503)
-   * when it does not finish in time (queueing included), BAD_REQUEST when
-   * the engine refuses the query.
+   * when it does not finish in time or finds no free worker in time,
+   * BAD_REQUEST when the engine refuses the query.
    */
   run(workspaceId: string, kind: ViewKind, request: QueryRequest): Promise<RunResult> {
     if (this.closed) return Promise.reject(new AppError('SERVICE_UNAVAILABLE', 'The service is shutting down'));
@@ -359,6 +361,9 @@ export class QuerySandbox {
     worker.busy = true;
     worker.lastUsed = Date.now();
     job.worker = worker;
+    // The time limit counts from here (data sync and query); waiting for a worker had its own limit.
+    clearTimeout(job.timer);
+    job.timer = setTimeout(() => this.expire(view, job), this.opts.timeoutMs);
     try {
       if (worker.loadedGeneration !== view.generation) {
         const generation = view.generation;
@@ -409,7 +414,10 @@ export class QuerySandbox {
     else job.resolve(outcome);
   }
 
-  /** The time limit passed: drop the job from the queue, or stop the worker running it. */
+  /**
+   * A time limit passed: a job still waiting for a worker leaves the queue;
+   * a running one has its worker stopped (and replaced).
+   */
   private expire(view: View, job: Job): void {
     if (job.done) return;
     const queued = view.queue.indexOf(job);
@@ -418,7 +426,9 @@ export class QuerySandbox {
     this.counters.timeouts++;
     this.settle(job, new AppError(
       'QUERY_TIMEOUT',
-      `The query did not finish within ${this.opts.timeoutMs} ms and was stopped; narrow it (fewer unbound patterns, a LIMIT) and try again`,
+      worker
+        ? `The query did not finish within ${this.opts.timeoutMs} ms and was stopped; narrow it (fewer unbound patterns, a LIMIT) and try again`
+        : `The query waited ${this.opts.timeoutMs} ms for a free query worker of this workspace (other queries are running); try again`,
       { timeoutMs: this.opts.timeoutMs },
     ));
     if (worker) {
