@@ -332,6 +332,12 @@ export class QuerySandbox {
     }
     view.workers = view.workers.filter((w) => w !== worker);
     this.logger.warn({ view: view.key, reason }, 'query worker stopped');
+    if (!worker.isReady) {
+      // It never started: fail what waits rather than start workers in a loop; the next query tries again.
+      for (const job of view.queue) this.settle(job, new AppError('SERVICE_UNAVAILABLE', 'The query workers could not be started; try again later'));
+      view.queue = [];
+      return;
+    }
     if (this.views.get(view.key) === view) this.pump(view);
   }
 

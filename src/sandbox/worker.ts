@@ -35,6 +35,13 @@ const documentLoader = async (url: string): Promise<never> => {
   throw new Error(`remote JSON-LD contexts are not loaded (${url})`);
 };
 
+/** The query's prefixes as a JSON-LD context; the empty prefix (`PREFIX : <...>`) becomes `@vocab`. */
+function jsonLdContext(prefixes: Record<string, string>): Record<string, string> {
+  const context: Record<string, string> = {};
+  for (const [prefix, iri] of Object.entries(prefixes)) context[prefix === '' ? '@vocab' : prefix] = iri;
+  return context;
+}
+
 function load(graphs: Array<{ name: string; ntriples: string }>): number {
   const fresh = new oxigraph.Store();
   for (const graph of graphs) {
@@ -76,7 +83,14 @@ async function graphResult(msg: RunMessage): Promise<RunResult> {
   } else {
     const { jsonld } = await loadLibraries();
     const expanded = await jsonld.fromRDF(ntriples, { format: 'application/n-quads' });
-    const compacted = await jsonld.compact(expanded, { ...msg.prefixes }, { documentLoader } as Parameters<typeof jsonld.compact>[2]);
+    const options = { documentLoader } as Parameters<typeof jsonld.compact>[2];
+    let compacted: object;
+    try {
+      compacted = await jsonld.compact(expanded, jsonLdContext(msg.prefixes), options);
+    } catch {
+      // A prefix JSON-LD cannot take as a term: answer with full IRIs rather than fail.
+      compacted = await jsonld.compact(expanded, {}, options);
+    }
     body = JSON.stringify(compacted);
   }
   return { body, count: unique.size, truncated };
