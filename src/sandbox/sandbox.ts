@@ -15,7 +15,7 @@ import type { GraphCopy, ViewKind, WorkspaceViews } from './views.js';
  * terminated (and replaced) and the caller gets 503 QUERY_TIMEOUT, while the
  * event loop keeps serving everyone else. The limit counts from the moment a
  * worker takes the query; waiting for a free (or starting) worker has a
- * limit of the same length of its own.
+ * limit of its own (the time limit, but at least 10 s).
  *
  * Cost per execution is one message each way to a warm worker. A view's
  * workers are re-synced only when a write touched that workspace's graphs
@@ -39,6 +39,8 @@ export interface SandboxOptions {
   workerHeapMb?: number;
   /** Workers kept started but unassigned, so a view that needs one more does not wait for a start. */
   spareWorkers?: number;
+  /** Longest wait for a free worker (default: the time limit, at least 10 s so a worker can start). */
+  queueTimeoutMs?: number;
 }
 
 export interface QueryRequest {
@@ -203,6 +205,7 @@ export class QuerySandbox {
       viewIdleMs: 15 * 60_000,
       workerHeapMb: 768,
       spareWorkers: 2,
+      queueTimeoutMs: Math.max(options.timeoutMs, 10_000),
       ...options,
     };
     this.unsubscribe = store.onWrite((ops) => this.onWrite(ops));
@@ -228,7 +231,7 @@ export class QuerySandbox {
         resolve,
         reject,
         done: false,
-        timer: setTimeout(() => this.expire(view, job), this.opts.timeoutMs),
+        timer: setTimeout(() => this.expire(view, job), this.opts.queueTimeoutMs),
       };
       view.queue.push(job);
       this.pump(view);
@@ -434,8 +437,8 @@ export class QuerySandbox {
       'QUERY_TIMEOUT',
       worker
         ? `The query did not finish within ${this.opts.timeoutMs} ms and was stopped; narrow it (fewer unbound patterns, a LIMIT) and try again`
-        : `The query waited ${this.opts.timeoutMs} ms for a free query worker of this workspace (other queries are running); try again`,
-      { timeoutMs: this.opts.timeoutMs },
+        : `The query waited ${this.opts.queueTimeoutMs} ms for a free query worker of this workspace (other queries are running); try again`,
+      { timeoutMs: worker ? this.opts.timeoutMs : this.opts.queueTimeoutMs },
     ));
     if (worker) {
       worker.kill();
