@@ -133,7 +133,9 @@ function spawnWorker(heapMb: number): Worker {
   const resourceLimits = { maxOldGenerationSizeMb: heapMb };
   if (here.endsWith('.ts')) {
     const target = JSON.stringify(new URL('./worker.ts', here).href);
-    const code = `import('tsx/esm/api').then((tsx) => { tsx.register(); return import(${target}); })`;
+    // Resolved here, so the worker finds tsx whatever the working directory.
+    const tsx = JSON.stringify(import.meta.resolve('tsx/esm/api'));
+    const code = `import(${tsx}).then((tsx) => { tsx.register(); return import(${target}); })`;
     return new Worker(code, { eval: true, resourceLimits });
   }
   return new Worker(new URL('./worker.js', here), { resourceLimits });
