@@ -1,4 +1,8 @@
 import { Worker } from 'node:worker_threads';
+import { createRequire } from 'node:module';
+import { pathToFileURL } from 'node:url';
+import { readFileSync } from 'node:fs';
+import path from 'node:path';
 import type { Logger } from '../logger.js';
 import type { QuadStore, WriteOp } from '../store/store.js';
 import type { Graphs } from '../rdf/graphs.js';
@@ -123,6 +127,13 @@ class QueryWorker {
   }
 }
 
+/** The ES module entry of `tsx/esm/api`, from tsx's own exports map. */
+function tsxEsmApi(from: string): string {
+  const manifestPath = createRequire(from).resolve('tsx/package.json');
+  const manifest = JSON.parse(readFileSync(manifestPath, 'utf8')) as { exports: Record<string, { import: { default: string } }> };
+  return pathToFileURL(path.join(path.dirname(manifestPath), manifest.exports['./esm/api']!.import.default)).href;
+}
+
 /**
  * Starts a worker on `worker.ts`/`worker.js` beside this module. Run from
  * TypeScript sources (tsx), the worker registers tsx's loader first: loader
@@ -134,7 +145,8 @@ function spawnWorker(heapMb: number): Worker {
   if (here.endsWith('.ts')) {
     const target = JSON.stringify(new URL('./worker.ts', here).href);
     // Resolved here, so the worker finds tsx whatever the working directory.
-    const tsx = JSON.stringify(import.meta.resolve('tsx/esm/api'));
+    // (`import.meta.resolve` is missing when tsx loaded this module as CommonJS.)
+    const tsx = JSON.stringify(typeof import.meta.resolve === 'function' ? import.meta.resolve('tsx/esm/api') : tsxEsmApi(here));
     const code = `import(${tsx}).then((tsx) => { tsx.register(); return import(${target}); })`;
     return new Worker(code, { eval: true, resourceLimits });
   }
