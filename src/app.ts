@@ -23,6 +23,7 @@ import { WorkspaceViews } from './sandbox/views.js';
 import { QuerySandbox } from './sandbox/sandbox.js';
 import { SlashCommandService } from './slash/service.js';
 import { slashCommandRoutes } from './slash/routes.js';
+import { sparqlRoutes } from './sandbox/routes.js';
 
 /** Everything the areas need, built once in `createServices`. */
 export interface Services {
@@ -71,6 +72,7 @@ export function buildRegistry(services: Services): ApiRegistry {
   registry.add(...extensionRoutes(services.workspaces, services.extensions));
   registry.add(...iamRoutes(services.workspaces, services.iam));
   registry.add(...slashCommandRoutes(services.slashCommands, services.workspaces, services.users));
+  registry.add(...sparqlRoutes(services.sandbox, services.workspaces, services.config.WSM_MAX_BODY_BYTES));
   return registry;
 }
 

@@ -1,4 +1,8 @@
 import { Worker } from 'node:worker_threads';
+import { createRequire } from 'node:module';
+import { pathToFileURL } from 'node:url';
+import { readFileSync } from 'node:fs';
+import path from 'node:path';
 import type { Logger } from '../logger.js';
 import type { QuadStore, WriteOp } from '../store/store.js';
 import type { Graphs } from '../rdf/graphs.js';
@@ -13,7 +17,9 @@ import type { GraphCopy, ViewKind, WorkspaceViews } from './views.js';
  * may see (`WorkspaceViews`). So a query cannot reach any other graph, and a
  * runaway query only occupies its worker: at the time limit the worker is
  * terminated (and replaced) and the caller gets 503 QUERY_TIMEOUT, while the
- * event loop keeps serving everyone else.
+ * event loop keeps serving everyone else. The limit counts from the moment a
+ * worker takes the query; waiting for a free (or starting) worker has a
+ * limit of its own (the time limit, but at least 10 s).
  *
  * Cost per execution is one message each way to a warm worker. A view's
  * workers are re-synced only when a write touched that workspace's graphs
@@ -35,6 +41,10 @@ export interface SandboxOptions {
   viewIdleMs?: number;
   /** Heap limit of a worker. */
   workerHeapMb?: number;
+  /** Workers kept started but unassigned, so a view that needs one more does not wait for a start. */
+  spareWorkers?: number;
+  /** Longest wait for a free worker (default: the time limit, at least 10 s so a worker can start). */
+  queueTimeoutMs?: number;
 }
 
 export interface QueryRequest {
@@ -61,6 +71,8 @@ class QueryWorker {
   isReady = false;
   busy = false;
   dead = false;
+  /** The view it serves; null while it is a spare. */
+  owner: View | null = null;
   /** Generation of the view data it holds (-1: none). */
   loadedGeneration = -1;
   lastUsed = Date.now();
@@ -115,6 +127,13 @@ class QueryWorker {
   }
 }
 
+/** The ES module entry of `tsx/esm/api`, from tsx's own exports map. */
+function tsxEsmApi(from: string): string {
+  const manifestPath = createRequire(from).resolve('tsx/package.json');
+  const manifest = JSON.parse(readFileSync(manifestPath, 'utf8')) as { exports: Record<string, { import: { default: string } }> };
+  return pathToFileURL(path.join(path.dirname(manifestPath), manifest.exports['./esm/api']!.import.default)).href;
+}
+
 /**
  * Starts a worker on `worker.ts`/`worker.js` beside this module. Run from
  * TypeScript sources (tsx), the worker registers tsx's loader first: loader
@@ -125,7 +144,10 @@ function spawnWorker(heapMb: number): Worker {
   const resourceLimits = { maxOldGenerationSizeMb: heapMb };
   if (here.endsWith('.ts')) {
     const target = JSON.stringify(new URL('./worker.ts', here).href);
-    const code = `import('tsx/esm/api').then((tsx) => { tsx.register(); return import(${target}); })`;
+    // Resolved here, so the worker finds tsx whatever the working directory.
+    // (`import.meta.resolve` is missing when tsx loaded this module as CommonJS.)
+    const tsx = JSON.stringify(typeof import.meta.resolve === 'function' ? import.meta.resolve('tsx/esm/api') : tsxEsmApi(here));
+    const code = `import(${tsx}).then((tsx) => { tsx.register(); return import(${target}); })`;
     return new Worker(code, { eval: true, resourceLimits });
   }
   return new Worker(new URL('./worker.js', here), { resourceLimits });
@@ -174,9 +196,12 @@ export function affectedBy(op: WriteOp, graphs: Graphs): { all: boolean; system:
 
 export class QuerySandbox {
   private readonly views = new Map<string, View>();
+  /** Started workers not yet serving a view. */
+  private spares: QueryWorker[] = [];
   private readonly unsubscribe: () => void;
   private readonly housekeeping: NodeJS.Timeout;
   private closed = false;
+  private readonly counters = { loads: 0, runs: 0, timeouts: 0 };
   private readonly opts: Required<SandboxOptions>;
 
   constructor(
@@ -193,6 +218,8 @@ export class QuerySandbox {
       idleMs: 60_000,
       viewIdleMs: 15 * 60_000,
       workerHeapMb: 768,
+      spareWorkers: 2,
+      queueTimeoutMs: Math.max(options.timeoutMs, 10_000),
       ...options,
     };
     this.unsubscribe = store.onWrite((ops) => this.onWrite(ops));
@@ -205,8 +232,8 @@ export class QuerySandbox {
 
   /**
    * Runs a query in the workspace's view. Rejects with QUERY_TIMEOUT (503)
-   * when it does not finish in time (queueing included), BAD_REQUEST when
-   * the engine refuses the query.
+   * when it does not finish in time or finds no free worker in time,
+   * BAD_REQUEST when the engine refuses the query.
    */
   run(workspaceId: string, kind: ViewKind, request: QueryRequest): Promise<RunResult> {
     if (this.closed) return Promise.reject(new AppError('SERVICE_UNAVAILABLE', 'The service is shutting down'));
@@ -218,18 +245,18 @@ export class QuerySandbox {
         resolve,
         reject,
         done: false,
-        timer: setTimeout(() => this.expire(view, job), this.opts.timeoutMs),
+        timer: setTimeout(() => this.expire(view, job), this.opts.queueTimeoutMs),
       };
       view.queue.push(job);
       this.pump(view);
     });
   }
 
-  /** Number of live workers (for tests and health). */
-  workerCount(): number {
-    let n = 0;
-    for (const view of this.views.values()) n += view.alive().length;
-    return n;
+  /** Counters (for tests, logs and health): live workers, views, data loads, queries run, queries stopped. */
+  stats(): { workers: number; views: number; loads: number; runs: number; timeouts: number } {
+    let workers = 0;
+    for (const view of this.views.values()) workers += view.alive().length;
+    return { workers, views: this.views.size, ...this.counters };
   }
 
   async close(): Promise<void> {
@@ -242,6 +269,8 @@ export class QuerySandbox {
       await Promise.all(view.workers.map((w) => { w.dead = true; return w.worker.terminate(); }));
     }
     this.views.clear();
+    await Promise.all(this.spares.map((w) => { w.dead = true; return w.worker.terminate(); }));
+    this.spares = [];
   }
 
   private view(workspaceId: string, kind: ViewKind): View {
@@ -286,15 +315,46 @@ export class QuerySandbox {
     }
   }
 
-  private spawn(view: View): void {
-    const worker = new QueryWorker(this.opts.workerHeapMb, (w, reason) => this.onWorkerDeath(view, w, reason));
-    view.workers.push(worker);
-    worker.ready.then(() => this.pump(view), () => {});
+  private newWorker(): QueryWorker {
+    return new QueryWorker(this.opts.workerHeapMb, (w, reason) => this.onWorkerDeath(w, reason));
   }
 
-  private onWorkerDeath(view: View, worker: QueryWorker, reason: string): void {
+  /**
+   * Gives the view one more worker: a spare that has already started (its
+   * engine loaded, so only the view's data remains to send), else a new one.
+   * Then starts a new spare, so the next view to grow does not wait either.
+   */
+  private spawn(view: View): void {
+    const spareAt = this.spares.findIndex((w) => !w.dead);
+    const worker = spareAt === -1 ? this.newWorker() : this.spares.splice(spareAt, 1)[0]!;
+    worker.owner = view;
+    view.workers.push(worker);
+    worker.ready.then(() => this.pump(view), () => {});
+    this.replenishSpares();
+  }
+
+  private replenishSpares(): void {
+    if (this.closed) return;
+    this.spares = this.spares.filter((w) => !w.dead);
+    while (this.spares.length < this.opts.spareWorkers) this.spares.push(this.newWorker());
+  }
+
+  private onWorkerDeath(worker: QueryWorker, reason: string): void {
+    if (this.closed) return;
+    const view = worker.owner;
+    if (!view) {
+      this.spares = this.spares.filter((w) => w !== worker);
+      this.logger.warn({ reason }, 'spare query worker stopped');
+      return;
+    }
     view.workers = view.workers.filter((w) => w !== worker);
-    if (!this.closed) this.logger.warn({ view: view.key, reason }, 'query worker stopped');
+    this.logger.warn({ view: view.key, reason }, 'query worker stopped');
+    if (!worker.isReady) {
+      // It never started: fail what waits rather than start workers in a loop; the next query tries again.
+      for (const job of view.queue) this.settle(job, new AppError('SERVICE_UNAVAILABLE', 'The query workers could not be started; try again later'));
+      view.queue = [];
+      return;
+    }
     if (this.views.get(view.key) === view) this.pump(view);
   }
 
@@ -324,15 +384,20 @@ export class QuerySandbox {
     worker.busy = true;
     worker.lastUsed = Date.now();
     job.worker = worker;
+    // The time limit counts from here (data sync and query); waiting for a worker had its own limit.
+    clearTimeout(job.timer);
+    job.timer = setTimeout(() => this.expire(view, job), this.opts.timeoutMs);
     try {
       if (worker.loadedGeneration !== view.generation) {
         const generation = view.generation;
+        this.counters.loads++;
         const loaded = await worker.call({ type: 'load', id: nextMessageId++, graphs: this.dataOf(view) });
         if (loaded.type === 'error') throw new Error(`loading the workspace's graphs failed: ${loaded.message}`);
         worker.loadedGeneration = generation;
         // A write while loading: the next query reloads.
       }
       const { request } = job;
+      this.counters.runs++;
       const answer = await worker.call({
         type: 'run',
         id: nextMessageId++,
@@ -372,16 +437,22 @@ export class QuerySandbox {
     else job.resolve(outcome);
   }
 
-  /** The time limit passed: drop the job from the queue, or stop the worker running it. */
+  /**
+   * A time limit passed: a job still waiting for a worker leaves the queue;
+   * a running one has its worker stopped (and replaced).
+   */
   private expire(view: View, job: Job): void {
     if (job.done) return;
     const queued = view.queue.indexOf(job);
     if (queued !== -1) view.queue.splice(queued, 1);
     const worker = job.worker;
+    this.counters.timeouts++;
     this.settle(job, new AppError(
       'QUERY_TIMEOUT',
-      `The query did not finish within ${this.opts.timeoutMs} ms and was stopped; narrow it (fewer unbound patterns, a LIMIT) and try again`,
-      { timeoutMs: this.opts.timeoutMs },
+      worker
+        ? `The query did not finish within ${this.opts.timeoutMs} ms and was stopped; narrow it (fewer unbound patterns, a LIMIT) and try again`
+        : `The query waited ${this.opts.queueTimeoutMs} ms for a free query worker of this workspace (other queries are running); try again`,
+      { timeoutMs: worker ? this.opts.timeoutMs : this.opts.queueTimeoutMs },
     ));
     if (worker) {
       worker.kill();

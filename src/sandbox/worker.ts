@@ -1,7 +1,5 @@
 import { parentPort } from 'node:worker_threads';
 import oxigraph from 'oxigraph';
-import n3 from 'n3';
-import jsonld from 'jsonld';
 import type { FromWorker, RunMessage, RunResult, ToWorker } from './protocol.js';
 import { toCsv, toTsv, toXml, type JsonResults } from './results.js';
 
@@ -17,12 +15,32 @@ if (!port) throw new Error('sandbox worker must run in a worker thread');
 
 let store = new oxigraph.Store();
 
+/**
+ * The Turtle and JSON-LD libraries load after the worker says it is ready
+ * (most of its start-up time), while it receives its data.
+ */
+type N3 = typeof import('n3');
+type JsonLd = typeof import('jsonld');
+let libraries: Promise<{ n3: N3; jsonld: JsonLd }> | undefined;
+const loadLibraries = () => (libraries ??= Promise.all([import('n3'), import('jsonld')])
+  .then(([n3, jsonld]) => ({
+    n3: ((n3 as { default?: N3 }).default ?? n3) as N3,
+    jsonld: ((jsonld as { default?: JsonLd }).default ?? jsonld) as JsonLd,
+  })));
+
 const post = (message: FromWorker) => port.postMessage(message);
 
 /** JSON-LD never fetches a remote context: the only context is the query's own prefixes. */
 const documentLoader = async (url: string): Promise<never> => {
   throw new Error(`remote JSON-LD contexts are not loaded (${url})`);
 };
+
+/** The query's prefixes as a JSON-LD context; the empty prefix (`PREFIX : <...>`) becomes `@vocab`. */
+function jsonLdContext(prefixes: Record<string, string>): Record<string, string> {
+  const context: Record<string, string> = {};
+  for (const [prefix, iri] of Object.entries(prefixes)) context[prefix === '' ? '@vocab' : prefix] = iri;
+  return context;
+}
 
 function load(graphs: Array<{ name: string; ntriples: string }>): number {
   const fresh = new oxigraph.Store();
@@ -57,13 +75,22 @@ async function graphResult(msg: RunMessage): Promise<RunResult> {
   if (msg.format === 'application/n-triples') {
     body = ntriples;
   } else if (msg.format === 'text/turtle') {
+    const { n3 } = await loadLibraries();
     const quads = new n3.Parser({ format: 'N-Triples' }).parse(ntriples);
     const writer = new n3.Writer({ prefixes: msg.prefixes });
     writer.addQuads(quads);
-    body = await new Promise<string>((resolve, reject) => writer.end((err, out) => (err ? reject(err) : resolve(out))));
+    body = await new Promise<string>((resolve, reject) => writer.end((err: Error | null, out: string) => (err ? reject(err) : resolve(out))));
   } else {
+    const { jsonld } = await loadLibraries();
     const expanded = await jsonld.fromRDF(ntriples, { format: 'application/n-quads' });
-    const compacted = await jsonld.compact(expanded, { ...msg.prefixes }, { documentLoader } as jsonld.Options.Compact);
+    const options = { documentLoader } as Parameters<typeof jsonld.compact>[2];
+    let compacted: object;
+    try {
+      compacted = await jsonld.compact(expanded, jsonLdContext(msg.prefixes), options);
+    } catch {
+      // A prefix JSON-LD cannot take as a term: answer with full IRIs rather than fail.
+      compacted = await jsonld.compact(expanded, {}, options);
+    }
     body = JSON.stringify(compacted);
   }
   return { body, count: unique.size, truncated };
@@ -119,3 +146,4 @@ port.on('message', (msg: ToWorker) => {
 });
 
 post({ type: 'ready' });
+void loadLibraries();

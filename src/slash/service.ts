@@ -117,16 +117,37 @@ export class SlashCommandService {
     return this.select(access.workspace.id, sparql`FILTER (?u = ${iri(this.users.userIri(user.id))})`, 'ORDER BY ?alias');
   }
 
+  /**
+   * Commands read since the store last changed, by workspace and id or
+   * alias: running a command looks it up on every execution, and any write
+   * (to the command, its owner, anything) empties this.
+   */
+  private readonly recent = { version: -1, entries: new Map<string, SlashCommand | null>() };
+
+  private lookup(workspaceId: string, key: string, read: () => SlashCommand | null): SlashCommand | null {
+    if (this.recent.version !== this.store.version || this.recent.entries.size > 10_000) {
+      this.recent.version = this.store.version;
+      this.recent.entries.clear();
+    }
+    const cacheKey = `${workspaceId}\n${key}`;
+    if (this.recent.entries.has(cacheKey)) return this.recent.entries.get(cacheKey)!;
+    const found = read();
+    this.recent.entries.set(cacheKey, found);
+    return found;
+  }
+
   /** C1: one command of the workspace (404 when it is not one of this workspace's). */
   get(access: WorkspaceAccess, id: string): SlashCommand {
     if (!UUID_PATTERN.test(id)) throw notFound(`Slash command "${id}" not found`);
-    const found = this.select(access.workspace.id, sparql`FILTER (?id = ${literal(id.toLowerCase())})`, 'LIMIT 1')[0];
+    const ws = access.workspace.id;
+    const found = this.lookup(ws, `id\n${id.toLowerCase()}`, () => this.select(ws, sparql`FILTER (?id = ${literal(id.toLowerCase())})`, 'LIMIT 1')[0] ?? null);
     if (!found) throw notFound(`Slash command "${id}" not found`);
     return found;
   }
 
   byAlias(access: WorkspaceAccess, alias: string): SlashCommand {
-    const found = this.select(access.workspace.id, sparql`FILTER (?alias = ${literal(alias)})`, 'LIMIT 1')[0];
+    const ws = access.workspace.id;
+    const found = this.lookup(ws, `alias\n${alias}`, () => this.select(ws, sparql`FILTER (?alias = ${literal(alias)})`, 'LIMIT 1')[0] ?? null);
     if (!found) throw notFound(`No slash command with alias "${alias}" in this workspace`);
     return found;
   }

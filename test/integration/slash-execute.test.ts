@@ -91,6 +91,18 @@ describe('slash commands: execution in the sandbox', () => {
     expect(preferred.headers['content-type']).to.match(/^text\/turtle/);
   });
 
+  it('compacts JSON-LD with the empty prefix as @vocab, and answers Turtle with it', async () => {
+    await define('empty-prefix', `PREFIX : <${S}#>\nPREFIX iam: <${IAM}>\nCONSTRUCT { ?a :holds ?r } WHERE { ?a iam:hasRole ?r }`);
+    const res = await run('empty-prefix');
+    expect(res.status).to.equal(200);
+    expect(res.body.data.result['@context']).to.deep.equal({ '@vocab': `${S}#`, iam: IAM });
+    const bot = (res.body.data.result['@graph'] as Array<Record<string, unknown>>).find((n) => n['@id'] === `${S}#TriageBot` || n['@id'] === 'TriageBot');
+    expect(bot).to.have.property('holds');
+    const ttl = await run('empty-prefix', 'text/turtle');
+    expect(ttl.text).to.include(`@prefix : <${S}#>.`);
+    expect(triples(ttl.text, 'Turtle').size).to.equal(3);
+  });
+
   it('answers 406 for an Accept it cannot serve', async () => {
     const res = await run('agent-roles', 'text/html');
     expect(res.status).to.equal(406);

@@ -1,0 +1,158 @@
+import { expect } from 'chai';
+import { startTestServer, removeDir, bearer, seedWorkspace, type TestServer } from '../helpers/server.js';
+import { installFixtureMatrix } from '../helpers/matrix.js';
+import { parseScript, limitedText } from '../../src/sandbox/script.js';
+
+const M = 'https://example.org/matrices/big';
+
+/** A matrix with `n` roles, two triples each (plus the matrix's own triple). */
+function bigMatrix(n: number): string {
+  const lines = [`<${M}> a <https://poliglot.io/os/spec/matrix#Matrix> .`];
+  for (let i = 0; i < n; i++) {
+    lines.push(`<${M}#role${i}> a <https://poliglot.io/os/spec/iam#Role> ; <http://www.w3.org/2000/01/rdf-schema#label> "Role ${i}" .`);
+  }
+  return lines.join('\n');
+}
+
+/** Counts a 4-way cartesian product of every triple: about 200^4 solutions, minutes of work. */
+const RUNAWAY = `CONSTRUCT { <urn:x> <urn:count> ?n } WHERE {
+  { SELECT (COUNT(*) AS ?n) WHERE { ?a ?b ?c . ?d ?e ?f . ?g ?h ?i . ?j ?k ?l } } }`;
+
+const percentile = (values: number[], p: number) => [...values].sort((a, b) => a - b)[Math.floor((values.length - 1) * p)]!;
+
+describe('query sandbox: limits and isolation from the event loop', function () {
+  this.timeout(60_000);
+  let t: TestServer;
+  let tokens: Awaited<ReturnType<typeof seedWorkspace>>['tokens'];
+  let ws: { id: string; slug: string };
+  let other: Awaited<ReturnType<typeof seedWorkspace>>;
+  const TIMEOUT = 1500;
+  const define = async (slug: string, token: string, alias: string, scriptContent: string) => {
+    const res = await t.http.post(`/api/v1/commands/${slug}`).set(bearer(token)).send({ alias, scriptType: 'CONSTRUCT', scriptContent });
+    if (res.status !== 200) throw new Error(`${res.status} ${JSON.stringify(res.body)}`);
+    return res.body.data.id as string;
+  };
+  const run = (alias: string, accept = 'application/json', slug = 'acme', token = tokens.member) =>
+    t.http.post(`/api/v1/commands/${slug}/alias/${alias}/execute`).set(bearer(token)).set('Accept', accept);
+
+  before(async () => {
+    t = await startTestServer({ WSM_QUERY_TIMEOUT_MS: String(TIMEOUT), WSM_QUERY_MAX_TRIPLES: '50' });
+    ({ tokens, workspace: ws } = await seedWorkspace(t, 'acme'));
+    other = await seedWorkspace(t, 'other');
+    await installFixtureMatrix(t, ws.id, { uri: M, turtle: bigMatrix(100) });
+    await installFixtureMatrix(t, other.workspace.id, { uri: M, turtle: bigMatrix(3) });
+    await define('acme', tokens.owner, 'runaway', RUNAWAY);
+    await define('acme', tokens.owner, 'everything', 'CONSTRUCT WHERE { ?s ?p ?o }');
+    await define('acme', tokens.owner, 'one-role', `CONSTRUCT WHERE { <${M}#role7> ?p ?o }`);
+    await define('acme', tokens.owner, 'pairs', 'CONSTRUCT { ?a <urn:with> ?d . ?d <urn:with> ?a } WHERE { ?a ?b ?c . ?d ?e ?f }');
+    await define('other', other.tokens.owner, 'everything', 'CONSTRUCT WHERE { ?s ?p ?o }');
+  });
+  after(async () => { await t.close(); removeDir(t.dataDir); });
+
+  it('cuts a result at WSM_QUERY_MAX_TRIPLES and says so (truncated, X-Result-Truncated)', async () => {
+    const res = await run('everything');
+    expect(res.status).to.equal(200);
+    expect(res.body.data).to.include({ tripleCount: 50, truncated: true });
+    const nt = await run('everything', 'application/n-triples');
+    expect(nt.headers['x-result-truncated']).to.equal('true');
+    expect(nt.text.trim().split('\n')).to.have.length(50);
+    const small = await run('one-role');
+    expect(small.body.data).to.include({ tripleCount: 2, truncated: false });
+  });
+
+  it('bounds the work of a huge CONSTRUCT by the result limit instead of building it whole', async () => {
+    const started = Date.now();
+    const res = await run('pairs');
+    expect(res.status).to.equal(200);
+    expect(res.body.data).to.include({ tripleCount: 50, truncated: true });
+    expect(Date.now() - started).to.be.below(TIMEOUT);
+    // The limit rewriting keeps a lower LIMIT of the script, and adds one otherwise.
+    const own = parseScript('CONSTRUCT WHERE { ?s ?p ?o } LIMIT 3', 'CONSTRUCT');
+    expect(limitedText(own, 51)).to.equal(own.text);
+    expect(limitedText(parseScript('CONSTRUCT WHERE { ?s ?p ?o } LIMIT 500', 'CONSTRUCT'), 51)).to.match(/LIMIT 51\s*$/);
+  });
+
+  it('stops a runaway query at the time limit with 503 QUERY_TIMEOUT while other requests answer at once', async () => {
+    const started = Date.now();
+    const runaway = run('runaway').then((res) => ({ res, elapsed: Date.now() - started }));
+    await new Promise((r) => setTimeout(r, 200));
+    // The event loop is free: /health, reads, and other queries (same workspace and another) answer quickly.
+    const latencies: number[] = [];
+    for (let i = 0; i < 5; i++) {
+      const t0 = Date.now();
+      const health = await t.http.get('/health');
+      latencies.push(Date.now() - t0);
+      expect(health.status).to.equal(200);
+    }
+    const timed = async (what: string, request: () => Promise<{ status: number }>) => {
+      const t0 = Date.now();
+      const res = await request();
+      expect(res.status, what).to.equal(200);
+      return [what, Date.now() - t0] as const;
+    };
+    const others = [
+      await timed('read a workspace', () => t.http.get('/api/v1/workspaces/acme').set(bearer(tokens.member))),
+      await timed('a query in another workspace', () => run('everything', 'application/json', 'other', other.tokens.member)),
+      await timed('a query in the same workspace', () => run('one-role')),
+      await timed('again in the same workspace', () => run('one-role')),
+    ];
+    const { res, elapsed } = await runaway;
+    expect(Math.max(...latencies), 'health latency while a runaway query runs').to.be.below(250);
+    if (process.env.WSM_TEST_VERBOSE) console.log(others, latencies);
+    for (const [what, ms] of others) expect(ms, `${what} while a runaway query runs`).to.be.below(1000);
+    expect(res.status, JSON.stringify(res.body).slice(0, 300)).to.equal(503);
+    expect(res.body.error.code).to.equal('QUERY_TIMEOUT');
+    expect(res.body.error.message).to.match(/1500 ms/);
+    expect(elapsed).to.be.at.least(TIMEOUT - 50);
+    expect(elapsed).to.be.below(TIMEOUT + 1500);
+    expect(t.server.services.sandbox.stats().timeouts).to.be.at.least(1);
+  });
+
+  it('replaces the stopped worker: the workspace keeps answering, and workers stay bounded', async () => {
+    const res = await run('one-role');
+    expect(res.status).to.equal(200);
+    expect(res.body.data.tripleCount).to.equal(2);
+    // Two runaways at once both stop; the view never holds more than its maximum of workers.
+    const [a, b] = await Promise.all([run('runaway'), run('runaway')]);
+    expect(a.status, JSON.stringify(a.body).slice(0, 300)).to.equal(503);
+    expect(b.status, JSON.stringify(b.body).slice(0, 300)).to.equal(503);
+    expect(t.server.services.sandbox.stats().workers).to.be.at.most(2 * 3);
+    expect((await run('one-role')).status).to.equal(200);
+  });
+
+  it('re-syncs a workspace\'s workers only when its visible graphs changed', async () => {
+    const { sandbox, store } = t.server.services;
+    await run('one-role');
+    const loads = sandbox.stats().loads;
+    // Writes elsewhere: a user profile (system graph), another workspace's matrix, this workspace's records.
+    await t.http.get('/api/v1/workspaces').set(bearer(await t.token('acme-member', { email: 'new@example.org' })));
+    await installFixtureMatrix(t, other.workspace.id, { uri: 'https://example.org/matrices/x', turtle: '<urn:a> <urn:b> <urn:c> .' });
+    for (let i = 0; i < 3; i++) expect((await run('one-role')).status).to.equal(200);
+    expect(sandbox.stats().loads).to.equal(loads);
+    await store.update(`INSERT DATA { GRAPH <${t.server.services.graphs.matrix(ws.id, 'nope')}> { <urn:a> <urn:b> <urn:c> } }`);
+    await installFixtureMatrix(t, ws.id, { uri: 'https://example.org/matrices/y', turtle: `<${M}#role7> <urn:extra> "yes" .` });
+    const res = await run('one-role', 'application/n-triples');
+    expect(res.text).to.include('"yes"');
+    expect(sandbox.stats().loads).to.be.above(loads);
+  });
+
+  it('adds little to a bare in-process query (p50 of the sandbox round trip)', async () => {
+    const { sandbox, store, graphs } = t.server.services;
+    const query = `CONSTRUCT WHERE { <${M}#role7> ?p ?o }`;
+    const request = { query, kind: 'graph' as const, format: 'application/n-triples' as const, union: true };
+    const bare: number[] = [];
+    const boxed: number[] = [];
+    const graph = graphs.matrix(ws.id, (await import('../../src/rdf/ids.js')).stableId('matrix', ws.id, M));
+    for (let i = 0; i < 300; i++) {
+      let t0 = performance.now();
+      store.queryRaw(query, 'application/n-triples', { defaultGraphs: [graph] });
+      bare.push(performance.now() - t0);
+      t0 = performance.now();
+      await sandbox.run(ws.id, 'knowledge', request);
+      boxed.push(performance.now() - t0);
+    }
+    const overhead = percentile(boxed, 0.5) - percentile(bare, 0.5);
+    if (process.env.WSM_TEST_VERBOSE) console.log(`bare p50 ${percentile(bare, 0.5).toFixed(3)} ms, sandbox p50 ${percentile(boxed, 0.5).toFixed(3)} ms`);
+    expect(overhead, `p50 overhead ${overhead.toFixed(3)} ms`).to.be.below(2);
+  });
+});
