@@ -340,8 +340,21 @@ export class CommandRunner {
 
   /** The command a package is busy with (running, or first in line), or null. */
   active(workspaceId: string, packageName: string): { commandId: string; version: string } | null {
-    const head = this.queues.get(CommandRunner.key(workspaceId, packageName))?.[0];
+    const head = this.liveHead(workspaceId, this.queues.get(CommandRunner.key(workspaceId, packageName)));
     return head ? { commandId: head.id, version: head.version } : null;
+  }
+
+  /**
+   * The first queued command that has not finished. A command's final status
+   * is readable as soon as its write is applied, a moment before the write is
+   * fsynced and the command leaves its queue: a client that saw `completed`
+   * must not get a 409 for its next request.
+   */
+  private liveHead(workspaceId: string, queue: Queued[] | undefined): Queued | undefined {
+    return queue?.find((item) => {
+      const status = this.commands.get(workspaceId, item.id)?.status;
+      return status !== 'completed' && status !== 'failed';
+    });
   }
 
   /** Number of commands queued or running, across packages. */
@@ -360,7 +373,7 @@ export class CommandRunner {
     if (this.stopped) throw new AppError('SERVICE_UNAVAILABLE', 'The service is stopping; try again in a moment');
     const key = CommandRunner.key(request.workspaceId, request.packageName);
     const queue = this.queues.get(key) ?? [];
-    const head = queue[0];
+    const head = this.liveHead(request.workspaceId, queue);
     if (head && request.exclusive) {
       const details = { existing: { commandId: head.id, version: head.version }, requested: { version: request.version } };
       throw conflict(`Package "${request.packageName}" has an active operation (command ${head.id}, version ${head.version}); wait for it to finish and try again`, details);
