@@ -117,13 +117,13 @@ class QueryWorker {
     });
   }
 
-  /** Stops it at once, whatever it is doing. */
-  kill(): void {
-    if (this.dead) return;
+  /** Stops it at once, whatever it is doing; what it was asked fails. */
+  kill(): Promise<unknown> {
+    if (this.dead) return Promise.resolve();
     this.dead = true;
     for (const settle of this.pending.values()) settle.reject(new Error('query worker stopped'));
     this.pending.clear();
-    void this.worker.terminate();
+    return this.worker.terminate();
   }
 }
 
@@ -266,10 +266,10 @@ export class QuerySandbox {
     for (const view of this.views.values()) {
       for (const job of view.queue) this.settle(job, new AppError('SERVICE_UNAVAILABLE', 'The service is shutting down'));
       view.queue = [];
-      await Promise.all(view.workers.map((w) => { w.dead = true; return w.worker.terminate(); }));
+      await Promise.all(view.workers.map((w) => w.kill()));
     }
     this.views.clear();
-    await Promise.all(this.spares.map((w) => { w.dead = true; return w.worker.terminate(); }));
+    await Promise.all(this.spares.map((w) => w.kill()));
     this.spares = [];
   }
 
@@ -293,7 +293,7 @@ export class QuerySandbox {
   }
 
   private dropView(view: View): void {
-    for (const w of view.workers) w.kill();
+    for (const w of view.workers) void w.kill();
     this.views.delete(view.key);
   }
 
@@ -414,10 +414,12 @@ export class QuerySandbox {
       else if (answer.type === 'error' && answer.kind === 'query') this.settle(job, new AppError('BAD_REQUEST', `The query failed: ${answer.message}`));
       else throw new Error(answer.type === 'error' ? answer.message : `unexpected answer ${answer.type}`);
     } catch (err) {
-      if (!job.done) {
+      if (!job.done && this.closed) {
+        this.settle(job, new AppError('SERVICE_UNAVAILABLE', 'The service is shutting down'));
+      } else if (!job.done) {
         this.logger.error({ err, view: view.key }, 'query worker failed');
         // Its state is unknown: replace it.
-        worker.kill();
+        void worker.kill();
         view.workers = view.workers.filter((w) => w !== worker);
         this.settle(job, new AppError('SERVICE_UNAVAILABLE', 'The query could not be run; try again'));
       }
@@ -455,7 +457,7 @@ export class QuerySandbox {
       { timeoutMs: worker ? this.opts.timeoutMs : this.opts.queueTimeoutMs },
     ));
     if (worker) {
-      worker.kill();
+      void worker.kill();
       view.workers = view.workers.filter((w) => w !== worker);
       this.logger.warn({ view: view.key, timeoutMs: this.opts.timeoutMs }, 'query stopped at its time limit; worker replaced');
       this.pump(view);
@@ -474,7 +476,7 @@ export class QuerySandbox {
       const idle = view.alive().filter((w) => !w.busy && now - w.lastUsed > this.opts.idleMs);
       const removable = view.alive().length - this.opts.warmWorkers;
       for (const w of idle.slice(0, Math.max(0, removable))) {
-        w.kill();
+        void w.kill();
         view.workers = view.workers.filter((x) => x !== w);
       }
       // The cached copy is only needed while a worker still lacks it.

@@ -156,3 +156,24 @@ describe('query sandbox: limits and isolation from the event loop', function () 
     expect(overhead, `p50 overhead ${overhead.toFixed(3)} ms`).to.be.below(2);
   });
 });
+
+describe('query sandbox: shutdown', function () {
+  this.timeout(30_000);
+  it('stops promptly while a runaway query runs, and leaves no worker behind', async () => {
+    const t = await startTestServer({ WSM_QUERY_TIMEOUT_MS: '20000' });
+    const { tokens, workspace } = await seedWorkspace(t, 'acme');
+    await installFixtureMatrix(t, workspace.id, { uri: M, turtle: bigMatrix(100) });
+    await t.http.post('/api/v1/commands/acme').set(bearer(tokens.owner)).send({ alias: 'runaway', scriptType: 'CONSTRUCT', scriptContent: RUNAWAY });
+    const { sandbox } = t.server.services;
+    const pending = sandbox.run(workspace.id, 'knowledge', { query: RUNAWAY, kind: 'graph', format: 'application/n-triples', union: true });
+    const outcome = pending.then(() => 'answered', (err: { code?: string }) => err.code);
+    await new Promise((r) => setTimeout(r, 1000));
+    expect(sandbox.stats().workers).to.be.at.least(1);
+    const started = Date.now();
+    await t.close();
+    expect(Date.now() - started).to.be.below(3000);
+    expect(await outcome).to.equal('SERVICE_UNAVAILABLE');
+    expect(sandbox.stats().workers).to.equal(0);
+    removeDir(t.dataDir);
+  });
+});
