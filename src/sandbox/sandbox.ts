@@ -22,8 +22,8 @@ import type { GraphCopy, ViewKind, WorkspaceViews } from './views.js';
  * limit of its own (the time limit, but at least 10 s).
  *
  * Cost per execution is one message each way to a warm worker. A view's
- * workers are re-synced only when a write touched that workspace's graphs
- * (`store.onWrite`), lazily, before the next query they run.
+ * workers are re-synced only when a write touched a graph the view depends
+ * on (`store.onWrite`, `reaches`), lazily, before the next query they run.
  */
 
 export interface SandboxOptions {
@@ -173,15 +173,28 @@ class View {
   alive(): QueryWorker[] { return this.workers.filter((w) => !w.dead); }
 }
 
-/** Which workspaces a write may have touched; `all` when it cannot tell. */
-export function affectedBy(op: WriteOp, graphs: Graphs): { all: boolean; system: boolean; workspaces: Set<string> } {
+/** What one write may have touched. */
+export interface WriteReach {
+  /** It cannot tell (a graph variable, DROP ALL, ...): anything. */
+  all: boolean;
+  /** The system graph. */
+  system: boolean;
+  /** Workspace id -> the graphs of it named, as paths under `<base>workspaces/<id>/` (`iam`, `matrices/M`, ...). */
+  workspaces: Map<string, Set<string>>;
+}
+
+/** Which graphs a write may have touched, read from the graph IRIs it names. */
+export function affectedBy(op: WriteOp, graphs: Graphs): WriteReach {
   const text = op.kind === 'update' ? op.sparql : `<${op.graph}>`;
-  const workspaces = new Set<string>();
+  const workspaces = new Map<string, Set<string>>();
   const marker = `<${graphs.base}workspaces/`;
   for (let at = text.indexOf(marker); at !== -1; at = text.indexOf(marker, at + marker.length)) {
-    const rest = text.slice(at + marker.length, at + marker.length + 100);
-    const id = /^[^/>]+/.exec(rest)?.[0];
-    if (id) workspaces.add(id);
+    const end = text.indexOf('>', at);
+    if (end === -1) break;
+    const [id, ...rest] = text.slice(at + marker.length, end).split('/');
+    if (!id) continue;
+    if (!workspaces.has(id)) workspaces.set(id, new Set());
+    workspaces.get(id)!.add(rest.join('/'));
   }
   const system = text.includes(`<${graphs.system}>`);
   const all = op.kind === 'update' && (
@@ -192,6 +205,24 @@ export function affectedBy(op: WriteOp, graphs: Graphs): { all: boolean; system:
     || /\b(?:ADD|MOVE|COPY)\s+(?:SILENT\s+)?(?:GRAPH|DEFAULT|<|[A-Za-z_][\w.-]*:)/i.test(text)
     || (workspaces.size === 0 && !system && !text.includes(`<${graphs.base}`) && /\bGRAPH\b/i.test(text)));
   return { all, system, workspaces };
+}
+
+/**
+ * Can the write have changed what a view sees? The knowledge view depends
+ * on the matrix graphs, the extension graphs, and the records that say
+ * which of them are visible (packages and extensions graphs); the whole
+ * workspace view on every graph of the workspace and the system graph.
+ */
+export function reaches(write: WriteReach, workspaceId: string, kind: ViewKind): boolean {
+  if (write.all) return true;
+  const paths = write.workspaces.get(workspaceId);
+  if (kind === 'all') return write.system || paths !== undefined;
+  if (!paths) return false;
+  for (const graph of paths) {
+    if (graph === 'packages' || graph === 'extensions' || graph.startsWith('extensions/')) return true;
+    if (graph.startsWith('matrices/') && !graph.endsWith('/derived')) return true;
+  }
+  return false;
 }
 
 export class QuerySandbox {
@@ -298,17 +329,9 @@ export class QuerySandbox {
   }
 
   private onWrite(ops: WriteOp[]): void {
-    let all = false;
-    let system = false;
-    const touched = new Set<string>();
-    for (const op of ops) {
-      const hit = affectedBy(op, this.graphs);
-      all ||= hit.all;
-      system ||= hit.system;
-      for (const ws of hit.workspaces) touched.add(ws);
-    }
+    const writes = ops.map((op) => affectedBy(op, this.graphs));
     for (const view of this.views.values()) {
-      if (all || touched.has(view.workspaceId) || (system && view.kind === 'all')) {
+      if (writes.some((write) => reaches(write, view.workspaceId, view.kind))) {
         view.generation++;
         view.data = undefined;
       }

@@ -124,9 +124,12 @@ describe('query sandbox: limits and isolation from the event loop', function () 
     const { sandbox, store } = t.server.services;
     await run('one-role');
     const loads = sandbox.stats().loads;
-    // Writes elsewhere: a user profile (system graph), another workspace's matrix, this workspace's records.
+    // Writes elsewhere: a user profile (system graph), another workspace's matrix, this workspace's records
+    // that scripts do not see (a new slash command, a derived graph).
     await t.http.get('/api/v1/workspaces').set(bearer(await t.token('acme-member', { email: 'new@example.org' })));
     await installFixtureMatrix(t, other.workspace.id, { uri: 'https://example.org/matrices/x', turtle: '<urn:a> <urn:b> <urn:c> .' });
+    await define('acme', tokens.owner, 'unrelated', 'CONSTRUCT WHERE { ?s ?p ?o }');
+    await store.update(`INSERT DATA { GRAPH <${t.server.services.graphs.derived(ws.id, 'm')}> { <urn:a> <urn:b> <urn:c> } }`);
     for (let i = 0; i < 3; i++) expect((await run('one-role')).status).to.equal(200);
     expect(sandbox.stats().loads).to.equal(loads);
     await store.update(`INSERT DATA { GRAPH <${t.server.services.graphs.matrix(ws.id, 'nope')}> { <urn:a> <urn:b> <urn:c> } }`);

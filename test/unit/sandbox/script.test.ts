@@ -1,7 +1,7 @@
 import { expect } from 'chai';
 import oxigraph from 'oxigraph';
 import { Graphs } from '../../../src/rdf/graphs.js';
-import { affectedBy } from '../../../src/sandbox/sandbox.js';
+import { affectedBy, reaches } from '../../../src/sandbox/sandbox.js';
 import { limitedText, parseReadQuery } from '../../../src/sandbox/script.js';
 
 describe('sandbox: which writes touch which workspace', () => {
@@ -12,13 +12,32 @@ describe('sandbox: which writes touch which workspace', () => {
     const hit = update(`INSERT DATA { GRAPH <${graphs.matrix('w1', 'm1')}> { <urn:a> <urn:b> <urn:c> } } ;
       DELETE WHERE { GRAPH <${graphs.packages('w2')}> { ?s ?p ?o } }`);
     expect(hit.all).to.equal(false);
-    expect([...hit.workspaces].sort()).to.deep.equal(['w1', 'w2']);
+    expect([...hit.workspaces.keys()].sort()).to.deep.equal(['w1', 'w2']);
+    expect([...hit.workspaces.get('w1')!]).to.deep.equal(['matrices/m1']);
     expect(hit.system).to.equal(false);
+  });
+
+  it('re-syncs a knowledge view only for its matrices, extensions and the records choosing them', () => {
+    const touches = (graph: string) => reaches(update(`INSERT DATA { GRAPH <${graph}> { <urn:a> <urn:b> <urn:c> } }`), 'w1', 'knowledge');
+    expect(touches(graphs.matrix('w1', 'm1'))).to.equal(true);
+    expect(touches(graphs.packages('w1'))).to.equal(true);
+    expect(touches(graphs.extensions('w1'))).to.equal(true);
+    expect(touches(graphs.extension('w1', 'x1'))).to.equal(true);
+    expect(touches(graphs.derived('w1', 'm1'))).to.equal(false);
+    expect(touches(graphs.slashCommands('w1'))).to.equal(false);
+    expect(touches(graphs.iam('w1'))).to.equal(false);
+    expect(touches(graphs.command('w1', 'c1'))).to.equal(false);
+    expect(touches(graphs.matrix('w2', 'm1'))).to.equal(false);
+    expect(touches(graphs.system)).to.equal(false);
+    const all = (graph: string) => reaches(update(`INSERT DATA { GRAPH <${graph}> { <urn:a> <urn:b> <urn:c> } }`), 'w1', 'all');
+    expect(all(graphs.slashCommands('w1'))).to.equal(true);
+    expect(all(graphs.system)).to.equal(true);
+    expect(all(graphs.iam('w2'))).to.equal(false);
   });
 
   it('finds the workspace of a load', () => {
     const hit = affectedBy({ kind: 'load', graph: graphs.extension('w3', 'x'), format: 'text/turtle', data: '' }, graphs);
-    expect([...hit.workspaces]).to.deep.equal(['w3']);
+    expect([...hit.workspaces.keys()]).to.deep.equal(['w3']);
   });
 
   it('marks system graph writes, which concern the administrators\' views', () => {
