@@ -8,7 +8,7 @@ import type { QuadStore, WriteOp } from '../store/store.js';
 import type { Graphs } from '../rdf/graphs.js';
 import { AppError } from '../errors.js';
 import type { FromWorker, ResultFormat, ResultKind, RunResult, ToWorker } from './protocol.js';
-import type { GraphCopy, ViewKind, WorkspaceViews } from './views.js';
+import type { ViewKind, WorkspaceViews } from './views.js';
 
 /**
  * The query sandbox. User queries (slash commands, the administrators'
@@ -23,7 +23,8 @@ import type { GraphCopy, ViewKind, WorkspaceViews } from './views.js';
  *
  * Cost per execution is one message each way to a warm worker. A view's
  * workers are re-synced only when a write touched a graph the view depends
- * on (`store.onWrite`, `reaches`), lazily, before the next query they run.
+ * on (`store.onWrite`, `reaches`), lazily, before the next query they run,
+ * and then receive only the graphs that changed.
  */
 
 export interface SandboxOptions {
@@ -73,8 +74,8 @@ class QueryWorker {
   dead = false;
   /** The view it serves; null while it is a spare. */
   owner: View | null = null;
-  /** Generation of the view data it holds (-1: none). */
-  loadedGeneration = -1;
+  /** The graphs its store holds: name -> version (see `View.graphs`). */
+  held = new Map<string, number>();
   lastUsed = Date.now();
   private readonly pending = new Map<number, Settle>();
 
@@ -162,12 +163,22 @@ interface Job {
   done: boolean;
 }
 
+interface Staleness {
+  /** Reload every graph (a write it cannot place). */
+  everything: boolean;
+  /** Which graphs are visible may have changed (records were written). */
+  names: boolean;
+  /** Graphs written to. */
+  graphs: Set<string>;
+}
+
 class View {
   workers: QueryWorker[] = [];
   queue: Job[] = [];
-  /** Bumped whenever a write may have changed what the view sees. */
-  generation = 0;
-  data: { generation: number; graphs: GraphCopy[] } | undefined;
+  /** The graphs the view sees: name -> version, bumped when the graph may have changed. */
+  graphs = new Map<string, number>();
+  /** What writes since the last refresh may have changed. */
+  stale: Staleness = { everything: true, names: true, graphs: new Set() };
   lastUsed = Date.now();
   constructor(readonly key: string, readonly workspaceId: string, readonly kind: ViewKind) {}
   alive(): QueryWorker[] { return this.workers.filter((w) => !w.dead); }
@@ -232,7 +243,9 @@ export class QuerySandbox {
   private readonly unsubscribe: () => void;
   private readonly housekeeping: NodeJS.Timeout;
   private closed = false;
-  private readonly counters = { loads: 0, runs: 0, timeouts: 0 };
+  private readonly counters = { loads: 0, graphsLoaded: 0, runs: 0, timeouts: 0 };
+  /** Versions of view graphs (see `View.graphs`). */
+  private graphVersion = 0;
   private readonly opts: Required<SandboxOptions>;
 
   constructor(
@@ -283,8 +296,8 @@ export class QuerySandbox {
     });
   }
 
-  /** Counters (for tests, logs and health): live workers, views, data loads, queries run, queries stopped. */
-  stats(): { workers: number; views: number; loads: number; runs: number; timeouts: number } {
+  /** Counters (for tests, logs and health): live workers, views, syncs, graphs (re)loaded, queries run, queries stopped. */
+  stats(): { workers: number; views: number; loads: number; graphsLoaded: number; runs: number; timeouts: number } {
     let workers = 0;
     for (const view of this.views.values()) workers += view.alive().length;
     return { workers, views: this.views.size, ...this.counters };
@@ -331,11 +344,37 @@ export class QuerySandbox {
   private onWrite(ops: WriteOp[]): void {
     const writes = ops.map((op) => affectedBy(op, this.graphs));
     for (const view of this.views.values()) {
-      if (writes.some((write) => reaches(write, view.workspaceId, view.kind))) {
-        view.generation++;
-        view.data = undefined;
+      for (const write of writes) {
+        if (!reaches(write, view.workspaceId, view.kind)) continue;
+        const stale = view.stale;
+        if (write.all) stale.everything = true;
+        if (write.system) stale.graphs.add(this.graphs.system);
+        const prefix = this.graphs.workspacePrefix(view.workspaceId);
+        for (const path of write.workspaces.get(view.workspaceId) ?? []) {
+          stale.graphs.add(prefix + path);
+          // Records choose the knowledge view's graphs; any new graph may join the whole-workspace view.
+          if (view.kind === 'all' || path === 'packages' || path === 'extensions') stale.names = true;
+        }
       }
     }
+  }
+
+  /**
+   * Brings the view's list of graphs up to date after writes: recomputes
+   * which graphs it sees when records changed, and gives a new version to
+   * each graph that may have changed, so workers reload just those.
+   */
+  private refresh(view: View): void {
+    const { stale } = view;
+    if (!stale.everything && !stale.names && stale.graphs.size === 0) return;
+    const names = stale.everything || stale.names ? this.workspaceViews.names(view.workspaceId, view.kind) : [...view.graphs.keys()];
+    const next = new Map<string, number>();
+    for (const name of names) {
+      const version = view.graphs.get(name);
+      next.set(name, version !== undefined && !stale.everything && !stale.graphs.has(name) ? version : ++this.graphVersion);
+    }
+    view.graphs = next;
+    view.stale = { everything: false, names: false, graphs: new Set() };
   }
 
   private newWorker(): QueryWorker {
@@ -396,13 +435,6 @@ export class QuerySandbox {
     for (let i = 0; i < wanted; i++) this.spawn(view);
   }
 
-  private dataOf(view: View): GraphCopy[] {
-    if (!view.data || view.data.generation !== view.generation) {
-      view.data = { generation: view.generation, graphs: this.workspaceViews.copy(view.workspaceId, view.kind) };
-    }
-    return view.data.graphs;
-  }
-
   private async dispatch(view: View, worker: QueryWorker, job: Job): Promise<void> {
     worker.busy = true;
     worker.lastUsed = Date.now();
@@ -411,13 +443,23 @@ export class QuerySandbox {
     clearTimeout(job.timer);
     job.timer = setTimeout(() => this.expire(view, job), this.opts.timeoutMs);
     try {
-      if (worker.loadedGeneration !== view.generation) {
-        const generation = view.generation;
+      // Same tick: refresh, compare and dump, so what is sent is the store's state now.
+      this.refresh(view);
+      const drop = [...worker.held.keys()].filter((name) => !view.graphs.has(name));
+      const load = [...view.graphs].filter(([name, version]) => worker.held.get(name) !== version);
+      if (drop.length || load.length) {
         this.counters.loads++;
-        const loaded = await worker.call({ type: 'load', id: nextMessageId++, graphs: this.dataOf(view) });
-        if (loaded.type === 'error') throw new Error(`loading the workspace's graphs failed: ${loaded.message}`);
-        worker.loadedGeneration = generation;
-        // A write while loading: the next query reloads.
+        this.counters.graphsLoaded += load.length;
+        const held = new Map(view.graphs);
+        const synced = await worker.call({
+          type: 'sync',
+          id: nextMessageId++,
+          drop,
+          load: load.map(([name]) => ({ name, ntriples: this.workspaceViews.dump(view.workspaceId, view.kind, name) })),
+        });
+        if (synced.type === 'error') throw new Error(`syncing the workspace's graphs failed: ${synced.message}`);
+        // A write while syncing bumps versions: the next query syncs again.
+        worker.held = held;
       }
       const { request } = job;
       this.counters.runs++;
@@ -502,8 +544,6 @@ export class QuerySandbox {
         void w.kill();
         view.workers = view.workers.filter((x) => x !== w);
       }
-      // The cached copy is only needed while a worker still lacks it.
-      if (view.data && view.alive().every((w) => w.loadedGeneration === view.generation)) view.data = undefined;
     }
   }
 }

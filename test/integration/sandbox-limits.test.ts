@@ -1,6 +1,7 @@
 import { expect } from 'chai';
 import { startTestServer, removeDir, bearer, seedWorkspace, type TestServer } from '../helpers/server.js';
-import { installFixtureMatrix } from '../helpers/matrix.js';
+import { installFixtureMatrix, uninstallFixtureMatrix } from '../helpers/matrix.js';
+import { stableId } from '../../src/rdf/ids.js';
 import { parseScript, limitedText } from '../../src/sandbox/script.js';
 
 const M = 'https://example.org/matrices/big';
@@ -133,10 +134,22 @@ describe('query sandbox: limits and isolation from the event loop', function () 
     for (let i = 0; i < 3; i++) expect((await run('one-role')).status).to.equal(200);
     expect(sandbox.stats().loads).to.equal(loads);
     await store.update(`INSERT DATA { GRAPH <${t.server.services.graphs.matrix(ws.id, 'nope')}> { <urn:a> <urn:b> <urn:c> } }`);
+    const graphsLoaded = sandbox.stats().graphsLoaded;
     await installFixtureMatrix(t, ws.id, { uri: 'https://example.org/matrices/y', turtle: `<${M}#role7> <urn:extra> "yes" .` });
     const res = await run('one-role', 'application/n-triples');
     expect(res.text).to.include('"yes"');
-    expect(sandbox.stats().loads).to.be.above(loads);
+    expect(sandbox.stats().loads).to.equal(loads + 1);
+    // Only the new matrix graph travelled to the worker; the big one it already held did not.
+    expect(sandbox.stats().graphsLoaded).to.equal(graphsLoaded + 1);
+    // A change inside a matrix graph reloads that graph; removing a matrix drops it.
+    await store.update(`INSERT DATA { GRAPH <${t.server.services.graphs.matrix(ws.id, stableId('matrix', ws.id, 'https://example.org/matrices/y'))}> { <${M}#role7> <urn:extra> "more" } }`);
+    expect((await run('one-role', 'application/n-triples')).text).to.include('"more"');
+    expect(sandbox.stats().graphsLoaded).to.equal(graphsLoaded + 2);
+    await uninstallFixtureMatrix(t, ws.id, 'https://example.org/matrices/y');
+    const after = await run('one-role', 'application/n-triples');
+    expect(after.text).to.not.include('extra');
+    expect(after.text.trim().split('\n')).to.have.length(2);
+    expect(sandbox.stats().graphsLoaded).to.equal(graphsLoaded + 2);
   });
 
   it('adds little to a bare in-process query (p50 of the sandbox round trip)', async () => {
