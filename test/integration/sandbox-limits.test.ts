@@ -121,6 +121,19 @@ describe('query sandbox: limits and isolation from the event loop', function () 
     expect((await run('one-role')).status).to.equal(200);
   });
 
+  it('survives a worker that dies on its own: the next query gets a fresh worker with the data', async () => {
+    const { sandbox } = t.server.services;
+    expect((await run('one-role')).status).to.equal(200);
+    // Reach into the sandbox the way a crash would: the thread ends without the sandbox asking.
+    const views = (sandbox as unknown as { views: Map<string, { workers: Array<{ worker: { terminate(): Promise<number> } }> }> }).views;
+    const view = views.get(`knowledge:${ws.id}`)!;
+    await Promise.all(view.workers.map((w) => w.worker.terminate()));
+    await new Promise((r) => setTimeout(r, 50));
+    const res = await run('one-role');
+    expect(res.status).to.equal(200);
+    expect(res.body.data.tripleCount).to.equal(2);
+  });
+
   it('re-syncs a workspace\'s workers only when its visible graphs changed', async () => {
     const { sandbox, store } = t.server.services;
     await run('one-role');
