@@ -1,7 +1,7 @@
 /**
  * Messages between the sandbox (main thread) and its query workers. A
  * worker holds its own Oxigraph store with a copy of one workspace's
- * visible graphs; it receives the graphs (`load`) and queries (`run`), and
+ * visible graphs; it receives changed graphs (`sync`) and queries (`run`), and
  * answers each query with the serialized result.
  */
 
@@ -17,10 +17,12 @@ export const BOOLEAN_FORMATS = ['application/sparql-results+json', 'application/
 
 export type ResultFormat = (typeof GRAPH_FORMATS)[number] | (typeof BINDINGS_FORMATS)[number];
 
-export interface LoadMessage {
-  type: 'load';
+/** Brings a worker's copy up to date: drops graphs, then (re)loads graphs whole. */
+export interface SyncMessage {
+  type: 'sync';
   id: number;
-  graphs: Array<{ name: string; ntriples: string }>;
+  drop: string[];
+  load: Array<{ name: string; ntriples: string }>;
 }
 
 export interface RunMessage {
@@ -39,7 +41,7 @@ export interface RunMessage {
   namedGraphs?: string[];
 }
 
-export type ToWorker = LoadMessage | RunMessage;
+export type ToWorker = SyncMessage | RunMessage;
 
 export interface RunResult {
   body: string;
@@ -50,7 +52,7 @@ export interface RunResult {
 
 export type FromWorker =
   | { type: 'ready' }
-  | { type: 'loaded'; id: number; quads: number }
+  | { type: 'synced'; id: number; quads: number }
   | { type: 'result'; id: number; result: RunResult }
   /** `query`: the query failed (bad input); `internal`: anything else. */
   | { type: 'error'; id: number; kind: 'query' | 'internal'; message: string };

@@ -8,7 +8,7 @@ import type { QuadStore, WriteOp } from '../store/store.js';
 import type { Graphs } from '../rdf/graphs.js';
 import { AppError } from '../errors.js';
 import type { FromWorker, ResultFormat, ResultKind, RunResult, ToWorker } from './protocol.js';
-import type { GraphCopy, ViewKind, WorkspaceViews } from './views.js';
+import type { ViewKind, WorkspaceViews } from './views.js';
 
 /**
  * The query sandbox. User queries (slash commands, the administrators'
@@ -22,8 +22,9 @@ import type { GraphCopy, ViewKind, WorkspaceViews } from './views.js';
  * limit of its own (the time limit, but at least 10 s).
  *
  * Cost per execution is one message each way to a warm worker. A view's
- * workers are re-synced only when a write touched that workspace's graphs
- * (`store.onWrite`), lazily, before the next query they run.
+ * workers are re-synced only when a write touched a graph the view depends
+ * on (`store.onWrite`, `reaches`), lazily, before the next query they run,
+ * and then receive only the graphs that changed.
  */
 
 export interface SandboxOptions {
@@ -73,8 +74,8 @@ class QueryWorker {
   dead = false;
   /** The view it serves; null while it is a spare. */
   owner: View | null = null;
-  /** Generation of the view data it holds (-1: none). */
-  loadedGeneration = -1;
+  /** The graphs its store holds: name -> version (see `View.graphs`). */
+  held = new Map<string, number>();
   lastUsed = Date.now();
   private readonly pending = new Map<number, Settle>();
 
@@ -117,13 +118,13 @@ class QueryWorker {
     });
   }
 
-  /** Stops it at once, whatever it is doing. */
-  kill(): void {
-    if (this.dead) return;
+  /** Stops it at once, whatever it is doing; what it was asked fails. */
+  kill(): Promise<unknown> {
+    if (this.dead) return Promise.resolve();
     this.dead = true;
     for (const settle of this.pending.values()) settle.reject(new Error('query worker stopped'));
     this.pending.clear();
-    void this.worker.terminate();
+    return this.worker.terminate();
   }
 }
 
@@ -162,26 +163,49 @@ interface Job {
   done: boolean;
 }
 
+interface Staleness {
+  /** Reload every graph (a write it cannot place). */
+  everything: boolean;
+  /** Which graphs are visible may have changed (records were written). */
+  names: boolean;
+  /** Graphs written to. */
+  graphs: Set<string>;
+}
+
 class View {
   workers: QueryWorker[] = [];
   queue: Job[] = [];
-  /** Bumped whenever a write may have changed what the view sees. */
-  generation = 0;
-  data: { generation: number; graphs: GraphCopy[] } | undefined;
+  /** The graphs the view sees: name -> version, bumped when the graph may have changed. */
+  graphs = new Map<string, number>();
+  /** What writes since the last refresh may have changed. */
+  stale: Staleness = { everything: true, names: true, graphs: new Set() };
   lastUsed = Date.now();
   constructor(readonly key: string, readonly workspaceId: string, readonly kind: ViewKind) {}
   alive(): QueryWorker[] { return this.workers.filter((w) => !w.dead); }
 }
 
-/** Which workspaces a write may have touched; `all` when it cannot tell. */
-export function affectedBy(op: WriteOp, graphs: Graphs): { all: boolean; system: boolean; workspaces: Set<string> } {
+/** What one write may have touched. */
+export interface WriteReach {
+  /** It cannot tell (a graph variable, DROP ALL, ...): anything. */
+  all: boolean;
+  /** The system graph. */
+  system: boolean;
+  /** Workspace id -> the graphs of it named, as paths under `<base>workspaces/<id>/` (`iam`, `matrices/M`, ...). */
+  workspaces: Map<string, Set<string>>;
+}
+
+/** Which graphs a write may have touched, read from the graph IRIs it names. */
+export function affectedBy(op: WriteOp, graphs: Graphs): WriteReach {
   const text = op.kind === 'update' ? op.sparql : `<${op.graph}>`;
-  const workspaces = new Set<string>();
+  const workspaces = new Map<string, Set<string>>();
   const marker = `<${graphs.base}workspaces/`;
   for (let at = text.indexOf(marker); at !== -1; at = text.indexOf(marker, at + marker.length)) {
-    const rest = text.slice(at + marker.length, at + marker.length + 100);
-    const id = /^[^/>]+/.exec(rest)?.[0];
-    if (id) workspaces.add(id);
+    const end = text.indexOf('>', at);
+    if (end === -1) break;
+    const [id, ...rest] = text.slice(at + marker.length, end).split('/');
+    if (!id) continue;
+    if (!workspaces.has(id)) workspaces.set(id, new Set());
+    workspaces.get(id)!.add(rest.join('/'));
   }
   const system = text.includes(`<${graphs.system}>`);
   const all = op.kind === 'update' && (
@@ -194,6 +218,24 @@ export function affectedBy(op: WriteOp, graphs: Graphs): { all: boolean; system:
   return { all, system, workspaces };
 }
 
+/**
+ * Can the write have changed what a view sees? The knowledge view depends
+ * on the matrix graphs, the extension graphs, and the records that say
+ * which of them are visible (packages and extensions graphs); the whole
+ * workspace view on every graph of the workspace and the system graph.
+ */
+export function reaches(write: WriteReach, workspaceId: string, kind: ViewKind): boolean {
+  if (write.all) return true;
+  const paths = write.workspaces.get(workspaceId);
+  if (kind === 'all') return write.system || paths !== undefined;
+  if (!paths) return false;
+  for (const graph of paths) {
+    if (graph === 'packages' || graph === 'extensions' || graph.startsWith('extensions/')) return true;
+    if (graph.startsWith('matrices/') && !graph.endsWith('/derived')) return true;
+  }
+  return false;
+}
+
 export class QuerySandbox {
   private readonly views = new Map<string, View>();
   /** Started workers not yet serving a view. */
@@ -201,7 +243,9 @@ export class QuerySandbox {
   private readonly unsubscribe: () => void;
   private readonly housekeeping: NodeJS.Timeout;
   private closed = false;
-  private readonly counters = { loads: 0, runs: 0, timeouts: 0 };
+  private readonly counters = { loads: 0, graphsLoaded: 0, runs: 0, timeouts: 0 };
+  /** Versions of view graphs (see `View.graphs`). */
+  private graphVersion = 0;
   private readonly opts: Required<SandboxOptions>;
 
   constructor(
@@ -252,8 +296,8 @@ export class QuerySandbox {
     });
   }
 
-  /** Counters (for tests, logs and health): live workers, views, data loads, queries run, queries stopped. */
-  stats(): { workers: number; views: number; loads: number; runs: number; timeouts: number } {
+  /** Counters (for tests, logs and health): live workers, views, syncs, graphs (re)loaded, queries run, queries stopped. */
+  stats(): { workers: number; views: number; loads: number; graphsLoaded: number; runs: number; timeouts: number } {
     let workers = 0;
     for (const view of this.views.values()) workers += view.alive().length;
     return { workers, views: this.views.size, ...this.counters };
@@ -266,10 +310,10 @@ export class QuerySandbox {
     for (const view of this.views.values()) {
       for (const job of view.queue) this.settle(job, new AppError('SERVICE_UNAVAILABLE', 'The service is shutting down'));
       view.queue = [];
-      await Promise.all(view.workers.map((w) => { w.dead = true; return w.worker.terminate(); }));
+      await Promise.all(view.workers.map((w) => w.kill()));
     }
     this.views.clear();
-    await Promise.all(this.spares.map((w) => { w.dead = true; return w.worker.terminate(); }));
+    await Promise.all(this.spares.map((w) => w.kill()));
     this.spares = [];
   }
 
@@ -293,26 +337,44 @@ export class QuerySandbox {
   }
 
   private dropView(view: View): void {
-    for (const w of view.workers) w.kill();
+    for (const w of view.workers) void w.kill();
     this.views.delete(view.key);
   }
 
   private onWrite(ops: WriteOp[]): void {
-    let all = false;
-    let system = false;
-    const touched = new Set<string>();
-    for (const op of ops) {
-      const hit = affectedBy(op, this.graphs);
-      all ||= hit.all;
-      system ||= hit.system;
-      for (const ws of hit.workspaces) touched.add(ws);
-    }
+    const writes = ops.map((op) => affectedBy(op, this.graphs));
     for (const view of this.views.values()) {
-      if (all || touched.has(view.workspaceId) || (system && view.kind === 'all')) {
-        view.generation++;
-        view.data = undefined;
+      for (const write of writes) {
+        if (!reaches(write, view.workspaceId, view.kind)) continue;
+        const stale = view.stale;
+        if (write.all) stale.everything = true;
+        if (write.system) stale.graphs.add(this.graphs.system);
+        const prefix = this.graphs.workspacePrefix(view.workspaceId);
+        for (const path of write.workspaces.get(view.workspaceId) ?? []) {
+          stale.graphs.add(prefix + path);
+          // Records choose the knowledge view's graphs; any new graph may join the whole-workspace view.
+          if (view.kind === 'all' || path === 'packages' || path === 'extensions') stale.names = true;
+        }
       }
     }
+  }
+
+  /**
+   * Brings the view's list of graphs up to date after writes: recomputes
+   * which graphs it sees when records changed, and gives a new version to
+   * each graph that may have changed, so workers reload just those.
+   */
+  private refresh(view: View): void {
+    const { stale } = view;
+    if (!stale.everything && !stale.names && stale.graphs.size === 0) return;
+    const names = stale.everything || stale.names ? this.workspaceViews.names(view.workspaceId, view.kind) : [...view.graphs.keys()];
+    const next = new Map<string, number>();
+    for (const name of names) {
+      const version = view.graphs.get(name);
+      next.set(name, version !== undefined && !stale.everything && !stale.graphs.has(name) ? version : ++this.graphVersion);
+    }
+    view.graphs = next;
+    view.stale = { everything: false, names: false, graphs: new Set() };
   }
 
   private newWorker(): QueryWorker {
@@ -373,13 +435,6 @@ export class QuerySandbox {
     for (let i = 0; i < wanted; i++) this.spawn(view);
   }
 
-  private dataOf(view: View): GraphCopy[] {
-    if (!view.data || view.data.generation !== view.generation) {
-      view.data = { generation: view.generation, graphs: this.workspaceViews.copy(view.workspaceId, view.kind) };
-    }
-    return view.data.graphs;
-  }
-
   private async dispatch(view: View, worker: QueryWorker, job: Job): Promise<void> {
     worker.busy = true;
     worker.lastUsed = Date.now();
@@ -388,13 +443,23 @@ export class QuerySandbox {
     clearTimeout(job.timer);
     job.timer = setTimeout(() => this.expire(view, job), this.opts.timeoutMs);
     try {
-      if (worker.loadedGeneration !== view.generation) {
-        const generation = view.generation;
+      // Same tick: refresh, compare and dump, so what is sent is the store's state now.
+      this.refresh(view);
+      const drop = [...worker.held.keys()].filter((name) => !view.graphs.has(name));
+      const load = [...view.graphs].filter(([name, version]) => worker.held.get(name) !== version);
+      if (drop.length || load.length) {
         this.counters.loads++;
-        const loaded = await worker.call({ type: 'load', id: nextMessageId++, graphs: this.dataOf(view) });
-        if (loaded.type === 'error') throw new Error(`loading the workspace's graphs failed: ${loaded.message}`);
-        worker.loadedGeneration = generation;
-        // A write while loading: the next query reloads.
+        this.counters.graphsLoaded += load.length;
+        const held = new Map(view.graphs);
+        const synced = await worker.call({
+          type: 'sync',
+          id: nextMessageId++,
+          drop,
+          load: load.map(([name]) => ({ name, ntriples: this.workspaceViews.dump(view.workspaceId, view.kind, name) })),
+        });
+        if (synced.type === 'error') throw new Error(`syncing the workspace's graphs failed: ${synced.message}`);
+        // A write while syncing bumps versions: the next query syncs again.
+        worker.held = held;
       }
       const { request } = job;
       this.counters.runs++;
@@ -414,10 +479,12 @@ export class QuerySandbox {
       else if (answer.type === 'error' && answer.kind === 'query') this.settle(job, new AppError('BAD_REQUEST', `The query failed: ${answer.message}`));
       else throw new Error(answer.type === 'error' ? answer.message : `unexpected answer ${answer.type}`);
     } catch (err) {
-      if (!job.done) {
+      if (!job.done && this.closed) {
+        this.settle(job, new AppError('SERVICE_UNAVAILABLE', 'The service is shutting down'));
+      } else if (!job.done) {
         this.logger.error({ err, view: view.key }, 'query worker failed');
         // Its state is unknown: replace it.
-        worker.kill();
+        void worker.kill();
         view.workers = view.workers.filter((w) => w !== worker);
         this.settle(job, new AppError('SERVICE_UNAVAILABLE', 'The query could not be run; try again'));
       }
@@ -455,7 +522,7 @@ export class QuerySandbox {
       { timeoutMs: worker ? this.opts.timeoutMs : this.opts.queueTimeoutMs },
     ));
     if (worker) {
-      worker.kill();
+      void worker.kill();
       view.workers = view.workers.filter((w) => w !== worker);
       this.logger.warn({ view: view.key, timeoutMs: this.opts.timeoutMs }, 'query stopped at its time limit; worker replaced');
       this.pump(view);
@@ -474,11 +541,9 @@ export class QuerySandbox {
       const idle = view.alive().filter((w) => !w.busy && now - w.lastUsed > this.opts.idleMs);
       const removable = view.alive().length - this.opts.warmWorkers;
       for (const w of idle.slice(0, Math.max(0, removable))) {
-        w.kill();
+        void w.kill();
         view.workers = view.workers.filter((x) => x !== w);
       }
-      // The cached copy is only needed while a worker still lacks it.
-      if (view.data && view.alive().every((w) => w.loadedGeneration === view.generation)) view.data = undefined;
     }
   }
 }

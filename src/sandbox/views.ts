@@ -15,11 +15,6 @@ import { iri, literal, sparql } from '../rdf/sparql.js';
  */
 export type ViewKind = 'knowledge' | 'all';
 
-export interface GraphCopy {
-  name: string;
-  ntriples: string;
-}
-
 export class WorkspaceViews {
   constructor(private readonly store: QuadStore, private readonly graphs: Graphs) {}
 
@@ -65,11 +60,15 @@ export class WorkspaceViews {
       }`);
   }
 
-  /** A copy of the graphs a view holds, for a query worker. */
-  copy(workspaceId: string, kind: ViewKind): GraphCopy[] {
-    const names = kind === 'knowledge' ? this.knowledgeGraphs(workspaceId) : this.workspaceGraphs(workspaceId);
-    const out = names.map((name) => ({ name, ntriples: this.store.dumpGraph(name) }));
-    if (kind === 'all') out.push({ name: this.graphs.system, ntriples: this.systemExcerpt(workspaceId) });
-    return out;
+  /** The graphs a view holds. */
+  names(workspaceId: string, kind: ViewKind): string[] {
+    if (kind === 'knowledge') return this.knowledgeGraphs(workspaceId);
+    return [...this.workspaceGraphs(workspaceId), this.graphs.system];
+  }
+
+  /** One graph of a view as N-Triples, for a query worker (the system graph: only the workspace's excerpt). */
+  dump(workspaceId: string, kind: ViewKind, name: string): string {
+    if (kind === 'all' && name === this.graphs.system) return this.systemExcerpt(workspaceId);
+    return this.store.dumpGraph(name);
   }
 }

@@ -1,6 +1,6 @@
 import { parentPort } from 'node:worker_threads';
 import oxigraph from 'oxigraph';
-import type { FromWorker, RunMessage, RunResult, ToWorker } from './protocol.js';
+import type { FromWorker, RunMessage, RunResult, SyncMessage, ToWorker } from './protocol.js';
 import { toCsv, toTsv, toXml, type JsonResults } from './results.js';
 
 /*
@@ -13,7 +13,7 @@ import { toCsv, toTsv, toXml, type JsonResults } from './results.js';
 const port = parentPort;
 if (!port) throw new Error('sandbox worker must run in a worker thread');
 
-let store = new oxigraph.Store();
+const store = new oxigraph.Store();
 
 /**
  * The Turtle and JSON-LD libraries load after the worker says it is ready
@@ -42,14 +42,16 @@ function jsonLdContext(prefixes: Record<string, string>): Record<string, string>
   return context;
 }
 
-function load(graphs: Array<{ name: string; ntriples: string }>): number {
-  const fresh = new oxigraph.Store();
-  for (const graph of graphs) {
-    if (graph.ntriples.length === 0) continue;
-    fresh.load(graph.ntriples, { format: 'application/n-triples', to_graph_name: oxigraph.namedNode(graph.name), no_transaction: true });
+/** Drops the graphs named, then loads each given graph whole (replacing what it held). */
+function sync(msg: SyncMessage): number {
+  for (const name of [...msg.drop, ...msg.load.map((g) => g.name)]) {
+    for (const quad of store.match(null, null, null, oxigraph.namedNode(name))) store.delete(quad);
   }
-  store = fresh;
-  return fresh.size;
+  for (const graph of msg.load) {
+    if (graph.ntriples.length === 0) continue;
+    store.load(graph.ntriples, { format: 'application/n-triples', to_graph_name: oxigraph.namedNode(graph.name) });
+  }
+  return store.size;
 }
 
 function queryOptions(msg: RunMessage): Parameters<oxigraph.Store['query']>[1] {
@@ -133,9 +135,9 @@ async function run(msg: RunMessage): Promise<void> {
 let chain: Promise<void> = Promise.resolve();
 port.on('message', (msg: ToWorker) => {
   chain = chain.then(async () => {
-    if (msg.type === 'load') {
+    if (msg.type === 'sync') {
       try {
-        post({ type: 'loaded', id: msg.id, quads: load(msg.graphs) });
+        post({ type: 'synced', id: msg.id, quads: sync(msg) });
       } catch (err) {
         post({ type: 'error', id: msg.id, kind: 'internal', message: err instanceof Error ? err.message : String(err) });
       }

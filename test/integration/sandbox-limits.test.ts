@@ -1,6 +1,7 @@
 import { expect } from 'chai';
 import { startTestServer, removeDir, bearer, seedWorkspace, type TestServer } from '../helpers/server.js';
-import { installFixtureMatrix } from '../helpers/matrix.js';
+import { installFixtureMatrix, uninstallFixtureMatrix } from '../helpers/matrix.js';
+import { stableId } from '../../src/rdf/ids.js';
 import { parseScript, limitedText } from '../../src/sandbox/script.js';
 
 const M = 'https://example.org/matrices/big';
@@ -120,20 +121,48 @@ describe('query sandbox: limits and isolation from the event loop', function () 
     expect((await run('one-role')).status).to.equal(200);
   });
 
+  it('survives a worker that dies on its own: the next query gets a fresh worker with the data', async () => {
+    const { sandbox } = t.server.services;
+    expect((await run('one-role')).status).to.equal(200);
+    // Reach into the sandbox the way a crash would: the thread ends without the sandbox asking.
+    const views = (sandbox as unknown as { views: Map<string, { workers: Array<{ worker: { terminate(): Promise<number> } }> }> }).views;
+    const view = views.get(`knowledge:${ws.id}`)!;
+    await Promise.all(view.workers.map((w) => w.worker.terminate()));
+    await new Promise((r) => setTimeout(r, 50));
+    const res = await run('one-role');
+    expect(res.status).to.equal(200);
+    expect(res.body.data.tripleCount).to.equal(2);
+  });
+
   it('re-syncs a workspace\'s workers only when its visible graphs changed', async () => {
     const { sandbox, store } = t.server.services;
     await run('one-role');
     const loads = sandbox.stats().loads;
-    // Writes elsewhere: a user profile (system graph), another workspace's matrix, this workspace's records.
+    // Writes elsewhere: a user profile (system graph), another workspace's matrix, this workspace's records
+    // that scripts do not see (a new slash command, a derived graph).
     await t.http.get('/api/v1/workspaces').set(bearer(await t.token('acme-member', { email: 'new@example.org' })));
     await installFixtureMatrix(t, other.workspace.id, { uri: 'https://example.org/matrices/x', turtle: '<urn:a> <urn:b> <urn:c> .' });
+    await define('acme', tokens.owner, 'unrelated', 'CONSTRUCT WHERE { ?s ?p ?o }');
+    await store.update(`INSERT DATA { GRAPH <${t.server.services.graphs.derived(ws.id, 'm')}> { <urn:a> <urn:b> <urn:c> } }`);
     for (let i = 0; i < 3; i++) expect((await run('one-role')).status).to.equal(200);
     expect(sandbox.stats().loads).to.equal(loads);
     await store.update(`INSERT DATA { GRAPH <${t.server.services.graphs.matrix(ws.id, 'nope')}> { <urn:a> <urn:b> <urn:c> } }`);
+    const graphsLoaded = sandbox.stats().graphsLoaded;
     await installFixtureMatrix(t, ws.id, { uri: 'https://example.org/matrices/y', turtle: `<${M}#role7> <urn:extra> "yes" .` });
     const res = await run('one-role', 'application/n-triples');
     expect(res.text).to.include('"yes"');
-    expect(sandbox.stats().loads).to.be.above(loads);
+    expect(sandbox.stats().loads).to.equal(loads + 1);
+    // Only the new matrix graph travelled to the worker; the big one it already held did not.
+    expect(sandbox.stats().graphsLoaded).to.equal(graphsLoaded + 1);
+    // A change inside a matrix graph reloads that graph; removing a matrix drops it.
+    await store.update(`INSERT DATA { GRAPH <${t.server.services.graphs.matrix(ws.id, stableId('matrix', ws.id, 'https://example.org/matrices/y'))}> { <${M}#role7> <urn:extra> "more" } }`);
+    expect((await run('one-role', 'application/n-triples')).text).to.include('"more"');
+    expect(sandbox.stats().graphsLoaded).to.equal(graphsLoaded + 2);
+    await uninstallFixtureMatrix(t, ws.id, 'https://example.org/matrices/y');
+    const after = await run('one-role', 'application/n-triples');
+    expect(after.text).to.not.include('extra');
+    expect(after.text.trim().split('\n')).to.have.length(2);
+    expect(sandbox.stats().graphsLoaded).to.equal(graphsLoaded + 2);
   });
 
   it('adds little to a bare in-process query (p50 of the sandbox round trip)', async () => {
@@ -154,5 +183,26 @@ describe('query sandbox: limits and isolation from the event loop', function () 
     const overhead = percentile(boxed, 0.5) - percentile(bare, 0.5);
     if (process.env.WSM_TEST_VERBOSE) console.log(`bare p50 ${percentile(bare, 0.5).toFixed(3)} ms, sandbox p50 ${percentile(boxed, 0.5).toFixed(3)} ms`);
     expect(overhead, `p50 overhead ${overhead.toFixed(3)} ms`).to.be.below(2);
+  });
+});
+
+describe('query sandbox: shutdown', function () {
+  this.timeout(30_000);
+  it('stops promptly while a runaway query runs, and leaves no worker behind', async () => {
+    const t = await startTestServer({ WSM_QUERY_TIMEOUT_MS: '20000' });
+    const { tokens, workspace } = await seedWorkspace(t, 'acme');
+    await installFixtureMatrix(t, workspace.id, { uri: M, turtle: bigMatrix(100) });
+    await t.http.post('/api/v1/commands/acme').set(bearer(tokens.owner)).send({ alias: 'runaway', scriptType: 'CONSTRUCT', scriptContent: RUNAWAY });
+    const { sandbox } = t.server.services;
+    const pending = sandbox.run(workspace.id, 'knowledge', { query: RUNAWAY, kind: 'graph', format: 'application/n-triples', union: true });
+    const outcome = pending.then(() => 'answered', (err: { code?: string }) => err.code);
+    await new Promise((r) => setTimeout(r, 1000));
+    expect(sandbox.stats().workers).to.be.at.least(1);
+    const started = Date.now();
+    await t.close();
+    expect(Date.now() - started).to.be.below(3000);
+    expect(await outcome).to.equal('SERVICE_UNAVAILABLE');
+    expect(sandbox.stats().workers).to.equal(0);
+    removeDir(t.dataDir);
   });
 });
