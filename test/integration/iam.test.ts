@@ -1,26 +1,103 @@
 import { expect } from 'chai';
 import { startTestServer, removeDir, bearer, seedWorkspace, type TestServer } from '../helpers/server.js';
-import { installFixtureMatrix, uninstallFixtureMatrix, type InstalledFixture, type FixtureMatrix } from '../helpers/iam-fixtures.js';
+import { tinyPackage } from '../helpers/packages.js';
+import { uploadAndWait, waitForCommand, type CommandJson } from '../helpers/lifecycle.js';
 
 const EX = 'https://example.org/spec/';
 const UNKNOWN = '00000000-0000-4000-8000-000000000000';
 const ISO = /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/;
 
+/** A matrix as its package's Turtle says it: roles (rdfs:label) and agents (iam:hasRole). */
+interface MatrixSpec {
+  uri: string;
+  roles: Array<{ uri: string; label: string; description?: string }>;
+  agents: Array<{ uri: string; label: string; description?: string; roles: string[] }>;
+}
+
 /** Matrix A: two roles and an agent holding one of them. */
-const matrixA: FixtureMatrix = {
-  matrixUri: `${EX}sales`,
+const matrixA: MatrixSpec = {
+  uri: `${EX}sales`,
   roles: [
     { uri: `${EX}sales#Editor`, label: 'Editor', description: 'Edits sales data' },
     { uri: `${EX}sales#Viewer`, label: 'Viewer' },
   ],
   agents: [{ uri: `${EX}sales#Bot`, label: 'Sales bot', description: 'Answers sales questions', roles: [`${EX}sales#Viewer`] }],
 };
-/** Matrix B: a role, and an agent holding a role of matrix A, its own role and a role nobody defines. */
-const matrixB: FixtureMatrix = {
-  matrixUri: `${EX}audit`,
+/** A matrix defining only a role; installed before matrix B and uninstalled after, so that role is defined by nobody. */
+const matrixGhost: MatrixSpec = { uri: `${EX}nowhere`, roles: [{ uri: `${EX}nowhere#Ghost`, label: 'Ghost' }], agents: [] };
+/** Matrix B: a role, and an agent holding a role of matrix A, its own role and a role nobody defines (once the ghost package is gone). */
+const matrixB: MatrixSpec = {
+  uri: `${EX}audit`,
   roles: [{ uri: `${EX}audit#Auditor`, label: 'Auditor' }],
   agents: [{ uri: `${EX}audit#Checker`, label: 'Checker', roles: [`${EX}sales#Editor`, `${EX}audit#Auditor`, `${EX}nowhere#Ghost`] }],
 };
+
+function matrixTurtle(spec: MatrixSpec): string {
+  const text = (s: string) => JSON.stringify(s);
+  const lines = [
+    '@prefix mtx: <https://poliglot.io/os/spec/matrix#> .',
+    '@prefix iam: <https://poliglot.io/os/spec/iam#> .',
+    '@prefix rdfs: <http://www.w3.org/2000/01/rdf-schema#> .',
+    `<${spec.uri}> a mtx:Matrix ; rdfs:label ${text(spec.uri)} .`,
+  ];
+  for (const r of spec.roles) {
+    lines.push(`<${r.uri}> a iam:Role ; rdfs:label ${text(r.label)}${r.description ? ` ; rdfs:comment ${text(r.description)}` : ''} .`);
+  }
+  for (const a of spec.agents) {
+    lines.push(`<${a.uri}> a iam:Agent ; rdfs:label ${text(a.label)}${a.description ? ` ; rdfs:comment ${text(a.description)}` : ''}${a.roles.map((r) => ` ; iam:hasRole <${r}>`).join('')} .`);
+  }
+  return lines.join('\n');
+}
+
+/** Installs (P2) a tiny package holding one matrix and asserts the command completed. */
+async function installMatrix(t: TestServer, token: string, ws: string, name: string, spec: MatrixSpec, version = '1.0.0'): Promise<CommandJson> {
+  const archive = await tinyPackage({ name, version, matrices: [{ name: 'main', uri: spec.uri, turtle: matrixTurtle(spec) }] });
+  const cmd = await uploadAndWait(t, token, ws, archive);
+  expect(cmd.status, `install ${name} ${version}: ${JSON.stringify(cmd)}`).to.equal('completed');
+  return cmd;
+}
+
+/** Uninstalls (P6) a package and asserts the command completed. */
+async function uninstallPackage(t: TestServer, token: string, ws: string, name: string): Promise<void> {
+  const res = await t.http.delete(`/api/v1/packages/${ws}/${name}`).set(bearer(token));
+  expect(res.status, JSON.stringify(res.body)).to.equal(202);
+  expect((await waitForCommand(t, token, ws, res.body.data.id)).status).to.equal('completed');
+}
+
+interface Installed {
+  matrixId: string;
+  roleIds: Record<string, string>;
+  agentIds: Record<string, string>;
+  /** Principal ids of the agents, by agent URI. */
+  agentPrincipalIds: Record<string, string>;
+}
+
+/** The ids the service answers for an installed matrix's roles, agents and agent principals (through I9, I12, I14, I11). */
+async function idsOf(t: TestServer, token: string, ws: string, spec: MatrixSpec): Promise<Installed> {
+  const get = async (path: string) => {
+    const res = await t.http.get(`/api/v1/iam/${ws}${path}`).set(bearer(token));
+    expect(res.status, path).to.equal(200);
+    return res.body.data;
+  };
+  const roles = (await get('/roles?pageSize=100')).items as Array<{ id: string; uri: string; matrixId: string | null }>;
+  const agents = (await get('/agents?pageSize=100')).items as Array<{ id: string; uri: string; matrixId: string }>;
+  const out: Installed = { matrixId: '', roleIds: {}, agentIds: {}, agentPrincipalIds: {} };
+  for (const r of spec.roles) {
+    const found = roles.find((x) => x.uri === r.uri);
+    expect(found, r.uri).to.exist;
+    out.roleIds[r.uri] = found!.id;
+    out.matrixId = found!.matrixId!;
+  }
+  for (const a of spec.agents) {
+    const found = agents.find((x) => x.uri === a.uri);
+    expect(found, a.uri).to.exist;
+    out.agentIds[a.uri] = found!.id;
+    const [first] = await get(`/agents/${found!.id}/roles`) as Array<{ id: string }>;
+    const holders = await get(`/roles/${first!.id}/assignees`) as Array<{ id: string; type: string; actor: { id: string } }>;
+    out.agentPrincipalIds[a.uri] = holders.find((p) => p.type === 'AGENT' && p.actor.id === found!.id)!.id;
+  }
+  return out;
+}
 
 interface Tokens { root: string; owner: string; member: string; outsider: string }
 
@@ -28,8 +105,8 @@ describe('identity and access (I1-I14)', () => {
   let t: TestServer;
   let tokens: Tokens;
   let ws: { id: string; slug: string };
-  let a: InstalledFixture;
-  let b: InstalledFixture;
+  let a: Installed;
+  let b: Installed;
   const userIds: Record<string, string> = {};
   let adminRoleId: string;
   const url = (rest: string) => `/api/v1/iam/acme${rest}`;
@@ -63,8 +140,12 @@ describe('identity and access (I1-I14)', () => {
   before(async () => {
     t = await startTestServer();
     ({ tokens, workspace: ws } = await seedWorkspace(t, 'acme'));
-    a = await installFixtureMatrix(t, ws.id, matrixA);
-    b = await installFixtureMatrix(t, ws.id, matrixB);
+    await installMatrix(t, tokens.owner, 'acme', 'sales', matrixA);
+    await installMatrix(t, tokens.owner, 'acme', 'nowhere', matrixGhost);
+    await installMatrix(t, tokens.owner, 'acme', 'audit', matrixB);
+    await uninstallPackage(t, tokens.owner, 'acme', 'nowhere');
+    a = await idsOf(t, tokens.owner, 'acme', matrixA);
+    b = await idsOf(t, tokens.owner, 'acme', matrixB);
     const users = await t.http.get(url('/users')).set(bearer(tokens.owner));
     for (const u of users.body.data.items) userIds[u.username] = u.id;
     const outsider = await t.http.get('/api/v1/workspaces').set(bearer(tokens.outsider));
@@ -432,12 +513,12 @@ describe('identity and access (I1-I14)', () => {
   });
 
   describe('reinstall and vanished roles', () => {
-    it('skips assignments whose role vanished, and finds them again after a reinstall (stable ids)', async () => {
+    it('drops the assignments of an uninstalled package\'s roles and agents; a reinstall gives the same ids, without them', async () => {
       const member = userIds['acme-member']!;
       expect((await t.http.post(url(`/roles/${editor()}/assignees/${member}`)).set(bearer(tokens.owner))).status).to.equal(200);
       expect((await t.http.post(url(`/roles/${auditor()}/assignees/${member}`)).set(bearer(tokens.owner))).status).to.equal(200);
       expect((await t.http.post(url(`/roles/${adminRoleId}/assignees/principals/${botPrincipal()}`)).set(bearer(tokens.owner))).status).to.equal(200);
-      await uninstallFixtureMatrix(t, ws.id, matrixA.matrixUri);
+      await uninstallPackage(t, tokens.owner, 'acme', 'sales');
 
       expect(await rolesOf(member)).to.deep.equal([auditor()]);
       const filtered = await t.http.get(url(`/roles?assignee=${member}`)).set(bearer(tokens.owner));
@@ -456,23 +537,31 @@ describe('identity and access (I1-I14)', () => {
       const agents = await t.http.get(url('/agents')).set(bearer(tokens.owner));
       expect(agents.body.data).to.deep.include({ totalItems: 1 });
 
-      const again = await installFixtureMatrix(t, ws.id, matrixA);
-      expect(again.roleIds).to.deep.equal(a.roleIds);
-      expect(again.agentPrincipalIds).to.deep.equal(a.agentPrincipalIds);
-      expect(await rolesOf(member)).to.deep.equal([auditor(), editor()]);
+      const reinstall = await installMatrix(t, tokens.owner, 'acme', 'sales', matrixA);
+      expect(reinstall.commandType).to.equal('INSTALL');
+      const again = await idsOf(t, tokens.owner, 'acme', matrixA);
+      expect(again).to.deep.equal(a);
+      // The assignments went with the uninstall: neither the member's Editor nor the bot's administrator role is back.
+      expect(await rolesOf(member)).to.deep.equal([auditor()]);
       const admins2 = await t.http.get(url(`/roles/${adminRoleId}/assignees`)).set(bearer(tokens.owner));
-      expect(admins2.body.data.map((p: { type: string }) => p.type)).to.deep.equal(['USER', 'AGENT']);
+      expect(admins2.body.data.map((p: { type: string }) => p.type)).to.deep.equal(['USER']);
+      const checkerRoles2 = await t.http.get(url(`/agents/${checker()}/roles`)).set(bearer(tokens.owner));
+      expect(checkerRoles2.body.data.map((r: { id: string }) => r.id)).to.deep.equal([auditor(), editor()]);
+      // So they can be made again (a 409 would mean they had stayed).
+      expect((await t.http.post(url(`/roles/${adminRoleId}/assignees/principals/${botPrincipal()}`)).set(bearer(tokens.owner))).status).to.equal(200);
+      expect((await t.http.post(url(`/roles/${editor()}/assignees/${member}`)).set(bearer(tokens.owner))).status).to.equal(200);
     });
 
     it('lists a role defined by two matrices once', async () => {
-      const dup = await installFixtureMatrix(t, ws.id, {
-        matrixUri: `${EX}dup`, roles: [{ uri: `${EX}audit#Auditor`, label: 'Auditor' }], agents: [],
-      });
+      await installMatrix(t, tokens.owner, 'acme', 'dup', { uri: `${EX}dup`, roles: [{ uri: `${EX}audit#Auditor`, label: 'Auditor' }], agents: [] });
       const all = await t.http.get(url('/roles')).set(bearer(tokens.owner));
       expect(all.body.data.totalItems).to.equal(4);
-      expect(all.body.data.items.filter((r: { id: string }) => r.id === auditor())).to.have.length(1);
-      await uninstallFixtureMatrix(t, ws.id, `${EX}dup`);
-      expect(dup.roleIds[`${EX}audit#Auditor`]).to.equal(auditor());
+      const auditors = all.body.data.items.filter((r: { uri: string }) => r.uri === `${EX}audit#Auditor`);
+      expect(auditors.map((r: { id: string }) => r.id)).to.deep.equal([auditor()]);
+      // Uninstalling one of the two keeps the role and its assignments: the other matrix still defines it.
+      await uninstallPackage(t, tokens.owner, 'acme', 'dup');
+      expect(await rolesOf(userIds['acme-member']!)).to.deep.equal([auditor(), editor()]);
+      expect((await t.http.get(url(`/roles/${auditor()}`)).set(bearer(tokens.owner))).status).to.equal(200);
     });
 
     it('reads roles and agents only from derived graphs, never from a specification graph a package wrote', async () => {
@@ -499,7 +588,37 @@ describe('identity and access (I1-I14)', () => {
       const botRoles = await t.http.get(url(`/agents/${bot()}/roles`)).set(bearer(tokens.owner));
       expect(botRoles.body.data.map((r: { id: string }) => r.id)).to.deep.equal([adminRoleId, viewer()]);
       // Reinstalling replaces the specification graph: the forged records go.
-      await installFixtureMatrix(t, ws.id, matrixA);
+      const reinstall = await installMatrix(t, tokens.owner, 'acme', 'sales', matrixA);
+      expect(reinstall.commandType).to.equal('REINSTALL');
+      expect(store.ask(`ASK { GRAPH <${specGraph}> { ?s <https://w3id.org/wsm/ns#id> "${UNKNOWN}" } }`)).to.equal(false);
+      expect((await t.http.get(url(`/agents/${bot()}/roles`)).set(bearer(tokens.owner))).body.data.map((r: { id: string }) => r.id))
+        .to.deep.equal([adminRoleId, viewer()]);
+    });
+
+    it('drops the assignments of a role an UPDATE removes, and keeps those of the roles it keeps', async () => {
+      const member = userIds['acme-member']!;
+      expect((await t.http.post(url(`/roles/${viewer()}/assignees/${member}`)).set(bearer(tokens.owner))).status).to.equal(200);
+      expect(await rolesOf(member)).to.deep.equal([auditor(), editor(), viewer()]);
+      // 1.1.0 drops the Viewer role; the bot holds Editor instead.
+      const withoutViewer: MatrixSpec = {
+        uri: matrixA.uri,
+        roles: [matrixA.roles[0]!],
+        agents: [{ ...matrixA.agents[0]!, roles: [`${EX}sales#Editor`] }],
+      };
+      const update = await installMatrix(t, tokens.owner, 'acme', 'sales', withoutViewer, '1.1.0');
+      expect(update.commandType).to.equal('UPDATE');
+      expect(await rolesOf(member)).to.deep.equal([auditor(), editor()]);
+      expect((await t.http.get(url(`/roles/${viewer()}`)).set(bearer(tokens.owner))).status).to.equal(404);
+      const kept = await idsOf(t, tokens.owner, 'acme', withoutViewer);
+      expect(kept.roleIds[`${EX}sales#Editor`]).to.equal(editor());
+      expect(kept.agentPrincipalIds).to.deep.equal(a.agentPrincipalIds);
+      // The bot's principal stays, and so does its assignment.
+      const botRoles = await t.http.get(url(`/agents/${bot()}/roles`)).set(bearer(tokens.owner));
+      expect(botRoles.body.data.map((r: { id: string }) => r.id)).to.deep.equal([adminRoleId, editor()]);
+      // Viewer comes back with 1.2.0, with its old id but not its assignment.
+      expect((await installMatrix(t, tokens.owner, 'acme', 'sales', matrixA, '1.2.0')).commandType).to.equal('UPDATE');
+      expect((await t.http.get(url(`/roles/${viewer()}`)).set(bearer(tokens.owner))).status).to.equal(200);
+      expect(await rolesOf(member)).to.deep.equal([auditor(), editor()]);
     });
 
     it('keeps workspaces apart: another workspace sees none of these roles, agents or users', async () => {
@@ -571,7 +690,9 @@ describe('identity and access: concurrency and restart', () => {
   it('answers concurrent identical assignments with one 200 and 409 for the rest, and keeps assignments across a restart', async () => {
     t = await startTestServer();
     const { tokens, workspace } = await seedWorkspace(t, 'race');
-    const fixture = await installFixtureMatrix(t, workspace.id, matrixA);
+    expect(workspace.slug).to.equal('race');
+    await installMatrix(t, tokens.owner, 'race', 'sales', matrixA);
+    const fixture = await idsOf(t, tokens.owner, 'race', matrixA);
     const editorId = fixture.roleIds[`${EX}sales#Editor`]!;
     const member = t.server.services.users.get({ username: 'race-member' })!;
     const path = `/api/v1/iam/race/roles/${editorId}/assignees/${member.id}`;
