@@ -194,9 +194,22 @@ export interface WriteReach {
   workspaces: Map<string, Set<string>>;
 }
 
+/**
+ * Tokens of a SPARQL update that can hide keywords: IRIs (kept), string
+ * literals and comments (blanked). The literal forms follow the grammar
+ * (STRING_LITERAL1/2 and _LONG1/2), so text inside a literal — an event
+ * message saying "graph https://..." — is never read as syntax.
+ */
+const UPDATE_TOKENS = /(<[^<>"{}|^`\\\s]*>)|"{3}(?:(?:"|"")?(?:[^"\\]|\\[\s\S]))*"{3}|'{3}(?:(?:'|'')?(?:[^'\\]|\\[\s\S]))*'{3}|"(?:[^"\\\n\r]|\\.)*"|'(?:[^'\\\n\r]|\\.)*'|#[^\n\r]*/g;
+
+/** The update's syntax alone: IRIs kept, literals and comments replaced by an empty literal. */
+function syntaxOf(sparql: string): string {
+  return sparql.replace(UPDATE_TOKENS, (token, iriToken: string | undefined) => iriToken ?? ' "" ');
+}
+
 /** Which graphs a write may have touched, read from the graph IRIs it names. */
 export function affectedBy(op: WriteOp, graphs: Graphs): WriteReach {
-  const text = op.kind === 'update' ? op.sparql : `<${op.graph}>`;
+  const text = op.kind === 'update' ? syntaxOf(op.sparql) : `<${op.graph}>`;
   const workspaces = new Map<string, Set<string>>();
   const marker = `<${graphs.base}workspaces/`;
   for (let at = text.indexOf(marker); at !== -1; at = text.indexOf(marker, at + marker.length)) {

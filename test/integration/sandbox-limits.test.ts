@@ -1,18 +1,24 @@
 import { expect } from 'chai';
 import { startTestServer, removeDir, bearer, seedWorkspace, type TestServer } from '../helpers/server.js';
-import { installFixtureMatrix, uninstallFixtureMatrix } from '../helpers/matrix.js';
+import { installMatrices, uninstallPackage, createExtension, deleteExtension } from '../helpers/installs.js';
 import { stableId } from '../../src/rdf/ids.js';
 import { parseScript, limitedText } from '../../src/sandbox/script.js';
 
 const M = 'https://example.org/matrices/big';
 
-/** A matrix with `n` roles, two triples each (plus the matrix's own triple). */
+/** A matrix with `n` roles, two triples each (plus the matrix's own two triples). */
 function bigMatrix(n: number): string {
-  const lines = [`<${M}> a <https://poliglot.io/os/spec/matrix#Matrix> .`];
+  const lines = [`<${M}> a <https://poliglot.io/os/spec/matrix#Matrix> ; <http://www.w3.org/2000/01/rdf-schema#label> "Big matrix" .`];
   for (let i = 0; i < n; i++) {
     lines.push(`<${M}#role${i}> a <https://poliglot.io/os/spec/iam#Role> ; <http://www.w3.org/2000/01/rdf-schema#label> "Role ${i}" .`);
   }
   return lines.join('\n');
+}
+
+/** A matrix of its own that also says something about a role of the big matrix. */
+function extraMatrix(uri: string, value: string): string {
+  return `<${uri}> a <https://poliglot.io/os/spec/matrix#Matrix> ; <http://www.w3.org/2000/01/rdf-schema#label> "Extra" .
+<${M}#role7> <urn:extra> "${value}" .`;
 }
 
 /** Counts a 4-way cartesian product of every triple: about 200^4 solutions, minutes of work. */
@@ -40,8 +46,8 @@ describe('query sandbox: limits and isolation from the event loop', function () 
     t = await startTestServer({ WSM_QUERY_TIMEOUT_MS: String(TIMEOUT), WSM_QUERY_MAX_TRIPLES: '50' });
     ({ tokens, workspace: ws } = await seedWorkspace(t, 'acme'));
     other = await seedWorkspace(t, 'other');
-    await installFixtureMatrix(t, ws.id, { uri: M, turtle: bigMatrix(100) });
-    await installFixtureMatrix(t, other.workspace.id, { uri: M, turtle: bigMatrix(3) });
+    await installMatrices(t, tokens.owner, 'acme', 'big', [{ uri: M, turtle: bigMatrix(100) }]);
+    await installMatrices(t, other.tokens.owner, 'other', 'big', [{ uri: M, turtle: bigMatrix(3) }]);
     await define('acme', tokens.owner, 'runaway', RUNAWAY);
     await define('acme', tokens.owner, 'everything', 'CONSTRUCT WHERE { ?s ?p ?o }');
     await define('acme', tokens.owner, 'one-role', `CONSTRUCT WHERE { <${M}#role7> ?p ?o }`);
@@ -135,30 +141,41 @@ describe('query sandbox: limits and isolation from the event loop', function () 
   });
 
   it('re-syncs a workspace\'s workers only when its visible graphs changed', async () => {
-    const { sandbox, store } = t.server.services;
+    const { sandbox, store, graphs } = t.server.services;
+    const Y = 'https://example.org/matrices/y';
     await run('one-role');
     const loads = sandbox.stats().loads;
     // Writes elsewhere: a user profile (system graph), another workspace's matrix, this workspace's records
-    // that scripts do not see (a new slash command, a derived graph).
+    // that scripts do not see (a new slash command, lifecycle commands), an inactive extension (its REDEPLOY
+    // failed validation), and the derived graph the REDEPLOY after its deletion writes.
     await t.http.get('/api/v1/workspaces').set(bearer(await t.token('acme-member', { email: 'new@example.org' })));
-    await installFixtureMatrix(t, other.workspace.id, { uri: 'https://example.org/matrices/x', turtle: '<urn:a> <urn:b> <urn:c> .' });
+    await installMatrices(t, other.tokens.owner, 'other', 'x', [{ uri: 'https://example.org/matrices/x', turtle: extraMatrix('https://example.org/matrices/x', 'other') }]);
     await define('acme', tokens.owner, 'unrelated', 'CONSTRUCT WHERE { ?s ?p ?o }');
-    await store.update(`INSERT DATA { GRAPH <${t.server.services.graphs.derived(ws.id, 'm')}> { <urn:a> <urn:b> <urn:c> } }`);
+    const derivedBefore = store.dumpGraph(graphs.derived(ws.id, stableId('matrix', ws.id, M)));
+    const inactive = await createExtension(t, tokens.owner, 'acme', M, `<${M}#role7> <urn:extra> "inactive" . <${M}#nameless> a <https://poliglot.io/os/spec/iam#Role> .`);
+    expect(inactive.command.status).to.equal('failed');
+    expect(store.dumpGraph(graphs.extension(ws.id, inactive.id))).to.include('inactive');
     for (let i = 0; i < 3; i++) expect((await run('one-role')).status).to.equal(200);
     expect(sandbox.stats().loads).to.equal(loads);
-    await store.update(`INSERT DATA { GRAPH <${t.server.services.graphs.matrix(ws.id, 'nope')}> { <urn:a> <urn:b> <urn:c> } }`);
+    await deleteExtension(t, tokens.owner, 'acme', inactive.id);
+    expect(store.dumpGraph(graphs.derived(ws.id, stableId('matrix', ws.id, M)))).to.not.equal(derivedBefore); // written again (new timestamps)
+    for (let i = 0; i < 3; i++) expect((await run('one-role')).status).to.equal(200);
+    expect(sandbox.stats().loads).to.equal(loads);
+    // A graph named like a matrix graph but chosen by no record is not part of the view either.
+    await store.update(`INSERT DATA { GRAPH <${graphs.matrix(ws.id, 'nope')}> { <urn:a> <urn:b> <urn:c> } }`);
     const graphsLoaded = sandbox.stats().graphsLoaded;
-    await installFixtureMatrix(t, ws.id, { uri: 'https://example.org/matrices/y', turtle: `<${M}#role7> <urn:extra> "yes" .` });
+    await installMatrices(t, tokens.owner, 'acme', 'y', [{ uri: Y, turtle: extraMatrix(Y, 'yes') }]);
     const res = await run('one-role', 'application/n-triples');
     expect(res.text).to.include('"yes"');
     expect(sandbox.stats().loads).to.equal(loads + 1);
     // Only the new matrix graph travelled to the worker; the big one it already held did not.
     expect(sandbox.stats().graphsLoaded).to.equal(graphsLoaded + 1);
-    // A change inside a matrix graph reloads that graph; removing a matrix drops it.
-    await store.update(`INSERT DATA { GRAPH <${t.server.services.graphs.matrix(ws.id, stableId('matrix', ws.id, 'https://example.org/matrices/y'))}> { <${M}#role7> <urn:extra> "more" } }`);
-    expect((await run('one-role', 'application/n-triples')).text).to.include('"more"');
+    // An update of its package rewrites that matrix graph: it alone is reloaded. Uninstalling drops it.
+    await installMatrices(t, tokens.owner, 'acme', 'y', [{ uri: Y, turtle: extraMatrix(Y, 'more') }], '1.0.1');
+    const updated = await run('one-role', 'application/n-triples');
+    expect(updated.text).to.include('"more"').and.not.include('"yes"');
     expect(sandbox.stats().graphsLoaded).to.equal(graphsLoaded + 2);
-    await uninstallFixtureMatrix(t, ws.id, 'https://example.org/matrices/y');
+    await uninstallPackage(t, tokens.owner, 'acme', 'y');
     const after = await run('one-role', 'application/n-triples');
     expect(after.text).to.not.include('extra');
     expect(after.text.trim().split('\n')).to.have.length(2);
@@ -191,7 +208,7 @@ describe('query sandbox: shutdown', function () {
   it('stops promptly while a runaway query runs, and leaves no worker behind', async () => {
     const t = await startTestServer({ WSM_QUERY_TIMEOUT_MS: '20000' });
     const { tokens, workspace } = await seedWorkspace(t, 'acme');
-    await installFixtureMatrix(t, workspace.id, { uri: M, turtle: bigMatrix(100) });
+    await installMatrices(t, tokens.owner, 'acme', 'big', [{ uri: M, turtle: bigMatrix(100) }]);
     await t.http.post('/api/v1/commands/acme').set(bearer(tokens.owner)).send({ alias: 'runaway', scriptType: 'CONSTRUCT', scriptContent: RUNAWAY });
     const { sandbox } = t.server.services;
     const pending = sandbox.run(workspace.id, 'knowledge', { query: RUNAWAY, kind: 'graph', format: 'application/n-triples', union: true });

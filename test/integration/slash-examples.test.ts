@@ -2,29 +2,37 @@ import { expect } from 'chai';
 import { readFileSync } from 'node:fs';
 import n3 from 'n3';
 import { startTestServer, removeDir, bearer, seedWorkspace, type TestServer } from '../helpers/server.js';
-import { installFixtureMatrix, installFixtureExtension, supportMatrixTurtle } from '../helpers/matrix.js';
+import { installMatrices, uninstallPackage, createExtension, supportMatrixTurtle } from '../helpers/installs.js';
 
 const S = 'https://example.org/matrices/support';
 const B = 'https://example.org/matrices/billing';
+const A = 'https://example.org/matrices/audit';
 const MTX = 'https://poliglot.io/os/spec/matrix#';
 const IAM = 'https://poliglot.io/os/spec/iam#';
 const RDFS = 'http://www.w3.org/2000/01/rdf-schema#';
 const TYPE = 'http://www.w3.org/1999/02/22-rdf-syntax-ns#type';
 const OV = 'https://example.org/overview#';
 
+/** Installed before billing and uninstalled after it, so billing's agent holds a role no matrix defines any more. */
+const AUDIT = `@prefix mtx: <${MTX}> . @prefix iam: <${IAM}> . @prefix rdfs: <${RDFS}> .
+<${A}> a mtx:Matrix ; rdfs:label "Audit" .
+<${A}#Auditor> a iam:Role ; rdfs:label "Auditor" ; rdfs:comment "Reads the books." .
+`;
+
 const BILLING = `@prefix mtx: <${MTX}> . @prefix iam: <${IAM}> . @prefix rdfs: <${RDFS}> .
-@prefix b: <${B}#> . @prefix s: <${S}#> .
+@prefix b: <${B}#> . @prefix s: <${S}#> . @prefix a: <${A}#> .
 <${B}> a mtx:Matrix ; rdfs:label "Billing" ; mtx:imports <${S}> .
 b:Biller a iam:Role ; rdfs:label "Biller" ; rdfs:comment "Sends invoices." .
 b:Refunds a iam:Role ; rdfs:label "Refunds" .
 b:InvoiceBot a iam:Agent ; rdfs:label "Invoice bot" ; rdfs:comment "Writes invoices." ;
-  iam:hasRole b:Biller , s:Supervisor , b:Auditor .
+  iam:hasRole b:Biller , s:Supervisor , a:Auditor .
 `;
 
 const ACTIVE_EXTENSION = `@prefix iam: <${IAM}> . @prefix rdfs: <${RDFS}> . @prefix s: <${S}#> .
 s:Escalation a iam:Role ; rdfs:label "Escalation" .
 s:TriageBot iam:hasRole s:Escalation .
 `;
+/** Its role has no label: the REDEPLOY fails validation and the extension stays inactive. */
 const INACTIVE_EXTENSION = `@prefix iam: <${IAM}> . @prefix s: <${S}#> .
 s:Ghost a iam:Role . s:HelpBot iam:hasRole s:Ghost .
 `;
@@ -55,7 +63,7 @@ const EXPECTED: Record<string, string[]> = {
     type(`${S}#HelpBot`, `${IAM}Agent`), label(`${S}#HelpBot`, 'Help bot'),
     hasRole(`${S}#HelpBot`, `${S}#Responder`), hasRole(`${S}#HelpBot`, `${S}#Triage`),
     type(`${B}#InvoiceBot`, `${IAM}Agent`), label(`${B}#InvoiceBot`, 'Invoice bot'),
-    hasRole(`${B}#InvoiceBot`, `${B}#Biller`), hasRole(`${B}#InvoiceBot`, `${S}#Supervisor`), hasRole(`${B}#InvoiceBot`, `${B}#Auditor`),
+    hasRole(`${B}#InvoiceBot`, `${B}#Biller`), hasRole(`${B}#InvoiceBot`, `${S}#Supervisor`), hasRole(`${B}#InvoiceBot`, `${A}#Auditor`),
     label(`${S}#Triage`, 'Triage'), label(`${S}#Responder`, 'Responder'), label(`${S}#Escalation`, 'Escalation'),
     label(`${B}#Biller`, 'Biller'), label(`${S}#Supervisor`, 'Supervisor'),
   ],
@@ -66,7 +74,7 @@ const EXPECTED: Record<string, string[]> = {
     `${B} ${OV}roleCount "2"`, `${B} ${OV}agentCount "1"`,
   ],
   'unassigned-roles': [type(`${B}#Refunds`, `${IAM}Role`), label(`${B}#Refunds`, 'Refunds')],
-  'dangling-roles': [hasRole(`${B}#InvoiceBot`, `${B}#Auditor`)],
+  'dangling-roles': [hasRole(`${B}#InvoiceBot`, `${A}#Auditor`)],
   undocumented: [
     type(`${S}#Supervisor`, `${IAM}Role`), label(`${S}#Supervisor`, 'Supervisor'),
     type(`${S}#HelpBot`, `${IAM}Agent`), label(`${S}#HelpBot`, 'Help bot'),
@@ -92,11 +100,16 @@ describe('docs/slash-commands.md: the example commands run on real matrix Turtle
     t = await startTestServer();
     const seeded = await seedWorkspace(t, 'acme');
     tokens = seeded.tokens;
-    const ws = seeded.workspace.id;
-    await installFixtureMatrix(t, ws, { uri: S, turtle: supportMatrixTurtle(S) });
-    await installFixtureMatrix(t, ws, { uri: B, turtle: BILLING });
-    await installFixtureExtension(t, ws, { targetMatrixUri: S, turtle: ACTIVE_EXTENSION, active: true });
-    await installFixtureExtension(t, ws, { targetMatrixUri: S, turtle: INACTIVE_EXTENSION, active: false });
+    await installMatrices(t, tokens.owner, 'acme', 'support', [{ uri: S, turtle: supportMatrixTurtle(S) }]);
+    const active = await createExtension(t, tokens.owner, 'acme', S, ACTIVE_EXTENSION, 'Escalation');
+    expect(active.active, JSON.stringify(active.command)).to.equal(true);
+    // Last on this matrix: every later deployment of it would include (and fail on) this extension.
+    const inactive = await createExtension(t, tokens.owner, 'acme', S, INACTIVE_EXTENSION, 'Ghost');
+    expect(inactive.command.status).to.equal('failed');
+    expect(inactive.active).to.equal(false);
+    await installMatrices(t, tokens.owner, 'acme', 'audit', [{ uri: A, turtle: AUDIT }]);
+    await installMatrices(t, tokens.owner, 'acme', 'billing', [{ uri: B, turtle: BILLING }]);
+    await uninstallPackage(t, tokens.owner, 'acme', 'audit');
   });
   after(async () => { await t.close(); removeDir(t.dataDir); });
 

@@ -2,8 +2,9 @@ import { expect } from 'chai';
 import n3 from 'n3';
 import { startTestServer, removeDir, bearer, seedWorkspace, type TestServer } from '../helpers/server.js';
 import {
-  installFixtureMatrix, uninstallFixtureMatrix, installFixtureExtension, setFixtureExtensionActive, supportMatrixTurtle,
-} from '../helpers/matrix.js';
+  installMatrices, uninstallPackage, createExtension, replaceExtension, deleteExtension, supportMatrixTurtle,
+} from '../helpers/installs.js';
+import { stableId } from '../../src/rdf/ids.js';
 
 const S = 'https://example.org/matrices/support';
 const IAM = 'https://poliglot.io/os/spec/iam#';
@@ -43,8 +44,9 @@ describe('slash commands: execution in the sandbox', () => {
     t = await startTestServer();
     ({ tokens, workspace: ws } = await seedWorkspace(t, 'acme'));
     other = await seedWorkspace(t, 'other');
-    ({ graph: matrixGraph } = await installFixtureMatrix(t, ws.id, { uri: S, turtle: supportMatrixTurtle(S) }));
-    await installFixtureMatrix(t, other.workspace.id, { uri: 'https://example.org/matrices/secret', turtle: supportMatrixTurtle('https://example.org/matrices/secret') });
+    await installMatrices(t, tokens.owner, 'acme', 'support', [{ uri: S, turtle: supportMatrixTurtle(S) }]);
+    matrixGraph = t.server.services.graphs.matrix(ws.id, stableId('matrix', ws.id, S));
+    await installMatrices(t, other.tokens.owner, 'other', 'secret', [{ uri: 'https://example.org/matrices/secret', turtle: supportMatrixTurtle('https://example.org/matrices/secret') }]);
     await define('agent-roles', AGENT_ROLES, 'CONSTRUCT', 'Each agent with the roles it holds');
     await define('graphs-seen', GRAPHS_SEEN);
     await define('everything', 'CONSTRUCT WHERE { ?s ?p ?o }');
@@ -112,7 +114,10 @@ describe('slash commands: execution in the sandbox', () => {
 
   it('sees the installed matrix graphs and nothing else: no records, no derived graph, no other workspace', async () => {
     const { store, graphs } = t.server.services;
-    await store.update(`INSERT DATA { GRAPH <${matrixGraph}/derived> { <urn:derived> <urn:p> "derived" } }`);
+    // The install wrote the matrix's derived records (roles, agents, principals) beside it.
+    const derivedGraph = graphs.derived(ws.id, stableId('matrix', ws.id, S));
+    const derivedSubjects = new Set([...triples(store.dumpGraph(derivedGraph))].map((line) => line.split(' ')[0]!));
+    expect(derivedSubjects.size).to.be.greaterThan(5);
     const res = await run('graphs-seen', 'application/n-triples');
     expect(res.status).to.equal(200);
     const seen = new Set([...triples(res.text)].map((line) => line.split(' ')[0]));
@@ -122,13 +127,13 @@ describe('slash commands: execution in the sandbox', () => {
     expect(text).to.include(`<${S}#Triage>`);
     expect(text).to.not.include('https://w3id.org/wsm/ns#');
     expect(text).to.not.include('secret');
-    expect(text).to.not.include('derived');
+    for (const subject of derivedSubjects) expect(text).to.not.include(subject);
     // Naming other graphs (FROM, FROM NAMED, GRAPH) reaches nothing.
     const reach = [
       `CONSTRUCT { ?s ?p ?o } FROM <${graphs.packages(ws.id)}> WHERE { ?s ?p ?o }`,
       `CONSTRUCT { ?s ?p ?o } WHERE { GRAPH <${graphs.iam(ws.id)}> { ?s ?p ?o } }`,
       `CONSTRUCT { ?s ?p ?o } WHERE { GRAPH <${graphs.system}> { ?s ?p ?o } }`,
-      `CONSTRUCT { ?s ?p ?o } WHERE { GRAPH <${matrixGraph}/derived> { ?s ?p ?o } }`,
+      `CONSTRUCT { ?s ?p ?o } WHERE { GRAPH <${derivedGraph}> { ?s ?p ?o } }`,
       `CONSTRUCT { ?s ?p ?o } FROM NAMED <${graphs.slashCommands(ws.id)}> WHERE { GRAPH ?g { ?s ?p ?o } }`,
       `CONSTRUCT { ?s ?p ?o } WHERE { GRAPH <${graphs.matrix(other.workspace.id, '')}> { ?s ?p ?o } }`,
     ];
@@ -149,13 +154,27 @@ describe('slash commands: execution in the sandbox', () => {
   });
 
   it('sees active extensions only, and follows installs, activation and uninstalls', async () => {
-    const ext = `@prefix iam: <${IAM}> . @prefix rdfs: <${RDFS}> .
+    const { store, graphs } = t.server.services;
+    const escalation = `@prefix iam: <${IAM}> . @prefix rdfs: <${RDFS}> .
       <${S}#Escalation> a iam:Role ; rdfs:label "Escalation" .
       <${S}#TriageBot> iam:hasRole <${S}#Escalation> .`;
-    const { extensionId, graph } = await installFixtureExtension(t, ws.id, { targetMatrixUri: S, turtle: ext, active: false });
+    // The same extension with a role that has no label: its REDEPLOY fails validation, so it stays inactive.
+    const broken = `${escalation}\n<${S}#Nameless> a iam:Role .`;
+    const created = await createExtension(t, tokens.owner, 'acme', S, broken, 'Escalation');
+    expect(created.command).to.include({ commandType: 'REDEPLOY', status: 'failed' });
+    expect(created.active).to.equal(false);
+    const graph = graphs.extension(ws.id, created.id);
+    expect(store.dumpGraph(graph)).to.include('Escalation');
     const hidden = await run('agent-roles', 'application/n-triples');
+    expect(hidden.status).to.equal(200);
     expect(hidden.text).to.not.include('Escalation');
-    await setFixtureExtensionActive(t, ws.id, extensionId, true);
+    const unseen = await run('graphs-seen', 'application/n-triples');
+    expect([...new Set([...triples(unseen.text)].map((l) => l.split(' ')[0]))]).to.deep.equal([matrixGraph]);
+
+    // Fixed (X2): the REDEPLOY completes and the extension is active.
+    const fixed = await replaceExtension(t, tokens.owner, 'acme', created.id, escalation);
+    expect(fixed.command).to.include({ commandType: 'REDEPLOY', status: 'completed' });
+    expect(fixed.active).to.equal(true);
     const shown = await run('agent-roles', 'application/n-triples');
     expect(triples(shown.text)).to.include(`${S}#TriageBot ${IAM}hasRole ${S}#Escalation`);
     expect(triples(shown.text)).to.include(`${S}#Escalation ${RDFS}label "Escalation"`);
@@ -163,18 +182,27 @@ describe('slash commands: execution in the sandbox', () => {
     expect(new Set([...triples(seen.text)].map((l) => l.split(' ')[0]))).to.deep.equal(new Set([matrixGraph, graph]));
 
     const second = 'https://example.org/matrices/billing';
-    await installFixtureMatrix(t, ws.id, {
+    await installMatrices(t, tokens.owner, 'acme', 'billing', [{
       uri: second,
-      turtle: `@prefix iam: <${IAM}> . <${second}#Clerk> a iam:Agent ; iam:hasRole <${second}#Biller> .`,
-    });
+      turtle: `@prefix mtx: <https://poliglot.io/os/spec/matrix#> . @prefix iam: <${IAM}> . @prefix rdfs: <${RDFS}> .
+        <${second}> a mtx:Matrix ; rdfs:label "Billing" .
+        <${second}#Biller> a iam:Role ; rdfs:label "Biller" .
+        <${second}#Clerk> a iam:Agent ; rdfs:label "Clerk" ; iam:hasRole <${second}#Biller> .`,
+    }]);
     const both = await run('agent-roles', 'application/n-triples');
     expect(triples(both.text)).to.include(`${second}#Clerk ${IAM}hasRole ${second}#Biller`);
-    await uninstallFixtureMatrix(t, ws.id, second);
-    await setFixtureExtensionActive(t, ws.id, extensionId, false);
+    await uninstallPackage(t, tokens.owner, 'acme', 'billing');
+    // Broken again (X2): inactive, its content graph still in the store, invisible to scripts.
+    const rebroken = await replaceExtension(t, tokens.owner, 'acme', created.id, broken);
+    expect(rebroken.command.status).to.equal('failed');
+    expect(rebroken.active).to.equal(false);
+    expect(store.dumpGraph(graph)).to.include('Escalation');
     const after = await run('agent-roles', 'application/n-triples');
     expect(after.text).to.not.include('billing');
     expect(after.text).to.not.include('Escalation');
     expect(triples(after.text).size).to.equal(5);
+    await deleteExtension(t, tokens.owner, 'acme', created.id);
+    expect(triples((await run('agent-roles', 'application/n-triples')).text).size).to.equal(5);
   });
 
   it('runs DESCRIBE scripts', async () => {

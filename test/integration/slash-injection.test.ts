@@ -1,7 +1,7 @@
 import { expect } from 'chai';
 import type oxigraph from 'oxigraph';
 import { startTestServer, removeDir, bearer, seedWorkspace, type TestServer } from '../helpers/server.js';
-import { installFixtureMatrix, supportMatrixTurtle } from '../helpers/matrix.js';
+import { installMatrices, supportMatrixTurtle } from '../helpers/installs.js';
 
 /** Text that would change the store if it were ever pasted into SPARQL. */
 const PAYLOADS = [
@@ -31,7 +31,7 @@ describe('slash commands and SPARQL endpoint: injection', function () {
     t = await startTestServer();
     ({ tokens, workspace: ws } = await seedWorkspace(t, 'acme'));
     await seedWorkspace(t, 'other');
-    await installFixtureMatrix(t, ws.id, { uri: S, turtle: supportMatrixTurtle(S) });
+    await installMatrices(t, tokens.owner, 'acme', 'support', [{ uri: S, turtle: supportMatrixTurtle(S) }]);
     // Every caller has called once, so no later request writes its user record.
     for (const token of Object.values(tokens)) await t.http.get('/api/v1/workspaces').set(bearer(token));
   });

@@ -2,7 +2,8 @@ import { expect } from 'chai';
 import { SparqlEndpointFetcher } from 'fetch-sparql-endpoint';
 import n3 from 'n3';
 import { startTestServer, removeDir, bearer, seedWorkspace, type TestServer } from '../helpers/server.js';
-import { installFixtureMatrix, supportMatrixTurtle } from '../helpers/matrix.js';
+import { stableId } from '../../src/rdf/ids.js';
+import { installMatrices, supportMatrixTurtle } from '../helpers/installs.js';
 
 const S = 'https://example.org/matrices/support';
 const WSM = 'https://w3id.org/wsm/ns#';
@@ -31,8 +32,8 @@ describe('SPARQL endpoint for administrators', function () {
     t = await startTestServer({ WSM_QUERY_TIMEOUT_MS: '1500', WSM_QUERY_MAX_TRIPLES: '20' });
     ({ tokens, workspace: ws } = await seedWorkspace(t, 'acme'));
     other = await seedWorkspace(t, 'other');
-    await installFixtureMatrix(t, ws.id, { uri: S, turtle: supportMatrixTurtle(S) });
-    await installFixtureMatrix(t, other.workspace.id, { uri: 'https://example.org/matrices/secret', turtle: supportMatrixTurtle('https://example.org/matrices/secret') });
+    await installMatrices(t, tokens.owner, 'acme', 'support', [{ uri: S, turtle: supportMatrixTurtle(S) }]);
+    await installMatrices(t, other.tokens.owner, 'other', 'secret', [{ uri: 'https://example.org/matrices/secret', turtle: supportMatrixTurtle('https://example.org/matrices/secret') }]);
     const created = await t.http.post('/api/v1/commands/acme').set(bearer(tokens.member))
       .send({ alias: 'agent-roles', scriptType: 'CONSTRUCT', scriptContent: 'CONSTRUCT WHERE { ?s ?p ?o }' });
     expect(created.status).to.equal(200);
@@ -90,7 +91,9 @@ describe('SPARQL endpoint for administrators', function () {
       expect(res.headers['content-type']).to.match(/^application\/sparql-results\+json/);
       const names = res.body.results.bindings.map((b: { g: { value: string } }) => b.g.value) as string[];
       const { graphs } = t.server.services;
-      expect(names).to.include.members([graphs.iam(ws.id), graphs.packages(ws.id), graphs.slashCommands(ws.id), graphs.system]);
+      const matrixId = stableId('matrix', ws.id, S);
+      expect(names).to.include.members([graphs.iam(ws.id), graphs.packages(ws.id), graphs.slashCommands(ws.id), graphs.system,
+        graphs.matrix(ws.id, matrixId), graphs.derived(ws.id, matrixId)]);
       expect(names.filter((g) => g !== graphs.system).every((g) => g.startsWith(graphs.workspacePrefix(ws.id)))).to.equal(true);
       const sys = await get(`SELECT ?s WHERE { GRAPH <${graphs.system}> { ?s a ?type } } ORDER BY ?s`);
       const subjects = sys.body.results.bindings.map((b: { s: { value: string } }) => b.s.value) as string[];

@@ -46,6 +46,26 @@ describe('sandbox: which writes touch which workspace', () => {
     expect(hit.all).to.equal(false);
   });
 
+  it('reads no syntax inside string literals or comments', () => {
+    const events = graphs.command('w1', 'c1');
+    for (const quoted of [
+      '"Matrix x: 3 triples for graph https://ws.example/workspaces/w2/matrices/m2"',
+      "'GRAPH ?g moved; DROP ALL'",
+      '"""a "quoted" GRAPH ?g, ""twice"" and COPY <urn:a> TO <urn:b>"""',
+      "'''it's DROP ALL, over\nlines'''",
+      '"escaped \\" GRAPH ?g \\\\"',
+    ]) {
+      const hit = update(`INSERT DATA { GRAPH <${events}> { <urn:e> <urn:message> ${quoted} } } # GRAPH ?g <${graphs.packages('w3')}>`);
+      expect(hit.all, quoted).to.equal(false);
+      expect([...hit.workspaces.keys()], quoted).to.deep.equal(['w1']);
+    }
+    // A literal hides nothing that follows it.
+    const after = update(`INSERT DATA { GRAPH <${events}> { <urn:e> <urn:m> "a \\" GRAPH" } } ; DELETE WHERE { GRAPH ?g { ?s <urn:m> "x" } }`);
+    expect(after.all).to.equal(true);
+    const named = update(`INSERT DATA { GRAPH <${events}> { <urn:e> <urn:m> '''it''s''' } } ; INSERT DATA { GRAPH <${graphs.matrix('w2', 'm')}> { <urn:a> <urn:b> "#" } }`);
+    expect([...named.workspaces.keys()].sort()).to.deep.equal(['w1', 'w2']);
+  });
+
   it('treats what it cannot tell as touching everything', () => {
     for (const sparql of [
       'DELETE WHERE { GRAPH ?g { ?s ?p ?o } }',
