@@ -6,7 +6,7 @@ import { stableId, UUID_PATTERN } from '../rdf/ids.js';
 import { int, req, str, time } from '../rdf/bindings.js';
 import { conflict, notFound } from '../errors.js';
 import { offsetOf, page, type Page, type PageQuery } from '../http/paging.js';
-import { userFromBinding, userPattern, type User, type UserService } from '../users/service.js';
+import type { User, UserService } from '../users/service.js';
 import { ADMIN_ROLE_URI, type Workspace, type WorkspaceService } from '../workspaces/service.js';
 
 /** The Role shape of INTERFACE.md; `matrixId` is null for the built-in administrator role. */
@@ -88,8 +88,7 @@ export class IamService {
   }
 
   private userByIri(userIri: string): User | null {
-    const rows = this.store.select(`${PREFIXES} SELECT * WHERE { GRAPH ${iri(this.graphs.system).__sparql} { ${userPattern(iri(userIri))} } } LIMIT 1`);
-    return rows[0] ? userFromBinding(rows[0]) : null;
+    return this.users.byIri(userIri);
   }
 
   /** I6: a member user by id; 404 when the id names no member of this workspace. */
