@@ -73,17 +73,22 @@ export class IamService {
 
   // ---------------------------------------------------------------- users
 
-  /** I5: one page of the member users, ordered by username. */
+  /**
+   * I5: one page of the member users, ordered by username (code point order
+   * of SPARQL ORDER BY; usernames are unique). The sort selects only the
+   * user IRI and username; the page's records are then read by IRI in one
+   * query, and the total counts USER principals with a one-triple pattern.
+   */
   listUsers(workspace: Workspace, query: PageQuery): Page<User> {
     const iam = iri(this.graphs.iam(workspace.id));
     const sys = iri(this.graphs.system);
-    const members = sparql`GRAPH ${iam} { ?p a wsm:Principal ; wsm:principalType "USER" ; wsm:actor ?u }
-      GRAPH ${sys} { ?u a wsm:User ; wsm:username ?username }`;
     // Every USER principal has its user record (users are never deleted), so counting principals is enough.
-    const total = int(this.store.select(PREFIXES + sparql`SELECT (COUNT(?p) AS ?n) WHERE { GRAPH ${iam} { ?p a wsm:Principal ; wsm:principalType "USER" } }`)[0] ?? {}, 'n');
-    const ids = this.store.select(`${PREFIXES} SELECT ?u ?username WHERE { ${members} } ORDER BY ?username ?u LIMIT ${query.pageSize} OFFSET ${offsetOf(query)}`);
-    // Each user of the page is read by its IRI (a join with every user record would cost more than the page).
-    const items = ids.map((b) => this.userByIri(req(b, 'u'))).filter((u): u is User => u !== null);
+    const total = int(this.store.select(PREFIXES + sparql`SELECT (COUNT(?p) AS ?n) WHERE { GRAPH ${iam} { ?p wsm:principalType "USER" } }`)[0] ?? {}, 'n');
+    const ids = this.store.select(PREFIXES + sparql`SELECT ?u WHERE {
+      GRAPH ${iam} { ?p wsm:principalType "USER" ; wsm:actor ?u } GRAPH ${sys} { ?u wsm:username ?username } }
+      ORDER BY ?username`.concat(` LIMIT ${query.pageSize} OFFSET ${offsetOf(query)}`)).map((b) => req(b, 'u'));
+    const users = this.users.byIris(ids);
+    const items = ids.map((u) => users.get(u)).filter((u): u is User => u !== undefined);
     return page(items, query, total);
   }
 
