@@ -7,6 +7,7 @@ import { int, req, str, time } from '../rdf/bindings.js';
 import { conflict, notFound } from '../errors.js';
 import { offsetOf, page, type Page, type PageQuery } from '../http/paging.js';
 import type { User, UserService } from '../users/service.js';
+import { MemberOrder } from '../users/member-order.js';
 import { ADMIN_ROLE_URI, type Workspace, type WorkspaceService } from '../workspaces/service.js';
 
 /** The Role shape of INTERFACE.md; `matrixId` is null for the built-in administrator role. */
@@ -69,27 +70,25 @@ export class IamService {
     private readonly graphs: Graphs,
     private readonly users: UserService,
     private readonly workspaces: WorkspaceService,
-  ) {}
+  ) {
+    this.memberOrder = new MemberOrder(store, graphs);
+  }
+
+  private readonly memberOrder: MemberOrder;
 
   // ---------------------------------------------------------------- users
 
   /**
-   * I5: one page of the member users, ordered by username (code point order
-   * of SPARQL ORDER BY; usernames are unique). The sort selects only the
-   * user IRI and username; the page's records are then read by IRI in one
-   * query, and the total counts USER principals with a one-triple pattern.
+   * I5: one page of the member users, ordered by username (see MemberOrder:
+   * the order is kept between writes to the membership). The page's records
+   * are read by IRI in one query.
    */
   listUsers(workspace: Workspace, query: PageQuery): Page<User> {
-    const iam = iri(this.graphs.iam(workspace.id));
-    const sys = iri(this.graphs.system);
-    // Every USER principal has its user record (users are never deleted), so counting principals is enough.
-    const total = int(this.store.select(PREFIXES + sparql`SELECT (COUNT(?p) AS ?n) WHERE { GRAPH ${iam} { ?p wsm:principalType "USER" } }`)[0] ?? {}, 'n');
-    const ids = this.store.select(PREFIXES + sparql`SELECT ?u WHERE {
-      GRAPH ${iam} { ?p wsm:principalType "USER" ; wsm:actor ?u } GRAPH ${sys} { ?u wsm:username ?username } }
-      ORDER BY ?username`.concat(` LIMIT ${query.pageSize} OFFSET ${offsetOf(query)}`)).map((b) => req(b, 'u'));
+    const members = this.memberOrder.members(workspace.id);
+    const ids = members.slice(offsetOf(query), offsetOf(query) + query.pageSize);
     const users = this.users.byIris(ids);
     const items = ids.map((u) => users.get(u)).filter((u): u is User => u !== undefined);
-    return page(items, query, total);
+    return page(items, query, members.length);
   }
 
   private userByIri(userIri: string): User | null {

@@ -1,5 +1,6 @@
 import { expect } from 'chai';
 import { startTestServer, removeDir, bearer, seedWorkspace, type TestServer } from '../helpers/server.js';
+import { iri } from '../../src/rdf/sparql.js';
 
 /** The user record kept from token claims, as the per-request authentication step maintains it. */
 describe('user records from token claims', () => {
@@ -58,5 +59,66 @@ describe('user records from token claims', () => {
     expect(users.get({ username: 'nobody' })).to.equal(null);
     expect(users.get({ id: '00000000-0000-4000-8000-000000000000' })).to.equal(null);
     expect(users.get({ id: 'not-a-uuid' })).to.equal(null);
+  });
+});
+
+/** I5 keeps the member order between writes (MemberOrder): every kind of write that changes the membership shows. */
+describe('member list order across writes', () => {
+  let t: TestServer;
+  let tokens: Awaited<ReturnType<typeof seedWorkspace>>['tokens'];
+  before(async () => {
+    t = await startTestServer();
+    ({ tokens } = await seedWorkspace(t, 'acme'));
+    await seedWorkspace(t, 'other');
+  });
+  after(async () => { await t.close(); removeDir(t.dataDir); });
+
+  const list = async (query = '') => {
+    const res = await t.http.get(`/api/v1/iam/acme/users${query}`).set(bearer(tokens.owner));
+    expect(res.status).to.equal(200);
+    return res.body.data as { items: Array<{ username: string; email: string | null }>; totalItems: number; totalPages: number };
+  };
+  const names = async (query = '') => (await list(query)).items.map((u) => u.username);
+  const put = async (workspace: string, username: string, body: Record<string, unknown> = {}) => {
+    const res = await t.http.put(`/api/v1/workspaces/${workspace}/members/${username}`).set(bearer(tokens.root)).send(body);
+    expect(res.status).to.equal(200);
+  };
+
+  it('orders by username in code point order and pages through it', async () => {
+    for (const u of ['bob', 'Zed', 'alice', 'émile', 'carol']) await put('acme', u);
+    expect(await names()).to.deep.equal(['Zed', 'acme-member', 'acme-owner', 'alice', 'bob', 'carol', 'émile']);
+    expect(await names('?page=2&pageSize=3')).to.deep.equal(['alice', 'bob', 'carol']);
+    const last = await list('?page=3&pageSize=3');
+    expect(last.items.map((u) => u.username)).to.deep.equal(['émile']);
+    expect(last).to.include({ totalItems: 7, totalPages: 3 });
+    expect((await list('?page=4&pageSize=3')).items).to.deep.equal([]);
+  });
+
+  it('shows a member added or removed after the list was read', async () => {
+    expect(await names()).to.not.include('aaron');
+    await put('acme', 'aaron');
+    expect((await names()).slice(0, 4)).to.deep.equal(['Zed', 'aaron', 'acme-member', 'acme-owner']);
+    expect((await list()).totalItems).to.equal(8);
+    expect((await t.http.delete('/api/v1/workspaces/acme/members/aaron').set(bearer(tokens.root))).status).to.equal(200);
+    expect(await names()).to.not.include('aaron');
+    expect((await list()).totalItems).to.equal(7);
+  });
+
+  it('is not disturbed by members of another workspace, and shows profile changes', async () => {
+    const before = await names();
+    await put('other', 'aardvark');
+    expect(await names()).to.deep.equal(before);
+    await put('acme', 'bob', { email: 'bob@example.org' });
+    expect((await list()).items.find((u) => u.username === 'bob')!.email).to.equal('bob@example.org');
+  });
+
+  it('shows a membership removed by a write that names no graph (a graph variable)', async () => {
+    expect(await names()).to.include('carol');
+    const users = t.server.services.users;
+    const carol = iri(users.userIri(users.idOf('carol')));
+    await t.server.services.store.update(`PREFIX wsm: <https://w3id.org/wsm/ns#>
+      DELETE { GRAPH ?g { ?p ?pp ?po } } WHERE { GRAPH ?g { ?p wsm:actor ${carol.__sparql} ; wsm:workspace ?w ; ?pp ?po } }`);
+    expect(await names()).to.not.include('carol');
+    expect((await list()).totalItems).to.equal(6);
   });
 });
