@@ -56,9 +56,11 @@ export class WorkspaceService {
   assignmentId(workspaceId: string, roleId: string, principalId: string): string { return stableId('assignment', workspaceId, roleId, principalId); }
   assignmentIri(id: string): string { return this.graphs.resource('assignment', id); }
 
-  private query(where: string, extra = '', outside = ''): Workspace[] {
+  /** Workspace records; `first` is a pattern binding ?w evaluated before the record pattern (a selective one). */
+  private query(where: string, extra = '', first = ''): Workspace[] {
     const rows = this.store.select(`${PREFIXES}
       SELECT ?id ?slug ?name ?engineVersion ?ownerId ?ownerUsername ?createdAt ?updatedAt WHERE {
+        ${first}
         GRAPH ${iri(this.graphs.system).__sparql} {
           ?w a wsm:Workspace ; wsm:id ?id ; wsm:slug ?slug ; wsm:engineVersion ?engineVersion ;
              wsm:owner ?owner ; wsm:createdAt ?createdAt ; wsm:updatedAt ?updatedAt .
@@ -66,7 +68,6 @@ export class WorkspaceService {
           ?owner wsm:id ?ownerId ; wsm:username ?ownerUsername .
           ${where}
         }
-        ${outside}
       } ${extra}`);
     return rows.map((b) => ({
       id: req(b, 'id'),
@@ -89,7 +90,9 @@ export class WorkspaceService {
   list(auth: AuthContext): Workspace[] {
     if (auth.systemAdmin) return this.query('', 'ORDER BY ?slug');
     const userIri = iri(this.users.userIri(this.users.idOf(auth.username)));
-    return this.query('', 'ORDER BY ?slug', sparql`GRAPH ?iam { ?p a wsm:Principal ; wsm:actor ${userIri} ; wsm:workspace ?w }`);
+    // The caller's principals first (a lookup by actor), as a subquery: joined the other way round,
+    // every workspace's principals were read (11 ms with 10,000 members).
+    return this.query('', 'ORDER BY ?slug', sparql`{ SELECT DISTINCT ?w WHERE { GRAPH ?iam { ?p wsm:actor ${userIri} ; a wsm:Principal ; wsm:workspace ?w } } }`);
   }
 
   /** Creates a workspace owned by `ownerUsername`, with its built-in role and the owner as administrator. */

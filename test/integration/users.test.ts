@@ -112,6 +112,16 @@ describe('member list order across writes', () => {
     expect((await list()).items.find((u) => u.username === 'bob')!.email).to.equal('bob@example.org');
   });
 
+  it('lists the workspaces of a member of several, by slug, and none after leaving them', async () => {
+    await put('other', 'zoe');
+    await put('acme', 'zoe');
+    const zoe = await t.token('zoe');
+    const slugs = async () => ((await t.http.get('/api/v1/workspaces').set(bearer(zoe))).body.data as Array<{ slug: string }>).map((w) => w.slug);
+    expect(await slugs()).to.deep.equal(['acme', 'other']);
+    expect((await t.http.delete('/api/v1/workspaces/acme/members/zoe').set(bearer(tokens.root))).status).to.equal(200);
+    expect(await slugs()).to.deep.equal(['other']);
+  });
+
   it('shows a membership removed by a write that names no graph (a graph variable)', async () => {
     expect(await names()).to.include('carol');
     const users = t.server.services.users;
