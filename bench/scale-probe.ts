@@ -11,6 +11,10 @@
  * members and again at `--members`. `--keep` keeps the data dir and prints it;
  * `--data DIR` reuses a kept one (already grown: only the large figures).
  * `--only i5` (or i6, ws, ...) restricts the targets.
+ * `--throughput`: afterwards, the reads figure for I6 on the grown data: the
+ * service as a child process (as `npm run bench` runs it) against the
+ * static Express baseline answering the same bytes, 32 connections, 5 s.
+ * `--after-write`: also times I5 page 1 right after a membership write.
  */
 import path from 'node:path';
 import { mkdtempSync, rmSync, existsSync } from 'node:fs';
@@ -19,6 +23,7 @@ import { loadConfig } from '../src/config.js';
 import { createLogger } from '../src/logger.js';
 import { startServer } from '../src/server.js';
 import { mintToken } from '../src/auth/tokens.js';
+import { load, startBaseline, startService } from './lib.js';
 
 function arg(name: string): string | undefined {
   const i = process.argv.indexOf(`--${name}`);
@@ -29,6 +34,8 @@ const members = Number(arg('members') ?? 10_000);
 const keep = process.argv.includes('--keep');
 const reuse = arg('data');
 const only = arg('only')?.split(',');
+const throughput = process.argv.includes('--throughput');
+const afterWrite = process.argv.includes('--after-write');
 
 const dataDir = reuse ?? mkdtempSync(path.join(os.tmpdir(), 'wsm-scale-probe-'));
 const grown = !!reuse && existsSync(dataDir);
@@ -121,8 +128,39 @@ try {
     const l = large.get(t.key)!;
     console.log(`${t.name.padEnd(16)} ${s ? fmt(s.p50) : '       -'} ${s ? fmt(s.p90) : '       -'} ${fmt(l.p50)} ${fmt(l.p90)}  ${s ? (l.p50 / s.p50).toFixed(2) + 'x' : '-'}`);
   }
+  if (afterWrite) {
+    const times: number[] = [];
+    for (let i = 0; i < 20; i++) {
+      await call(owner, 'PUT', `/api/v1/workspaces/${slug}/members/probe-extra`, {});
+      const started = performance.now();
+      await call(owner, 'GET', targets.find((t) => t.key === 'i5')?.path ?? `/api/v1/iam/${slug}/users?page=1&pageSize=20`);
+      times.push(performance.now() - started);
+      await call(owner, 'DELETE', `/api/v1/workspaces/${slug}/members/probe-extra`);
+    }
+    console.log(`I5 page 1 right after a membership write: p50 ${pct(times, 50).toFixed(2)} ms (20 samples)`);
+  }
 } finally {
   await server.close();
-  if (keep || reuse) console.log(`data dir: ${dataDir}`);
-  else rmSync(dataDir, { recursive: true, force: true });
 }
+if (throughput) {
+  const svc = await startService(dataDir, { WSM_DEMO: 'false' });
+  const baseline = await startBaseline('static');
+  try {
+    const p = `/api/v1/iam/${slug}/users/${ownerId}`;
+    const probe = await fetch(svc.url + p, { headers: { Authorization: `Bearer ${owner}` } });
+    const bytes = Buffer.from(await probe.arrayBuffer());
+    if (probe.status !== 200) throw new Error(`I6 answered ${probe.status}`);
+    await fetch(`${baseline.url}/__set`, { method: 'POST', headers: { 'X-Content-Type': probe.headers.get('content-type') ?? 'application/json' }, body: bytes });
+    const opts = { connections: 32, duration: 5, headers: { Authorization: `Bearer ${owner}` } };
+    await load({ ...opts, url: svc.url + p, duration: 1 });
+    const service = await load({ ...opts, url: svc.url + p });
+    await load({ ...opts, url: baseline.url + p, duration: 1 });
+    const base = await load({ ...opts, url: baseline.url + p });
+    console.log(`I6 at 32 connections: service ${service.rps.toFixed(0)} req/s (p99 ${service.p99} ms, ${service.non2xx} non-2xx), baseline ${base.rps.toFixed(0)} req/s: ${(service.rps / base.rps).toFixed(2)}x`);
+  } finally {
+    await baseline.stop();
+    await svc.stop();
+  }
+}
+if (keep || reuse) console.log(`data dir: ${dataDir}`);
+else rmSync(dataDir, { recursive: true, force: true });

@@ -4,6 +4,7 @@ import { PREFIXES, RDF, WSM } from '../rdf/vocab.js';
 import { sparql, iri, literal, dateTime, boolean, raw, join, type SparqlFragment } from '../rdf/sparql.js';
 import { stableId, UUID_PATTERN } from '../rdf/ids.js';
 import { str, req, bool, time } from '../rdf/bindings.js';
+import { ReadCache } from './read-cache.js';
 import type { AuthContext } from '../auth/context.js';
 import type { Binding } from '../store/store.js';
 
@@ -60,7 +61,12 @@ const USER_COLUMNS = new Map<string, string>([
  * claims and are written only when a request carries different values.
  */
 export class UserService {
-  constructor(private readonly store: QuadStore, private readonly graphs: Graphs) {}
+  /** User records by IRI (null: none), between writes. */
+  private readonly cache: ReadCache<User | null>;
+
+  constructor(private readonly store: QuadStore, private readonly graphs: Graphs) {
+    this.cache = new ReadCache(store);
+  }
 
   userIri(userId: string): string {
     return this.graphs.resource('user', userId);
@@ -82,15 +88,32 @@ export class UserService {
 
   /** Reads one user record by IRI; null when there is none. */
   byIri(userIri: string): User | null {
-    return this.byIris([userIri]).get(userIri) ?? null;
+    return this.cache.get(userIri, () => this.read([userIri]).get(userIri) ?? null);
   }
 
   /**
    * Reads user records by IRI in one query (`VALUES` on the subject, every
    * predicate: a pattern with OPTIONALs would be planned over all users).
-   * IRIs without a user record are absent from the answer.
+   * IRIs without a user record are absent from the answer. Records read
+   * since the last write come from the cache.
    */
   byIris(userIris: readonly string[]): Map<string, User> {
+    const missing: string[] = [];
+    for (const u of userIris) {
+      const hit = this.cache.peek(u);
+      if (!hit.found) missing.push(u);
+    }
+    const read = missing.length ? this.read(missing) : new Map<string, User>();
+    for (const u of missing) this.cache.set(u, read.get(u) ?? null);
+    const out = new Map<string, User>();
+    for (const u of userIris) {
+      const user = this.cache.peek(u);
+      if (user.found && user.value) out.set(u, user.value);
+    }
+    return out;
+  }
+
+  private read(userIris: readonly string[]): Map<string, User> {
     const out = new Map<string, User>();
     if (userIris.length === 0) return out;
     const rows = this.store.select(PREFIXES + sparql`SELECT ?u ?p ?o WHERE {

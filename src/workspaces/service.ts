@@ -7,6 +7,7 @@ import { req, str, time } from '../rdf/bindings.js';
 import { badRequest, conflict, forbidden, notFound } from '../errors.js';
 import type { AuthContext } from '../auth/context.js';
 import type { User, UserProfile, UserService } from '../users/service.js';
+import { ReadCache } from '../users/read-cache.js';
 
 export interface Workspace {
   id: string;
@@ -41,12 +42,20 @@ export const ADMIN_ROLE_URI = WSM.WorkspaceAdministrator;
  * built-in role (or owning the workspace) makes a member an administrator.
  */
 export class WorkspaceService {
+  /** Workspaces by {workspace} segment, between writes (every request resolves one). */
+  private readonly found: ReadCache<Workspace | null>;
+  /** Membership and administrator checks, between writes. */
+  private readonly checks: ReadCache<boolean>;
+
   constructor(
     private readonly store: QuadStore,
     private readonly graphs: Graphs,
     private readonly users: UserService,
     private readonly defaultEngineVersion: string,
-  ) {}
+  ) {
+    this.found = new ReadCache(store);
+    this.checks = new ReadCache(store);
+  }
 
   workspaceIri(id: string): string { return this.graphs.resource('workspace', id); }
   adminRoleId(workspaceId: string): string { return stableId('role', workspaceId, ADMIN_ROLE_URI); }
@@ -82,6 +91,10 @@ export class WorkspaceService {
 
   /** Finds a workspace by slug or id (every {workspace} segment takes both). */
   find(segment: string): Workspace | null {
+    return this.found.get(segment, () => this.lookup(segment));
+  }
+
+  private lookup(segment: string): Workspace | null {
     const key = UUID_PATTERN.test(segment) ? sparql`?w wsm:id ${literal(segment.toLowerCase())} .` : sparql`?w wsm:slug ${literal(segment)} .`;
     return this.query(key, 'LIMIT 1')[0] ?? null;
   }
@@ -135,6 +148,10 @@ export class WorkspaceService {
   }
 
   isMember(workspaceId: string, userId: string): boolean {
+    return this.checks.get(`member ${workspaceId} ${userId}`, () => this.askMember(workspaceId, userId));
+  }
+
+  private askMember(workspaceId: string, userId: string): boolean {
     const p = iri(this.principalIri(this.userPrincipalId(workspaceId, userId)));
     return this.store.ask(`${PREFIXES} ASK { GRAPH ${iri(this.graphs.iam(workspaceId)).__sparql} { ${p.__sparql} a wsm:Principal } }`);
   }
@@ -154,6 +171,10 @@ export class WorkspaceService {
 
   /** Same answer as `adminUserIds(workspace).includes(userId)`, without listing every member. */
   isAdmin(workspace: Workspace, userId: string): boolean {
+    return this.checks.get(`admin ${workspace.id} ${userId}`, () => this.askAdmin(workspace, userId));
+  }
+
+  private askAdmin(workspace: Workspace, userId: string): boolean {
     if (!this.isMember(workspace.id, userId)) return false;
     if (workspace.owner.id === userId) return true;
     const a = iri(this.assignmentIri(this.assignmentId(workspace.id, this.adminRoleId(workspace.id), this.userPrincipalId(workspace.id, userId))));

@@ -132,3 +132,37 @@ describe('member list order across writes', () => {
     expect((await list()).totalItems).to.equal(6);
   });
 });
+
+/** The per-request reads are memoized between writes (ReadCache): a write shows on the very next request. */
+describe('access checks right after writes', () => {
+  let t: TestServer;
+  let tokens: Awaited<ReturnType<typeof seedWorkspace>>['tokens'];
+  before(async () => {
+    t = await startTestServer();
+    ({ tokens } = await seedWorkspace(t, 'acme'));
+  });
+  after(async () => { await t.close(); removeDir(t.dataDir); });
+
+  const status = async (token: string, method: 'get' | 'put', path: string) => (await t.http[method](path).set(bearer(token)).send(method === 'put' ? {} : undefined)).status;
+
+  it('sees a granted and a revoked administrator role, and a removed membership, at once', async () => {
+    const dave = await t.token('dave');
+    expect(await status(dave, 'get', '/api/v1/workspaces/acme')).to.equal(404);
+    expect(await status(dave, 'get', '/api/v1/workspaces/acme')).to.equal(404);
+    expect((await t.http.put('/api/v1/workspaces/acme/members/dave').set(bearer(tokens.owner)).send({ admin: true })).status).to.equal(200);
+    expect(await status(dave, 'get', '/api/v1/workspaces/acme')).to.equal(200);
+    expect(await status(dave, 'put', '/api/v1/workspaces/acme/members/erin')).to.equal(200);
+    expect((await t.http.put('/api/v1/workspaces/acme/members/dave').set(bearer(tokens.owner)).send({ admin: false })).status).to.equal(200);
+    expect(await status(dave, 'put', '/api/v1/workspaces/acme/members/frank')).to.equal(403);
+    expect(await status(dave, 'get', '/api/v1/workspaces/acme')).to.equal(200);
+    expect((await t.http.delete('/api/v1/workspaces/acme/members/dave').set(bearer(tokens.owner))).status).to.equal(200);
+    expect(await status(dave, 'get', '/api/v1/workspaces/acme')).to.equal(404);
+  });
+
+  it('answers records a caller cannot change through the shared cache', async () => {
+    const users = t.server.services.users;
+    const owner = users.get({ username: 'acme-owner' })!;
+    expect(Object.isFrozen(owner)).to.equal(true);
+    expect(users.get({ username: 'acme-owner' })).to.equal(owner);
+  });
+});
