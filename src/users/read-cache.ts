@@ -1,4 +1,5 @@
 import type { QuadStore } from '../store/store.js';
+import { stableId } from '../rdf/ids.js';
 
 /**
  * Memoizes reads of the store between writes: every entry is dropped as soon
@@ -46,4 +47,18 @@ function deepFreeze<T>(value: T): T {
     for (const v of Object.values(value)) deepFreeze(v);
   }
   return value;
+}
+
+const stableIds = new Map<string, string>();
+
+/** `stableId(...keys)`, remembered (a name-based UUID hashes with SHA-1; requests derive the same few ids). */
+export function cachedStableId(...keys: string[]): string {
+  const key = keys.map((k) => `${k.length}:${k}`).join('|');
+  let id = stableIds.get(key);
+  if (id === undefined) {
+    id = stableId(...keys);
+    if (stableIds.size >= 50_000) stableIds.clear();
+    stableIds.set(key, id);
+  }
+  return id;
 }

@@ -2,9 +2,9 @@ import type { QuadStore } from '../store/store.js';
 import type { Graphs } from '../rdf/graphs.js';
 import { PREFIXES, RDF, WSM } from '../rdf/vocab.js';
 import { sparql, iri, literal, dateTime, boolean, raw, join, type SparqlFragment } from '../rdf/sparql.js';
-import { stableId, UUID_PATTERN } from '../rdf/ids.js';
+import { UUID_PATTERN } from '../rdf/ids.js';
 import { str, req, bool, time } from '../rdf/bindings.js';
-import { ReadCache } from './read-cache.js';
+import { ReadCache, cachedStableId } from './read-cache.js';
 import type { AuthContext } from '../auth/context.js';
 import type { Binding } from '../store/store.js';
 
@@ -73,7 +73,7 @@ export class UserService {
   }
 
   idOf(username: string): string {
-    return stableId('user', username);
+    return cachedStableId('user', username);
   }
 
   /** Reads one user by id or username (by its computed IRI). */

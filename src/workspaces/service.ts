@@ -2,12 +2,12 @@ import type { QuadStore } from '../store/store.js';
 import type { Graphs } from '../rdf/graphs.js';
 import { PREFIXES, WSM } from '../rdf/vocab.js';
 import { sparql, iri, literal, dateTime } from '../rdf/sparql.js';
-import { stableId, newId, UUID_PATTERN } from '../rdf/ids.js';
+import { newId, UUID_PATTERN } from '../rdf/ids.js';
 import { req, str, time } from '../rdf/bindings.js';
 import { badRequest, conflict, forbidden, notFound } from '../errors.js';
 import type { AuthContext } from '../auth/context.js';
 import type { User, UserProfile, UserService } from '../users/service.js';
-import { ReadCache } from '../users/read-cache.js';
+import { ReadCache, cachedStableId } from '../users/read-cache.js';
 
 export interface Workspace {
   id: string;
@@ -58,11 +58,11 @@ export class WorkspaceService {
   }
 
   workspaceIri(id: string): string { return this.graphs.resource('workspace', id); }
-  adminRoleId(workspaceId: string): string { return stableId('role', workspaceId, ADMIN_ROLE_URI); }
+  adminRoleId(workspaceId: string): string { return cachedStableId('role', workspaceId, ADMIN_ROLE_URI); }
   roleIri(roleId: string): string { return this.graphs.resource('role', roleId); }
-  userPrincipalId(workspaceId: string, userId: string): string { return stableId('principal', workspaceId, 'user', userId); }
+  userPrincipalId(workspaceId: string, userId: string): string { return cachedStableId('principal', workspaceId, 'user', userId); }
   principalIri(principalId: string): string { return this.graphs.resource('principal', principalId); }
-  assignmentId(workspaceId: string, roleId: string, principalId: string): string { return stableId('assignment', workspaceId, roleId, principalId); }
+  assignmentId(workspaceId: string, roleId: string, principalId: string): string { return cachedStableId('assignment', workspaceId, roleId, principalId); }
   assignmentIri(id: string): string { return this.graphs.resource('assignment', id); }
 
   /** Workspace records; `first` is a pattern binding ?w evaluated before the record pattern (a selective one). */

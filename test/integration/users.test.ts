@@ -166,3 +166,20 @@ describe('access checks right after writes', () => {
     expect(users.get({ username: 'acme-owner' })).to.equal(owner);
   });
 });
+
+describe('verified tokens', () => {
+  let t: TestServer;
+  before(async () => { t = await startTestServer(); });
+  after(async () => { await t.close(); removeDir(t.dataDir); });
+
+  it('refuses a token once it has expired, though it was accepted (and remembered) before', async function () {
+    this.timeout(20_000);
+    const token = await t.token('shortlived', { ttlSeconds: 1 });
+    expect((await t.http.get('/api/v1/workspaces').set(bearer(token))).status).to.equal(200);
+    expect((await t.http.get('/api/v1/workspaces').set(bearer(token))).status).to.equal(200);
+    await new Promise((r) => setTimeout(r, 7_000)); // past expiry and the verifier's 5 s clock tolerance
+    const res = await t.http.get('/api/v1/workspaces').set(bearer(token));
+    expect(res.status).to.equal(401);
+    expect(res.body.error.message).to.match(/expired/);
+  });
+});
