@@ -97,7 +97,8 @@ export function createApp(services: Services): Express {
       if (verified.size >= 10_000) verified.clear();
       verified.set(token, hit);
     }
-    await services.users.upsert(hit.auth.username, hit.auth.profile);
+    // Checked synchronously first: most requests change nothing, and need no extra turn of the event loop.
+    if (!services.users.isCurrent(hit.auth.username, hit.auth.profile)) await services.users.upsert(hit.auth.username, hit.auth.profile);
     return hit.auth;
   };
 

@@ -144,6 +144,16 @@ export class UserService {
    * Creates the user if needed and writes the given profile fields (fields
    * left undefined keep their value). Returns the user.
    */
+  /** Whether the user's record exists and says what `profile` says (then `upsert` would write nothing). */
+  isCurrent(username: string, profile: UserProfile): boolean {
+    const existing = this.get({ username });
+    if (!existing) return false;
+    for (const field of PROFILE_FIELDS) {
+      if (profile[field] !== undefined && profile[field] !== existing[field]) return false;
+    }
+    return profile.emailVerified === undefined || profile.emailVerified === existing.emailVerified;
+  }
+
   async upsert(username: string, profile: UserProfile, now = new Date()): Promise<User> {
     const existing = this.get({ username });
     const id = existing?.id ?? this.idOf(username);
