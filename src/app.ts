@@ -7,6 +7,7 @@ import type { QuadStore } from './store/store.js';
 import { Graphs } from './rdf/graphs.js';
 import { ApiRegistry } from './http/api.js';
 import { errorHandler, notFoundHandler } from './http/errors.js';
+import { decodeJwt } from 'jose';
 import { bearerToken } from './auth/tokens.js';
 import type { AuthContext } from './auth/context.js';
 import { UserService } from './users/service.js';
@@ -99,10 +100,24 @@ export function createApp(services: Services): Express {
 
   const registry = buildRegistry(services);
   const openapi = registry.openapi({ title: 'Workspace management service', version: '1.0.0' });
+  // Verified tokens, for at most a minute and never past their expiry: a signature check (ES256: ~0.2 ms of
+  // CPU) per request halved read throughput. The key is the whole token, signature included.
+  const verified = new Map<string, { auth: AuthContext; until: number }>();
   const authenticate = async (req: Request): Promise<AuthContext> => {
-    const auth = await services.verify(bearerToken(req.headers.authorization));
-    await services.users.upsert(auth.username, auth.profile);
-    return auth;
+    const token = bearerToken(req.headers.authorization);
+    const now = Date.now();
+    let hit = verified.get(token);
+    if (!hit || hit.until <= now) {
+      const auth = Object.freeze({ ...(await services.verify(token)) });
+      Object.freeze(auth.profile);
+      const exp = decodeJwt(token).exp;
+      hit = { auth, until: Math.min(now + 60_000, typeof exp === 'number' ? exp * 1000 : now) };
+      if (verified.size >= 10_000) verified.clear();
+      verified.set(token, hit);
+    }
+    // Checked synchronously first: most requests change nothing, and need no extra turn of the event loop.
+    if (!services.users.isCurrent(hit.auth.username, hit.auth.profile)) await services.users.upsert(hit.auth.username, hit.auth.profile);
+    return hit.auth;
   };
 
   app.get('/api/v1/openapi.json', (_req, res) => { res.json(openapi); });

@@ -6,7 +6,8 @@ import { stableId, UUID_PATTERN } from '../rdf/ids.js';
 import { int, req, str, time } from '../rdf/bindings.js';
 import { conflict, notFound } from '../errors.js';
 import { offsetOf, page, type Page, type PageQuery } from '../http/paging.js';
-import { userFromBinding, userPattern, type User, type UserService } from '../users/service.js';
+import type { User, UserService } from '../users/service.js';
+import { MemberOrder } from '../users/member-order.js';
 import { ADMIN_ROLE_URI, type Workspace, type WorkspaceService } from '../workspaces/service.js';
 
 /** The Role shape of INTERFACE.md; `matrixId` is null for the built-in administrator role. */
@@ -69,27 +70,29 @@ export class IamService {
     private readonly graphs: Graphs,
     private readonly users: UserService,
     private readonly workspaces: WorkspaceService,
-  ) {}
+  ) {
+    this.memberOrder = new MemberOrder(store, graphs);
+  }
+
+  private readonly memberOrder: MemberOrder;
 
   // ---------------------------------------------------------------- users
 
-  /** I5: one page of the member users, ordered by username. */
+  /**
+   * I5: one page of the member users, ordered by username (see MemberOrder:
+   * the order is kept between writes to the membership). The page's records
+   * are read by IRI in one query.
+   */
   listUsers(workspace: Workspace, query: PageQuery): Page<User> {
-    const iam = iri(this.graphs.iam(workspace.id));
-    const sys = iri(this.graphs.system);
-    const members = sparql`GRAPH ${iam} { ?p a wsm:Principal ; wsm:principalType "USER" ; wsm:actor ?u }
-      GRAPH ${sys} { ?u a wsm:User ; wsm:username ?username }`;
-    // Every USER principal has its user record (users are never deleted), so counting principals is enough.
-    const total = int(this.store.select(PREFIXES + sparql`SELECT (COUNT(?p) AS ?n) WHERE { GRAPH ${iam} { ?p a wsm:Principal ; wsm:principalType "USER" } }`)[0] ?? {}, 'n');
-    const ids = this.store.select(`${PREFIXES} SELECT ?u ?username WHERE { ${members} } ORDER BY ?username ?u LIMIT ${query.pageSize} OFFSET ${offsetOf(query)}`);
-    // Each user of the page is read by its IRI (a join with every user record would cost more than the page).
-    const items = ids.map((b) => this.userByIri(req(b, 'u'))).filter((u): u is User => u !== null);
-    return page(items, query, total);
+    const members = this.memberOrder.members(workspace.id);
+    const ids = members.slice(offsetOf(query), offsetOf(query) + query.pageSize);
+    const users = this.users.byIris(ids);
+    const items = ids.map((u) => users.get(u)).filter((u): u is User => u !== undefined);
+    return page(items, query, members.length);
   }
 
   private userByIri(userIri: string): User | null {
-    const rows = this.store.select(`${PREFIXES} SELECT * WHERE { GRAPH ${iri(this.graphs.system).__sparql} { ${userPattern(iri(userIri))} } } LIMIT 1`);
-    return rows[0] ? userFromBinding(rows[0]) : null;
+    return this.users.byIri(userIri);
   }
 
   /** I6: a member user by id; 404 when the id names no member of this workspace. */

@@ -1,9 +1,10 @@
 import type { QuadStore } from '../store/store.js';
 import type { Graphs } from '../rdf/graphs.js';
-import { PREFIXES, WSM } from '../rdf/vocab.js';
+import { PREFIXES, RDF, WSM } from '../rdf/vocab.js';
 import { sparql, iri, literal, dateTime, boolean, raw, join, type SparqlFragment } from '../rdf/sparql.js';
-import { stableId } from '../rdf/ids.js';
+import { UUID_PATTERN } from '../rdf/ids.js';
 import { str, req, bool, time } from '../rdf/bindings.js';
+import { ReadCache, cachedStableId } from './read-cache.js';
 import type { AuthContext } from '../auth/context.js';
 import type { Binding } from '../store/store.js';
 
@@ -45,41 +46,116 @@ export function userFromBinding(b: Binding): User {
   };
 }
 
+/** Predicate IRI -> the variable name `userFromBinding` reads it from. */
+const USER_COLUMNS = new Map<string, string>([
+  [WSM.id, 'userId'], [WSM.username, 'username'], [WSM.createdAt, 'userCreatedAt'], [WSM.updatedAt, 'userUpdatedAt'],
+  [WSM.email, 'email'], [WSM.firstName, 'firstName'], [WSM.lastName, 'lastName'], [WSM.website, 'website'],
+  [WSM.emailVerified, 'emailVerified'],
+]);
+
 /**
  * Users are global (system graph), identified by username; their id is
- * derived from the username so it is stable. Profile fields come from token
- * claims and are refreshed when a request carries different values.
+ * derived from the username (`stableId('user', username)`), so a user's IRI
+ * is computed, never looked up: every read here is by known subject and
+ * costs the same with 10 users or 100,000. Profile fields come from token
+ * claims and are written only when a request carries different values.
  */
 export class UserService {
-  /** username -> fingerprint of the profile last written, to skip no-op writes. */
-  private readonly known = new Map<string, string>();
+  /** User records by IRI (null: none), between writes. */
+  private readonly cache: ReadCache<User | null>;
 
-  constructor(private readonly store: QuadStore, private readonly graphs: Graphs) {}
+  constructor(private readonly store: QuadStore, private readonly graphs: Graphs) {
+    this.cache = new ReadCache(store);
+  }
 
   userIri(userId: string): string {
     return this.graphs.resource('user', userId);
   }
 
   idOf(username: string): string {
-    return stableId('user', username);
+    return cachedStableId('user', username);
   }
 
-  /** Reads one user by id or username. */
+  /** Reads one user by id or username (by its computed IRI). */
   get(key: { id?: string; username?: string }): User | null {
-    const u = raw('?u');
-    const filter = key.id ? sparql`?u wsm:id ${literal(key.id)} .` : sparql`?u wsm:username ${literal(key.username ?? '')} .`;
-    const rows = this.store.select(`${PREFIXES} SELECT * WHERE { GRAPH ${iri(this.graphs.system).__sparql} { ?u a wsm:User . ${filter} ${userPattern(u)} } } LIMIT 1`);
-    return rows[0] ? userFromBinding(rows[0]) : null;
+    if (key.id !== undefined) {
+      return UUID_PATTERN.test(key.id) ? this.byIri(this.userIri(key.id.toLowerCase())) : null;
+    }
+    if (key.username === undefined) return null;
+    const user = this.byIri(this.userIri(this.idOf(key.username)));
+    return user && user.username === key.username ? user : null;
+  }
+
+  /** Reads one user record by IRI; null when there is none. */
+  byIri(userIri: string): User | null {
+    return this.cache.get(userIri, () => this.read([userIri]).get(userIri) ?? null);
+  }
+
+  /**
+   * Reads user records by IRI in one query (`VALUES` on the subject, every
+   * predicate: a pattern with OPTIONALs would be planned over all users).
+   * IRIs without a user record are absent from the answer. Records read
+   * since the last write come from the cache.
+   */
+  byIris(userIris: readonly string[]): Map<string, User> {
+    const missing: string[] = [];
+    for (const u of userIris) {
+      const hit = this.cache.peek(u);
+      if (!hit.found) missing.push(u);
+    }
+    const read = missing.length ? this.read(missing) : new Map<string, User>();
+    for (const u of missing) this.cache.set(u, read.get(u) ?? null);
+    const out = new Map<string, User>();
+    for (const u of userIris) {
+      const user = this.cache.peek(u);
+      if (user.found && user.value) out.set(u, user.value);
+    }
+    return out;
+  }
+
+  private read(userIris: readonly string[]): Map<string, User> {
+    const out = new Map<string, User>();
+    if (userIris.length === 0) return out;
+    const rows = this.store.select(PREFIXES + sparql`SELECT ?u ?p ?o WHERE {
+      VALUES ?u { ${join(userIris.map(iri), ' ')} } GRAPH ${iri(this.graphs.system)} { ?u ?p ?o } }`);
+    const columns = new Map<string, Binding>();
+    const typed = new Set<string>();
+    for (const b of rows) {
+      const u = b.u!.value;
+      const p = b.p!.value;
+      if (p === RDF.type) {
+        if (b.o!.value === WSM.User) typed.add(u);
+        continue;
+      }
+      const name = USER_COLUMNS.get(p);
+      if (!name) continue;
+      let binding = columns.get(u);
+      if (!binding) columns.set(u, (binding = {}));
+      binding[name] ??= b.o;
+    }
+    for (const u of userIris) {
+      const b = columns.get(u);
+      if (b && typed.has(u) && b.userId && b.username && b.userCreatedAt && b.userUpdatedAt) out.set(u, userFromBinding(b));
+    }
+    return out;
   }
 
   /**
    * Creates the user if needed and writes the given profile fields (fields
    * left undefined keep their value). Returns the user.
    */
-  async upsert(username: string, profile: UserProfile, now = new Date()): Promise<User> {
-    const fingerprint = JSON.stringify(profile);
+  /** Whether the user's record exists and says what `profile` says (then `upsert` would write nothing). */
+  isCurrent(username: string, profile: UserProfile): boolean {
     const existing = this.get({ username });
-    if (existing && this.known.get(username) === fingerprint) return existing;
+    if (!existing) return false;
+    for (const field of PROFILE_FIELDS) {
+      if (profile[field] !== undefined && profile[field] !== existing[field]) return false;
+    }
+    return profile.emailVerified === undefined || profile.emailVerified === existing.emailVerified;
+  }
+
+  async upsert(username: string, profile: UserProfile, now = new Date()): Promise<User> {
+    const existing = this.get({ username });
     const id = existing?.id ?? this.idOf(username);
     const u = iri(this.userIri(id));
     const g = iri(this.graphs.system);
@@ -91,10 +167,8 @@ export class UserService {
     if (profile.emailVerified !== undefined && profile.emailVerified !== existing?.emailVerified) {
       changes.push(['emailVerified', boolean(profile.emailVerified)]);
     }
-    if (existing && changes.length === 0) {
-      this.known.set(username, fingerprint);
-      return existing;
-    }
+    // The common case (every authenticated request): the record is as the claims say, so nothing is written.
+    if (existing && changes.length === 0) return existing;
     const ops: string[] = [];
     if (!existing) {
       // Conditional, so two first requests of the same user racing each other create one record.
@@ -112,7 +186,6 @@ export class UserService {
       ops.push(sparql`INSERT DATA { GRAPH ${g} { ${u} wsm:updatedAt ${dateTime(now)} } }`);
     }
     await this.store.update(PREFIXES + join(ops.map(raw), ' ;\n').__sparql);
-    this.known.set(username, fingerprint);
     return this.get({ username })!;
   }
 }

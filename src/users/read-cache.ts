@@ -1,0 +1,64 @@
+import type { QuadStore } from '../store/store.js';
+import { stableId } from '../rdf/ids.js';
+
+/**
+ * Memoizes reads of the store between writes: every entry is dropped as soon
+ * as the store's version changes (it is bumped synchronously by each write,
+ * before the write's promise settles), so a cached answer is always the one a
+ * query would give now. For the lookups every request repeats (the caller's
+ * user record, the workspace, membership and administrator checks): between
+ * writes they cost a Map lookup instead of a SPARQL query. Cached objects are
+ * frozen: callers share them. At most `max` entries (all dropped when full).
+ */
+export class ReadCache<V> {
+  private version = -1;
+  private readonly entries = new Map<string, V>();
+
+  constructor(private readonly store: QuadStore, private readonly max = 10_000) {}
+
+  get(key: string, compute: () => V): V {
+    const hit = this.peek(key);
+    return hit.found ? hit.value : this.set(key, compute());
+  }
+
+  peek(key: string): { found: true; value: V } | { found: false } {
+    if (this.store.version !== this.version) {
+      this.entries.clear();
+      this.version = this.store.version;
+    }
+    return this.entries.has(key) ? { found: true, value: this.entries.get(key)! } : { found: false };
+  }
+
+  /** Stores a value read at the current version (no write in between). */
+  set(key: string, value: V): V {
+    if (this.store.version !== this.version) {
+      this.entries.clear();
+      this.version = this.store.version;
+    }
+    if (this.entries.size >= this.max) this.entries.clear();
+    this.entries.set(key, deepFreeze(value));
+    return value;
+  }
+}
+
+function deepFreeze<T>(value: T): T {
+  if (value && typeof value === 'object' && !Object.isFrozen(value)) {
+    Object.freeze(value);
+    for (const v of Object.values(value)) deepFreeze(v);
+  }
+  return value;
+}
+
+const stableIds = new Map<string, string>();
+
+/** `stableId(...keys)`, remembered (a name-based UUID hashes with SHA-1; requests derive the same few ids). */
+export function cachedStableId(...keys: string[]): string {
+  const key = keys.map((k) => `${k.length}:${k}`).join('|');
+  let id = stableIds.get(key);
+  if (id === undefined) {
+    id = stableId(...keys);
+    if (stableIds.size >= 50_000) stableIds.clear();
+    stableIds.set(key, id);
+  }
+  return id;
+}
