@@ -62,6 +62,8 @@ function checkScriptType(value: string): ScriptType {
 }
 
 const PARSE_CACHE_SIZE = 500;
+/** In a `u` regular expression only a surrogate that is not half of a pair matches. */
+const LONE_SURROGATE = /[\uD800-\uDFFF]/u;
 
 /**
  * Slash commands: saved CONSTRUCT / DESCRIBE scripts of a workspace, owned
@@ -205,9 +207,21 @@ export class SlashCommandService {
         ${raw(optional)}
       } }
       WHERE { FILTER NOT EXISTS { GRAPH ${g} { ?other wsm:alias ${literal(alias)} } } }`);
-    const created = this.select(ws, sparql`?c wsm:id ${literal(id)} .`)[0];
-    if (!created) throw conflict(`A slash command with alias "${alias}" already exists in this workspace`, { alias });
-    return created;
+    const taken = () => conflict(`A slash command with alias "${alias}" already exists in this workspace`, { alias });
+    const texts = [alias, body.description, body.interpretation, body.scriptContent];
+    if (texts.some((text) => text != null && LONE_SURROGATE.test(text))) {
+      // Lone surrogates come back from the store replaced: answer what was stored.
+      const created = this.select(ws, sparql`?c wsm:id ${literal(id)} .`)[0];
+      if (!created) throw taken();
+      return created;
+    }
+    // The record is what was just written; a cheap check that the conditional insert took place.
+    if (!this.store.ask(PREFIXES + sparql`ASK { GRAPH ${g} { ${c} wsm:alias ${literal(alias)} } }`)) throw taken();
+    const createdAt = now.toISOString();
+    return {
+      id, alias, description: body.description ?? null, interpretation: body.interpretation ?? null,
+      scriptType, scriptContent: body.scriptContent!, workspaceId: ws, owner, createdAt, updatedAt: createdAt,
+    };
   }
 
   private requireOwnerOrAdmin(access: WorkspaceAccess, command: SlashCommand, action: string): void {
