@@ -1,5 +1,7 @@
 import { expect } from 'chai';
 import { startTestServer, removeDir, bearer, seedWorkspace, type TestServer } from '../helpers/server.js';
+import { sampleMatrixTurtle, tinyPackage } from '../helpers/packages.js';
+import { upload, uploadAndWait, waitForCommand } from '../helpers/lifecycle.js';
 
 /**
  * The faster paths answer exactly what the slower ones did: C5 answers the
@@ -47,5 +49,36 @@ describe('fast paths answer what the store holds', () => {
       t.http.post('/api/v1/commands/acme').set(bearer(tokens.member)).send(body),
     ]);
     expect([a.status, b.status].sort()).to.deep.equal([200, 409]);
+  });
+
+  it('P5 follows every write: a running command, an update, a matrix change, an uninstall', async () => {
+    const p5 = async () => t.http.get('/api/v1/packages/acme/cached').set(bearer(tokens.member));
+    expect((await p5()).status).to.equal(404);
+    const first = await upload(t, tokens.owner, 'acme', await tinyPackage({ name: 'cached' }));
+    expect(first.status).to.equal(202);
+    expect((await p5()).status).to.equal(404); // not installed before the command completes
+    const installed = await waitForCommand(t, tokens.owner, 'acme', first.body.data.id);
+    let p = (await p5()).body.data;
+    expect(p).to.include({ currentVersion: '1.0.0' });
+    expect(p.latestCommand).to.include({ id: installed.id, status: 'completed', commandType: 'INSTALL' });
+    expect(p.matrices.map((m: { name: string }) => m.name)).to.deep.equal(['main']);
+    expect((await p5()).body.data).to.deep.equal(p); // read again unchanged
+
+    const uri = (n: string) => `https://example.org/packages/cached/${n}`;
+    const turtle = (n: string) => sampleMatrixTurtle(uri(n), n);
+    const updated = await uploadAndWait(t, tokens.owner, 'acme', await tinyPackage({
+      name: 'cached', version: '1.1.0',
+      matrices: [{ name: 'main', uri: uri('main'), turtle: turtle('main') }, { name: 'second', uri: uri('second'), turtle: turtle('second') }],
+    }));
+    expect(updated.status, updated.errorMessage ?? '').to.equal('completed');
+    p = (await p5()).body.data;
+    expect(p).to.include({ currentVersion: '1.1.0' });
+    expect(p.latestCommand).to.include({ id: updated.id, commandType: 'UPDATE', status: 'completed' });
+    expect(p.matrices.map((m: { name: string }) => m.name)).to.deep.equal(['main', 'second']);
+
+    const removed = await t.http.delete('/api/v1/packages/acme/cached').set(bearer(tokens.owner));
+    expect(removed.status).to.equal(202);
+    await waitForCommand(t, tokens.owner, 'acme', removed.body.data.id);
+    expect((await p5()).status).to.equal(404);
   });
 });
