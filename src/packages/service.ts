@@ -171,13 +171,33 @@ export class PackageService {
     return this.matrixRecords(workspaceId, sparql`FILTER (?uri = ${iri(matrixUri)})`)[0] ?? null;
   }
 
+  /** Registry lookups of reads in flight, by package: concurrent P4/P5 of one package share one request. */
+  private readonly registryReads = new Map<string, Promise<RegistryVersion[]>>();
+
+  /**
+   * The registry's versions for a read (latestVersion). A read that starts
+   * while another read's request for the same package is under way takes
+   * that request's answer; nothing is kept once it is answered, so a change
+   * in the registry shows at the next read. Installs ask the registry
+   * themselves.
+   */
+  private registryVersionsForRead(publisher: string, name: string): Promise<RegistryVersion[]> {
+    const key = `${publisher}/${name}`;
+    let pending = this.registryReads.get(key);
+    if (!pending) {
+      pending = this.registry.versions(publisher, name).finally(() => this.registryReads.delete(key));
+      this.registryReads.set(key, pending);
+    }
+    return pending;
+  }
+
   private async latestFromRegistry(workspace: Workspace, rec: InstalledRecord): Promise<string | null> {
     if (!rec.registryPublisher || !rec.registryName) return null;
     let timer: NodeJS.Timeout | undefined;
     try {
       // A read answers without the registry rather than wait for a slow one.
       const timeout = new Promise<never>((_, reject) => { timer = setTimeout(() => reject(new Error('registry too slow')), REGISTRY_READ_TIMEOUT_MS); });
-      const versions = await Promise.race([this.registry.versions(rec.registryPublisher, rec.registryName), timeout]);
+      const versions = await Promise.race([this.registryVersionsForRead(rec.registryPublisher, rec.registryName), timeout]);
       return newestCompatible(versions, workspace.engineVersion)?.version ?? null;
     } catch (err) {
       this.logger.warn({ err, package: rec.name }, 'registry not reachable for the latest version of a package');
