@@ -1,5 +1,4 @@
 import express, { type Express, type Request } from 'express';
-import { pinoHttp } from 'pino-http';
 import swaggerUi from 'swagger-ui-express';
 import type { Config } from './config.js';
 import type { Logger } from './logger.js';
@@ -7,6 +6,7 @@ import type { QuadStore } from './store/store.js';
 import { Graphs } from './rdf/graphs.js';
 import { ApiRegistry } from './http/api.js';
 import { errorHandler, notFoundHandler } from './http/errors.js';
+import { requestLogger } from './http/request-log.js';
 import { bearerToken } from './auth/tokens.js';
 import type { AuthContext } from './auth/context.js';
 import { UserService } from './users/service.js';
@@ -82,16 +82,7 @@ export function createApp(services: Services): Express {
   const app = express();
   app.disable('x-powered-by');
   app.set('query parser', 'simple');
-  app.use(pinoHttp({
-    logger,
-    genReqId: (req, res) => {
-      const id = crypto.randomUUID();
-      res.setHeader('X-Request-Id', id);
-      return id;
-    },
-    customLogLevel: (_req, res, err) => (err || res.statusCode >= 500 ? 'error' : res.statusCode >= 400 ? 'warn' : 'info'),
-    serializers: { req: (req: { id: string; method: string; url: string }) => ({ id: req.id, method: req.method, url: req.url }), res: (res: { statusCode: number }) => ({ statusCode: res.statusCode }) },
-  }));
+  app.use(requestLogger(logger, (res, err) => (err || res.statusCode >= 500 ? 'error' : res.statusCode >= 400 ? 'warn' : 'info')));
 
   app.get('/health', (_req, res) => {
     res.json({ success: true, data: { status: 'ok', quads: services.store.size() } });

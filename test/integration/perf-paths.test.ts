@@ -81,4 +81,17 @@ describe('fast paths answer what the store holds', () => {
     await waitForCommand(t, tokens.owner, 'acme', removed.body.data.id);
     expect((await p5()).status).to.equal(404);
   });
+
+  it('answers every request, refused ones included, with its own X-Request-Id', async () => {
+    const answers = await Promise.all([
+      t.http.get('/api/v1/workspaces/acme').set(bearer(tokens.member)),
+      t.http.get('/api/v1/workspaces/acme'),
+      t.http.get('/api/v1/no-such-endpoint').set(bearer(tokens.member)),
+      t.http.get('/health'),
+    ]);
+    expect(answers.map((a) => a.status)).to.deep.equal([200, 401, 404, 200]);
+    const ids = answers.map((a) => a.headers['x-request-id']);
+    for (const id of ids) expect(id).to.match(/^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/);
+    expect(new Set(ids).size).to.equal(ids.length);
+  });
 });
