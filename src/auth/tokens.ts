@@ -86,7 +86,54 @@ export interface VerifierSettings {
   oidcJwksUrl?: string;
   adminClaim: string;
   adminValue: string;
+  /** Milliseconds since the epoch; tests move it. Default `Date.now`. */
+  clock?: () => number;
+  /** Most verified tokens remembered (default 1000; 0 turns the cache off). */
+  cacheSize?: number;
 }
+
+/** Longest a verified token is remembered, even when it expires later. */
+const CACHE_MAX_AGE_MS = 5 * 60_000;
+/** jose's clockTolerance, in seconds. */
+const CLOCK_TOLERANCE_S = 5;
+
+/**
+ * Verified tokens, by their exact text, until their expiry: verifying an
+ * ES256 signature on every request costs more than the rest of a read. An
+ * entry serves only while the clock is before the token's `exp` (and at most
+ * CACHE_MAX_AGE_MS after its verification); past that the token goes through
+ * full verification again, which refuses it once expired. Only successful
+ * verifications are kept, and only of tokens that carry `exp`.
+ */
+class VerifiedTokens {
+  private readonly entries = new Map<string, { context: AuthContext; until: number }>();
+  constructor(private readonly size: number) {}
+
+  get(token: string, now: number): AuthContext | undefined {
+    const entry = this.entries.get(token);
+    if (!entry) return undefined;
+    if (now >= entry.until) {
+      this.entries.delete(token);
+      return undefined;
+    }
+    return entry.context;
+  }
+
+  set(token: string, context: AuthContext, exp: number | undefined, now: number): void {
+    if (this.size <= 0 || typeof exp !== 'number') return;
+    const until = Math.min(exp * 1000, now + CACHE_MAX_AGE_MS);
+    if (until <= now) return;
+    if (this.entries.size >= this.size) {
+      // Expired ones first; else the oldest entry.
+      for (const [key, value] of this.entries) if (now >= value.until) this.entries.delete(key);
+      if (this.entries.size >= this.size) this.entries.delete(this.entries.keys().next().value!);
+    }
+    this.entries.set(token, { context, until });
+  }
+}
+
+/** A copy, so a caller changing its context cannot change the cached one. */
+const copyContext = (c: AuthContext): AuthContext => ({ ...c, profile: { ...c.profile } });
 
 function readClaim(payload: JWTPayload, dotted: string): unknown {
   let value: unknown = payload;
@@ -137,10 +184,17 @@ export async function createVerifier(settings: VerifierSettings): Promise<(token
     algorithms = [EMBEDDED_ALG];
     key = (await loadIssuerKey(settings.dataDir)).publicKey;
   }
+  const clock = settings.clock ?? Date.now;
+  const verified = new VerifiedTokens(settings.cacheSize ?? 1000);
   return async (token: string) => {
+    const now = clock();
+    const known = verified.get(token, now);
+    if (known) return copyContext(known);
     let payload: JWTPayload;
     try {
-      ({ payload } = await jwtVerify(token, key as CryptoKey, { issuer, audience, algorithms, clockTolerance: 5 }));
+      ({ payload } = await jwtVerify(token, key as CryptoKey, {
+        issuer, audience, algorithms, clockTolerance: CLOCK_TOLERANCE_S, ...(settings.clock ? { currentDate: new Date(now) } : {}),
+      }));
     } catch (err) {
       const code = (err as { code?: string }).code;
       const reason =
@@ -152,7 +206,9 @@ export async function createVerifier(settings: VerifierSettings): Promise<(token
         : 'the token is malformed or cannot be verified';
       throw unauthorized(`Invalid bearer token: ${reason}`);
     }
-    return contextFromClaims(payload, settings.adminClaim, settings.adminValue);
+    const context = contextFromClaims(payload, settings.adminClaim, settings.adminValue);
+    verified.set(token, context, payload.exp, now);
+    return copyContext(context);
   };
 }
 

@@ -17,6 +17,7 @@ import { readPackageArchive, type PackageArchive } from './archive.js';
 import { resolveVersion, newestCompatible, type Registry, type RegistryVersion } from './registry.js';
 import { engineAdmits } from './engine-range.js';
 import { compareSemver } from './semver.js';
+import { VersionCache } from '../store/version-cache.js';
 import type { Manifest } from './manifest.js';
 import {
   CommandFailure, CommandRunner, CommandStore,
@@ -126,6 +127,7 @@ export class PackageService {
     private readonly options: PackageServiceOptions,
   ) {
     this.commands = new CommandStore(store, graphs);
+    this.p5Reads = new VersionCache(store, 1000);
     this.runner = new CommandRunner(this.commands, store, logger);
   }
 
@@ -139,8 +141,10 @@ export class PackageService {
 
   // ---------------------------------------------------------------- reads
 
-  private installedRecords(workspaceId: string, filter: string, modifiers = ''): InstalledRecord[] {
+  /** `lead`, a pattern that narrows ?p, comes first: Oxigraph joins in the order written. */
+  private installedRecords(workspaceId: string, filter: string, modifiers = '', lead = ''): InstalledRecord[] {
     const rows = this.store.select(PREFIXES + sparql`SELECT * WHERE { GRAPH ${iri(this.graphs.packages(workspaceId))} {
+      ${raw(lead)}
       ?p a wsm:PackageInstallation ; wsm:id ?id ; wsm:name ?name ; wsm:currentVersion ?currentVersion ;
          wsm:autoUpdate ?autoUpdate ; wsm:createdAt ?createdAt ; wsm:updatedAt ?updatedAt .
       OPTIONAL { ?p wsm:registryPublisher ?registryPublisher } OPTIONAL { ?p wsm:registryName ?registryName }
@@ -152,7 +156,7 @@ export class PackageService {
   }
 
   private installed(workspaceId: string, name: string): InstalledRecord | null {
-    return this.installedRecords(workspaceId, sparql`?p wsm:name ${literal(name)} .`, 'LIMIT 1')[0] ?? null;
+    return this.installedRecords(workspaceId, '', 'LIMIT 1', sparql`?p wsm:name ${literal(name)} .`)[0] ?? null;
   }
 
   private matrixRecords(workspaceId: string, filter = ''): MatrixRecord[] {
@@ -167,13 +171,33 @@ export class PackageService {
     return this.matrixRecords(workspaceId, sparql`FILTER (?uri = ${iri(matrixUri)})`)[0] ?? null;
   }
 
+  /** Registry lookups of reads in flight, by package: concurrent P4/P5 of one package share one request. */
+  private readonly registryReads = new Map<string, Promise<RegistryVersion[]>>();
+
+  /**
+   * The registry's versions for a read (latestVersion). A read that starts
+   * while another read's request for the same package is under way takes
+   * that request's answer; nothing is kept once it is answered, so a change
+   * in the registry shows at the next read. Installs ask the registry
+   * themselves.
+   */
+  private registryVersionsForRead(publisher: string, name: string): Promise<RegistryVersion[]> {
+    const key = `${publisher}/${name}`;
+    let pending = this.registryReads.get(key);
+    if (!pending) {
+      pending = this.registry.versions(publisher, name).finally(() => this.registryReads.delete(key));
+      this.registryReads.set(key, pending);
+    }
+    return pending;
+  }
+
   private async latestFromRegistry(workspace: Workspace, rec: InstalledRecord): Promise<string | null> {
     if (!rec.registryPublisher || !rec.registryName) return null;
     let timer: NodeJS.Timeout | undefined;
     try {
       // A read answers without the registry rather than wait for a slow one.
       const timeout = new Promise<never>((_, reject) => { timer = setTimeout(() => reject(new Error('registry too slow')), REGISTRY_READ_TIMEOUT_MS); });
-      const versions = await Promise.race([this.registry.versions(rec.registryPublisher, rec.registryName), timeout]);
+      const versions = await Promise.race([this.registryVersionsForRead(rec.registryPublisher, rec.registryName), timeout]);
       return newestCompatible(versions, workspace.engineVersion)?.version ?? null;
     } catch (err) {
       this.logger.warn({ err, package: rec.name }, 'registry not reachable for the latest version of a package');
@@ -183,7 +207,7 @@ export class PackageService {
     }
   }
 
-  private async toInstallation(workspace: Workspace, rec: InstalledRecord, matrices: MatrixSummary[]): Promise<PackageInstallation> {
+  private async toInstallation(workspace: Workspace, rec: InstalledRecord, matrices: MatrixSummary[], latestCommand?: LifecycleCommandSummary | null): Promise<PackageInstallation> {
     const latestVersion = await this.latestFromRegistry(workspace, rec);
     return {
       id: rec.id,
@@ -192,7 +216,7 @@ export class PackageService {
       createdAt: rec.createdAt,
       updatedAt: rec.updatedAt,
       matrices,
-      latestCommand: this.commands.latestSummary(workspace.id, rec.name),
+      latestCommand: latestCommand !== undefined ? latestCommand : this.commands.latestSummary(workspace.id, rec.name),
       registryPublisher: rec.registryPublisher,
       registryName: rec.registryName,
       latestVersion,
@@ -226,11 +250,19 @@ export class PackageService {
     return page(items, query, total);
   }
 
+  /** P5's store reads (record, matrices, newest command), kept until the store changes. */
+  private readonly p5Reads: VersionCache<{ rec: InstalledRecord; matrices: MatrixSummary[]; latestCommand: LifecycleCommandSummary | null } | null>;
+
   /** P5. */
   async get(workspace: Workspace, name: string): Promise<PackageInstallation> {
-    const rec = this.installed(workspace.id, name);
-    if (!rec) throw notFound(`Package "${name}" is not installed in this workspace`);
-    return this.toInstallation(workspace, rec, this.matrixSummaries(workspace.id, [rec.id]).get(rec.id) ?? []);
+    const found = this.p5Reads.get(`${workspace.id}\n${name}`, () => {
+      const rec = this.installed(workspace.id, name);
+      if (!rec) return null;
+      return { rec, matrices: this.matrixSummaries(workspace.id, [rec.id]).get(rec.id) ?? [], latestCommand: this.commands.latestSummary(workspace.id, rec.name) };
+    });
+    if (!found) throw notFound(`Package "${name}" is not installed in this workspace`);
+    // Copies: the cached read stays as read whatever a caller does with its answer.
+    return this.toInstallation(workspace, { ...found.rec }, found.matrices.map((m) => ({ ...m })), found.latestCommand && { ...found.latestCommand });
   }
 
   /** P7: 404 when the package is neither installed nor has any command. */

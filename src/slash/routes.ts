@@ -60,7 +60,7 @@ export function slashCommandRoutes(commands: SlashCommandService, workspaces: Wo
       responses: { 200: { description: 'Commands (bare array, by alias)', data: z.array(slashCommandSchema) }, 404: { description: 'Workspace not found' } },
       handler: async ({ params, auth }) => {
         const access = workspaces.requireMember(auth, params.workspace);
-        return { data: commands.listOwn(access, caller(auth)) };
+        return { data: commands.listOwn(access, access.user ?? caller(auth)) };
       },
     }),
     defineRoute({
@@ -72,7 +72,7 @@ export function slashCommandRoutes(commands: SlashCommandService, workspaces: Wo
       responses: { 200: { description: 'Created', data: slashCommandSchema }, 400: { description: 'Invalid data' }, 404: { description: 'Workspace not found' }, 409: { description: 'Alias already exists' } },
       handler: async ({ params, body, auth }) => {
         const access = workspaces.requireMember(auth, params.workspace);
-        return { data: await commands.create(access, caller(auth), body) };
+        return { data: await commands.create(access, access.user ?? caller(auth), body) };
       },
     }),
     defineRoute({

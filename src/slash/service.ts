@@ -62,6 +62,8 @@ function checkScriptType(value: string): ScriptType {
 }
 
 const PARSE_CACHE_SIZE = 500;
+/** In a `u` regular expression only a surrogate that is not half of a pair matches. */
+const LONE_SURROGATE = /[\uD800-\uDFFF]/u;
 
 /**
  * Slash commands: saved CONSTRUCT / DESCRIBE scripts of a workspace, owned
@@ -82,15 +84,21 @@ export class SlashCommandService {
 
   commandIri(id: string): string { return this.graphs.resource('slash-command', id); }
 
-  private select(workspaceId: string, filter: string, extra = ''): SlashCommand[] {
+  /**
+   * Commands of the workspace. `lead` is a triple pattern on `?c` that
+   * narrows them (by id, alias or owner): it comes first, because Oxigraph
+   * joins patterns in the order written, and a leading bound pattern turns a
+   * scan of every command into an index lookup.
+   */
+  private select(workspaceId: string, lead: string, extra = ''): SlashCommand[] {
     const g = iri(this.graphs.slashCommands(workspaceId));
     const rows = this.store.select(`${PREFIXES} SELECT * WHERE {
       GRAPH ${g.__sparql} {
+        ${lead}
         ?c a wsm:SlashCommand ; wsm:id ?id ; wsm:alias ?alias ; wsm:scriptType ?scriptType ; wsm:scriptContent ?scriptContent ;
            wsm:owner ?u ; wsm:createdAt ?createdAt ; wsm:updatedAt ?updatedAt .
         OPTIONAL { ?c wsm:description ?description }
         OPTIONAL { ?c wsm:interpretation ?interpretation }
-        ${filter}
       }
       GRAPH ${iri(this.graphs.system).__sparql} { ${userPattern(raw('?u'))} }
     } ${extra}`);
@@ -114,7 +122,7 @@ export class SlashCommandService {
 
   /** C4: the caller's own commands in the workspace, by alias. */
   listOwn(access: WorkspaceAccess, user: User): SlashCommand[] {
-    return this.select(access.workspace.id, sparql`FILTER (?u = ${iri(this.users.userIri(user.id))})`, 'ORDER BY ?alias');
+    return this.select(access.workspace.id, sparql`?c wsm:owner ${iri(this.users.userIri(user.id))} .`, 'ORDER BY ?alias');
   }
 
   /**
@@ -140,14 +148,14 @@ export class SlashCommandService {
   get(access: WorkspaceAccess, id: string): SlashCommand {
     if (!UUID_PATTERN.test(id)) throw notFound(`Slash command "${id}" not found`);
     const ws = access.workspace.id;
-    const found = this.lookup(ws, `id\n${id.toLowerCase()}`, () => this.select(ws, sparql`FILTER (?id = ${literal(id.toLowerCase())})`, 'LIMIT 1')[0] ?? null);
+    const found = this.lookup(ws, `id\n${id.toLowerCase()}`, () => this.select(ws, sparql`?c wsm:id ${literal(id.toLowerCase())} .`, 'LIMIT 1')[0] ?? null);
     if (!found) throw notFound(`Slash command "${id}" not found`);
     return found;
   }
 
   byAlias(access: WorkspaceAccess, alias: string): SlashCommand {
     const ws = access.workspace.id;
-    const found = this.lookup(ws, `alias\n${alias}`, () => this.select(ws, sparql`FILTER (?alias = ${literal(alias)})`, 'LIMIT 1')[0] ?? null);
+    const found = this.lookup(ws, `alias\n${alias}`, () => this.select(ws, sparql`?c wsm:alias ${literal(alias)} .`, 'LIMIT 1')[0] ?? null);
     if (!found) throw notFound(`No slash command with alias "${alias}" in this workspace`);
     return found;
   }
@@ -155,7 +163,7 @@ export class SlashCommandService {
   private aliasTaken(workspaceId: string, alias: string, except?: string): boolean {
     const g = iri(this.graphs.slashCommands(workspaceId));
     const other = except ? sparql`FILTER (?c != ${iri(this.commandIri(except))})` : '';
-    return this.store.ask(PREFIXES + sparql`ASK { GRAPH ${g} { ?c a wsm:SlashCommand ; wsm:alias ${literal(alias)} . ${raw(other)} } }`);
+    return this.store.ask(PREFIXES + sparql`ASK { GRAPH ${g} { ?c wsm:alias ${literal(alias)} ; a wsm:SlashCommand . ${raw(other)} } }`);
   }
 
   /** Parses a script once; later runs of the same text reuse the result. */
@@ -199,9 +207,21 @@ export class SlashCommandService {
         ${raw(optional)}
       } }
       WHERE { FILTER NOT EXISTS { GRAPH ${g} { ?other wsm:alias ${literal(alias)} } } }`);
-    const created = this.select(ws, sparql`FILTER (?id = ${literal(id)})`)[0];
-    if (!created) throw conflict(`A slash command with alias "${alias}" already exists in this workspace`, { alias });
-    return created;
+    const taken = () => conflict(`A slash command with alias "${alias}" already exists in this workspace`, { alias });
+    const texts = [alias, body.description, body.interpretation, body.scriptContent];
+    if (texts.some((text) => text != null && LONE_SURROGATE.test(text))) {
+      // Lone surrogates come back from the store replaced: answer what was stored.
+      const created = this.select(ws, sparql`?c wsm:id ${literal(id)} .`)[0];
+      if (!created) throw taken();
+      return created;
+    }
+    // The record is what was just written; a cheap check that the conditional insert took place.
+    if (!this.store.ask(PREFIXES + sparql`ASK { GRAPH ${g} { ${c} wsm:alias ${literal(alias)} } }`)) throw taken();
+    const createdAt = now.toISOString();
+    return {
+      id, alias, description: body.description ?? null, interpretation: body.interpretation ?? null,
+      scriptType, scriptContent: body.scriptContent!, workspaceId: ws, owner, createdAt, updatedAt: createdAt,
+    };
   }
 
   private requireOwnerOrAdmin(access: WorkspaceAccess, command: SlashCommand, action: string): void {

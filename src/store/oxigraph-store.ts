@@ -79,6 +79,15 @@ export function coalesceUpdates(ops: WriteOp[]): WriteOp[] {
   return out;
 }
 
+/** Most answers kept between writes, and most rows of a kept SELECT answer. */
+const MAX_KEPT_ANSWERS = 5000;
+const MAX_KEPT_ROWS = 200;
+
+function answerKey(kind: string, query: string, scope?: QueryScope): string {
+  if (!scope?.defaultGraphs && !scope?.namedGraphs) return `${kind}\n${query}`;
+  return `${kind}\n${JSON.stringify([scope.defaultGraphs ?? null, scope.namedGraphs ?? null])}\n${query}`;
+}
+
 /**
  * The embedded store: Oxigraph in memory. With a sink, each write is durable
  * when its promise resolves; without one it is a plain in-memory store.
@@ -86,6 +95,14 @@ export function coalesceUpdates(ops: WriteOp[]): WriteOp[] {
 export class OxigraphStore implements QuadStore {
   private versionCounter = 0;
   private readonly listeners = new Set<(ops: WriteOp[]) => void>();
+  /**
+   * Answers of SELECT and ASK since the last write, by query and scope: the
+   * service asks the same small questions on every request (who is the
+   * caller, which workspace, is it a member) while the store rarely changes.
+   * Every write empties it before changing anything. Small answers only;
+   * their bindings are frozen (callers read them, never change them).
+   */
+  private readonly answers = new Map<string, Binding[] | boolean>();
 
   constructor(
     readonly raw: oxigraph.Store = new oxigraph.Store(),
@@ -97,17 +114,38 @@ export class OxigraphStore implements QuadStore {
   }
 
   select(query: string, scope?: QueryScope): Binding[] {
+    const key = answerKey('select', query, scope);
+    const known = this.answers.get(key);
+    if (known !== undefined) return (known as Binding[]).slice();
     const text = this.raw.query(query, { results_format: RESULTS_JSON, ...scopeOptions(scope) }) as string;
     const parsed = JSON.parse(text) as { results?: { bindings: Binding[] } };
     if (!parsed.results) throw new Error('select() was given a query that is not a SELECT');
-    return parsed.results.bindings;
+    const bindings = parsed.results.bindings;
+    if (bindings.length <= MAX_KEPT_ROWS) {
+      for (const b of bindings) {
+        for (const v of Object.values(b)) Object.freeze(v);
+        Object.freeze(b);
+      }
+      this.keep(key, bindings);
+      return bindings.slice();
+    }
+    return bindings;
   }
 
   ask(query: string, scope?: QueryScope): boolean {
+    const key = answerKey('ask', query, scope);
+    const known = this.answers.get(key);
+    if (known !== undefined) return known as boolean;
     const text = this.raw.query(query, { results_format: RESULTS_JSON, ...scopeOptions(scope) }) as string;
     const parsed = JSON.parse(text) as { boolean?: boolean };
     if (typeof parsed.boolean !== 'boolean') throw new Error('ask() was given a query that is not an ASK');
+    this.keep(key, parsed.boolean);
     return parsed.boolean;
+  }
+
+  private keep(key: string, answer: Binding[] | boolean): void {
+    if (this.answers.size >= MAX_KEPT_ANSWERS) this.answers.clear();
+    this.answers.set(key, answer);
   }
 
   construct(query: string, scope?: QueryScope): string {
@@ -120,6 +158,8 @@ export class OxigraphStore implements QuadStore {
 
   async write(ops: WriteOp[]): Promise<void> {
     if (ops.length === 0) return;
+    // Before anything changes (an op that throws may follow one that applied).
+    this.answers.clear();
     // Apply in memory first, then hand to the journal in the same tick so
     // journal order = apply order. Consecutive updates run as one SPARQL
     // request, which Oxigraph applies atomically: a malformed one throws
