@@ -160,6 +160,7 @@ export class OxigraphStore implements QuadStore {
     if (ops.length === 0) return;
     // Before anything changes (an op that throws may follow one that applied).
     this.answers.clear();
+    this.sizeAt = undefined;
     // Apply in memory first, then hand to the journal in the same tick so
     // journal order = apply order. Consecutive updates run as one SPARQL
     // request, which Oxigraph applies atomically: a malformed one throws
@@ -185,9 +186,12 @@ export class OxigraphStore implements QuadStore {
     return bindings.map((b) => b.g!.value);
   }
 
+  /** Oxigraph counts every quad on each call: remember the count until the next write (/health asks often). */
   size(): number {
-    return this.raw.size;
+    if (this.sizeAt?.version !== this.versionCounter) this.sizeAt = { version: this.versionCounter, size: this.raw.size };
+    return this.sizeAt.size;
   }
+  private sizeAt: { version: number; size: number } | undefined;
 
   onWrite(listener: (ops: WriteOp[]) => void): () => void {
     this.listeners.add(listener);

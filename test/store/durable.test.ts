@@ -168,6 +168,10 @@ describe('durable store: multi-update writes', () => {
     ]);
     const count = () => Number(store.select('SELECT (COUNT(*) AS ?n) WHERE { GRAPH <urn:g:a> { ?s ?p ?o } }')[0]!.n!.value);
     expect(count()).to.equal(3);
+    expect(store.size()).to.equal(3);
+    await store.update('INSERT DATA { GRAPH <urn:g:b> { <urn:x> <urn:y> <urn:z> } }');
+    expect(store.size(), 'the count follows every write').to.equal(4);
+    await store.update('DROP GRAPH <urn:g:b>');
     expect(store.ask('ASK { GRAPH <urn:g:a> { <urn:different:s> <urn:different:p> 3 } }')).to.equal(true);
     await store.close();
     const reopened = await openDurableStore(dir);
