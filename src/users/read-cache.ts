@@ -1,4 +1,6 @@
-import type { QuadStore } from '../store/store.js';
+import type { QuadStore, WriteOp } from '../store/store.js';
+import type { Graphs } from '../rdf/graphs.js';
+import { affectedBy } from '../sandbox/sandbox.js';
 import { stableId } from '../rdf/ids.js';
 
 /**
@@ -14,7 +16,18 @@ export class ReadCache<V> {
   private version = -1;
   private readonly entries = new Map<string, V>();
 
-  constructor(private readonly store: QuadStore, private readonly max = 10_000) {}
+  /**
+   * @param relevant when given, only writes for which it answers true drop
+   * the entries (e.g. user records survive a write to a slash-command graph);
+   * without it every write does.
+   */
+  constructor(private readonly store: QuadStore, private readonly max = 10_000, relevant?: (ops: WriteOp[]) => boolean) {
+    if (relevant) {
+      store.onWrite((ops) => {
+        if (this.version === store.version - 1 && !relevant(ops)) this.version = store.version;
+      });
+    }
+  }
 
   get(key: string, compute: () => V): V {
     const hit = this.peek(key);
@@ -22,24 +35,37 @@ export class ReadCache<V> {
   }
 
   peek(key: string): { found: true; value: V } | { found: false } {
-    if (this.store.version !== this.version) {
-      this.entries.clear();
-      this.version = this.store.version;
-    }
+    this.sync();
     return this.entries.has(key) ? { found: true, value: this.entries.get(key)! } : { found: false };
   }
 
   /** Stores a value read at the current version (no write in between). */
   set(key: string, value: V): V {
-    if (this.store.version !== this.version) {
-      this.entries.clear();
-      this.version = this.store.version;
-    }
+    this.sync();
     if (this.entries.size >= this.max) this.entries.clear();
     this.entries.set(key, deepFreeze(value));
     return value;
   }
+
+  /** Drops everything when a write happened that was not found irrelevant. */
+  private sync(): void {
+    if (this.store.version !== this.version) {
+      this.entries.clear();
+      this.version = this.store.version;
+    }
+  }
 }
+
+/** Writes that may change records of the system graph (users, workspaces). */
+export const touchesSystem = (graphs: Graphs) => (ops: WriteOp[]): boolean =>
+  ops.some((op) => { const reach = affectedBy(op, graphs); return reach.all || reach.system; });
+
+/** Writes that may change the system graph or a workspace's IAM graph (memberships, administrators). */
+export const touchesSystemOrIam = (graphs: Graphs) => (ops: WriteOp[]): boolean =>
+  ops.some((op) => {
+    const reach = affectedBy(op, graphs);
+    return reach.all || reach.system || [...reach.workspaces.values()].some((paths) => paths.has('iam'));
+  });
 
 function deepFreeze<T>(value: T): T {
   if (value && typeof value === 'object' && !Object.isFrozen(value)) {

@@ -4,7 +4,7 @@ import { PREFIXES, RDF, WSM } from '../rdf/vocab.js';
 import { sparql, iri, literal, dateTime, boolean, raw, join, type SparqlFragment } from '../rdf/sparql.js';
 import { UUID_PATTERN } from '../rdf/ids.js';
 import { str, req, bool, time } from '../rdf/bindings.js';
-import { ReadCache, cachedStableId } from './read-cache.js';
+import { ReadCache, cachedStableId, touchesSystem } from './read-cache.js';
 import type { AuthContext } from '../auth/context.js';
 import type { Binding } from '../store/store.js';
 
@@ -65,7 +65,7 @@ export class UserService {
   private readonly cache: ReadCache<User | null>;
 
   constructor(private readonly store: QuadStore, private readonly graphs: Graphs) {
-    this.cache = new ReadCache(store);
+    this.cache = new ReadCache(store, 10_000, touchesSystem(graphs));
   }
 
   userIri(userId: string): string {

@@ -7,7 +7,7 @@ import { req, str, time } from '../rdf/bindings.js';
 import { badRequest, conflict, forbidden, notFound } from '../errors.js';
 import type { AuthContext } from '../auth/context.js';
 import type { User, UserProfile, UserService } from '../users/service.js';
-import { ReadCache, cachedStableId } from '../users/read-cache.js';
+import { ReadCache, cachedStableId, touchesSystem, touchesSystemOrIam } from '../users/read-cache.js';
 
 export interface Workspace {
   id: string;
@@ -53,8 +53,8 @@ export class WorkspaceService {
     private readonly users: UserService,
     private readonly defaultEngineVersion: string,
   ) {
-    this.found = new ReadCache(store);
-    this.checks = new ReadCache(store);
+    this.found = new ReadCache(store, 10_000, touchesSystem(graphs));
+    this.checks = new ReadCache(store, 10_000, touchesSystemOrIam(graphs));
   }
 
   workspaceIri(id: string): string { return this.graphs.resource('workspace', id); }

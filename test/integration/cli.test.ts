@@ -1,26 +1,8 @@
 import { expect } from 'chai';
-import { spawn } from 'node:child_process';
-import path from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { tempDir, removeDir } from '../helpers/server.js';
 import { createVerifier } from '../../src/auth/tokens.js';
+import { runWsm as runCli } from '../helpers/cli.js';
 
-const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
-
-/** Runs the real CLI (`wsm`) as a child process. */
-export function runCli(args: string[], env: Record<string, string>, timeoutMs = 20_000): Promise<{ code: number | null; stdout: string; stderr: string }> {
-  return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, ['--import', 'tsx', path.join(root, 'src/cli.ts'), ...args], {
-      cwd: root, env: { ...process.env, WSM_LOG_LEVEL: 'silent', ...env },
-    });
-    let stdout = '';
-    let stderr = '';
-    child.stdout.on('data', (d) => { stdout += d; });
-    child.stderr.on('data', (d) => { stderr += d; });
-    const timer = setTimeout(() => { child.kill('SIGKILL'); reject(new Error(`wsm ${args.join(' ')} timed out`)); }, timeoutMs);
-    child.on('close', (code) => { clearTimeout(timer); resolve({ code, stdout, stderr }); });
-  });
-}
 
 describe('wsm command-line tool', () => {
   let dataDir: string;
