@@ -243,8 +243,19 @@ export async function validateMatrices(input: ValidationInput): Promise<{ report
     data.addQuad(namedNode(matrix.uri), namedNode(WSM.matrixName), literal(matrix.name));
   }
   // Nodes known only from the workspace: typed so sh:class sees them, not validated again.
+  // Only those the package's triples mention can be reached from the package's nodes (every
+  // path of the shapes starts at a package node); the others would only add results about
+  // workspace-only nodes, which are dropped, at a cost that grows with the workspace.
+  const mentioned = new Set<string>();
+  for (const matrix of input.matrices) {
+    for (const q of matrix.quads) {
+      if (q.subject.termType === 'NamedNode') mentioned.add(q.subject.value);
+      if (q.object.termType === 'NamedNode') mentioned.add(q.object.value);
+    }
+  }
   const workspaceOnly = new Set<string>();
   for (const uri of input.context.roleUris) {
+    if (!mentioned.has(uri)) continue;
     data.addQuad(namedNode(uri), namedNode(RDF.type), namedNode(IAM.Role));
     if (!packageRoles.has(uri)) workspaceOnly.add(uri);
   }
@@ -252,7 +263,7 @@ export async function validateMatrices(input: ValidationInput): Promise<{ report
   // it): only what the package's files say about it counts.
   const manifestUris = new Set(input.matrices.map((m) => m.uri));
   for (const uri of input.context.matrixUris) {
-    if (manifestUris.has(uri)) continue;
+    if (manifestUris.has(uri) || !mentioned.has(uri)) continue;
     data.addQuad(namedNode(uri), namedNode(RDF.type), namedNode(MTX.Matrix));
     if (!packageMatrices.has(uri)) workspaceOnly.add(uri);
   }
