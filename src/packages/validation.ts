@@ -78,12 +78,28 @@ const WSMSH = 'https://w3id.org/wsm/shapes#';
  */
 const PER_FILE_SHAPES = new Set([`${WSMSH}ManifestMatrixShape`]);
 
-function shapesGraphs(): { packageShapes: Store; fileShapes: Store } {
-  const all = shapesQuads();
-  return {
-    packageShapes: new Store(all.filter((q) => !PER_FILE_SHAPES.has(q.subject.value))),
-    fileShapes: new Store(all.filter((q) => PER_FILE_SHAPES.has(q.subject.value))),
-  };
+interface Shapes { store: Store; validator: SHACLValidator }
+let shapesGraphsCache: { packageShapes: Shapes; fileShapes: Shapes } | null = null;
+
+/**
+ * The two shapes graphs and their validators, built once: building a
+ * validator (its shapes graph) costs more than validating a small package.
+ * A validator's `validate` runs synchronously after its first await, so
+ * concurrent validations do not mix their data graphs.
+ */
+function shapesGraphs(): { packageShapes: Shapes; fileShapes: Shapes } {
+  if (!shapesGraphsCache) {
+    const all = shapesQuads();
+    const make = (quads: Quad[]): Shapes => {
+      const store = new Store(quads);
+      return { store, validator: new SHACLValidator(store) };
+    };
+    shapesGraphsCache = {
+      packageShapes: make(all.filter((q) => !PER_FILE_SHAPES.has(q.subject.value))),
+      fileShapes: make(all.filter((q) => PER_FILE_SHAPES.has(q.subject.value))),
+    };
+  }
+  return shapesGraphsCache;
 }
 
 const { namedNode, literal, blankNode, quad } = DataFactory;
@@ -208,8 +224,8 @@ function toN3(term: Term, tag: string, isKnown: (label: string) => boolean): Ter
 }
 
 /** Runs the SHACL engine and copies its report's quads (as n3 terms) into `into`. */
-async function runShacl(shapes: Store, data: Store, into: Store, tag: string): Promise<void> {
-  const report = await new SHACLValidator(shapes).validate(data);
+async function runShacl({ store: shapes, validator }: Shapes, data: Store, into: Store, tag: string): Promise<void> {
+  const report = await validator.validate(data);
   const known = (label: string) => {
     const node = blankNode(label);
     return data.countQuads(node, null, null, null) + data.countQuads(null, null, node, null) > 0
