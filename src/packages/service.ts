@@ -12,7 +12,7 @@ import type { PageQuery, Page } from '../http/paging.js';
 import { offsetOf, page } from '../http/paging.js';
 import { parseTurtle, quadsToNTriples } from '../rdf/turtle.js';
 import { validateMatrices, reportFromNTriples, reportTurtle, type ValidationReport } from './validation.js';
-import { deriveMatrix } from './derive.js';
+import { deriveMatrix, derivedIds } from './derive.js';
 import { readPackageArchive, type PackageArchive } from './archive.js';
 import { resolveVersion, newestCompatible, type Registry, type RegistryVersion } from './registry.js';
 import { engineAdmits } from './engine-range.js';
@@ -159,8 +159,10 @@ export class PackageService {
     return this.installedRecords(workspaceId, '', 'LIMIT 1', sparql`?p wsm:name ${literal(name)} .`)[0] ?? null;
   }
 
-  private matrixRecords(workspaceId: string, filter = ''): MatrixRecord[] {
+  /** `lead`, a pattern that narrows ?m (or ?uri, ?p), comes first: Oxigraph joins in the order written. */
+  private matrixRecords(workspaceId: string, filter = '', lead = ''): MatrixRecord[] {
     const rows = this.store.select(PREFIXES + sparql`SELECT ?id ?uri ?packageName ?graph WHERE { GRAPH ${iri(this.graphs.packages(workspaceId))} {
+      ${raw(lead)}
       ?m a wsm:Matrix ; wsm:id ?id ; wsm:uri ?uri ; wsm:graph ?graph ; wsm:package ?p . ?p wsm:name ?packageName .
       ${raw(filter)} } } ORDER BY ?uri`);
     return rows.map((b) => ({ id: req(b, 'id'), uri: req(b, 'uri'), packageName: req(b, 'packageName'), graph: req(b, 'graph') }));
@@ -168,7 +170,21 @@ export class PackageService {
 
   /** Installed matrix by URI, or null. */
   findMatrix(workspaceId: string, matrixUri: string): MatrixRecord | null {
-    return this.matrixRecords(workspaceId, sparql`FILTER (?uri = ${iri(matrixUri)})`)[0] ?? null;
+    return this.matrixRecords(workspaceId, '', sparql`?m wsm:uri ${iri(matrixUri)} .`).find((m) => m.uri === matrixUri) ?? null;
+  }
+
+  /** Installed matrices whose URI is one of `uris` (looked up by URI, a few hundred at a time). */
+  private matricesAmong(workspaceId: string, uris: Iterable<string>): MatrixRecord[] {
+    const out: MatrixRecord[] = [];
+    for (const chunk of chunks([...new Set(uris)], 500)) {
+      out.push(...this.matrixRecords(workspaceId, '', sparql`VALUES ?uri { ${join(chunk.map((u) => iri(u)))} } ?m wsm:uri ?uri .`));
+    }
+    return out.sort((a, b) => (a.uri < b.uri ? -1 : a.uri > b.uri ? 1 : 0));
+  }
+
+  /** Installed matrices of one package. */
+  private matricesOfPackage(workspaceId: string, name: string): MatrixRecord[] {
+    return this.matrixRecords(workspaceId, '', sparql`?p wsm:name ${literal(name)} . ?m wsm:package ?p .`);
   }
 
   /** Registry lookups of reads in flight, by package: concurrent P4/P5 of one package share one request. */
@@ -418,10 +434,27 @@ export class PackageService {
     return new Set(rows.map((b) => req(b, 'q')));
   }
 
-  /** Role IRIs defined by the workspace's other matrices (not in `exceptIds`). */
-  private rolesOutside(workspaceId: string, exceptIds: Set<string>): Set<string> {
-    const others = this.matrixRecords(workspaceId).filter((m) => !exceptIds.has(m.id)).map((m) => m.id);
-    return this.rolesOf(workspaceId, others);
+  /**
+   * Those of `roleIris` that a derived graph of an installed matrix outside
+   * `exceptIds` defines. Looked up by role (a few hundred at a time), so the
+   * cost follows the candidates, not the number of installed matrices.
+   */
+  private rolesOutside(workspaceId: string, exceptIds: Set<string>, roleIris: Iterable<string>): Set<string> {
+    const out = new Set<string>();
+    const pk = iri(this.graphs.packages(workspaceId));
+    for (const chunk of chunks([...new Set(roleIris)], 500)) {
+      const rows = this.store.select(PREFIXES + sparql`SELECT DISTINCT ?r ?id WHERE { VALUES ?r { ${join(chunk.map((r) => iri(r)))} }
+        GRAPH ?g { ?r a wsm:Role } FILTER (STRENDS(STR(?g), "/derived"))
+        BIND (IRI(SUBSTR(STR(?g), 1, STRLEN(STR(?g)) - 8)) AS ?mg)
+        GRAPH ${pk} { ?m wsm:graph ?mg ; a wsm:Matrix ; wsm:id ?id } }`);
+      for (const b of rows) if (!exceptIds.has(req(b, 'id'))) out.add(req(b, 'r'));
+    }
+    return out;
+  }
+
+  /** Role IRIs the derivation gives the role URIs among `uris`. */
+  private roleIrisFor(workspaceId: string, uris: Iterable<string>): string[] {
+    return [...uris].map((u) => this.graphs.resource('role', derivedIds.role(workspaceId, u)));
   }
 
   /** Deletes the role assignments (IAM graph) of roles and principals that disappear. */
@@ -497,8 +530,13 @@ export class PackageService {
       parsed.push({ name: entry.name, uri: entry.uri, id: this.matrixId(ws, entry.uri), path: entry.path, quads });
       await ctx.event('INFO', `Parsed matrix ${entry.name} <${entry.uri}> from ${entry.path}: ${plural(quads.length, 'triple')}`);
     }
-    // 2. Matrices of other packages.
-    const installedMatrices = this.matrixRecords(ws);
+    // 2. Matrices of other packages. Only installed matrices the package's triples mention (or
+    // that it owns) matter below: the imports, the context of validation and the moves.
+    const extensionQuads = new Map<string, Quad[]>();
+    const mentioned = mentionedIris(parsed.flatMap((p) => p.quads));
+    const previous = this.matricesOfPackage(ws, m.name);
+    const installedMatrices = [...this.matricesAmong(ws, [...mentioned, ...parsed.map((p) => p.uri)])
+      .filter((x) => x.packageName !== m.name), ...previous];
     for (const p of parsed) {
       const owner = installedMatrices.find((x) => x.uri === p.uri && x.packageName !== m.name);
       if (!owner) continue;
@@ -509,7 +547,6 @@ export class PackageService {
       await ctx.event('WARNING', `forceUpdate: matrix <${p.uri}> moves from package "${owner.packageName}" to "${m.name}"`);
     }
     const newUris = new Set(parsed.map((p) => p.uri));
-    const previous = installedMatrices.filter((x) => x.packageName === m.name);
     const dropped = previous.filter((x) => !newUris.has(x.uri));
     const outside = installedMatrices.filter((x) => x.packageName !== m.name && !newUris.has(x.uri));
     // 3. Imports.
@@ -525,7 +562,6 @@ export class PackageService {
     }
     // 4. Extensions targeting these matrices.
     const extensionOps: WriteOp[] = [];
-    const extensionQuads = new Map<string, Quad[]>();
     if (this.hook) {
       for (const p of parsed) {
         const ext = await this.hook.deploy({ workspaceId: ws, matrixUri: p.uri, matrixId: p.id, commandId: ctx.commandId });
@@ -536,9 +572,14 @@ export class PackageService {
     }
     // 5. SHACL.
     const touched = new Set([...parsed.map((p) => p.id), ...dropped.map((x) => x.id)]);
-    const outsideRoles = this.rolesOutside(ws, touched);
-    await this.validate(ctx, parsed.map((p) => ({ uri: p.uri, name: p.name, quads: [...p.quads, ...(extensionQuads.get(p.uri) ?? [])] })),
-      { roleUris: await this.roleUrisOf(ws, outsideRoles), matrixUris: outside.map((x) => x.uri) });
+    const validated = parsed.map((p) => ({ uri: p.uri, name: p.name, quads: [...p.quads, ...(extensionQuads.get(p.uri) ?? [])] }));
+    // Validation only types the workspace's roles and matrices the validated triples mention.
+    const allMentioned = mentionedIris(validated.flatMap((v) => v.quads));
+    const extraMatrices = this.matricesAmong(ws, [...allMentioned].filter((u) => !mentioned.has(u)))
+      .filter((x) => x.packageName !== m.name && !newUris.has(x.uri));
+    const mentionedRoles = this.rolesOutside(ws, touched, this.roleIrisFor(ws, allMentioned));
+    await this.validate(ctx, validated,
+      { roleUris: await this.roleUrisOf(ws, mentionedRoles), matrixUris: [...outside, ...extraMatrices].map((x) => x.uri).sort() });
     // 6. Derive and write.
     const now = this.runner.now();
     const ops: WriteOp[] = [];
@@ -571,8 +612,9 @@ export class PackageService {
     }
     if (dropped.length && this.hook?.undeploy) ops.push(...this.hook.undeploy({ workspaceId: ws, matrixUris: dropped.map((d) => d.uri), commandId: ctx.commandId }));
     // Role assignments of roles (and agent principals) that disappear.
-    const oldRoles = this.rolesOf(ws, [...touched]);
-    const goneRoles = [...oldRoles].filter((r) => !newRoles.has(r) && !outsideRoles.has(r));
+    const oldRoles = [...this.rolesOf(ws, [...touched])].filter((r) => !newRoles.has(r));
+    const outsideRoles = this.rolesOutside(ws, touched, oldRoles);
+    const goneRoles = oldRoles.filter((r) => !outsideRoles.has(r));
     const gonePrincipals = [...this.principalsOf(ws, [...touched])].filter((q) => !newPrincipals.has(q));
     ops.push(...this.assignmentCleanup(ws, goneRoles, gonePrincipals));
     if (goneRoles.length || gonePrincipals.length) {
@@ -635,15 +677,16 @@ export class PackageService {
       job: async (ctx) => {
         const current = this.installed(ws, name);
         if (!current) throw new CommandFailure(`Package "${name}" is not installed`, 'Nothing to uninstall.');
-        const matrices = this.matrixRecords(ws).filter((x) => x.packageName === name);
+        const matrices = this.matricesOfPackage(ws, name);
         await ctx.event('INFO', `Removing ${plural(matrices.length, 'matrix')} of ${name} ${current.currentVersion}: ${matrices.map((x) => `<${x.uri}>`).join(', ')}`.replace(/matrixs/, 'matrices'));
         const ids = new Set(matrices.map((x) => x.id));
         const dependents = this.importers(ws, matrices.map((x) => x.uri), ids);
         if (dependents.length) {
           await ctx.event('WARNING', `Installed matrices of other packages import matrices being removed: ${dependents.map((d) => `<${d}>`).join(', ')}; they keep working but their imports will not resolve until the package is installed again`);
         }
-        const outsideRoles = this.rolesOutside(ws, ids);
-        const goneRoles = [...this.rolesOf(ws, [...ids])].filter((r) => !outsideRoles.has(r));
+        const ownRoles = [...this.rolesOf(ws, [...ids])];
+        const outsideRoles = this.rolesOutside(ws, ids, ownRoles);
+        const goneRoles = ownRoles.filter((r) => !outsideRoles.has(r));
         const gonePrincipals = [...this.principalsOf(ws, [...ids])];
         const ops: WriteOp[] = matrices.map((x) => this.dropMatrixOps(ws, x.id));
         ops.push(...this.assignmentCleanup(ws, goneRoles, gonePrincipals));
@@ -677,15 +720,19 @@ export class PackageService {
         const quads = parseTurtle(this.store.dumpGraph(current.graph), { source: 'installed matrix' });
         const ext = this.hook ? await this.hook.deploy({ workspaceId: ws, matrixUri, matrixId: current.id, commandId: ctx.commandId }) : { quads: [], ops: [] };
         await ctx.event('INFO', `Read ${plural(quads.length, 'triple')} of the matrix and ${plural(ext.quads.length, 'triple')} of active extensions`);
-        const outside = this.matrixRecords(ws).filter((x) => x.id !== current.id);
-        const outsideRoles = this.rolesOutside(ws, new Set([current.id]));
         const all = [...quads, ...ext.quads];
-        await this.validate(ctx, [{ uri: matrixUri, name: current.uri, quads: all }], { roleUris: await this.roleUrisOf(ws, outsideRoles), matrixUris: outside.map((x) => x.uri) });
+        // Validation only types the workspace's roles and matrices the validated triples mention.
+        const mentioned = mentionedIris(all);
+        const outside = this.matricesAmong(ws, mentioned).filter((x) => x.id !== current.id);
+        const mentionedRoles = this.rolesOutside(ws, new Set([current.id]), this.roleIrisFor(ws, mentioned));
+        await this.validate(ctx, [{ uri: matrixUri, name: current.uri, quads: all }], { roleUris: await this.roleUrisOf(ws, mentionedRoles), matrixUris: outside.map((x) => x.uri) });
         const now = this.runner.now();
         const derived = deriveMatrix({ graphs: this.graphs, workspaceId: ws, matrixId: current.id, quads: all, now, createdAt: this.createdAtOf(ws, current.id) });
         const newPrincipals = subjectsOfType(derived.ntriples, WSM.Principal);
         const newRoles = subjectsOfType(derived.ntriples, WSM.Role);
-        const goneRoles = [...this.rolesOf(ws, [current.id])].filter((r) => !newRoles.has(r) && !outsideRoles.has(r));
+        const candidates = [...this.rolesOf(ws, [current.id])].filter((r) => !newRoles.has(r));
+        const outsideRoles = this.rolesOutside(ws, new Set([current.id]), candidates);
+        const goneRoles = candidates.filter((r) => !outsideRoles.has(r));
         const gonePrincipals = [...this.principalsOf(ws, [current.id])].filter((q) => !newPrincipals.has(q));
         const ops: WriteOp[] = [
           { kind: 'update', sparql: sparql`DROP SILENT GRAPH ${iri(this.graphs.derived(ws, current.id))}` },
@@ -771,5 +818,21 @@ function subjectsOfType(nt: string, type: string): Set<string> {
     const l = line.trim();
     if (l.startsWith('<') && l.endsWith(suffix)) out.add(l.slice(1, l.indexOf('>')));
   }
+  return out;
+}
+
+/** IRIs a set of triples names as subject or object. */
+function mentionedIris(quads: Quad[]): Set<string> {
+  const out = new Set<string>();
+  for (const q of quads) {
+    if (q.subject.termType === 'NamedNode') out.add(q.subject.value);
+    if (q.object.termType === 'NamedNode') out.add(q.object.value);
+  }
+  return out;
+}
+
+function chunks<T>(items: T[], size: number): T[][] {
+  const out: T[][] = [];
+  for (let i = 0; i < items.length; i += size) out.push(items.slice(i, i + size));
   return out;
 }

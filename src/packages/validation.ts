@@ -78,12 +78,28 @@ const WSMSH = 'https://w3id.org/wsm/shapes#';
  */
 const PER_FILE_SHAPES = new Set([`${WSMSH}ManifestMatrixShape`]);
 
-function shapesGraphs(): { packageShapes: Store; fileShapes: Store } {
-  const all = shapesQuads();
-  return {
-    packageShapes: new Store(all.filter((q) => !PER_FILE_SHAPES.has(q.subject.value))),
-    fileShapes: new Store(all.filter((q) => PER_FILE_SHAPES.has(q.subject.value))),
-  };
+interface Shapes { store: Store; validator: SHACLValidator }
+let shapesGraphsCache: { packageShapes: Shapes; fileShapes: Shapes } | null = null;
+
+/**
+ * The two shapes graphs and their validators, built once: building a
+ * validator (its shapes graph) costs more than validating a small package.
+ * A validator's `validate` runs synchronously after its first await, so
+ * concurrent validations do not mix their data graphs.
+ */
+function shapesGraphs(): { packageShapes: Shapes; fileShapes: Shapes } {
+  if (!shapesGraphsCache) {
+    const all = shapesQuads();
+    const make = (quads: Quad[]): Shapes => {
+      const store = new Store(quads);
+      return { store, validator: new SHACLValidator(store) };
+    };
+    shapesGraphsCache = {
+      packageShapes: make(all.filter((q) => !PER_FILE_SHAPES.has(q.subject.value))),
+      fileShapes: make(all.filter((q) => PER_FILE_SHAPES.has(q.subject.value))),
+    };
+  }
+  return shapesGraphsCache;
 }
 
 const { namedNode, literal, blankNode, quad } = DataFactory;
@@ -208,8 +224,8 @@ function toN3(term: Term, tag: string, isKnown: (label: string) => boolean): Ter
 }
 
 /** Runs the SHACL engine and copies its report's quads (as n3 terms) into `into`. */
-async function runShacl(shapes: Store, data: Store, into: Store, tag: string): Promise<void> {
-  const report = await new SHACLValidator(shapes).validate(data);
+async function runShacl({ store: shapes, validator }: Shapes, data: Store, into: Store, tag: string): Promise<void> {
+  const report = await validator.validate(data);
   const known = (label: string) => {
     const node = blankNode(label);
     return data.countQuads(node, null, null, null) + data.countQuads(null, null, node, null) > 0
@@ -243,8 +259,19 @@ export async function validateMatrices(input: ValidationInput): Promise<{ report
     data.addQuad(namedNode(matrix.uri), namedNode(WSM.matrixName), literal(matrix.name));
   }
   // Nodes known only from the workspace: typed so sh:class sees them, not validated again.
+  // Only those the package's triples mention can be reached from the package's nodes (every
+  // path of the shapes starts at a package node); the others would only add results about
+  // workspace-only nodes, which are dropped, at a cost that grows with the workspace.
+  const mentioned = new Set<string>();
+  for (const matrix of input.matrices) {
+    for (const q of matrix.quads) {
+      if (q.subject.termType === 'NamedNode') mentioned.add(q.subject.value);
+      if (q.object.termType === 'NamedNode') mentioned.add(q.object.value);
+    }
+  }
   const workspaceOnly = new Set<string>();
   for (const uri of input.context.roleUris) {
+    if (!mentioned.has(uri)) continue;
     data.addQuad(namedNode(uri), namedNode(RDF.type), namedNode(IAM.Role));
     if (!packageRoles.has(uri)) workspaceOnly.add(uri);
   }
@@ -252,7 +279,7 @@ export async function validateMatrices(input: ValidationInput): Promise<{ report
   // it): only what the package's files say about it counts.
   const manifestUris = new Set(input.matrices.map((m) => m.uri));
   for (const uri of input.context.matrixUris) {
-    if (manifestUris.has(uri)) continue;
+    if (manifestUris.has(uri) || !mentioned.has(uri)) continue;
     data.addQuad(namedNode(uri), namedNode(RDF.type), namedNode(MTX.Matrix));
     if (!packageMatrices.has(uri)) workspaceOnly.add(uri);
   }
