@@ -49,10 +49,14 @@ try {
     while (next < packages) {
       const i = next++;
       const pkg = await packageArchive(`pkg-${i}`, '1.0.0', `https://bench.example/matrix/pkg-${i}`, 0);
-      block += (await installPackage(server.url, owner, slug, pkg)).ms;
+      const { ms, commandId } = await installPackage(server.url, owner, slug, pkg);
+      block += ms;
       if (++done % every === 0) {
         const perSecond = every / ((performance.now() - blockStarted) / 1000);
-        console.log(`${String(done).padStart(6)} packages: ${(block / every).toFixed(1)} ms per install, ${perSecond.toFixed(1)} installs/s`);
+        const pollStarted = performance.now();
+        for (let k = 0; k < 100; k++) await api(server.url, owner, 'GET', `/api/v1/packages/${slug}/commands/${commandId}`);
+        const poll = (performance.now() - pollStarted) / 100;
+        console.log(`${String(done).padStart(6)} packages: ${(block / every).toFixed(1)} ms per install, ${perSecond.toFixed(1)} installs/s, P8 ${poll.toFixed(2)} ms`);
         block = 0;
         blockStarted = performance.now();
       }
