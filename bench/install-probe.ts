@@ -3,11 +3,13 @@
  * upload install (P2, waited to completion) grows with the number of
  * packages already installed in the workspace.
  *
- *   node --import tsx [--cpu-prof] bench/install-probe.ts [--packages 1000] [--every 100]
+ *   node --import tsx [--cpu-prof] bench/install-probe.ts [--packages 1000] [--every 100] [--concurrency 1]
  *
  * Starts the service in-process on a temp data dir, creates a workspace and
  * installs `--packages` one-matrix packages one after another, printing the
- * mean time per install of each block of `--every`.
+ * mean time per install of each block of `--every`. With `--concurrency N`,
+ * N clients install at once (as bench/figures/lists.ts does) and the probe
+ * prints the installs completed per second of each block instead.
  */
 import path from 'node:path';
 import { mkdtempSync, rmSync } from 'node:fs';
@@ -25,6 +27,7 @@ function arg(name: string): string | undefined {
 }
 const packages = Number(arg('packages') ?? 1000);
 const every = Number(arg('every') ?? 100);
+const concurrency = Number(arg('concurrency') ?? 1);
 
 const dataDir = mkdtempSync(path.join(os.tmpdir(), 'wsm-install-probe-'));
 const config = loadConfig({
@@ -39,14 +42,26 @@ try {
   if (created.status !== 201) throw new Error(`workspace creation answered ${created.status}`);
   const owner = await mintToken(dataDir, 'owner', { ttlSeconds: 7200 });
   let block = 0;
-  for (let i = 0; i < packages; i++) {
-    const pkg = await packageArchive(`pkg-${i}`, '1.0.0', `https://bench.example/matrix/pkg-${i}`, 0);
-    block += (await installPackage(server.url, owner, slug, pkg)).ms;
-    if ((i + 1) % every === 0) {
-      console.log(`${String(i + 1).padStart(6)} packages: ${(block / every).toFixed(1)} ms per install`);
-      block = 0;
+  let done = 0;
+  let next = 0;
+  let blockStarted = performance.now();
+  await Promise.all(Array.from({ length: concurrency }, async () => {
+    while (next < packages) {
+      const i = next++;
+      const pkg = await packageArchive(`pkg-${i}`, '1.0.0', `https://bench.example/matrix/pkg-${i}`, 0);
+      const { ms, commandId } = await installPackage(server.url, owner, slug, pkg);
+      block += ms;
+      if (++done % every === 0) {
+        const perSecond = every / ((performance.now() - blockStarted) / 1000);
+        const pollStarted = performance.now();
+        for (let k = 0; k < 100; k++) await api(server.url, owner, 'GET', `/api/v1/packages/${slug}/commands/${commandId}`);
+        const poll = (performance.now() - pollStarted) / 100;
+        console.log(`${String(done).padStart(6)} packages: ${(block / every).toFixed(1)} ms per install, ${perSecond.toFixed(1)} installs/s, P8 ${poll.toFixed(2)} ms`);
+        block = 0;
+        blockStarted = performance.now();
+      }
     }
-  }
+  }));
 } finally {
   await server.close();
   rmSync(dataDir, { recursive: true, force: true });

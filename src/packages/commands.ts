@@ -214,7 +214,7 @@ export class CommandStore {
 
   hasCommands(workspaceId: string, packageName: string): boolean {
     return this.store.ask(PREFIXES + sparql`ASK { GRAPH ${iri(this.graphs.packages(workspaceId))} {
-      ?c a wsm:LifecycleCommand ; wsm:packageName ${literal(packageName)} } }`);
+      ?c wsm:packageName ${literal(packageName)} ; a wsm:LifecycleCommand } }`);
   }
 
   /** The newest command of a package, with its validation counts. */

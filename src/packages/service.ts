@@ -410,12 +410,12 @@ export class PackageService {
   /** URIs of installed matrices (outside `exceptIds`) whose specification imports one of `uris`. */
   private importers(workspaceId: string, uris: string[], exceptIds: Set<string>): string[] {
     if (uris.length === 0) return [];
-    const others = this.matrixRecords(workspaceId).filter((m) => !exceptIds.has(m.id));
-    if (others.length === 0) return [];
-    const rows = this.store.select(PREFIXES + sparql`SELECT DISTINCT ?m WHERE {
-      VALUES ?g { ${join(others.map((m) => iri(m.graph)))} } VALUES ?target { ${join(uris.map((u) => iri(u)))} }
-      GRAPH ?g { ?m mtx:imports ?target } }`);
-    return rows.map((b) => req(b, 'm'));
+    // From the imported URIs to the graphs that import them: the cost follows the importers, not the matrices installed.
+    const rows = this.store.select(PREFIXES + sparql`SELECT DISTINCT ?m ?id WHERE {
+      VALUES ?target { ${join(uris.map((u) => iri(u)))} }
+      GRAPH ?g { ?m mtx:imports ?target }
+      GRAPH ${iri(this.graphs.packages(workspaceId))} { ?rec wsm:graph ?g ; a wsm:Matrix ; wsm:id ?id } }`);
+    return [...new Set(rows.filter((b) => !exceptIds.has(req(b, 'id'))).map((b) => req(b, 'm')))];
   }
 
   /** Roles defined in the derived graphs of these matrices. */
