@@ -3,7 +3,7 @@ import type { Graphs } from '../rdf/graphs.js';
 import { PREFIXES, WSM } from '../rdf/vocab.js';
 import { sparql, iri } from '../rdf/sparql.js';
 import { req } from '../rdf/bindings.js';
-import { affectedBy } from '../sandbox/sandbox.js';
+import { affectedBy } from '../store/write-reach.js';
 
 /**
  * The member users of a workspace in I5 order (SPARQL ORDER BY of the
@@ -45,17 +45,13 @@ export class MemberOrder {
 
   private invalidate(op: WriteOp): void {
     if (this.cache.size === 0) return;
-    if (op.kind === 'load') {
-      if (op.graph === this.graphs.system) this.cache.clear();
-      for (const ws of this.cache.keys()) if (op.graph === this.graphs.iam(ws)) this.cache.delete(ws);
-      return;
-    }
-    const text = op.sparql;
-    if (affectedBy(op, this.graphs).all
-      || (text.includes(`<${this.graphs.system}>`) && (text.includes('wsm:username') || text.includes(`<${WSM.username}>`)))) {
+    const reach = affectedBy(op, this.graphs);
+    // A load into the system graph, or an update there that writes usernames, can change any order.
+    const usernames = op.kind === 'load' || op.sparql.includes('wsm:username') || op.sparql.includes(`<${WSM.username}>`);
+    if (reach.all || (reach.system && usernames)) {
       this.cache.clear();
       return;
     }
-    for (const ws of [...this.cache.keys()]) if (text.includes(`<${this.graphs.iam(ws)}>`)) this.cache.delete(ws);
+    for (const ws of [...this.cache.keys()]) if (reach.workspaces.get(ws)?.has('iam')) this.cache.delete(ws);
   }
 }

@@ -1,6 +1,6 @@
 import type { QuadStore, WriteOp } from '../store/store.js';
 import type { Graphs } from '../rdf/graphs.js';
-import { affectedBy } from '../sandbox/sandbox.js';
+import { affectedBy } from '../store/write-reach.js';
 import { stableId } from '../rdf/ids.js';
 
 /**

@@ -1,7 +1,8 @@
 import { expect } from 'chai';
 import oxigraph from 'oxigraph';
 import { Graphs } from '../../../src/rdf/graphs.js';
-import { affectedBy, reaches } from '../../../src/sandbox/sandbox.js';
+import { reaches } from '../../../src/sandbox/sandbox.js';
+import { affectedBy } from '../../../src/store/write-reach.js';
 import { limitedText, parseReadQuery } from '../../../src/sandbox/script.js';
 
 describe('sandbox: which writes touch which workspace', () => {
