@@ -84,8 +84,8 @@ export function createApp(services: Services): Express {
   app.set('query parser', 'simple');
   app.use(requestLogger(logger, (res, err) => (err || res.statusCode >= 500 ? 'error' : res.statusCode >= 400 ? 'warn' : 'info')));
 
-  app.get('/health', (_req, res) => {
-    res.json({ success: true, data: { status: 'ok', quads: services.store.size() } });
+  app.get('/health', async (_req, res) => {
+    res.json({ success: true, data: { status: 'ok', quads: await services.store.size() } });
   });
 
   const registry = buildRegistry(services);
@@ -93,8 +93,8 @@ export function createApp(services: Services): Express {
   const authenticate = async (req: Request): Promise<AuthContext> => {
     // services.verify remembers verified tokens until their expiry (src/auth/tokens.ts).
     const auth = await services.verify(bearerToken(req.headers.authorization));
-    // Checked synchronously first: most requests change nothing, and need no extra turn of the event loop.
-    if (!services.users.isCurrent(auth.username, auth.profile)) await services.users.upsert(auth.username, auth.profile);
+    // Most requests change nothing: the user record already says what the token says.
+    if (!await services.users.isCurrent(auth.username, auth.profile)) await services.users.upsert(auth.username, auth.profile);
     return auth;
   };
 

@@ -29,7 +29,7 @@ export function packageRoutes(workspaces: WorkspaceService, packages: PackageSer
         404: { description: 'Workspace, publisher, package or version not found' }, 409: { description: 'Package has an active operation' },
       },
       handler: async ({ params, body, auth }) => {
-        const { workspace } = workspaces.requireAdmin(auth, params.workspace);
+        const { workspace } = await workspaces.requireAdmin(auth, params.workspace);
         return accepted(params.workspace, await packages.installFromRegistry(workspace, params.publisher, params.name, body));
       },
     }),
@@ -46,7 +46,7 @@ export function packageRoutes(workspaces: WorkspaceService, packages: PackageSer
         404: { description: 'Workspace not found' }, 413: { description: 'File too large' },
       },
       handler: async ({ params, query, file, auth }) => {
-        const { workspace } = workspaces.requireAdmin(auth, params.workspace);
+        const { workspace } = await workspaces.requireAdmin(auth, params.workspace);
         return accepted(params.workspace, await packages.installUpload(workspace, file!.buffer, query.forceUpdate ?? false));
       },
     }),
@@ -55,7 +55,7 @@ export function packageRoutes(workspaces: WorkspaceService, packages: PackageSer
       summary: 'P8. One lifecycle command',
       params: commandParams,
       responses: { 200: { description: 'The command', data: commandSchema }, 404: { description: 'Workspace or command not found' } },
-      handler: async ({ params, auth }) => ({ data: packages.getCommand(workspaces.requireMember(auth, params.workspace).workspace, params.commandId) }),
+      handler: async ({ params, auth }) => ({ data: await packages.getCommand((await workspaces.requireMember(auth, params.workspace)).workspace, params.commandId) }),
     }),
     defineRoute({
       method: 'get', path: '/api/v1/packages/{workspace}/commands/{commandId}/validation-report', tag,
@@ -66,11 +66,11 @@ export function packageRoutes(workspaces: WorkspaceService, packages: PackageSer
         404: { description: 'Workspace or command not found, or the command never reached validation' },
       },
       handler: async ({ params, auth, req }) => {
-        const { workspace } = workspaces.requireMember(auth, params.workspace);
+        const { workspace } = await workspaces.requireMember(auth, params.workspace);
         if (req.accepts(['application/json', 'text/turtle']) === 'text/turtle') {
-          return { raw: { contentType: 'text/turtle; charset=utf-8', body: packages.reportAsTurtle(workspace, params.commandId) } };
+          return { raw: { contentType: 'text/turtle; charset=utf-8', body: await packages.reportAsTurtle(workspace, params.commandId) } };
         }
-        return { data: packages.report(workspace, params.commandId) };
+        return { data: await packages.report(workspace, params.commandId) };
       },
     }),
     defineRoute({
@@ -78,21 +78,21 @@ export function packageRoutes(workspaces: WorkspaceService, packages: PackageSer
       summary: 'P10. Events of a command, oldest first',
       params: commandParams,
       responses: { 200: { description: 'Events', data: z.array(eventSchema) }, 404: { description: 'Workspace or command not found' } },
-      handler: async ({ params, auth }) => ({ data: packages.events(workspaces.requireMember(auth, params.workspace).workspace, params.commandId) }),
+      handler: async ({ params, auth }) => ({ data: await packages.events((await workspaces.requireMember(auth, params.workspace)).workspace, params.commandId) }),
     }),
     defineRoute({
       method: 'get', path: '/api/v1/packages/{workspace}', tag,
       summary: 'P4. Installed packages, paged (1-indexed page, pageSize 1..100)',
       params: workspaceParams, query: pageQuery,
       responses: { 200: { description: 'One page', data: pageSchema(installationSchema) }, 400: { description: 'Bad page or pageSize' }, 404: { description: 'Workspace not found' } },
-      handler: async ({ params, query, auth }) => ({ data: await packages.list(workspaces.requireMember(auth, params.workspace).workspace, query) }),
+      handler: async ({ params, query, auth }) => ({ data: await packages.list((await workspaces.requireMember(auth, params.workspace)).workspace, query) }),
     }),
     defineRoute({
       method: 'get', path: '/api/v1/packages/{workspace}/{packageName}', tag,
       summary: 'P5. One installed package',
       params: packageParams,
       responses: { 200: { description: 'The installation', data: installationSchema }, 404: { description: 'Workspace or package not found' } },
-      handler: async ({ params, auth }) => ({ data: await packages.get(workspaces.requireMember(auth, params.workspace).workspace, params.packageName) }),
+      handler: async ({ params, auth }) => ({ data: await packages.get((await workspaces.requireMember(auth, params.workspace)).workspace, params.packageName) }),
     }),
     defineRoute({
       method: 'patch', path: '/api/v1/packages/{workspace}/{packageName}/auto-update', tag,
@@ -103,7 +103,7 @@ export function packageRoutes(workspaces: WorkspaceService, packages: PackageSer
         403: { description: 'Not an administrator' }, 404: { description: 'Workspace or package not found' },
       },
       handler: async ({ params, body, auth }) => {
-        const { workspace } = workspaces.requireAdmin(auth, params.workspace);
+        const { workspace } = await workspaces.requireAdmin(auth, params.workspace);
         return { data: await packages.setAutoUpdate(workspace, params.packageName, body.autoUpdate) };
       },
     }),
@@ -116,7 +116,7 @@ export function packageRoutes(workspaces: WorkspaceService, packages: PackageSer
         404: { description: 'Workspace or package not found' }, 409: { description: 'Package has an active operation' },
       },
       handler: async ({ params, auth }) => {
-        const { workspace } = workspaces.requireAdmin(auth, params.workspace);
+        const { workspace } = await workspaces.requireAdmin(auth, params.workspace);
         return accepted(params.workspace, await packages.uninstall(workspace, params.packageName));
       },
     }),
@@ -126,7 +126,7 @@ export function packageRoutes(workspaces: WorkspaceService, packages: PackageSer
       params: packageParams, query: zeroPageQuery,
       responses: { 200: { description: 'Commands', data: z.array(commandSchema) }, 400: { description: 'Bad page or size' }, 404: { description: 'Workspace or package not found' } },
       handler: async ({ params, query, auth }) => ({
-        data: packages.listCommands(workspaces.requireMember(auth, params.workspace).workspace, params.packageName, query.page, query.size),
+        data: await packages.listCommands((await workspaces.requireMember(auth, params.workspace)).workspace, params.packageName, query.page, query.size),
       }),
     }),
   ];

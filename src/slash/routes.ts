@@ -36,8 +36,8 @@ function executionReply(execution: Execution, mediaType: (typeof EXECUTION_TYPES
 /** Slash commands C1 to C5 (INTERFACE.md) and their execution (DESIGN.md section 5). */
 export function slashCommandRoutes(commands: SlashCommandService, workspaces: WorkspaceService, users: UserService): RouteDef[] {
   const tag = 'Slash commands';
-  const caller = (auth: AuthContext) => {
-    const user = users.get({ username: auth.username });
+  const caller = async (auth: AuthContext) => {
+    const user = await users.get({ username: auth.username });
     if (!user) throw new AppError('INTERNAL', 'The caller has no user record');
     return user;
   };
@@ -48,7 +48,7 @@ export function slashCommandRoutes(commands: SlashCommandService, workspaces: Wo
     406: { description: 'Unsupported Accept' },
     503: { description: 'QUERY_TIMEOUT: the time limit passed' },
   };
-  const execute = async (access: ReturnType<WorkspaceService['requireMember']>, command: SlashCommand, accept: (typeof EXECUTION_TYPES)[number]) => {
+  const execute = async (access: Awaited<ReturnType<WorkspaceService['requireMember']>>, command: SlashCommand, accept: (typeof EXECUTION_TYPES)[number]) => {
     const execution = await commands.execute(access, command, accept === 'application/json' ? 'envelope' : accept);
     return executionReply(execution, accept);
   };
@@ -59,8 +59,8 @@ export function slashCommandRoutes(commands: SlashCommandService, workspaces: Wo
       params: workspaceParams,
       responses: { 200: { description: 'Commands (bare array, by alias)', data: z.array(slashCommandSchema) }, 404: { description: 'Workspace not found' } },
       handler: async ({ params, auth }) => {
-        const access = workspaces.requireMember(auth, params.workspace);
-        return { data: commands.listOwn(access, access.user ?? caller(auth)) };
+        const access = await workspaces.requireMember(auth, params.workspace);
+        return { data: await commands.listOwn(access, access.user ?? await caller(auth)) };
       },
     }),
     defineRoute({
@@ -71,8 +71,8 @@ export function slashCommandRoutes(commands: SlashCommandService, workspaces: Wo
       body: createBody,
       responses: { 200: { description: 'Created', data: slashCommandSchema }, 400: { description: 'Invalid data' }, 404: { description: 'Workspace not found' }, 409: { description: 'Alias already exists' } },
       handler: async ({ params, body, auth }) => {
-        const access = workspaces.requireMember(auth, params.workspace);
-        return { data: await commands.create(access, access.user ?? caller(auth), body) };
+        const access = await workspaces.requireMember(auth, params.workspace);
+        return { data: await commands.create(access, access.user ?? await caller(auth), body) };
       },
     }),
     defineRoute({
@@ -80,7 +80,7 @@ export function slashCommandRoutes(commands: SlashCommandService, workspaces: Wo
       summary: 'C1: one slash command',
       params: commandParams,
       responses: { 200: { description: 'The command', data: slashCommandSchema }, 404: { description: 'Not found' } },
-      handler: async ({ params, auth }) => ({ data: commands.get(workspaces.requireMember(auth, params.workspace), params.id) }),
+      handler: async ({ params, auth }) => ({ data: await commands.get(await workspaces.requireMember(auth, params.workspace), params.id) }),
     }),
     defineRoute({
       method: 'put', path: '/api/v1/commands/{workspace}/{id}', tag,
@@ -88,7 +88,7 @@ export function slashCommandRoutes(commands: SlashCommandService, workspaces: Wo
       params: commandParams,
       body: updateBody,
       responses: { 200: { description: 'Updated', data: slashCommandSchema }, 400: { description: 'Invalid data' }, 403: { description: 'Neither owner nor administrator' }, 404: { description: 'Not found' }, 409: { description: 'Alias already exists' } },
-      handler: async ({ params, body, auth }) => ({ data: await commands.update(workspaces.requireMember(auth, params.workspace), params.id, body) }),
+      handler: async ({ params, body, auth }) => ({ data: await commands.update(await workspaces.requireMember(auth, params.workspace), params.id, body) }),
     }),
     defineRoute({
       method: 'delete', path: '/api/v1/commands/{workspace}/{id}', tag,
@@ -96,7 +96,7 @@ export function slashCommandRoutes(commands: SlashCommandService, workspaces: Wo
       params: commandParams,
       responses: { 200: { description: 'Deleted', data: z.string() }, 403: { description: 'Neither owner nor administrator' }, 404: { description: 'Not found' } },
       handler: async ({ params, auth }) => {
-        const deleted = await commands.delete(workspaces.requireMember(auth, params.workspace), params.id);
+        const deleted = await commands.delete(await workspaces.requireMember(auth, params.workspace), params.id);
         return { data: `Slash command "${deleted.alias}" deleted` };
       },
     }),
@@ -106,9 +106,9 @@ export function slashCommandRoutes(commands: SlashCommandService, workspaces: Wo
       params: commandParams,
       responses: executeResponses,
       handler: async ({ params, auth, req }) => {
-        const access = workspaces.requireMember(auth, params.workspace);
+        const access = await workspaces.requireMember(auth, params.workspace);
         const accept = negotiate(req, EXECUTION_TYPES);
-        return execute(access, commands.get(access, params.id), accept);
+        return execute(access, await commands.get(access, params.id), accept);
       },
     }),
     defineRoute({
@@ -117,9 +117,9 @@ export function slashCommandRoutes(commands: SlashCommandService, workspaces: Wo
       params: aliasParams,
       responses: executeResponses,
       handler: async ({ params, auth, req }) => {
-        const access = workspaces.requireMember(auth, params.workspace);
+        const access = await workspaces.requireMember(auth, params.workspace);
         const accept = negotiate(req, EXECUTION_TYPES);
-        return execute(access, commands.byAlias(access, params.alias), accept);
+        return execute(access, await commands.byAlias(access, params.alias), accept);
       },
     }),
   ];

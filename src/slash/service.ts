@@ -90,9 +90,9 @@ export class SlashCommandService {
    * joins patterns in the order written, and a leading bound pattern turns a
    * scan of every command into an index lookup.
    */
-  private select(workspaceId: string, lead: string, extra = ''): SlashCommand[] {
+  private async select(workspaceId: string, lead: string, extra = ''): Promise<SlashCommand[]> {
     const g = iri(this.graphs.slashCommands(workspaceId));
-    const rows = this.store.select(`${PREFIXES} SELECT * WHERE {
+    const rows = await this.store.select(`${PREFIXES} SELECT * WHERE {
       GRAPH ${g.__sparql} {
         ${lead}
         ?c a wsm:SlashCommand ; wsm:id ?id ; wsm:alias ?alias ; wsm:scriptType ?scriptType ; wsm:scriptContent ?scriptContent ;
@@ -121,7 +121,7 @@ export class SlashCommandService {
   }
 
   /** C4: the caller's own commands in the workspace, by alias. */
-  listOwn(access: WorkspaceAccess, user: User): SlashCommand[] {
+  listOwn(access: WorkspaceAccess, user: User): Promise<SlashCommand[]> {
     return this.select(access.workspace.id, sparql`?c wsm:owner ${iri(this.users.userIri(user.id))} .`, 'ORDER BY ?alias');
   }
 
@@ -132,38 +132,40 @@ export class SlashCommandService {
    */
   private readonly recent = { version: -1, entries: new Map<string, SlashCommand | null>() };
 
-  private lookup(workspaceId: string, key: string, read: () => SlashCommand | null): SlashCommand | null {
+  private async lookup(workspaceId: string, key: string, read: () => Promise<SlashCommand | null>): Promise<SlashCommand | null> {
     if (this.recent.version !== this.store.version || this.recent.entries.size > 10_000) {
       this.recent.version = this.store.version;
       this.recent.entries.clear();
     }
     const cacheKey = `${workspaceId}\n${key}`;
     if (this.recent.entries.has(cacheKey)) return this.recent.entries.get(cacheKey)!;
-    const found = read();
-    this.recent.entries.set(cacheKey, found);
+    const at = this.store.version;
+    const found = await read();
+    // Kept only if no write happened while it was read.
+    if (this.store.version === at && this.recent.version === at) this.recent.entries.set(cacheKey, found);
     return found;
   }
 
   /** C1: one command of the workspace (404 when it is not one of this workspace's). */
-  get(access: WorkspaceAccess, id: string): SlashCommand {
+  async get(access: WorkspaceAccess, id: string): Promise<SlashCommand> {
     if (!UUID_PATTERN.test(id)) throw notFound(`Slash command "${id}" not found`);
     const ws = access.workspace.id;
-    const found = this.lookup(ws, `id\n${id.toLowerCase()}`, () => this.select(ws, sparql`?c wsm:id ${literal(id.toLowerCase())} .`, 'LIMIT 1')[0] ?? null);
+    const found = await this.lookup(ws, `id\n${id.toLowerCase()}`, async () => (await this.select(ws, sparql`?c wsm:id ${literal(id.toLowerCase())} .`, 'LIMIT 1'))[0] ?? null);
     if (!found) throw notFound(`Slash command "${id}" not found`);
     return found;
   }
 
-  byAlias(access: WorkspaceAccess, alias: string): SlashCommand {
+  async byAlias(access: WorkspaceAccess, alias: string): Promise<SlashCommand> {
     const ws = access.workspace.id;
-    const found = this.lookup(ws, `alias\n${alias}`, () => this.select(ws, sparql`?c wsm:alias ${literal(alias)} .`, 'LIMIT 1')[0] ?? null);
+    const found = await this.lookup(ws, `alias\n${alias}`, async () => (await this.select(ws, sparql`?c wsm:alias ${literal(alias)} .`, 'LIMIT 1'))[0] ?? null);
     if (!found) throw notFound(`No slash command with alias "${alias}" in this workspace`);
     return found;
   }
 
-  private aliasTaken(workspaceId: string, alias: string, except?: string): boolean {
+  private async aliasTaken(workspaceId: string, alias: string, except?: string): Promise<boolean> {
     const g = iri(this.graphs.slashCommands(workspaceId));
     const other = except ? sparql`FILTER (?c != ${iri(this.commandIri(except))})` : '';
-    return this.store.ask(PREFIXES + sparql`ASK { GRAPH ${g} { ?c wsm:alias ${literal(alias)} ; a wsm:SlashCommand . ${raw(other)} } }`);
+    return await this.store.ask(PREFIXES + sparql`ASK { GRAPH ${g} { ?c wsm:alias ${literal(alias)} ; a wsm:SlashCommand . ${raw(other)} } }`);
   }
 
   /** Parses a script once; later runs of the same text reuse the result. */
@@ -188,7 +190,7 @@ export class SlashCommandService {
     const scriptType = checkScriptType(body.scriptType!);
     this.script(body.scriptContent!, scriptType);
     const ws = access.workspace.id;
-    if (this.aliasTaken(ws, alias)) throw conflict(`A slash command with alias "${alias}" already exists in this workspace`, { alias });
+    if (await this.aliasTaken(ws, alias)) throw conflict(`A slash command with alias "${alias}" already exists in this workspace`, { alias });
     const id = newId();
     const c = iri(this.commandIri(id));
     const g = iri(this.graphs.slashCommands(ws));
@@ -211,12 +213,12 @@ export class SlashCommandService {
     const texts = [alias, body.description, body.interpretation, body.scriptContent];
     if (texts.some((text) => text != null && LONE_SURROGATE.test(text))) {
       // Lone surrogates come back from the store replaced: answer what was stored.
-      const created = this.select(ws, sparql`?c wsm:id ${literal(id)} .`)[0];
+      const created = (await this.select(ws, sparql`?c wsm:id ${literal(id)} .`))[0];
       if (!created) throw taken();
       return created;
     }
     // The record is what was just written; a cheap check that the conditional insert took place.
-    if (!this.store.ask(PREFIXES + sparql`ASK { GRAPH ${g} { ${c} wsm:alias ${literal(alias)} } }`)) throw taken();
+    if (!await this.store.ask(PREFIXES + sparql`ASK { GRAPH ${g} { ${c} wsm:alias ${literal(alias)} } }`)) throw taken();
     const createdAt = now.toISOString();
     return {
       id, alias, description: body.description ?? null, interpretation: body.interpretation ?? null,
@@ -232,14 +234,14 @@ export class SlashCommandService {
 
   /** C2: updates any subset of the fields, with the same checks as create. */
   async update(access: WorkspaceAccess, id: string, body: SlashCommandBody, now = new Date()): Promise<SlashCommand> {
-    const current = this.get(access, id);
+    const current = await this.get(access, id);
     this.requireOwnerOrAdmin(access, current, 'update');
     if (body.alias !== undefined) checkAlias(body.alias);
     const scriptType = body.scriptType !== undefined ? checkScriptType(body.scriptType) : current.scriptType;
     const scriptContent = body.scriptContent ?? current.scriptContent;
     if (body.scriptType !== undefined || body.scriptContent !== undefined) this.script(scriptContent, scriptType);
     const ws = access.workspace.id;
-    if (body.alias !== undefined && body.alias !== current.alias && this.aliasTaken(ws, body.alias, current.id)) {
+    if (body.alias !== undefined && body.alias !== current.alias && await this.aliasTaken(ws, body.alias, current.id)) {
       throw conflict(`A slash command with alias "${body.alias}" already exists in this workspace`, { alias: body.alias });
     }
     const c = iri(this.commandIri(current.id));
@@ -263,7 +265,7 @@ export class SlashCommandService {
 
   /** C3. */
   async delete(access: WorkspaceAccess, id: string): Promise<SlashCommand> {
-    const current = this.get(access, id);
+    const current = await this.get(access, id);
     this.requireOwnerOrAdmin(access, current, 'delete');
     const g = iri(this.graphs.slashCommands(access.workspace.id));
     await this.store.update(PREFIXES + sparql`DELETE WHERE { GRAPH ${g} { ${iri(this.commandIri(current.id))} ?p ?o } }`);
