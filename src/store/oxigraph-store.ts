@@ -1,5 +1,5 @@
 import oxigraph from 'oxigraph';
-import type { Binding, QuadStore, QueryScope, RdfFormat, WriteOp } from './store.js';
+import { WriteRefusedError, type Binding, type QuadStore, type QueryScope, type RdfFormat, type WriteOp } from './store.js';
 
 /**
  * Where applied writes go to become durable. The journal implements it; the
@@ -87,6 +87,21 @@ export function coalesceUpdates(ops: WriteOp[]): WriteOp[] {
   }
   flush();
   return out;
+}
+
+/**
+ * Applies engine calls to an empty scratch store, in order; throws
+ * `WriteRefusedError` for the first one the engine refuses.
+ */
+function checkOnScratch(calls: WriteOp[], firstIndex: number): void {
+  const scratch = new oxigraph.Store();
+  calls.forEach((op, i) => {
+    try {
+      applyOp(scratch, op);
+    } catch (err) {
+      throw new WriteRefusedError(firstIndex + i, (err as Error).message);
+    }
+  });
 }
 
 /** Most answers kept between writes, and most rows of a kept SELECT answer. */
@@ -188,15 +203,22 @@ export class OxigraphStore implements QuadStore {
 
   async write(ops: WriteOp[]): Promise<void> {
     if (ops.length === 0) return;
-    // Before anything changes (an op that throws may follow one that applied).
+    // Consecutive updates run as one SPARQL request, which Oxigraph applies
+    // atomically, and a load is atomic on its own: so only a write of several
+    // engine calls can half-apply. Each call after the first is checked on a
+    // scratch store before the first is applied; a refusal changes nothing.
+    const calls = coalesceUpdates(ops);
+    if (calls.length > 1) checkOnScratch(calls.slice(1), 1);
     this.answers.clear();
     this.sizeAt = undefined;
-    // Apply in memory first, then hand to the journal in the same tick so
-    // journal order = apply order. Consecutive updates run as one SPARQL
-    // request, which Oxigraph applies atomically: a malformed one throws
-    // before any of them changed the store. Loads carry N-Triples/Turtle
-    // the service serialized itself.
-    for (const op of coalesceUpdates(ops)) applyOp(this.raw, op);
+    try {
+      applyOp(this.raw, calls[0]!);
+    } catch (err) {
+      throw new WriteRefusedError(0, (err as Error).message);
+    }
+    for (const op of calls.slice(1)) applyOp(this.raw, op);
+    // Apply in memory, then hand to the journal in the same tick so journal
+    // order = apply order.
     this.versionCounter++;
     const durable = this.sink ? this.sink.append(ops) : Promise.resolve();
     for (const listener of this.listeners) listener(ops);
