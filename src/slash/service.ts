@@ -182,7 +182,14 @@ export class SlashCommandService {
   }
 
   /** C5: creates a command owned by `owner`. */
-  async create(access: WorkspaceAccess, owner: User, body: SlashCommandBody, now = new Date()): Promise<SlashCommand> {
+  /** Key of the exclusive section for the aliases of a workspace's commands (C5, C2). */
+  private aliasSection(workspaceId: string): string { return `aliases ${workspaceId}`; }
+
+  create(access: WorkspaceAccess, owner: User, body: SlashCommandBody, now = new Date()): Promise<SlashCommand> {
+    return this.store.exclusive(this.aliasSection(access.workspace.id), () => this.createNow(access, owner, body, now));
+  }
+
+  private async createNow(access: WorkspaceAccess, owner: User, body: SlashCommandBody, now: Date): Promise<SlashCommand> {
     const missing = (['alias', 'scriptType', 'scriptContent'] as const).filter((f) => body[f] === undefined);
     if (missing.length) throw badRequest(`${missing.join(', ')} ${missing.length === 1 ? 'is' : 'are'} required`);
     const alias = body.alias!;
@@ -233,7 +240,11 @@ export class SlashCommandService {
   }
 
   /** C2: updates any subset of the fields, with the same checks as create. */
-  async update(access: WorkspaceAccess, id: string, body: SlashCommandBody, now = new Date()): Promise<SlashCommand> {
+  update(access: WorkspaceAccess, id: string, body: SlashCommandBody, now = new Date()): Promise<SlashCommand> {
+    return this.store.exclusive(this.aliasSection(access.workspace.id), () => this.updateNow(access, id, body, now));
+  }
+
+  private async updateNow(access: WorkspaceAccess, id: string, body: SlashCommandBody, now: Date): Promise<SlashCommand> {
     const current = await this.get(access, id);
     this.requireOwnerOrAdmin(access, current, 'update');
     if (body.alias !== undefined) checkAlias(body.alias);

@@ -205,7 +205,18 @@ export class WorkspaceService {
   }
 
   /** Adds or updates a member (creating the user record if needed); `admin` grants or revokes the built-in role. */
-  async putMember(workspace: Workspace, username: string, input: UserProfile & { admin?: boolean }, now = new Date()): Promise<User> {
+  /**
+   * Key of the exclusive section for a workspace's memberships and role
+   * assignments: every check-then-write on them (last administrator,
+   * duplicate assignment) runs inside it (docs/architecture.md).
+   */
+  iamSection(workspaceId: string): string { return `iam ${workspaceId}`; }
+
+  putMember(workspace: Workspace, username: string, input: UserProfile & { admin?: boolean }, now = new Date()): Promise<User> {
+    return this.store.exclusive(this.iamSection(workspace.id), () => this.putMemberNow(workspace, username, input, now));
+  }
+
+  private async putMemberNow(workspace: Workspace, username: string, input: UserProfile & { admin?: boolean }, now: Date): Promise<User> {
     const { admin, ...profile } = input;
     const user = await this.users.upsert(username, profile, now);
     const principalId = this.userPrincipalId(workspace.id, user.id);
@@ -233,7 +244,11 @@ export class WorkspaceService {
   }
 
   /** Removes a member with its role assignments. */
-  async removeMember(workspace: Workspace, username: string): Promise<void> {
+  removeMember(workspace: Workspace, username: string): Promise<void> {
+    return this.store.exclusive(this.iamSection(workspace.id), () => this.removeMemberNow(workspace, username));
+  }
+
+  private async removeMemberNow(workspace: Workspace, username: string): Promise<void> {
     const user = await this.users.get({ username });
     if (!user || !await this.isMember(workspace.id, user.id)) throw notFound(`User "${username}" is not a member of this workspace`);
     const admins = await this.adminUserIds(workspace);
