@@ -24,6 +24,8 @@ import { QuerySandbox } from './sandbox/sandbox.js';
 import { SlashCommandService } from './slash/service.js';
 import { slashCommandRoutes } from './slash/routes.js';
 import { sparqlRoutes } from './sandbox/routes.js';
+import { ApiKeyService } from './auth/api-keys.js';
+import { apiKeyRoutes } from './auth/routes.js';
 
 /** Everything the areas need, built once in `createServices`. */
 export interface Services {
@@ -41,6 +43,8 @@ export interface Services {
   /** Runs user queries in worker threads (slash commands, the SPARQL endpoint). */
   sandbox: QuerySandbox;
   slashCommands: SlashCommandService;
+  /** API keys (X-Api-Key), stored as hashes. */
+  apiKeys: ApiKeyService;
   /** Started background work (schedulers, workers) to stop at shutdown. */
   closers: Array<() => Promise<void> | void>;
 }
@@ -61,7 +65,8 @@ export function createServices(deps: { config: Config; logger: Logger; store: Qu
     maxResults: deps.config.WSM_QUERY_MAX_TRIPLES,
   });
   const slashCommands = new SlashCommandService(deps.store, graphs, users, sandbox);
-  return { ...deps, graphs, users, workspaces, packages, extensions, iam, sandbox, slashCommands, closers: [() => sandbox.close()] };
+  const apiKeys = new ApiKeyService(deps.store, graphs, users);
+  return { ...deps, graphs, users, workspaces, packages, extensions, iam, sandbox, slashCommands, apiKeys, closers: [() => sandbox.close()] };
 }
 
 /** Collects the routes of every area, in matching order. */
@@ -72,6 +77,7 @@ export function buildRegistry(services: Services): ApiRegistry {
   registry.add(...extensionRoutes(services.workspaces, services.extensions));
   registry.add(...iamRoutes(services.workspaces, services.iam));
   registry.add(...slashCommandRoutes(services.slashCommands, services.workspaces, services.users));
+  registry.add(...apiKeyRoutes(services.apiKeys));
   registry.add(...sparqlRoutes(services.sandbox, services.workspaces, services.config.WSM_MAX_BODY_BYTES));
   return registry;
 }
@@ -91,6 +97,9 @@ export function createApp(services: Services): Express {
   const registry = buildRegistry(services);
   const openapi = registry.openapi({ title: 'Workspace management service', version: '1.0.0' });
   const authenticate = async (req: Request): Promise<AuthContext> => {
+    // An API key instead of a bearer token (DESIGN.md section 10); a bearer token wins when both are sent.
+    const apiKey = req.headers['x-api-key'];
+    if (req.headers.authorization === undefined && typeof apiKey === 'string') return services.apiKeys.verify(apiKey);
     // services.verify remembers verified tokens until their expiry (src/auth/tokens.ts).
     const auth = await services.verify(bearerToken(req.headers.authorization));
     // Checked synchronously first: most requests change nothing, and need no extra turn of the event loop.
