@@ -26,6 +26,7 @@ import { slashCommandRoutes } from './slash/routes.js';
 import { sparqlRoutes } from './sandbox/routes.js';
 import { ApiKeyService } from './auth/api-keys.js';
 import { apiKeyRoutes } from './auth/routes.js';
+import { StatusPresenter } from './http/status-case.js';
 
 /** Everything the areas need, built once in `createServices`. */
 export interface Services {
@@ -73,7 +74,9 @@ export function createServices(deps: { config: Config; logger: Logger; store: Qu
 export function buildRegistry(services: Services): ApiRegistry {
   const registry = new ApiRegistry();
   registry.add(...workspaceRoutes(services.workspaces));
-  registry.add(...packageRoutes(services.workspaces, services.packages, { maxUploadBytes: services.config.WSM_MAX_UPLOAD_BYTES }));
+  registry.add(...packageRoutes(services.workspaces, services.packages, {
+    maxUploadBytes: services.config.WSM_MAX_UPLOAD_BYTES, statuses: new StatusPresenter(services.config.WSM_STATUS_CASE),
+  }));
   registry.add(...extensionRoutes(services.workspaces, services.extensions));
   registry.add(...iamRoutes(services.workspaces, services.iam));
   registry.add(...slashCommandRoutes(services.slashCommands, services.workspaces, services.users));

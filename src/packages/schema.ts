@@ -17,7 +17,8 @@ export const autoUpdateBody = z.strictObject({ autoUpdate: z.boolean({ error: 'a
 const queryBoolean = (field: string) => z.enum(['true', 'false'], { error: `${field} must be true or false` }).transform((v) => v === 'true');
 export const uploadQuery = z.strictObject({ forceUpdate: queryBoolean('forceUpdate').optional() });
 
-const status = z.enum(['pending', 'in_progress', 'completed', 'failed']);
+/** Lower-case by default; upper-case when WSM_STATUS_CASE=upper (src/http/status-case.ts). */
+const status = z.enum(['pending', 'in_progress', 'completed', 'failed', 'PENDING', 'IN_PROGRESS', 'COMPLETED', 'FAILED']);
 export const commandSchema = z.object({
   id: z.uuid(),
   packageInstallationId: z.uuid().nullable(),
