@@ -5,6 +5,7 @@ import type { WorkspaceService } from '../workspaces/service.js';
 import type { PackageService } from './service.js';
 import type { LifecycleCommand } from './commands.js';
 import { StatusPresenter } from '../http/status-case.js';
+import { streamEvents, wantsEventStream } from './event-stream.js';
 import {
   autoUpdateBody, commandParams, commandSchema, eventSchema, installBody, installationSchema, packageParams,
   registryParams, reportSchema, uploadQuery, workspaceParams,
@@ -12,7 +13,7 @@ import {
 
 /** Package endpoints P1 to P10 of INTERFACE.md (DESIGN.md sections 2 and 4). */
 export function packageRoutes(
-  workspaces: WorkspaceService, packages: PackageService, options: { maxUploadBytes: number; statuses?: StatusPresenter },
+  workspaces: WorkspaceService, packages: PackageService, options: { maxUploadBytes: number; statuses?: StatusPresenter; subscribe?: (listener: () => void) => () => void },
 ): RouteDef[] {
   const tag = 'Packages';
   const present = options.statuses ?? new StatusPresenter('lower');
@@ -79,10 +80,27 @@ export function packageRoutes(
     }),
     defineRoute({
       method: 'get', path: '/api/v1/packages/{workspace}/commands/{commandId}/events', tag,
-      summary: 'P10. Events of a command, oldest first',
+      summary: 'P10. Events of a command, oldest first; with Accept: text/event-stream, live as Server-Sent Events',
+      description: 'As SSE each event is one message (id: the event id, event: event, data: the event as JSON); Last-Event-ID resumes after '
+        + 'that event. Once the command has finished, a last message (event: end, data: {commandId, status}) and the stream ends.',
       params: commandParams,
-      responses: { 200: { description: 'Events', data: z.array(eventSchema) }, 404: { description: 'Workspace or command not found' } },
-      handler: async ({ params, auth }) => ({ data: packages.events(workspaces.requireMember(auth, params.workspace).workspace, params.commandId) }),
+      responses: {
+        200: { description: 'Events', data: z.array(eventSchema), mediaTypes: ['text/event-stream'] },
+        404: { description: 'Workspace or command not found' },
+      },
+      handler: async ({ params, auth, req, res }) => {
+        const { workspace } = await workspaces.requireMember(auth, params.workspace);
+        if (wantsEventStream(req) && options.subscribe) {
+          await streamEvents(req, res, {
+            command: async () => packages.getCommand(workspace, params.commandId),
+            events: async () => packages.events(workspace, params.commandId),
+            subscribe: options.subscribe,
+            presentStatus: (status) => present.status(status),
+          });
+          return {};
+        }
+        return { data: await packages.events(workspace, params.commandId) };
+      },
     }),
     defineRoute({
       method: 'get', path: '/api/v1/packages/{workspace}', tag,
