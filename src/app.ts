@@ -27,6 +27,7 @@ import { sparqlRoutes } from './sandbox/routes.js';
 import { ApiKeyService } from './auth/api-keys.js';
 import { apiKeyRoutes } from './auth/routes.js';
 import { StatusPresenter } from './http/status-case.js';
+import { mcpRoutes } from './mcp/routes.js';
 
 /** Everything the areas need, built once in `createServices`. */
 export interface Services {
@@ -82,6 +83,7 @@ export function buildRegistry(services: Services): ApiRegistry {
   registry.add(...iamRoutes(services.workspaces, services.iam));
   registry.add(...slashCommandRoutes(services.slashCommands, services.workspaces, services.users));
   registry.add(...apiKeyRoutes(services.apiKeys));
+  registry.add(...mcpRoutes(services.workspaces, { commands: services.slashCommands, sandbox: services.sandbox }));
   registry.add(...sparqlRoutes(services.sandbox, services.workspaces, services.config.WSM_MAX_BODY_BYTES));
   return registry;
 }
