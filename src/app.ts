@@ -28,6 +28,8 @@ import { ApiKeyService } from './auth/api-keys.js';
 import { apiKeyRoutes } from './auth/routes.js';
 import { StatusPresenter } from './http/status-case.js';
 import { mcpRoutes } from './mcp/routes.js';
+import { renderMetrics, requestMetrics, serviceMetrics } from './metrics.js';
+import { forbidden } from './errors.js';
 
 /** Everything the areas need, built once in `createServices`. */
 export interface Services {
@@ -96,8 +98,11 @@ export function createApp(services: Services): Express {
   app.set('query parser', 'simple');
   app.use(requestLogger(logger, (res, err) => (err || res.statusCode >= 500 ? 'error' : res.statusCode >= 400 ? 'warn' : 'info')));
 
+  app.use(requestMetrics());
+
+  // Anonymous, and tells nothing but that the service answers (DESIGN.md section 11).
   app.get('/health', (_req, res) => {
-    res.json({ success: true, data: { status: 'ok', quads: services.store.size() } });
+    res.json({ success: true, data: { status: 'ok' } });
   });
 
   const registry = buildRegistry(services);
@@ -112,6 +117,19 @@ export function createApp(services: Services): Express {
     if (!services.users.isCurrent(auth.username, auth.profile)) await services.users.upsert(auth.username, auth.profile);
     return auth;
   };
+
+  const metrics = serviceMetrics({
+    quads: () => services.store.size(),
+    storeVersion: () => services.store.version,
+    sandbox: () => services.sandbox.stats(),
+  });
+  app.get('/metrics', (req, res, next) => {
+    authenticate(req).then(async (auth) => {
+      if (!auth.systemAdmin) throw forbidden('Only system administrators may read the metrics');
+      const { contentType, body } = await renderMetrics(metrics);
+      res.type(contentType).send(body);
+    }).catch(next);
+  });
 
   app.get('/api/v1/openapi.json', (_req, res) => { res.json(openapi); });
   app.use('/docs', swaggerUi.serve, swaggerUi.setup(openapi, { customSiteTitle: 'Workspace service API' }));

@@ -83,7 +83,14 @@ export class IamService {
    * the order is kept between writes to the membership). The page's records
    * are read by IRI in one query.
    */
-  listUsers(workspace: Workspace, query: PageQuery): Page<User> {
+  listUsers(workspace: Workspace, query: PageQuery, username?: string): Page<User> {
+    if (username !== undefined) {
+      // One member by name (DESIGN.md section 11): a page of one, or of none when no member has that name.
+      const id = this.users.idOf(username);
+      const user = this.workspaces.isMember(workspace.id, id) ? this.users.get({ id }) : null;
+      const found = user && user.username === username ? [user] : [];
+      return page(query.page === 1 ? found : [], query, found.length);
+    }
     const members = this.memberOrder.members(workspace.id);
     const ids = members.slice(offsetOf(query), offsetOf(query) + query.pageSize);
     const users = this.users.byIris(ids);

@@ -6,6 +6,7 @@ import { sparql, iri, literal, dateTime, integer, boolean, raw, type SparqlFragm
 import { newId } from '../rdf/ids.js';
 import { req, str, int, bool, time } from '../rdf/bindings.js';
 import { AppError, conflict } from '../errors.js';
+import { countLifecycleCommand } from '../metrics.js';
 
 /**
  * Lifecycle commands as RDF (docs/rdf-model.md "Packages graph") and the
@@ -423,6 +424,8 @@ export class CommandRunner {
         { kind: 'load', graph: this.commands.reportGraphName(ws, id), format: 'application/n-triples', data: report.ntriples },
       ]
       : [];
+    let type: string = request.commandType;
+    let outcome: 'completed' | 'failed' = 'failed';
     try {
       if (this.stopped) throw new CommandFailure('The service stopped before this command started', 'Run the command again.');
       await this.store.write([
@@ -430,6 +433,7 @@ export class CommandRunner {
         this.commands.eventOp(ws, id, ++sequence, 'INFO', `${request.commandType} of package "${request.packageName}" version ${request.version} started`, this.now()),
       ]);
       const result = await request.job(ctx);
+      type = result.commandType ?? request.commandType;
       await this.store.write([
         ...result.ops,
         ...reportOps(),
@@ -440,6 +444,7 @@ export class CommandRunner {
         }),
         this.commands.eventOp(ws, id, ++sequence, 'SUCCESS', result.message, this.now()),
       ]);
+      outcome = 'completed';
     } catch (err) {
       const failure = err instanceof CommandFailure ? err
         : err instanceof AppError ? new CommandFailure(err.message)
@@ -459,6 +464,7 @@ export class CommandRunner {
         await this.store.write(failedOps(false)).catch((err: unknown) => this.logger.error({ err, commandId: id }, 'could not record the failure of a lifecycle command'));
       }
     }
+    countLifecycleCommand(type, outcome);
     if (request.onOutcome) {
       const done = this.commands.get(ws, id);
       try {

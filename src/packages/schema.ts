@@ -40,7 +40,7 @@ export const commandSummarySchema = z.object({
 }).meta({ id: 'LifecycleCommandSummary' });
 
 export const matrixSummarySchema = z.object({
-  id: z.uuid(), name: z.string(), description: z.string().nullable(), dependencyCount: z.number().int(),
+  id: z.uuid(), uri: z.string().describe('The matrix URI'), name: z.string(), description: z.string().nullable(), dependencyCount: z.number().int(),
 }).meta({ id: 'MatrixSummary' });
 
 export const installationSchema = z.object({

@@ -27,6 +27,8 @@ import {
 /** MatrixSummary of INTERFACE.md. */
 export interface MatrixSummary {
   id: string;
+  /** The matrix URI (DESIGN.md section 11). */
+  uri: string;
   name: string;
   description: string | null;
   dependencyCount: number;
@@ -245,13 +247,13 @@ export class PackageService {
     const out = new Map<string, MatrixSummary[]>(packageIds.map((id) => [id, []]));
     if (packageIds.length === 0) return out;
     const values = join(packageIds.map((id) => iri(this.packageIri(id))));
-    const rows = this.store.select(PREFIXES + sparql`SELECT ?pid ?id ?name ?description ?dependencyCount WHERE {
+    const rows = this.store.select(PREFIXES + sparql`SELECT ?pid ?id ?uri ?name ?description ?dependencyCount WHERE {
       GRAPH ${iri(this.graphs.packages(workspaceId))} {
         VALUES ?p { ${values} }
-        ?p wsm:id ?pid . ?m a wsm:Matrix ; wsm:package ?p ; wsm:id ?id ; wsm:name ?name ; wsm:dependencyCount ?dependencyCount .
+        ?p wsm:id ?pid . ?m a wsm:Matrix ; wsm:package ?p ; wsm:id ?id ; wsm:uri ?uri ; wsm:name ?name ; wsm:dependencyCount ?dependencyCount .
         OPTIONAL { ?m wsm:description ?description } } } ORDER BY ?name ?id`);
     for (const b of rows) {
-      out.get(req(b, 'pid'))?.push({ id: req(b, 'id'), name: req(b, 'name'), description: str(b, 'description'), dependencyCount: int(b, 'dependencyCount') });
+      out.get(req(b, 'pid'))?.push({ id: req(b, 'id'), uri: req(b, 'uri'), name: req(b, 'name'), description: str(b, 'description'), dependencyCount: int(b, 'dependencyCount') });
     }
     return out;
   }

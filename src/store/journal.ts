@@ -2,6 +2,7 @@ import { createHash } from 'node:crypto';
 import { open, readFile, type FileHandle } from 'node:fs/promises';
 import { dirname } from 'node:path';
 import { fsyncDir } from './fsutil.js';
+import { observeFsync } from '../metrics.js';
 import type { WriteSink } from './oxigraph-store.js';
 import type { WriteOp } from './store.js';
 
@@ -299,7 +300,9 @@ export class Journal implements WriteSink {
       const batch = this.queue.splice(0, n) as Extract<QueueEntry, { kind: 'record' }>[];
       try {
         await writeAll(this.handle, batch.length === 1 ? batch[0]!.bytes : Buffer.concat(batch.map((e) => e.bytes)));
+        const started = process.hrtime.bigint();
         await this.handle.datasync();
+        observeFsync(Number(process.hrtime.bigint() - started) / 1e9);
         this.fsyncs++;
         for (const entry of batch) entry.resolve();
       } catch (err) {
