@@ -21,6 +21,9 @@ Commands:
   publish <file.tgz> --publisher P [--registry DIR]
                                 check a package archive and copy it into a directory registry
                                 as DIR/P/<name>/<version>.tgz (DIR defaults to WSM_REGISTRY)
+  journal accept-loss           when the service refuses to start because its journal is damaged with
+                                valid records after the damage: cut the journal at the damage, keeping
+                                the cut bytes beside it, and print what was dropped (stop the service first)
   help                          this text
 `;
 
@@ -120,6 +123,33 @@ async function publish(args: string[]): Promise<void> {
   }
 }
 
+async function journal(args: string[]): Promise<void> {
+  const { positionals } = parseArgs({ args, allowPositionals: true, options: {} });
+  if (positionals.length !== 1 || positionals[0] !== 'accept-loss') fail('usage: wsm journal accept-loss');
+  const cfg = config();
+  const { openDurableStore } = await import('./store/durable.js');
+  const dropped: string[] = [];
+  let store;
+  try {
+    store = await openDurableStore(cfg.dataDir, {
+      acceptJournalLoss: true,
+      onWarning: (message) => {
+        dropped.push(message);
+        process.stdout.write(`${message}\n`);
+      },
+    });
+  } catch (err) {
+    fail(`could not open ${cfg.dataDir}: ${err instanceof Error ? err.message : String(err)}`, 1);
+  }
+  const info = store.replayInfo;
+  await store.close();
+  if (info.droppedBytes === 0) {
+    process.stdout.write(`Nothing to accept: the journal of ${cfg.dataDir} has no damage followed by valid records (last record ${info.lastSeq}).\n`);
+  } else {
+    process.stdout.write(`Dropped ${info.droppedBytes} bytes; the store now ends at record ${info.lastSeq}. The service can start again.\n`);
+  }
+}
+
 export async function main(argv: string[]): Promise<void> {
   const [command, ...rest] = argv;
   try {
@@ -127,6 +157,7 @@ export async function main(argv: string[]): Promise<void> {
       case 'serve': return await serve();
       case 'token': return await token(rest);
       case 'publish': return await publish(rest);
+      case 'journal': return await journal(rest);
       case undefined: case 'help': case '--help': case '-h':
         process.stdout.write(USAGE);
         return;
