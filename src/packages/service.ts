@@ -1,5 +1,5 @@
-import type { Quad } from 'n3';
-import type { QuadStore, WriteOp } from '../store/store.js';
+import { DataFactory, type Quad, type Term } from 'n3';
+import type { BindingValue, QuadStore, WriteOp } from '../store/store.js';
 import type { Graphs } from '../rdf/graphs.js';
 import type { Logger } from '../logger.js';
 import { PREFIXES, MTX, RDF, RDFS, DCTERMS, WSM } from '../rdf/vocab.js';
@@ -10,9 +10,11 @@ import { AppError, badRequest, notFound } from '../errors.js';
 import type { Workspace, WorkspaceService } from '../workspaces/service.js';
 import type { PageQuery, Page } from '../http/paging.js';
 import { offsetOf, page } from '../http/paging.js';
-import { parseTurtle, quadsToNTriples } from '../rdf/turtle.js';
-import { validateMatrices, reportFromNTriples, reportTurtle, type ValidationReport } from './validation.js';
-import { deriveMatrix, derivedIds } from './derive.js';
+import { quadsToNTriples } from '../rdf/turtle.js';
+import { reportFromResultRows, reportTurtle, type StoredResultRow, type ValidationReport } from './validation.js';
+import { derivedIds } from './derive.js';
+import { sharedPipelinePool, type PipelineJob, type PipelinePool } from './pipeline-pool.js';
+import type { ValidateOutput } from './pipeline.js';
 import { readPackageArchive, type PackageArchive } from './archive.js';
 import { resolveVersion, newestCompatible, type Registry, type RegistryVersion } from './registry.js';
 import { engineAdmits } from './engine-range.js';
@@ -103,6 +105,8 @@ interface MatrixRecord { id: string; uri: string; packageName: string; graph: st
 export interface PackageServiceOptions {
   /** Limits of uploaded and downloaded archives. */
   maxArchiveBytes: number;
+  /** Worker pool of the deployment pipeline; the process's shared pool when absent. */
+  pipeline?: PipelinePool;
 }
 
 /** How long P4/P5 wait for the registry's versions before answering latestVersion null. */
@@ -131,7 +135,11 @@ export class PackageService {
     this.commands = new CommandStore(store, graphs);
     this.p5Reads = new VersionCache(store, 1000);
     this.runner = new CommandRunner(this.commands, store, logger);
+    this.pipeline = options.pipeline ?? sharedPipelinePool();
   }
+
+  /** Worker threads that parse, validate and derive packages off the event loop. */
+  private readonly pipeline: PipelinePool;
 
   /** See `ExtensionHook`. */
   setExtensionHook(hook: ExtensionHook): void { this.hook = hook; }
@@ -311,9 +319,38 @@ export class PackageService {
     return this.store.dumpGraph(graph);
   }
 
-  /** P9 as JSON. */
+  /**
+   * P9 as JSON. Read with SPARQL (one row per result, then the few blank
+   * nodes they point at), not by parsing the whole report graph: a package of
+   * 15,000 roles has a report of 15,000 results.
+   */
   report(workspace: Workspace, commandId: string): ValidationReportJson {
-    const r = reportFromNTriples(this.reportNTriples(workspace, commandId));
+    this.getCommand(workspace, commandId);
+    const graph = this.commands.reportGraph(workspace.id, commandId);
+    if (!graph) throw notFound(`Command ${commandId} has no validation report: it never reached validation`);
+    const g = iri(graph);
+    const rows = this.store.select(sparql`PREFIX sh: <http://www.w3.org/ns/shacl#>
+      SELECT ?r ?severity ?focus ?path ?value ?message ?shape WHERE { GRAPH ${g} {
+        ?report sh:result ?r .
+        OPTIONAL { ?r sh:resultSeverity ?severity } OPTIONAL { ?r sh:focusNode ?focus } OPTIONAL { ?r sh:resultPath ?path }
+        OPTIONAL { ?r sh:value ?value } OPTIONAL { ?r sh:resultMessage ?message } OPTIONAL { ?r sh:sourceShape ?shape } } }`);
+    const byResult = new Map<string, StoredResultRow>();
+    for (const b of rows) {
+      const key = b.r!.value;
+      let row = byResult.get(key);
+      if (!row) {
+        row = { severity: toTerm(b.severity), focusNode: toTerm(b.focus), path: toTerm(b.path), value: toTerm(b.value), messages: [], sourceShape: toTerm(b.shape) };
+        byResult.set(key, row);
+      }
+      const message = toTerm(b.message);
+      if (message && !row.messages.some((m) => m.equals(message))) row.messages.push(message);
+    }
+    // Blank nodes the results point at, and every blank node below them (a path's list, a node's label).
+    const blanks = this.store.construct(sparql`PREFIX sh: <http://www.w3.org/ns/shacl#>
+      CONSTRUCT { ?s ?p ?o } WHERE {
+        { SELECT DISTINCT ?b WHERE { GRAPH ${g} { ?r sh:resultPath|sh:focusNode|sh:value ?b FILTER isBlank(?b) } } }
+        GRAPH ${g} { ?b (<urn:wsm:any>|!<urn:wsm:any>)* ?s . ?s ?p ?o FILTER isBlank(?s) } }`);
+    const r = reportFromResultRows([...byResult.values()], blanks);
     const entries = (severity: string) => r.results.filter((x) => x.severity === severity)
       .map((x) => ({ focusNode: x.focusNode, path: x.path, value: x.value, message: x.message }));
     return {
@@ -480,10 +517,6 @@ export class PackageService {
     return new Map(rows.map((b) => [req(b, 's'), req(b, 't')]));
   }
 
-  private static objectsOf(quads: Quad[], subject: string, predicates: string[]): string[] {
-    return [...new Set(quads.filter((q) => q.subject.value === subject && predicates.includes(q.predicate.value)).map((q) => q.object.value))];
-  }
-
   private matrixRecordOps(workspaceId: string, input: { id: string; uri: string; name: string; description: string | null; dependencyCount: number; packageId: string }): WriteOp {
     const g = iri(this.graphs.packages(workspaceId));
     const m = iri(this.matrixIri(input.id));
@@ -514,28 +547,30 @@ export class PackageService {
   private async deployPackage(ctx: JobContext, workspace: Workspace, archive: PackageArchive, opts: {
     registry: { publisher: string; name: string } | null; autoUpdate: boolean; forceUpdate: boolean;
   }): Promise<JobResult> {
+    return this.pipeline.run((job) => this.deployWith(job, ctx, workspace, archive, opts));
+  }
+
+  /** deployPackage on the worker of `job`: parsing, validation and derivation run there, store reads and events here. */
+  private async deployWith(job: PipelineJob, ctx: JobContext, workspace: Workspace, archive: PackageArchive, opts: {
+    registry: { publisher: string; name: string } | null; autoUpdate: boolean; forceUpdate: boolean;
+  }): Promise<JobResult> {
     const m = archive.manifest;
     const ws = workspace.id;
     const packageId = this.packageId(ws, m.name);
-    // 1. Turtle.
-    const parsed: Array<{ name: string; uri: string; id: string; path: string; quads: Quad[] }> = [];
+    // 1. Turtle (and every term checked against what the store accepts).
+    const files: Array<{ uri: string; name: string; path: string; text: string }> = [];
     for (const entry of m.matrices) {
       const text = archive.files.get(entry.path);
       if (text === undefined) throw new CommandFailure(`The archive has no file ${entry.path} for matrix ${entry.name}`, 'Add the file or fix manifest.json.');
-      let quads: Quad[];
-      try {
-        quads = parseTurtle(text, { baseIri: entry.uri, source: entry.path });
-      } catch (err) {
-        if (err instanceof AppError) throw new CommandFailure(err.message, `Fix the Turtle in ${entry.path} and install again.`);
-        throw err;
-      }
-      parsed.push({ name: entry.name, uri: entry.uri, id: this.matrixId(ws, entry.uri), path: entry.path, quads });
-      await ctx.event('INFO', `Parsed matrix ${entry.name} <${entry.uri}> from ${entry.path}: ${plural(quads.length, 'triple')}`);
+      files.push({ uri: entry.uri, name: entry.name, path: entry.path, text });
     }
+    const parsedOut = await job.parse({ matrices: files });
+    const parsed = m.matrices.map((entry, i) => ({ ...parsedOut.matrices[i]!, name: entry.name, uri: entry.uri, id: this.matrixId(ws, entry.uri), path: entry.path }));
+    for (const p of parsed) await ctx.event('INFO', `Parsed matrix ${p.name} <${p.uri}> from ${p.path}: ${plural(p.tripleCount, 'triple')}`);
     // 2. Matrices of other packages. Only installed matrices the package's triples mention (or
     // that it owns) matter below: the imports, the context of validation and the moves.
     const extensionQuads = new Map<string, Quad[]>();
-    const mentioned = mentionedIris(parsed.flatMap((p) => p.quads));
+    const mentioned = new Set(parsedOut.mentioned);
     const previous = this.matricesOfPackage(ws, m.name);
     const installedMatrices = [...this.matricesAmong(ws, [...mentioned, ...parsed.map((p) => p.uri)])
       .filter((x) => x.packageName !== m.name), ...previous];
@@ -554,13 +589,12 @@ export class PackageService {
     // 3. Imports.
     const available = new Set([...newUris, ...outside.map((x) => x.uri)]);
     for (const p of parsed) {
-      const imports = PackageService.objectsOf(p.quads, p.uri, [MTX.imports]);
-      const missing = imports.filter((u) => !available.has(u));
+      const missing = p.imports.filter((u) => !available.has(u));
       if (missing.length) {
         throw new CommandFailure(`Matrix ${p.name} imports ${missing.map((u) => `<${u}>`).join(', ')}, which is neither in this package nor installed in the workspace`,
           'Install the package that provides it first, or remove the mtx:imports statement.');
       }
-      if (imports.length) await ctx.event('INFO', `Matrix ${p.name} imports ${imports.map((u) => `<${u}>`).join(', ')}: all available`);
+      if (p.imports.length) await ctx.event('INFO', `Matrix ${p.name} imports ${p.imports.map((u) => `<${u}>`).join(', ')}: all available`);
     }
     // 4. Extensions targeting these matrices.
     const extensionOps: WriteOp[] = [];
@@ -574,39 +608,41 @@ export class PackageService {
     }
     // 5. SHACL.
     const touched = new Set([...parsed.map((p) => p.id), ...dropped.map((x) => x.id)]);
-    const validated = parsed.map((p) => ({ uri: p.uri, name: p.name, quads: [...p.quads, ...(extensionQuads.get(p.uri) ?? [])] }));
     // Validation only types the workspace's roles and matrices the validated triples mention.
-    const allMentioned = mentionedIris(validated.flatMap((v) => v.quads));
+    const allMentioned = new Set([...mentioned, ...mentionedIris([...extensionQuads.values()].flat())]);
     const extraMatrices = this.matricesAmong(ws, [...allMentioned].filter((u) => !mentioned.has(u)))
       .filter((x) => x.packageName !== m.name && !newUris.has(x.uri));
     const mentionedRoles = this.rolesOutside(ws, touched, this.roleIrisFor(ws, allMentioned));
-    await this.validate(ctx, validated,
-      { roleUris: await this.roleUrisOf(ws, mentionedRoles), matrixUris: [...outside, ...extraMatrices].map((x) => x.uri).sort() });
+    const context = { roleUris: await this.roleUrisOf(ws, mentionedRoles), matrixUris: [...outside, ...extraMatrices].map((x) => x.uri).sort() };
+    const extensions = Object.fromEntries([...extensionQuads].map(([uri, quads]) => [uri, quads.length ? quadsToNTriples(quads) : '']));
+    await this.validate(ctx, () => job.validate({ extensions, context }));
     // 6. Derive and write.
     const now = this.runner.now();
+    const derivedAll = await job.derive({
+      graphsBase: this.graphs.base, workspaceId: ws, now,
+      matrices: parsed.map((p) => ({ uri: p.uri, id: p.id, createdAt: [...this.createdAtOf(ws, p.id)] })),
+    });
     const ops: WriteOp[] = [];
     const newRoles = new Set<string>();
     const newPrincipals = new Set<string>();
     let roleCount = 0;
     let agentCount = 0;
     let tripleCount = 0;
-    for (const p of parsed) {
-      const quads = [...p.quads, ...(extensionQuads.get(p.uri) ?? [])];
-      const derived = deriveMatrix({ graphs: this.graphs, workspaceId: ws, matrixId: p.id, quads, now, createdAt: this.createdAtOf(ws, p.id) });
-      subjectsOfType(derived.ntriples, WSM.Role).forEach((r) => newRoles.add(r));
-      subjectsOfType(derived.ntriples, WSM.Principal).forEach((q) => newPrincipals.add(q));
-      roleCount += derived.roleIris.length;
-      agentCount += derived.agentIris.length;
-      tripleCount += p.quads.length;
-      const description = PackageService.objectsOf(p.quads, p.uri, [RDFS.comment, DCTERMS.description])[0] ?? null;
+    for (const [i, p] of parsed.entries()) {
+      const derived = derivedAll[i]!;
+      derived.roleIris.forEach((r) => newRoles.add(r));
+      derived.principalIris.forEach((q) => newPrincipals.add(q));
+      roleCount += derived.roleCount;
+      agentCount += derived.agentCount;
+      tripleCount += p.tripleCount;
       ops.push(
         { kind: 'update', sparql: sparql`DROP SILENT GRAPH ${iri(this.graphs.matrix(ws, p.id))}` },
-        { kind: 'load', graph: this.graphs.matrix(ws, p.id), format: 'application/n-triples', data: quadsToNTriples(p.quads) },
+        { kind: 'load', graph: this.graphs.matrix(ws, p.id), format: 'application/n-triples', data: derived.matrixNTriples },
         { kind: 'update', sparql: sparql`DROP SILENT GRAPH ${iri(this.graphs.derived(ws, p.id))}` },
-        { kind: 'load', graph: this.graphs.derived(ws, p.id), format: 'application/n-triples', data: derived.ntriples },
-        this.matrixRecordOps(ws, { id: p.id, uri: p.uri, name: p.name, description, dependencyCount: PackageService.objectsOf(p.quads, p.uri, [MTX.imports]).length, packageId }),
+        { kind: 'load', graph: this.graphs.derived(ws, p.id), format: 'application/n-triples', data: derived.derivedNTriples },
+        this.matrixRecordOps(ws, { id: p.id, uri: p.uri, name: p.name, description: p.description, dependencyCount: p.imports.length, packageId }),
       );
-      await ctx.event('INFO', `Matrix ${p.name}: ${plural(p.quads.length, 'triple')} for graph ${this.graphs.matrix(ws, p.id)}; derived ${plural(derived.roleIris.length, 'role')} and ${plural(derived.agentIris.length, 'agent')}`);
+      await ctx.event('INFO', `Matrix ${p.name}: ${plural(p.tripleCount, 'triple')} for graph ${this.graphs.matrix(ws, p.id)}; derived ${plural(derived.roleCount, 'role')} and ${plural(derived.agentCount, 'agent')}`);
     }
     for (const d of dropped) {
       ops.push(this.dropMatrixOps(ws, d.id));
@@ -639,8 +675,9 @@ export class PackageService {
     return rows.map((b) => req(b, 'uri'));
   }
 
-  private async validate(ctx: JobContext, matrices: Array<{ uri: string; name: string; quads: Quad[] }>, context: { roleUris: string[]; matrixUris: string[] }): Promise<ValidationReport> {
-    const { report, ntriples } = await validateMatrices({ matrices, context });
+  /** Runs SHACL validation (in the job's worker), keeps the report on the command and fails it on a violation. */
+  private async validate(ctx: JobContext, run: () => Promise<ValidateOutput>): Promise<ValidationReport> {
+    const { report, ntriples } = await run();
     ctx.setReport(report, ntriples);
     const summary = `SHACL validation: ${report.conforms ? 'conforms' : 'does not conform'}; ${plural(report.violationCount, 'violation')}, ${plural(report.warningCount, 'warning')}, ${plural(report.infoCount, 'info')}`;
     await ctx.event(report.violationCount > 0 ? 'ERROR' : report.warningCount > 0 ? 'WARNING' : 'INFO', summary);
@@ -715,36 +752,37 @@ export class PackageService {
     return this.runner.submit({
       workspaceId: ws, packageName: rec.name, version: rec.currentVersion, commandType: 'REDEPLOY',
       packageInstallationId: rec.id, exclusive: false, ...(onOutcome ? { onOutcome } : {}),
-      job: async (ctx) => {
+      job: (ctx) => this.pipeline.run(async (job) => {
         await ctx.event('INFO', `Redeploying matrix <${matrixUri}>: ${reason}`);
         const current = this.findMatrix(ws, matrixUri);
         if (!current) throw new CommandFailure(`Matrix <${matrixUri}> is no longer installed`, 'Install its package again.');
-        const quads = parseTurtle(this.store.dumpGraph(current.graph), { source: 'installed matrix' });
+        const parsed = await job.parse({ matrices: [{ uri: matrixUri, name: current.uri, path: 'installed matrix', text: this.store.dumpGraph(current.graph) }] });
         const ext = this.hook ? await this.hook.deploy({ workspaceId: ws, matrixUri, matrixId: current.id, commandId: ctx.commandId }) : { quads: [], ops: [] };
-        await ctx.event('INFO', `Read ${plural(quads.length, 'triple')} of the matrix and ${plural(ext.quads.length, 'triple')} of active extensions`);
-        const all = [...quads, ...ext.quads];
+        await ctx.event('INFO', `Read ${plural(parsed.matrices[0]!.tripleCount, 'triple')} of the matrix and ${plural(ext.quads.length, 'triple')} of active extensions`);
         // Validation only types the workspace's roles and matrices the validated triples mention.
-        const mentioned = mentionedIris(all);
+        const mentioned = new Set([...parsed.mentioned, ...mentionedIris(ext.quads)]);
         const outside = this.matricesAmong(ws, mentioned).filter((x) => x.id !== current.id);
         const mentionedRoles = this.rolesOutside(ws, new Set([current.id]), this.roleIrisFor(ws, mentioned));
-        await this.validate(ctx, [{ uri: matrixUri, name: current.uri, quads: all }], { roleUris: await this.roleUrisOf(ws, mentionedRoles), matrixUris: outside.map((x) => x.uri) });
+        const context = { roleUris: await this.roleUrisOf(ws, mentionedRoles), matrixUris: outside.map((x) => x.uri) };
+        const extensions = { [matrixUri]: ext.quads.length ? quadsToNTriples(ext.quads) : '' };
+        await this.validate(ctx, () => job.validate({ extensions, context }));
         const now = this.runner.now();
-        const derived = deriveMatrix({ graphs: this.graphs, workspaceId: ws, matrixId: current.id, quads: all, now, createdAt: this.createdAtOf(ws, current.id) });
-        const newPrincipals = subjectsOfType(derived.ntriples, WSM.Principal);
-        const newRoles = subjectsOfType(derived.ntriples, WSM.Role);
+        const [derived] = await job.derive({ graphsBase: this.graphs.base, workspaceId: ws, now, matrices: [{ uri: matrixUri, id: current.id, createdAt: [...this.createdAtOf(ws, current.id)] }] });
+        const newPrincipals = new Set(derived!.principalIris);
+        const newRoles = new Set(derived!.roleIris);
         const candidates = [...this.rolesOf(ws, [current.id])].filter((r) => !newRoles.has(r));
         const outsideRoles = this.rolesOutside(ws, new Set([current.id]), candidates);
         const goneRoles = candidates.filter((r) => !outsideRoles.has(r));
         const gonePrincipals = [...this.principalsOf(ws, [current.id])].filter((q) => !newPrincipals.has(q));
         const ops: WriteOp[] = [
           { kind: 'update', sparql: sparql`DROP SILENT GRAPH ${iri(this.graphs.derived(ws, current.id))}` },
-          { kind: 'load', graph: this.graphs.derived(ws, current.id), format: 'application/n-triples', data: derived.ntriples },
+          { kind: 'load', graph: this.graphs.derived(ws, current.id), format: 'application/n-triples', data: derived!.derivedNTriples },
           ...this.assignmentCleanup(ws, goneRoles, gonePrincipals),
           ...ext.ops,
         ];
-        await ctx.event('INFO', `Derived ${plural(derived.roleIris.length, 'role')} and ${plural(derived.agentIris.length, 'agent')}; writing the derived graph`);
+        await ctx.event('INFO', `Derived ${plural(derived!.roleCount, 'role')} and ${plural(derived!.agentCount, 'agent')}; writing the derived graph`);
         return { ops, message: `Redeployed matrix <${matrixUri}>` };
-      },
+      }),
     });
   }
 
@@ -812,17 +850,6 @@ export class PackageService {
   }
 }
 
-/** Subjects typed `type` in N-Triples text (the derived graphs are written by deriveMatrix as N-Triples). */
-function subjectsOfType(nt: string, type: string): Set<string> {
-  const suffix = ` <${RDF.type}> <${type}> .`;
-  const out = new Set<string>();
-  for (const line of nt.split('\n')) {
-    const l = line.trim();
-    if (l.startsWith('<') && l.endsWith(suffix)) out.add(l.slice(1, l.indexOf('>')));
-  }
-  return out;
-}
-
 /** IRIs a set of triples names as subject or object. */
 function mentionedIris(quads: Quad[]): Set<string> {
   const out = new Set<string>();
@@ -831,6 +858,15 @@ function mentionedIris(quads: Quad[]): Set<string> {
     if (q.object.termType === 'NamedNode') out.add(q.object.value);
   }
   return out;
+}
+
+/** An n3 term for a SPARQL JSON binding value (blank nodes keep the store's label). */
+function toTerm(v: BindingValue | undefined): Term | null {
+  if (!v) return null;
+  if (v.type === 'uri') return DataFactory.namedNode(v.value);
+  if (v.type === 'bnode') return DataFactory.blankNode(v.value);
+  if (v.type === 'literal') return DataFactory.literal(v.value, v['xml:lang'] || (v.datatype ? DataFactory.namedNode(v.datatype) : undefined));
+  return null;
 }
 
 function chunks<T>(items: T[], size: number): T[][] {
