@@ -30,7 +30,8 @@ async function sample(url: string, token: string, cachedPath: string, stop: Prom
     }, () => { out.errors++; }));
   };
   let done = false;
-  void stop.finally(() => { done = true; });
+  const finish = () => { done = true; };
+  stop.then(finish, finish);
   while (!done) {
     one('/health', out.health);
     one(cachedPath, out.cached, { Authorization: `Bearer ${token}` });

@@ -12,7 +12,7 @@ import type { WriteOp } from './store.js';
  * Data directory layout (docs/decisions.md, Durability):
  *   lock                          pid of the process using the directory
  *   store.json                    written when the store is created here; marks that history must exist
- *   snapshot-<seq>.nq             whole store up to journal record <seq>; the newest two sound ones are kept
+ *   snapshot-<seq>.trig           whole store up to journal record <seq>; the newest two sound ones are kept
  *   journal-<first seq>.log       records from <first seq> on; kept back to the older kept snapshot
  * At open: the newest sound snapshot (a corrupt one falls back to the one
  * before it), then the journal files that hold records after it, in order.
@@ -355,7 +355,7 @@ export async function openDurableStore(dataDir: string, options: DurableStoreOpt
     const hadMarker = await exists(join(dataDir, STORE_MARKER));
     if (journals.length === 0 && snapshots.length === 0 && hadMarker) {
       throw new LostHistoryError(
-        `Data directory ${dataDir} held a store (${STORE_MARKER} is there) but has no journal-*.log and no snapshot-*.nq: ` +
+        `Data directory ${dataDir} held a store (${STORE_MARKER} is there) but has no journal-*.log and no snapshot-*.trig: ` +
           'its history is lost. Refusing to start an empty service in its place (that would create a new demo workspace and administrator token). ' +
           'Restore the journal and snapshot files from a backup; or, to start fresh deliberately, point WSM_DATA_DIR at a new, empty directory ' +
           `(or move this one aside, or remove ${join(dataDir, STORE_MARKER)}).`,
@@ -364,7 +364,7 @@ export async function openDurableStore(dataDir: string, options: DurableStoreOpt
     if (!hadMarker) await writeMarker(dataDir);
     // Leftovers of a snapshot interrupted by a crash.
     for (const name of await readdir(dataDir)) {
-      if (/^snapshot-\d{16}\.nq\.tmp$/.test(name)) await rm(join(dataDir, name), { force: true });
+      if (/^snapshot-\d{16}\.(nq|trig)\.tmp$/.test(name)) await rm(join(dataDir, name), { force: true });
     }
 
     const snapshot = await loadLatestSnapshot(dataDir, opts.onWarning);

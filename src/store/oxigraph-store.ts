@@ -79,6 +79,31 @@ export function coalesceUpdates(ops: WriteOp[]): WriteOp[] {
   return out;
 }
 
+/**
+ * A write whose N-Triples loads hold more than this many bytes is applied in
+ * slices of about this size, with an event-loop turn between slices (see
+ * `OxigraphStore.write`). About 2,000 triples: a few milliseconds each.
+ */
+export const SLICE_BYTES = 256 * 1024;
+
+/** N-Triples text cut at line ends into pieces of about `size` bytes (a triple never spans lines). */
+export function* nTriplesSlices(data: string, size: number): Generator<string> {
+  let start = 0;
+  while (start < data.length) {
+    let end = start + size;
+    if (end >= data.length) end = data.length;
+    else {
+      const newline = data.indexOf('\n', end);
+      end = newline === -1 ? data.length : newline + 1;
+    }
+    yield data.slice(start, end);
+    start = end;
+  }
+}
+
+const loadBytes = (ops: WriteOp[]) => ops.reduce((n, op) => n + (op.kind === 'load' && op.format === 'application/n-triples' ? op.data.length : 0), 0);
+const nextTurn = () => new Promise<void>((resolve) => setImmediate(resolve));
+
 /** Most answers kept between writes, and most rows of a kept SELECT answer. */
 const MAX_KEPT_ANSWERS = 5000;
 const MAX_KEPT_ROWS = 200;
@@ -156,8 +181,13 @@ export class OxigraphStore implements QuadStore {
     return this.raw.query(query, { results_format: resultsFormat, ...scopeOptions(scope) }) as string | boolean;
   }
 
+  /** The sliced write being applied, if any: later writes wait for it. */
+  private slicing: Promise<void> | null = null;
+
   async write(ops: WriteOp[]): Promise<void> {
     if (ops.length === 0) return;
+    // Writes apply one after another: none starts while a sliced write is under way.
+    while (this.slicing) await this.slicing;
     // Before anything changes (an op that throws may follow one that applied).
     this.answers.clear();
     this.sizeAt = undefined;
@@ -166,11 +196,45 @@ export class OxigraphStore implements QuadStore {
     // request, which Oxigraph applies atomically: a malformed one throws
     // before any of them changed the store. Loads carry N-Triples/Turtle
     // the service serialized itself.
-    for (const op of coalesceUpdates(ops)) applyOp(this.raw, op);
+    if (loadBytes(ops) > SLICE_BYTES * 4) {
+      const sliced = this.applyInSlices(ops);
+      this.slicing = sliced.catch(() => {}).finally(() => { this.slicing = null; });
+      try {
+        await sliced;
+      } finally {
+        // Answers read between slices saw part of the write.
+        this.answers.clear();
+        this.sizeAt = undefined;
+      }
+    } else {
+      for (const op of coalesceUpdates(ops)) applyOp(this.raw, op);
+    }
     this.versionCounter++;
     const durable = this.sink ? this.sink.append(ops) : Promise.resolve();
     for (const listener of this.listeners) listener(ops);
     await durable;
+  }
+
+  /**
+   * Applies a large write (an install's graphs: hundreds of thousands of
+   * triples) in bounded steps, each its own short synchronous call with an
+   * event-loop turn before it, so requests keep being answered meanwhile.
+   * Its loads must hold data the store accepts (the deployment pipeline
+   * checks every term with the store's own constructors before): a slice
+   * refused part-way would leave the slices before it applied.
+   */
+  private async applyInSlices(ops: WriteOp[]): Promise<void> {
+    for (const op of coalesceUpdates(ops)) {
+      if (op.kind === 'load' && op.format === 'application/n-triples' && op.data.length > SLICE_BYTES) {
+        for (const piece of nTriplesSlices(op.data, SLICE_BYTES)) {
+          await nextTurn();
+          this.raw.load(piece, { format: op.format, to_graph_name: oxigraph.namedNode(op.graph) });
+        }
+      } else {
+        await nextTurn();
+        applyOp(this.raw, op);
+      }
+    }
   }
 
   update(sparql: string): Promise<void> {

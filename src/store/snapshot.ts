@@ -6,28 +6,33 @@ import oxigraph from 'oxigraph';
 import { fsyncDir } from './fsutil.js';
 
 /*
- * A snapshot is one file `snapshot-<seq>.nq`, N-Quads of the whole store up
+ * A snapshot is one file `snapshot-<seq>.trig`: TriG of the whole store up
  * to journal record <seq>, between two comment lines:
  *
  *   # wsm-snapshot v2 seq=<seq>
- *   <N-Quads, written graph by graph>
+ *   <graph> {
+ *   <N-Triples lines of that graph, as Oxigraph dumps them>
+ *   }
+ *   ... one block per graph (a large graph: one block per predicate)
  *   # wsm-snapshot-end quads=<16 digits> sha256=<64 hex>
  *
  * The last line has a fixed length; its sha256 covers every byte before it,
  * and `quads` is the number of quads the body holds. It is written and read
- * in bounded memory: the store is dumped one graph at a time (a large graph
- * one predicate at a time), and read back through one streaming load, so no
- * single string ever holds the whole store. The file appears under its name
- * only by an atomic rename, after its bytes were fsynced.
+ * in bounded memory: the store is dumped one graph (or predicate) at a
+ * time, each piece written before the next is dumped, and read back through
+ * one streaming parse (so blank nodes keep their identity across graphs),
+ * so no single string ever holds the whole store. The file appears under
+ * its name only by an atomic rename, after its bytes were fsynced.
  *
- * Version 1 (still read): `# wsm-snapshot v1 seq=<seq> sha256=<hex of the
- * body>` then the body.
+ * Version 1 (`snapshot-<seq>.nq`, still read): `# wsm-snapshot v1 seq=<seq>
+ * sha256=<hex of the body>` then the body as N-Quads.
  */
 const HEADER_V1 = /^# wsm-snapshot v1 seq=(\d+) sha256=([0-9a-f]{64})$/;
 const HEADER_V2 = /^# wsm-snapshot v2 seq=(\d+)$/;
 const TRAILER = /^# wsm-snapshot-end quads=(\d{16}) sha256=([0-9a-f]{64})\n$/;
 const TRAILER_BYTES = '# wsm-snapshot-end quads=0000000000000000 sha256=\n'.length + 64;
-const NAME = /^snapshot-(\d{16})\.nq$/;
+const NAME = /^snapshot-(\d{16})\.(nq|trig)$/;
+const TEMP_NAME = /^snapshot-\d{16}\.(nq|trig)\.tmp$/;
 
 /** A graph holding more quads than this is dumped one predicate at a time. */
 const GRAPH_CHUNK_QUADS = 200_000;
@@ -36,7 +41,7 @@ const READ_CHUNK_BYTES = 4 * 1024 * 1024;
 
 /** The file name of the snapshot that includes journal records up to `seq`. */
 export function snapshotFileName(seq: number): string {
-  return `snapshot-${String(seq).padStart(16, '0')}.nq`;
+  return `snapshot-${String(seq).padStart(16, '0')}.trig`;
 }
 
 /** Snapshots in `dir`, newest (highest seq) first. */
@@ -49,53 +54,52 @@ export async function listSnapshots(dir: string): Promise<{ seq: number; file: s
   return found.sort((a, b) => b.seq - a.seq);
 }
 
-/** One piece of the store as N-Quads text. */
-type Piece = () => string;
-
-/** N-Triples of one graph's (partial) dump, turned into N-Quads lines of that graph. */
-function toQuads(ntriples: string, graph: string): string {
-  // The serializer escapes newlines inside literals, so every "\n" ends a
-  // line and every line ends with " .".
-  return graph === '' ? ntriples : ntriples.replaceAll(' .\n', ` <${graph}> .\n`);
-}
-
-function count(raw: oxigraph.Store, pattern: string): number {
-  const text = raw.query(`SELECT (COUNT(*) AS ?n) WHERE { ${pattern} }`, { results_format: 'application/sparql-results+json' }) as string;
-  return Number((JSON.parse(text) as { results: { bindings: { n: { value: string } }[] } }).results.bindings[0]!.n.value);
-}
-
-/**
- * The pieces that together are the whole store: the default graph, then
- * each named graph, a large one split by predicate. Each piece is a
- * function so that only one piece's text is alive at a time.
- */
-function pieces(raw: oxigraph.Store): Piece[] {
-  const out: Piece[] = [() => raw.dump({ format: 'application/n-triples', from_graph_name: oxigraph.defaultGraph() })];
-  const graphsJson = raw.query('SELECT DISTINCT ?g WHERE { GRAPH ?g { ?s ?p ?o } }', { results_format: 'application/sparql-results+json' }) as string;
-  const graphs = (JSON.parse(graphsJson) as { results: { bindings: { g: { type: string; value: string } }[] } }).results.bindings
-    .filter((b) => b.g.type === 'uri')
-    .map((b) => b.g.value);
-  for (const graph of graphs) {
-    if (count(raw, `GRAPH <${graph}> { ?s ?p ?o }`) <= GRAPH_CHUNK_QUADS) {
-      out.push(() => toQuads(raw.dump({ format: 'application/n-triples', from_graph_name: oxigraph.namedNode(graph) }), graph));
-      continue;
-    }
-    const predicatesJson = raw.query(`SELECT DISTINCT ?p WHERE { GRAPH <${graph}> { ?s ?p ?o } }`, { results_format: 'application/sparql-results+json' }) as string;
-    for (const { p } of (JSON.parse(predicatesJson) as { results: { bindings: { p: { value: string } }[] } }).results.bindings) {
-      // Blank nodes keep their stored identifiers in a CONSTRUCT of stored terms.
-      out.push(() => toQuads(
-        raw.query(`CONSTRUCT { ?s <${p.value}> ?o } WHERE { GRAPH <${graph}> { ?s <${p.value}> ?o } }`, { results_format: 'application/n-triples' }) as string,
-        graph,
-      ));
-    }
-  }
-  return out;
+function selectValues(raw: oxigraph.Store, query: string, variable: string): { type: string; value: string }[] {
+  const text = raw.query(query, { results_format: 'application/sparql-results+json' }) as string;
+  return (JSON.parse(text) as { results: { bindings: Record<string, { type: string; value: string }>[] } }).results.bindings.map((b) => b[variable]!);
 }
 
 function lineCount(text: string): number {
   let n = 0;
   for (let i = text.indexOf('\n'); i !== -1; i = text.indexOf('\n', i + 1)) n++;
   return n;
+}
+
+/** One piece of the store as TriG: its bytes and how many quads they hold. */
+interface Piece {
+  bytes: Buffer[];
+  quads: number;
+}
+
+function block(graph: string | null, ntriples: string): Piece {
+  // N-Triples lines are valid inside a TriG graph block.
+  const body = Buffer.from(ntriples, 'utf8');
+  const quads = lineCount(ntriples);
+  if (graph === null) return { bytes: [body], quads };
+  return { bytes: [Buffer.from(`<${graph}> {\n`, 'utf8'), body, Buffer.from('}\n', 'utf8')], quads };
+}
+
+/**
+ * The pieces that together are the whole store, made one at a time as they
+ * are asked for: the default graph, then each named graph (a large one one
+ * predicate at a time).
+ */
+function* pieces(raw: oxigraph.Store): Generator<Piece> {
+  yield block(null, raw.dump({ format: 'application/n-triples', from_graph_name: oxigraph.defaultGraph() }));
+  const mayBeLarge = raw.size > GRAPH_CHUNK_QUADS;
+  const graphs = selectValues(raw, 'SELECT ?g WHERE { GRAPH ?g { } }', 'g').filter((g) => g.type === 'uri').map((g) => g.value);
+  for (const graph of graphs) {
+    const large = mayBeLarge
+      && Number(selectValues(raw, `SELECT (COUNT(*) AS ?n) WHERE { GRAPH <${graph}> { ?s ?p ?o } }`, 'n')[0]!.value) > GRAPH_CHUNK_QUADS;
+    if (!large) {
+      yield block(graph, raw.dump({ format: 'application/n-triples', from_graph_name: oxigraph.namedNode(graph) }));
+      continue;
+    }
+    for (const p of selectValues(raw, `SELECT DISTINCT ?p WHERE { GRAPH <${graph}> { ?s ?p ?o } }`, 'p')) {
+      // Blank nodes keep their stored identifiers in a CONSTRUCT of stored terms.
+      yield block(graph, raw.query(`CONSTRUCT { ?s <${p.value}> ?o } WHERE { GRAPH <${graph}> { ?s <${p.value}> ?o } }`, { results_format: 'application/n-triples' }) as string);
+    }
+  }
 }
 
 /** What writing a snapshot did. */
@@ -138,11 +142,8 @@ export async function writeSnapshot(dir: string, seq: number, raw: oxigraph.Stor
       };
       await write(Buffer.from(`# wsm-snapshot v2 seq=${seq}\n`, 'utf8'));
       for (const piece of pieces(raw)) {
-        let text: string | undefined = piece();
-        quads += lineCount(text);
-        const buffer = Buffer.from(text, 'utf8');
-        text = undefined;
-        await write(buffer);
+        quads += piece.quads;
+        for (const buffer of piece.bytes) await write(buffer);
       }
       release();
       if (quads !== expectedQuads) throw new Error(`snapshot dump holds ${quads} quads, the store ${expectedQuads}`);
@@ -254,7 +255,7 @@ export function loadSnapshot(file: string, expectedSeq: number): oxigraph.Store 
   const raw = new oxigraph.Store();
   const state: { seq?: number; problem?: string; quads?: number } = {};
   try {
-    raw.load(snapshotChunks(file, state), { format: 'application/n-quads', no_transaction: true });
+    raw.load(snapshotChunks(file, state), { format: file.endsWith('.nq') ? 'application/n-quads' : 'application/trig', no_transaction: true });
   } catch (err) {
     freeStore(raw);
     throw new Error(state.problem ?? `does not load (${(err as Error).message})`);
@@ -295,7 +296,7 @@ export async function loadLatestSnapshot(dir: string, onWarning: (message: strin
 export async function removeSnapshotsExcept(dir: string, keep: number[]): Promise<void> {
   for (const name of await readdir(dir)) {
     const m = NAME.exec(name);
-    if ((m && !keep.includes(Number(m[1]))) || /^snapshot-\d{16}\.nq\.tmp$/.test(name)) {
+    if ((m && !keep.includes(Number(m[1]))) || TEMP_NAME.test(name)) {
       await rm(join(dir, name), { force: true });
     }
   }

@@ -42,7 +42,7 @@ describe('durable store', () => {
     // The journal from the start stays: it is what a corrupt snapshot would fall back to.
     const files = (await readdir(dir)).sort();
     expect(files.filter((f) => f.startsWith('journal-'))).to.deep.equal(['journal-0000000000000001.log', 'journal-0000000000000011.log']);
-    expect(files.filter((f) => f.startsWith('snapshot-'))).to.deep.equal(['snapshot-0000000000000010.nq']);
+    expect(files.filter((f) => f.startsWith('snapshot-'))).to.deep.equal(['snapshot-0000000000000010.trig']);
 
     const { store, warnings } = await openCollecting(dir);
     expect(content(store)).to.deep.equal(before);
@@ -53,7 +53,7 @@ describe('durable store', () => {
     await store.close();
     // Two snapshots now: the older one and the journal after it are kept, the journal before it goes.
     const after = (await readdir(dir)).sort();
-    expect(after.filter((f) => f.startsWith('snapshot-'))).to.deep.equal(['snapshot-0000000000000010.nq', 'snapshot-0000000000000016.nq']);
+    expect(after.filter((f) => f.startsWith('snapshot-'))).to.deep.equal(['snapshot-0000000000000010.trig', 'snapshot-0000000000000016.trig']);
     expect(after.filter((f) => f.startsWith('journal-'))).to.deep.equal(['journal-0000000000000011.log', 'journal-0000000000000017.log']);
     const again = await openDurableStore(dir);
     expect(content(again)).to.deep.equal(before);

@@ -170,7 +170,7 @@ describe('recovery: snapshots', function () {
     await store.snapshot();
     await store.close();
     const names = (await readdir(dir)).filter((f) => f.startsWith('snapshot-')).sort();
-    expect(names).to.deep.equal(['snapshot-0000000000000011.nq', 'snapshot-0000000000000022.nq']);
+    expect(names).to.deep.equal(['snapshot-0000000000000011.trig', 'snapshot-0000000000000022.trig']);
     const { store: again, warnings: none } = await openCollecting(dir);
     expect(none).to.deep.equal([]);
     expect(await numbersIn(again)).to.deep.equal(range(1, 21));
