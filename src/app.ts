@@ -24,6 +24,9 @@ import { QuerySandbox } from './sandbox/sandbox.js';
 import { SlashCommandService } from './slash/service.js';
 import { slashCommandRoutes } from './slash/routes.js';
 import { sparqlRoutes } from './sandbox/routes.js';
+import path from 'node:path';
+import { HostedRegistry } from './registry/hosted.js';
+import { registryRoutes } from './registry/routes.js';
 
 /** Everything the areas need, built once in `createServices`. */
 export interface Services {
@@ -41,6 +44,8 @@ export interface Services {
   /** Runs user queries in worker threads (slash commands, the SPARQL endpoint). */
   sandbox: QuerySandbox;
   slashCommands: SlashCommandService;
+  /** The registry this service hosts (DESIGN.md section 10); installs use it when WSM_REGISTRY=self. */
+  hostedRegistry: HostedRegistry;
   /** Started background work (schedulers, workers) to stop at shutdown. */
   closers: Array<() => Promise<void> | void>;
 }
@@ -49,7 +54,10 @@ export function createServices(deps: { config: Config; logger: Logger; store: Qu
   const graphs = new Graphs(deps.config.WSM_BASE_IRI);
   const users = new UserService(deps.store, graphs);
   const workspaces = new WorkspaceService(deps.store, graphs, users, deps.config.WSM_ENGINE_VERSION);
-  const packages = new PackageService(deps.store, graphs, workspaces, openRegistry(deps.config.WSM_REGISTRY), deps.logger,
+  const hostedRegistry = new HostedRegistry(deps.store, graphs, path.join(deps.config.dataDir, 'archives'), deps.logger,
+    { maxArchiveBytes: deps.config.WSM_MAX_UPLOAD_BYTES });
+  const registry = deps.config.WSM_REGISTRY === 'self' ? hostedRegistry : openRegistry(deps.config.WSM_REGISTRY);
+  const packages = new PackageService(deps.store, graphs, workspaces, registry, deps.logger,
     { maxArchiveBytes: deps.config.WSM_MAX_UPLOAD_BYTES });
   const extensions = new ExtensionService(deps.store, graphs, users, deps.config.WSM_MAX_BODY_BYTES);
   // Extensions ask packages for REDEPLOY commands; packages merge extensions into every deployment.
@@ -61,7 +69,7 @@ export function createServices(deps: { config: Config; logger: Logger; store: Qu
     maxResults: deps.config.WSM_QUERY_MAX_TRIPLES,
   });
   const slashCommands = new SlashCommandService(deps.store, graphs, users, sandbox);
-  return { ...deps, graphs, users, workspaces, packages, extensions, iam, sandbox, slashCommands, closers: [() => sandbox.close()] };
+  return { ...deps, graphs, users, workspaces, packages, extensions, iam, sandbox, slashCommands, hostedRegistry, closers: [() => sandbox.close()] };
 }
 
 /** Collects the routes of every area, in matching order. */
@@ -72,6 +80,7 @@ export function buildRegistry(services: Services): ApiRegistry {
   registry.add(...extensionRoutes(services.workspaces, services.extensions));
   registry.add(...iamRoutes(services.workspaces, services.iam));
   registry.add(...slashCommandRoutes(services.slashCommands, services.workspaces, services.users));
+  registry.add(...registryRoutes(services.hostedRegistry, { maxUploadBytes: services.config.WSM_MAX_UPLOAD_BYTES }));
   registry.add(...sparqlRoutes(services.sandbox, services.workspaces, services.config.WSM_MAX_BODY_BYTES));
   return registry;
 }
