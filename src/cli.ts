@@ -64,9 +64,10 @@ async function serve(): Promise<void> {
       `Bearer token for admin (system administrator):\n\n${server.bootstrap.demoToken}\n\n` +
       `Try:\n  curl -H "Authorization: Bearer <token>" ${server.url}/api/v1/workspaces/demo\n` +
       (server.bootstrap.examples?.length
-        ? `Install an example package (${server.bootstrap.examples.join(', ')} are in the registry):\n` +
+        ? `Install an example package (${server.bootstrap.examples.join(', ')} are in the registry;\n` +
+          `incident-response depends on project-tracking, which is installed first):\n` +
           `  curl -X POST -H "Authorization: Bearer <token>" -H "Content-Type: application/json" -d '{}' ` +
-          `${server.url}/api/v1/packages/demo/registry/${server.bootstrap.examples.find((e) => e.endsWith('/project-tracking')) ?? server.bootstrap.examples[0]}/install\n`
+          `${server.url}/api/v1/packages/demo/registry/${server.bootstrap.examples.find((e) => e.endsWith('/incident-response')) ?? server.bootstrap.examples[0]}/install\n`
         : '') +
       `API docs: ${server.url}/docs\n\n`);
   }
