@@ -30,6 +30,9 @@ import { StatusPresenter } from './http/status-case.js';
 import { mcpRoutes } from './mcp/routes.js';
 import { renderMetrics, requestMetrics, serviceMetrics } from './metrics.js';
 import { forbidden } from './errors.js';
+import path from 'node:path';
+import { HostedRegistry } from './registry/hosted.js';
+import { registryRoutes } from './registry/routes.js';
 
 /** Everything the areas need, built once in `createServices`. */
 export interface Services {
@@ -49,6 +52,8 @@ export interface Services {
   slashCommands: SlashCommandService;
   /** API keys (X-Api-Key), stored as hashes. */
   apiKeys: ApiKeyService;
+  /** The registry this service hosts (DESIGN.md section 10); installs use it when WSM_REGISTRY=self. */
+  hostedRegistry: HostedRegistry;
   /** Started background work (schedulers, workers) to stop at shutdown. */
   closers: Array<() => Promise<void> | void>;
 }
@@ -57,7 +62,10 @@ export function createServices(deps: { config: Config; logger: Logger; store: Qu
   const graphs = new Graphs(deps.config.WSM_BASE_IRI);
   const users = new UserService(deps.store, graphs);
   const workspaces = new WorkspaceService(deps.store, graphs, users, deps.config.WSM_ENGINE_VERSION);
-  const packages = new PackageService(deps.store, graphs, workspaces, openRegistry(deps.config.WSM_REGISTRY), deps.logger,
+  const hostedRegistry = new HostedRegistry(deps.store, graphs, path.join(deps.config.dataDir, 'archives'), deps.logger,
+    { maxArchiveBytes: deps.config.WSM_MAX_UPLOAD_BYTES });
+  const registry = deps.config.WSM_REGISTRY === 'self' ? hostedRegistry : openRegistry(deps.config.WSM_REGISTRY);
+  const packages = new PackageService(deps.store, graphs, workspaces, registry, deps.logger,
     { maxArchiveBytes: deps.config.WSM_MAX_UPLOAD_BYTES });
   const extensions = new ExtensionService(deps.store, graphs, users, deps.config.WSM_MAX_BODY_BYTES);
   // Extensions ask packages for REDEPLOY commands; packages merge extensions into every deployment.
@@ -70,7 +78,7 @@ export function createServices(deps: { config: Config; logger: Logger; store: Qu
   });
   const slashCommands = new SlashCommandService(deps.store, graphs, users, sandbox);
   const apiKeys = new ApiKeyService(deps.store, graphs, users);
-  return { ...deps, graphs, users, workspaces, packages, extensions, iam, sandbox, slashCommands, apiKeys, closers: [() => sandbox.close()] };
+  return { ...deps, graphs, users, workspaces, packages, extensions, iam, sandbox, slashCommands, apiKeys, hostedRegistry, closers: [() => sandbox.close()] };
 }
 
 /** Collects the routes of every area, in matching order. */
@@ -86,6 +94,7 @@ export function buildRegistry(services: Services): ApiRegistry {
   registry.add(...slashCommandRoutes(services.slashCommands, services.workspaces, services.users));
   registry.add(...apiKeyRoutes(services.apiKeys));
   registry.add(...mcpRoutes(services.workspaces, { commands: services.slashCommands, sandbox: services.sandbox }));
+  registry.add(...registryRoutes(services.hostedRegistry, { maxUploadBytes: services.config.WSM_MAX_UPLOAD_BYTES }));
   registry.add(...sparqlRoutes(services.sandbox, services.workspaces, services.config.WSM_MAX_BODY_BYTES));
   return registry;
 }

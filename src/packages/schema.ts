@@ -30,6 +30,7 @@ export const commandSchema = z.object({
   createdAt: z.iso.datetime(),
   updatedAt: z.iso.datetime(),
   packageInstallation: z.object({ id: z.uuid() }).nullable(),
+  parentCommandId: z.uuid().nullable().describe('The command that installed this package as its dependency'),
 }).meta({ id: 'LifecycleCommand' });
 
 export const commandSummarySchema = z.object({

@@ -6,7 +6,7 @@ import { PREFIXES, MTX, RDF, RDFS, DCTERMS, WSM } from '../rdf/vocab.js';
 import { sparql, iri, literal, dateTime, integer, boolean, raw, join } from '../rdf/sparql.js';
 import { stableId, UUID_PATTERN } from '../rdf/ids.js';
 import { req, str, int, bool, time } from '../rdf/bindings.js';
-import { AppError, badRequest, notFound } from '../errors.js';
+import { AppError, badRequest, conflict, notFound } from '../errors.js';
 import type { Workspace, WorkspaceService } from '../workspaces/service.js';
 import type { PageQuery, Page } from '../http/paging.js';
 import { offsetOf, page } from '../http/paging.js';
@@ -16,14 +16,15 @@ import { derivedIds } from './derive.js';
 import { sharedPipelinePool, type PipelineJob, type PipelinePool } from './pipeline-pool.js';
 import type { ValidateOutput } from './pipeline.js';
 import { readPackageArchive, type PackageArchive } from './archive.js';
-import { resolveVersion, newestCompatible, type Registry, type RegistryVersion } from './registry.js';
+import { resolveVersion, newestCompatible, type Dependency, type Registry, type RegistryVersion } from './registry.js';
+import { ensureDependencies, type DependencyHost } from './dependencies.js';
 import { engineAdmits } from './engine-range.js';
-import { compareSemver } from './semver.js';
+import { compareSemver, parseSemver } from './semver.js';
 import { VersionCache } from '../store/version-cache.js';
 import type { Manifest } from './manifest.js';
 import {
   CommandFailure, CommandRunner, CommandStore,
-  type CommandType, type JobContext, type JobResult, type LifecycleCommand, type LifecycleCommandSummary, type CommandEvent,
+  type CommandType, type Job, type JobContext, type JobResult, type LifecycleCommand, type LifecycleCommandSummary, type CommandEvent,
 } from './commands.js';
 
 /** MatrixSummary of INTERFACE.md. */
@@ -97,6 +98,8 @@ interface InstalledRecord {
   registryPublisher: string | null;
   registryName: string | null;
   autoUpdate: boolean;
+  /** Installed at a version named explicitly: auto-update leaves it until P3 sets auto-update again. */
+  pinned: boolean;
 }
 
 interface MatrixRecord { id: string; uri: string; packageName: string; graph: string }
@@ -158,10 +161,12 @@ export class PackageService {
       ?p a wsm:PackageInstallation ; wsm:id ?id ; wsm:name ?name ; wsm:currentVersion ?currentVersion ;
          wsm:autoUpdate ?autoUpdate ; wsm:createdAt ?createdAt ; wsm:updatedAt ?updatedAt .
       OPTIONAL { ?p wsm:registryPublisher ?registryPublisher } OPTIONAL { ?p wsm:registryName ?registryName }
+      OPTIONAL { ?p wsm:pinned ?pinned }
       ${raw(filter)} } } ${raw(modifiers)}`);
     return rows.map((b) => ({
       id: req(b, 'id'), name: req(b, 'name'), currentVersion: req(b, 'currentVersion'), createdAt: time(b, 'createdAt'), updatedAt: time(b, 'updatedAt'),
       registryPublisher: str(b, 'registryPublisher'), registryName: str(b, 'registryName'), autoUpdate: bool(b, 'autoUpdate') ?? false,
+      pinned: bool(b, 'pinned') ?? false,
     }));
   }
 
@@ -375,37 +380,62 @@ export class PackageService {
   /**
    * P1: resolves publisher, name and version now (404 unknown, 400
    * ENGINE_INCOMPATIBLE); download and archive checks run in the command.
+   * A version named explicitly pins the package (auto-update leaves it);
+   * `auto` marks auto-update's own UPDATE, which never pins.
    */
-  async installFromRegistry(workspace: Workspace, publisher: string, name: string, input: { version?: string; autoUpdate?: boolean }, commandType?: CommandType): Promise<LifecycleCommand> {
+  async installFromRegistry(workspace: Workspace, publisher: string, name: string, input: { version?: string | undefined; autoUpdate?: boolean | undefined }, commandType?: CommandType, options: { auto?: boolean } = {}): Promise<LifecycleCommand> {
     const versions = await this.registry.versions(publisher, name);
     const resolved = resolveVersion(versions, workspace.engineVersion, input.version);
-    const { type, existing } = this.commandTypeFor(workspace.id, name, resolved.version);
+    const { type, existing } = await this.commandTypeFor(workspace.id, name, resolved.version);
     const autoUpdate = input.autoUpdate ?? existing?.autoUpdate ?? false;
+    const pinned = input.version !== undefined && !options.auto;
     return this.runner.submit({
       workspaceId: workspace.id, packageName: name, version: resolved.version, commandType: commandType ?? type,
       packageInstallationId: existing?.id ?? null, exclusive: true,
-      job: async (ctx) => {
-        await ctx.event('INFO', `Downloading ${publisher}/${name} ${resolved.version} from the registry`);
-        let bytes: Buffer;
-        try {
-          bytes = await this.registry.download(publisher, name, resolved.version);
-        } catch (err) {
-          throw new CommandFailure(`Could not download ${publisher}/${name} ${resolved.version}: ${err instanceof Error ? err.message : String(err)}`,
-            'Check that the registry is reachable and still offers this version, then install again.');
-        }
-        const archive = await this.readArchive(bytes);
-        await ctx.event('INFO', `Read the archive (${bytes.length} bytes, sha256 ${archive.sha256}): ${this.describeManifest(archive.manifest)}`);
-        if (archive.manifest.name !== name || archive.manifest.version !== resolved.version) {
-          throw new CommandFailure(`The registry's archive holds ${archive.manifest.name} ${archive.manifest.version}, not ${name} ${resolved.version}`,
-            'Ask the publisher to fix the registry entry.');
-        }
-        if (!engineAdmits(archive.manifest.engineVersion, workspace.engineVersion)) {
-          throw new CommandFailure(`The package needs engine ${archive.manifest.engineVersion}; this workspace runs ${workspace.engineVersion}`, 'Choose a compatible version.');
-        }
-        return this.deployPackage(ctx, workspace, archive, { registry: { publisher, name }, autoUpdate, forceUpdate: false });
-      },
+      job: this.registryJob(workspace, publisher, name, resolved, { autoUpdate, pinned, named: input.version !== undefined && !options.auto, chain: [name] }),
     });
   }
+
+  /** The job of a registry install: download, check, dependencies, deploy. */
+  private registryJob(workspace: Workspace, publisher: string, name: string, resolved: RegistryVersion,
+    opts: { autoUpdate: boolean; pinned: boolean; named: boolean; chain: string[] }): Job {
+    return async (ctx) => {
+      if (resolved.yanked && opts.named) {
+        await ctx.event('WARNING', `Version ${resolved.version} of ${publisher}/${name} is yanked; it is installed because it was named explicitly`);
+      }
+      await ctx.event('INFO', `Downloading ${publisher}/${name} ${resolved.version} from the registry`);
+      let bytes: Buffer;
+      try {
+        bytes = await this.registry.download(publisher, name, resolved.version);
+      } catch (err) {
+        throw new CommandFailure(`Could not download ${publisher}/${name} ${resolved.version}: ${err instanceof Error ? err.message : String(err)}`,
+          'Check that the registry is reachable and still offers this version, then install again.');
+      }
+      const archive = await this.readArchive(bytes);
+      await ctx.event('INFO', `Read the archive (${bytes.length} bytes, sha256 ${archive.sha256}): ${this.describeManifest(archive.manifest)}`);
+      if (archive.manifest.name !== name || archive.manifest.version !== resolved.version) {
+        throw new CommandFailure(`The registry's archive holds ${archive.manifest.name} ${archive.manifest.version}, not ${name} ${resolved.version}`,
+          'Ask the publisher to fix the registry entry.');
+      }
+      if (!engineAdmits(archive.manifest.engineVersion, workspace.engineVersion)) {
+        throw new CommandFailure(`The package needs engine ${archive.manifest.engineVersion}; this workspace runs ${workspace.engineVersion}`, 'Choose a compatible version.');
+      }
+      await ensureDependencies(this.dependencyHost, ctx, workspace, archive.manifest, opts.chain);
+      return this.deployPackage(ctx, workspace, archive, { registry: { publisher, name }, autoUpdate: opts.autoUpdate, pinned: opts.pinned, forceUpdate: false });
+    };
+  }
+
+  /** How dependency resolution reads the workspace and runs child installs. */
+  private readonly dependencyHost: DependencyHost = ((service: PackageService) => ({
+    get registry() { return service.registry; },
+    installedVersion: async (workspaceId, name) => (await this.installed(workspaceId, name))?.currentVersion ?? null,
+    installChild: (workspace: Workspace, dependency: Dependency, version: RegistryVersion, parentCommandId: string, chain: string[]) =>
+      this.runner.runChild({
+        workspaceId: workspace.id, packageName: dependency.name, version: version.version, commandType: 'INSTALL',
+        packageInstallationId: null, exclusive: true,
+        job: this.registryJob(workspace, dependency.publisher, dependency.name, version, { autoUpdate: false, pinned: false, named: false, chain }),
+      }, parentCommandId),
+  }))(this);
 
   private async readArchive(bytes: Buffer): Promise<PackageArchive> {
     try {
@@ -440,7 +470,8 @@ export class PackageService {
         await ctx.event('INFO', `Read the uploaded archive (${bytes.length} bytes, sha256 ${archive.sha256}): ${this.describeManifest(m)}${forceUpdate ? '; forceUpdate is on' : ''}`);
         // Queued behind another command of the package, the installed version may have changed meanwhile.
         const actualType = this.commandTypeFor(workspace.id, m.name, m.version).type;
-        const result = await this.deployPackage(ctx, workspace, archive, { registry: null, autoUpdate: false, forceUpdate });
+        await ensureDependencies(this.dependencyHost, ctx, workspace, m, [m.name]);
+        const result = await this.deployPackage(ctx, workspace, archive, { registry: null, autoUpdate: false, pinned: false, forceUpdate });
         return { ...result, commandType: actualType };
       },
     });
@@ -545,7 +576,7 @@ export class PackageService {
    * change as ops for one atomic write.
    */
   private async deployPackage(ctx: JobContext, workspace: Workspace, archive: PackageArchive, opts: {
-    registry: { publisher: string; name: string } | null; autoUpdate: boolean; forceUpdate: boolean;
+    registry: { publisher: string; name: string } | null; autoUpdate: boolean; pinned: boolean; forceUpdate: boolean;
   }): Promise<JobResult> {
     return this.pipeline.run((job) => this.deployWith(job, ctx, workspace, archive, opts));
   }
@@ -658,7 +689,10 @@ export class PackageService {
     if (goneRoles.length || gonePrincipals.length) {
       await ctx.event('WARNING', `${plural(goneRoles.length, 'role')} and ${plural(gonePrincipals.length, 'agent principal')} no longer exist; their role assignments are removed`);
     }
-    ops.push(this.installationOps(ws, { id: packageId, name: m.name, version: m.version, registry: opts.registry, autoUpdate: opts.autoUpdate, now }));
+    ops.push(this.installationOps(ws, {
+      id: packageId, name: m.name, version: m.version, registry: opts.registry, autoUpdate: opts.autoUpdate, now,
+      pinned: opts.pinned, dependsOn: m.dependencies.map((d) => d.name),
+    }));
     ops.push(...extensionOps);
     await ctx.event('INFO', `Writing ${plural(parsed.length, 'matrix graph')} (${plural(tripleCount, 'triple')}) and ${plural(parsed.length, 'derived graph')} in one atomic write`);
     return {
@@ -689,12 +723,17 @@ export class PackageService {
     return report;
   }
 
-  private installationOps(workspaceId: string, input: { id: string; name: string; version: string; registry: { publisher: string; name: string } | null; autoUpdate: boolean; now: string }): WriteOp {
+  private installationOps(workspaceId: string, input: {
+    id: string; name: string; version: string; registry: { publisher: string; name: string } | null; autoUpdate: boolean; now: string;
+    pinned: boolean; dependsOn: string[];
+  }): WriteOp {
     const g = iri(this.graphs.packages(workspaceId));
     const p = iri(this.packageIri(input.id));
     const existing = this.installed(workspaceId, input.name);
     const createdAt = existing?.createdAt ?? input.now;
-    const registry = input.registry ? sparql`${p} wsm:registryPublisher ${literal(input.registry.publisher)} ; wsm:registryName ${literal(input.registry.name)} .` : '';
+    const registry = (input.registry ? sparql`${p} wsm:registryPublisher ${literal(input.registry.publisher)} ; wsm:registryName ${literal(input.registry.name)} ;
+      wsm:pinned ${boolean(input.pinned)} .` : '')
+      + input.dependsOn.map((d) => sparql`${p} wsm:dependsOn ${literal(d)} .`).join('\n');
     return { kind: 'update', sparql: PREFIXES + [
       sparql`DELETE WHERE { GRAPH ${g} { ${p} ?pp ?o } }`,
       sparql`INSERT DATA { GRAPH ${g} { ${p} a wsm:PackageInstallation ; wsm:id ${literal(input.id)} ; wsm:name ${literal(input.name)} ;
@@ -704,18 +743,34 @@ export class PackageService {
     ].join(' ;\n') };
   }
 
+  /** Names of installed packages whose manifest depends on `name`. */
+  private async dependentsOf(workspaceId: string, name: string): Promise<string[]> {
+    const rows = await this.store.select(PREFIXES + sparql`SELECT DISTINCT ?name WHERE { GRAPH ${iri(this.graphs.packages(workspaceId))} {
+      ?p wsm:dependsOn ${literal(name)} ; a wsm:PackageInstallation ; wsm:name ?name } } ORDER BY ?name`);
+    return rows.map((b) => req(b, 'name')).filter((n) => n !== name);
+  }
+
   /** P6: removes matrices, their graphs, derived roles/agents/principals and the assignments of those roles. */
   async uninstall(workspace: Workspace, name: string): Promise<LifecycleCommand> {
     const ws = workspace.id;
     const rec = this.installed(ws, name);
     const busy = this.runner.active(ws, name);
     if (!rec && !busy) throw notFound(`Package "${name}" is not installed in this workspace`);
+    const needed = await this.dependentsOf(ws, name);
+    if (needed.length) {
+      throw conflict(`Package "${name}" cannot be uninstalled: installed package${needed.length === 1 ? '' : 's'} ${needed.map((d) => `"${d}"`).join(', ')} depend${needed.length === 1 ? 's' : ''} on it; uninstall ${needed.length === 1 ? 'it' : 'them'} first`,
+        { dependents: needed });
+    }
     return this.runner.submit({
       workspaceId: ws, packageName: name, version: rec?.currentVersion ?? busy!.version, commandType: 'UNINSTALL',
       packageInstallationId: rec?.id ?? null, exclusive: true,
       job: async (ctx) => {
         const current = this.installed(ws, name);
         if (!current) throw new CommandFailure(`Package "${name}" is not installed`, 'Nothing to uninstall.');
+        const needing = await this.dependentsOf(ws, name);
+        if (needing.length) {
+          throw new CommandFailure(`Installed packages ${needing.map((d) => `"${d}"`).join(', ')} depend on "${name}"`, 'Uninstall them first.');
+        }
         const matrices = this.matricesOfPackage(ws, name);
         await ctx.event('INFO', `Removing ${plural(matrices.length, 'matrix')} of ${name} ${current.currentVersion}: ${matrices.map((x) => `<${x.uri}>`).join(', ')}`.replace(/matrixs/, 'matrices'));
         const ids = new Set(matrices.map((x) => x.id));
@@ -795,9 +850,11 @@ export class PackageService {
     if (!rec.registryPublisher) throw badRequest(`Package "${name}" was installed by upload, not from the registry; only registry packages update themselves`);
     const g = iri(this.graphs.packages(workspace.id));
     const p = iri(this.packageIri(rec.id));
+    // Setting auto-update again lifts the pin of an explicitly named version (DESIGN.md section 10).
     await this.store.update(PREFIXES + [
       sparql`DELETE WHERE { GRAPH ${g} { ${p} wsm:autoUpdate ?a } }`,
-      sparql`INSERT DATA { GRAPH ${g} { ${p} wsm:autoUpdate ${boolean(autoUpdate)} } }`,
+      sparql`DELETE WHERE { GRAPH ${g} { ${p} wsm:pinned ?pinned } }`,
+      sparql`INSERT DATA { GRAPH ${g} { ${p} wsm:autoUpdate ${boolean(autoUpdate)} ; wsm:pinned ${boolean(false)} } }`,
     ].join(' ;\n'));
     return this.get(workspace, name);
   }
@@ -817,7 +874,7 @@ export class PackageService {
       const name = req(b, 'name');
       if (!workspace || this.runner.active(workspace.id, name)) continue;
       const rec = this.installed(workspace.id, name);
-      if (!rec?.registryPublisher || !rec.registryName || !rec.autoUpdate) continue;
+      if (!rec?.registryPublisher || !rec.registryName || !rec.autoUpdate || rec.pinned) continue;
       let versions: RegistryVersion[];
       try {
         versions = await this.registry.versions(rec.registryPublisher, rec.registryName);
@@ -825,10 +882,15 @@ export class PackageService {
         this.logger.warn({ err, package: name }, 'auto-update: registry not reachable');
         continue;
       }
-      const newest = newestCompatible(versions, workspace.engineVersion);
+      // Patch releases only: the newest compatible version of the same MAJOR.MINOR.
+      const current = parseSemver(rec.currentVersion);
+      const newest = current && newestCompatible(versions.filter((v) => {
+        const x = parseSemver(v.version);
+        return x !== null && x.major === current.major && x.minor === current.minor;
+      }), workspace.engineVersion);
       if (!newest || compareSemver(newest.version, rec.currentVersion) <= 0) continue;
       try {
-        queued.push(await this.installFromRegistry(workspace, rec.registryPublisher, rec.registryName, { version: newest.version }, 'UPDATE'));
+        queued.push(await this.installFromRegistry(workspace, rec.registryPublisher, rec.registryName, { version: newest.version }, 'UPDATE', { auto: true }));
         this.logger.info({ workspace: workspace.slug, package: name, version: newest.version }, 'auto-update queued');
       } catch (err) {
         this.logger.warn({ err, package: name }, 'auto-update could not queue an update');

@@ -39,6 +39,9 @@ export const WSM = namespace('https://w3id.org/wsm/ns#', [
   'Parameter', 'parameter', 'kind', 'datatype', 'required', 'position',
   // API keys (DESIGN.md section 10)
   'ApiKey', 'keyHash', 'keyPrefix', 'expiresAt', 'lastUsedAt', 'systemAdmin',
+  // the hosted registry, dependencies and pins (docs/packages.md)
+  'Publisher', 'RegistryPackage', 'PackageVersion', 'publisher', 'ownerUsername', 'registryPackage', 'sha256', 'archiveSize',
+  'publishedAt', 'publishedBy', 'yanked', 'yankReason', 'providesMatrix', 'definesRole', 'dependsOn', 'pinned', 'parentCommand',
 ] as const);
 
 export const PREFIXES = `PREFIX wsm: <${WSM.ns}>
