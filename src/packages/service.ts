@@ -583,7 +583,7 @@ export class PackageService {
 
   /** deployPackage on the worker of `job`: parsing, validation and derivation run there, store reads and events here. */
   private async deployWith(job: PipelineJob, ctx: JobContext, workspace: Workspace, archive: PackageArchive, opts: {
-    registry: { publisher: string; name: string } | null; autoUpdate: boolean; forceUpdate: boolean;
+    registry: { publisher: string; name: string } | null; autoUpdate: boolean; pinned: boolean; forceUpdate: boolean;
   }): Promise<JobResult> {
     const m = archive.manifest;
     const ws = workspace.id;
