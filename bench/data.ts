@@ -38,7 +38,7 @@ export function millionQuadDataDir(): Promise<{ dir: string; snapshotFile: strin
       pending.push(store.update(`INSERT DATA { GRAPH <https://bench.example/journal> { <https://bench.example/j/${i}> <https://bench.example/n> ${i} } }`));
     }
     await Promise.all(pending);
-    const quads = store.size();
+    const quads = await store.size();
     await store.close();
     const { readdirSync } = await import('node:fs');
     const snapshot = readdirSync(dir).find((f) => f.startsWith('snapshot-'))!;

@@ -122,8 +122,8 @@ export function createApp(services: Services): Express {
     if (req.headers.authorization === undefined && typeof apiKey === 'string') return services.apiKeys.verify(apiKey);
     // services.verify remembers verified tokens until their expiry (src/auth/tokens.ts).
     const auth = await services.verify(bearerToken(req.headers.authorization));
-    // Checked synchronously first: most requests change nothing, and need no extra turn of the event loop.
-    if (!services.users.isCurrent(auth.username, auth.profile)) await services.users.upsert(auth.username, auth.profile);
+    // Most requests change nothing: the user record already says what the token says.
+    if (!await services.users.isCurrent(auth.username, auth.profile)) await services.users.upsert(auth.username, auth.profile);
     return auth;
   };
 

@@ -63,7 +63,7 @@ export class ApiKeyService {
 
   /** Makes a key for the caller; the answer is the only time the key is seen. */
   async create(auth: AuthContext, name: string, expiresIn: ExpiresIn): Promise<NewApiKey> {
-    const user = this.users.get({ username: auth.username });
+    const user = await this.users.get({ username: auth.username });
     if (!user) throw unauthorized('The caller has no user record');
     const trimmed = name.trim();
     if (trimmed.length === 0) throw badRequest('name must not be empty');

@@ -43,8 +43,8 @@ export interface HandlerContext<P, Q, B> {
 
 export interface Reply {
   status?: number;
-  /** Wrapped in the success envelope. */
-  data?: unknown;
+  /** Wrapped in the success envelope. Never a promise (await it: the type refuses a thenable). */
+  data?: string | number | boolean | null | (object & { then?: never });
   headers?: Record<string, string>;
   /** A non-JSON body (content negotiation); sent as is. */
   raw?: { contentType: string; body: string | Buffer };

@@ -133,6 +133,8 @@ interface Queued {
   id: string;
   version: string;
   request: CommandRequest;
+  /** Set when its final status write is issued: it no longer blocks exclusive requests. */
+  settled?: boolean;
 }
 
 const ACTIVE: CommandStatus[] = ['pending', 'in_progress'];
@@ -194,38 +196,38 @@ export class CommandStore {
     };
   }
 
-  get(workspaceId: string, commandId: string): LifecycleCommand | null {
+  async get(workspaceId: string, commandId: string): Promise<LifecycleCommand | null> {
     const c = iri(this.commandIri(commandId));
-    const rows = this.store.select(PREFIXES + sparql`SELECT * WHERE { GRAPH ${iri(this.graphs.packages(workspaceId))} {
+    const rows = await this.store.select(PREFIXES + sparql`SELECT * WHERE { GRAPH ${iri(this.graphs.packages(workspaceId))} {
       ${raw(this.commandColumns(c))} } } LIMIT 1`);
     return rows[0] ? CommandStore.command(rows[0]) : null;
   }
 
   /** The report graph of a command, or null when it never reached validation. */
-  reportGraph(workspaceId: string, commandId: string): string | null {
+  async reportGraph(workspaceId: string, commandId: string): Promise<string | null> {
     const c = iri(this.commandIri(commandId));
-    const rows = this.store.select(PREFIXES + sparql`SELECT ?report WHERE { GRAPH ${iri(this.graphs.packages(workspaceId))} {
+    const rows = await this.store.select(PREFIXES + sparql`SELECT ?report WHERE { GRAPH ${iri(this.graphs.packages(workspaceId))} {
       ${c} wsm:validationReport ?report } } LIMIT 1`);
     return rows[0] ? req(rows[0], 'report') : null;
   }
 
   /** Commands of one package (by name), newest first. */
-  listForPackage(workspaceId: string, packageName: string, offset: number, limit: number): LifecycleCommand[] {
-    const rows = this.store.select(PREFIXES + sparql`SELECT * WHERE { GRAPH ${iri(this.graphs.packages(workspaceId))} {
+  async listForPackage(workspaceId: string, packageName: string, offset: number, limit: number): Promise<LifecycleCommand[]> {
+    const rows = await this.store.select(PREFIXES + sparql`SELECT * WHERE { GRAPH ${iri(this.graphs.packages(workspaceId))} {
       ?c wsm:packageName ${literal(packageName)} .
       ${raw(this.commandColumns(raw('?c')))} } }
       ORDER BY DESC(?createdAt) DESC(?id) OFFSET ${count(offset)} LIMIT ${count(limit)}`);
     return rows.map((b) => CommandStore.command(b));
   }
 
-  hasCommands(workspaceId: string, packageName: string): boolean {
-    return this.store.ask(PREFIXES + sparql`ASK { GRAPH ${iri(this.graphs.packages(workspaceId))} {
+  async hasCommands(workspaceId: string, packageName: string): Promise<boolean> {
+    return await this.store.ask(PREFIXES + sparql`ASK { GRAPH ${iri(this.graphs.packages(workspaceId))} {
       ?c wsm:packageName ${literal(packageName)} ; a wsm:LifecycleCommand } }`);
   }
 
   /** The newest command of a package, with its validation counts. */
-  latestSummary(workspaceId: string, packageName: string): LifecycleCommandSummary | null {
-    const rows = this.store.select(PREFIXES + sparql`SELECT * WHERE { GRAPH ${iri(this.graphs.packages(workspaceId))} {
+  async latestSummary(workspaceId: string, packageName: string): Promise<LifecycleCommandSummary | null> {
+    const rows = await this.store.select(PREFIXES + sparql`SELECT * WHERE { GRAPH ${iri(this.graphs.packages(workspaceId))} {
       ?c wsm:packageName ${literal(packageName)} .
       ${raw(this.commandColumns(raw('?c')))} } }
       ORDER BY DESC(?createdAt) DESC(?id) LIMIT 1`);
@@ -233,8 +235,8 @@ export class CommandStore {
   }
 
   /** Events of a command, oldest first. */
-  events(workspaceId: string, commandId: string): CommandEvent[] {
-    const rows = this.store.select(PREFIXES + sparql`SELECT ?id ?message ?level ?createdAt WHERE {
+  async events(workspaceId: string, commandId: string): Promise<CommandEvent[]> {
+    const rows = await this.store.select(PREFIXES + sparql`SELECT ?id ?message ?level ?createdAt WHERE {
       GRAPH ${iri(this.graphs.command(workspaceId, commandId))} {
         ?e a wsm:CommandEvent ; wsm:id ?id ; wsm:message ?message ; wsm:level ?level ; wsm:sequence ?seq ; wsm:createdAt ?createdAt } }
       ORDER BY ?seq`);
@@ -297,8 +299,8 @@ export class CommandStore {
   }
 
   /** Commands left pending or in progress (by a process that stopped), across workspaces. */
-  unfinished(): Array<{ workspaceId: string; commandId: string; status: CommandStatus }> {
-    const rows = this.store.select(PREFIXES + `SELECT ?wsId ?id ?status WHERE { GRAPH ?g {
+  async unfinished(): Promise<Array<{ workspaceId: string; commandId: string; status: CommandStatus }>> {
+    const rows = await this.store.select(PREFIXES + `SELECT ?wsId ?id ?status WHERE { GRAPH ?g {
       ?c a wsm:LifecycleCommand ; wsm:id ?id ; wsm:status ?status ; wsm:workspace ?ws .
       FILTER (?status IN ("pending", "in_progress")) }
       GRAPH ?sys { ?ws a wsm:Workspace ; wsm:id ?wsId } }`);
@@ -306,8 +308,8 @@ export class CommandStore {
   }
 
   /** Highest event sequence of a command (0 when none). */
-  lastSequence(workspaceId: string, commandId: string): number {
-    const rows = this.store.select(PREFIXES + sparql`SELECT (MAX(?s) AS ?max) WHERE { GRAPH ${iri(this.graphs.command(workspaceId, commandId))} {
+  async lastSequence(workspaceId: string, commandId: string): Promise<number> {
+    const rows = await this.store.select(PREFIXES + sparql`SELECT (MAX(?s) AS ?max) WHERE { GRAPH ${iri(this.graphs.command(workspaceId, commandId))} {
       ?e wsm:sequence ?s } }`);
     return rows[0]?.max ? Number(rows[0].max.value) : 0;
   }
@@ -352,16 +354,13 @@ export class CommandRunner {
   }
 
   /**
-   * The first queued command that has not finished. A command's final status
-   * is readable as soon as its write is applied, a moment before the write is
-   * fsynced and the command leaves its queue: a client that saw `completed`
-   * must not get a 409 for its next request.
+   * The first queued command that has not finished. A command is finished
+   * once its final status write is issued, a moment before it leaves its
+   * queue: a client that saw `completed` must not get a 409 for its next
+   * request. Kept in memory (`settled`), so the check needs no read.
    */
-  private liveHead(workspaceId: string, queue: Queued[] | undefined): Queued | undefined {
-    return queue?.find((item) => {
-      const status = this.commands.get(workspaceId, item.id)?.status;
-      return status !== 'completed' && status !== 'failed';
-    });
+  private liveHead(_workspaceId: string, queue: Queued[] | undefined): Queued | undefined {
+    return queue?.find((item) => !item.settled);
   }
 
   /** Number of commands queued or running, across packages. */
@@ -397,7 +396,7 @@ export class CommandRunner {
       if (queue.length === 0) this.queues.delete(key);
       throw err;
     }
-    const accepted = this.commands.get(request.workspaceId, id)!;
+    const accepted = (await this.commands.get(request.workspaceId, id))!;
     // Commands of one workspace run one at a time, in the order they were accepted: each reads the
     // workspace (installed matrices, roles) and then writes, so running them serially keeps those reads true.
     const previous = this.chains.get(request.workspaceId) ?? Promise.resolve();
@@ -470,6 +469,7 @@ export class CommandRunner {
       ]);
       const result = await request.job(ctx);
       type = result.commandType ?? request.commandType;
+      item.settled = true;
       await this.store.write([
         ...result.ops,
         ...reportOps(),
@@ -492,6 +492,7 @@ export class CommandRunner {
         this.commands.statusOp(ws, id, 'failed', this.now(), { errorMessage: failure.message, ...(withReport && report ? { report: report.counts } : {}) }),
         this.commands.eventOp(ws, id, ++sequence, 'ERROR', message, this.now()),
       ];
+      item.settled = true;
       try {
         await this.store.write(failedOps(true));
       } catch (writeErr) {
@@ -502,7 +503,7 @@ export class CommandRunner {
     }
     countLifecycleCommand(type, outcome);
     if (request.onOutcome) {
-      const done = this.commands.get(ws, id);
+      const done = await this.commands.get(ws, id);
       try {
         if (done) await request.onOutcome(done);
       } catch (err) {
@@ -518,12 +519,12 @@ export class CommandRunner {
    * fixing: failed, with an ERROR event saying "interrupted".
    */
   async recover(): Promise<number> {
-    const unfinished = this.commands.unfinished();
+    const unfinished = await this.commands.unfinished();
     for (const { workspaceId, commandId } of unfinished) {
       const now = this.now();
       await this.store.write([
         this.commands.statusOp(workspaceId, commandId, 'failed', now, { errorMessage: RECOVERY_MESSAGE }),
-        this.commands.eventOp(workspaceId, commandId, this.commands.lastSequence(workspaceId, commandId) + 1, 'ERROR', RECOVERY_MESSAGE, now),
+        this.commands.eventOp(workspaceId, commandId, (await this.commands.lastSequence(workspaceId, commandId)) + 1, 'ERROR', RECOVERY_MESSAGE, now),
       ]);
       this.logger.warn({ workspaceId, commandId }, 'marked an interrupted lifecycle command failed');
     }

@@ -34,7 +34,7 @@ export function packageRoutes(
         404: { description: 'Workspace, publisher, package or version not found' }, 409: { description: 'Package has an active operation' },
       },
       handler: async ({ params, body, auth }) => {
-        const { workspace } = workspaces.requireAdmin(auth, params.workspace);
+        const { workspace } = await workspaces.requireAdmin(auth, params.workspace);
         return accepted(params.workspace, await packages.installFromRegistry(workspace, params.publisher, params.name, body));
       },
     }),
@@ -51,7 +51,7 @@ export function packageRoutes(
         404: { description: 'Workspace not found' }, 413: { description: 'File too large' },
       },
       handler: async ({ params, query, file, auth }) => {
-        const { workspace } = workspaces.requireAdmin(auth, params.workspace);
+        const { workspace } = await workspaces.requireAdmin(auth, params.workspace);
         return accepted(params.workspace, await packages.installUpload(workspace, file!.buffer, query.forceUpdate ?? false));
       },
     }),
@@ -71,11 +71,11 @@ export function packageRoutes(
         404: { description: 'Workspace or command not found, or the command never reached validation' },
       },
       handler: async ({ params, auth, req }) => {
-        const { workspace } = workspaces.requireMember(auth, params.workspace);
+        const { workspace } = await workspaces.requireMember(auth, params.workspace);
         if (req.accepts(['application/json', 'text/turtle']) === 'text/turtle') {
-          return { raw: { contentType: 'text/turtle; charset=utf-8', body: packages.reportAsTurtle(workspace, params.commandId) } };
+          return { raw: { contentType: 'text/turtle; charset=utf-8', body: await packages.reportAsTurtle(workspace, params.commandId) } };
         }
-        return { data: packages.report(workspace, params.commandId) };
+        return { data: await packages.report(workspace, params.commandId) };
       },
     }),
     defineRoute({
@@ -128,7 +128,7 @@ export function packageRoutes(
         403: { description: 'Not an administrator' }, 404: { description: 'Workspace or package not found' },
       },
       handler: async ({ params, body, auth }) => {
-        const { workspace } = workspaces.requireAdmin(auth, params.workspace);
+        const { workspace } = await workspaces.requireAdmin(auth, params.workspace);
         return { data: present.installation(await packages.setAutoUpdate(workspace, params.packageName, body.autoUpdate)) };
       },
     }),
@@ -141,7 +141,7 @@ export function packageRoutes(
         404: { description: 'Workspace or package not found' }, 409: { description: 'Package has an active operation' },
       },
       handler: async ({ params, auth }) => {
-        const { workspace } = workspaces.requireAdmin(auth, params.workspace);
+        const { workspace } = await workspaces.requireAdmin(auth, params.workspace);
         return accepted(params.workspace, await packages.uninstall(workspace, params.packageName));
       },
     }),

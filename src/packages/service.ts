@@ -155,8 +155,8 @@ export class PackageService {
   // ---------------------------------------------------------------- reads
 
   /** `lead`, a pattern that narrows ?p, comes first: Oxigraph joins in the order written. */
-  private installedRecords(workspaceId: string, filter: string, modifiers = '', lead = ''): InstalledRecord[] {
-    const rows = this.store.select(PREFIXES + sparql`SELECT * WHERE { GRAPH ${iri(this.graphs.packages(workspaceId))} {
+  private async installedRecords(workspaceId: string, filter: string, modifiers = '', lead = ''): Promise<InstalledRecord[]> {
+    const rows = await this.store.select(PREFIXES + sparql`SELECT * WHERE { GRAPH ${iri(this.graphs.packages(workspaceId))} {
       ${raw(lead)}
       ?p a wsm:PackageInstallation ; wsm:id ?id ; wsm:name ?name ; wsm:currentVersion ?currentVersion ;
          wsm:autoUpdate ?autoUpdate ; wsm:createdAt ?createdAt ; wsm:updatedAt ?updatedAt .
@@ -170,13 +170,13 @@ export class PackageService {
     }));
   }
 
-  private installed(workspaceId: string, name: string): InstalledRecord | null {
-    return this.installedRecords(workspaceId, '', 'LIMIT 1', sparql`?p wsm:name ${literal(name)} .`)[0] ?? null;
+  private async installed(workspaceId: string, name: string): Promise<InstalledRecord | null> {
+    return (await this.installedRecords(workspaceId, '', 'LIMIT 1', sparql`?p wsm:name ${literal(name)} .`))[0] ?? null;
   }
 
   /** `lead`, a pattern that narrows ?m (or ?uri, ?p), comes first: Oxigraph joins in the order written. */
-  private matrixRecords(workspaceId: string, filter = '', lead = ''): MatrixRecord[] {
-    const rows = this.store.select(PREFIXES + sparql`SELECT ?id ?uri ?packageName ?graph WHERE { GRAPH ${iri(this.graphs.packages(workspaceId))} {
+  private async matrixRecords(workspaceId: string, filter = '', lead = ''): Promise<MatrixRecord[]> {
+    const rows = await this.store.select(PREFIXES + sparql`SELECT ?id ?uri ?packageName ?graph WHERE { GRAPH ${iri(this.graphs.packages(workspaceId))} {
       ${raw(lead)}
       ?m a wsm:Matrix ; wsm:id ?id ; wsm:uri ?uri ; wsm:graph ?graph ; wsm:package ?p . ?p wsm:name ?packageName .
       ${raw(filter)} } } ORDER BY ?uri`);
@@ -184,21 +184,21 @@ export class PackageService {
   }
 
   /** Installed matrix by URI, or null. */
-  findMatrix(workspaceId: string, matrixUri: string): MatrixRecord | null {
-    return this.matrixRecords(workspaceId, '', sparql`?m wsm:uri ${iri(matrixUri)} .`).find((m) => m.uri === matrixUri) ?? null;
+  async findMatrix(workspaceId: string, matrixUri: string): Promise<MatrixRecord | null> {
+    return (await this.matrixRecords(workspaceId, '', sparql`?m wsm:uri ${iri(matrixUri)} .`)).find((m) => m.uri === matrixUri) ?? null;
   }
 
   /** Installed matrices whose URI is one of `uris` (looked up by URI, a few hundred at a time). */
-  private matricesAmong(workspaceId: string, uris: Iterable<string>): MatrixRecord[] {
+  private async matricesAmong(workspaceId: string, uris: Iterable<string>): Promise<MatrixRecord[]> {
     const out: MatrixRecord[] = [];
     for (const chunk of chunks([...new Set(uris)], 500)) {
-      out.push(...this.matrixRecords(workspaceId, '', sparql`VALUES ?uri { ${join(chunk.map((u) => iri(u)))} } ?m wsm:uri ?uri .`));
+      out.push(...await this.matrixRecords(workspaceId, '', sparql`VALUES ?uri { ${join(chunk.map((u) => iri(u)))} } ?m wsm:uri ?uri .`));
     }
     return out.sort((a, b) => (a.uri < b.uri ? -1 : a.uri > b.uri ? 1 : 0));
   }
 
   /** Installed matrices of one package. */
-  private matricesOfPackage(workspaceId: string, name: string): MatrixRecord[] {
+  private matricesOfPackage(workspaceId: string, name: string): Promise<MatrixRecord[]> {
     return this.matrixRecords(workspaceId, '', sparql`?p wsm:name ${literal(name)} . ?m wsm:package ?p .`);
   }
 
@@ -247,7 +247,7 @@ export class PackageService {
       createdAt: rec.createdAt,
       updatedAt: rec.updatedAt,
       matrices,
-      latestCommand: latestCommand !== undefined ? latestCommand : this.commands.latestSummary(workspace.id, rec.name),
+      latestCommand: latestCommand !== undefined ? latestCommand : await this.commands.latestSummary(workspace.id, rec.name),
       registryPublisher: rec.registryPublisher,
       registryName: rec.registryName,
       latestVersion,
@@ -256,11 +256,11 @@ export class PackageService {
     };
   }
 
-  private matrixSummaries(workspaceId: string, packageIds: string[]): Map<string, MatrixSummary[]> {
+  private async matrixSummaries(workspaceId: string, packageIds: string[]): Promise<Map<string, MatrixSummary[]>> {
     const out = new Map<string, MatrixSummary[]>(packageIds.map((id) => [id, []]));
     if (packageIds.length === 0) return out;
     const values = join(packageIds.map((id) => iri(this.packageIri(id))));
-    const rows = this.store.select(PREFIXES + sparql`SELECT ?pid ?id ?uri ?name ?description ?dependencyCount WHERE {
+    const rows = await this.store.select(PREFIXES + sparql`SELECT ?pid ?id ?uri ?name ?description ?dependencyCount WHERE {
       GRAPH ${iri(this.graphs.packages(workspaceId))} {
         VALUES ?p { ${values} }
         ?p wsm:id ?pid . ?m a wsm:Matrix ; wsm:package ?p ; wsm:id ?id ; wsm:uri ?uri ; wsm:name ?name ; wsm:dependencyCount ?dependencyCount .
@@ -274,9 +274,9 @@ export class PackageService {
   /** P4: one page of installations, by name. */
   async list(workspace: Workspace, query: PageQuery): Promise<Page<PackageInstallation>> {
     const g = iri(this.graphs.packages(workspace.id));
-    const total = Number(this.store.select(PREFIXES + sparql`SELECT (COUNT(?p) AS ?n) WHERE { GRAPH ${g} { ?p a wsm:PackageInstallation } }`)[0]?.n?.value ?? 0);
-    const records = this.installedRecords(workspace.id, '', `ORDER BY ?name LIMIT ${query.pageSize} OFFSET ${offsetOf(query)}`);
-    const matrices = this.matrixSummaries(workspace.id, records.map((r) => r.id));
+    const total = Number((await this.store.select(PREFIXES + sparql`SELECT (COUNT(?p) AS ?n) WHERE { GRAPH ${g} { ?p a wsm:PackageInstallation } }`))[0]?.n?.value ?? 0);
+    const records = await this.installedRecords(workspace.id, '', `ORDER BY ?name LIMIT ${query.pageSize} OFFSET ${offsetOf(query)}`);
+    const matrices = await this.matrixSummaries(workspace.id, records.map((r) => r.id));
     const items = await Promise.all(records.map((r) => this.toInstallation(workspace, r, matrices.get(r.id) ?? [])));
     return page(items, query, total);
   }
@@ -286,10 +286,10 @@ export class PackageService {
 
   /** P5. */
   async get(workspace: Workspace, name: string): Promise<PackageInstallation> {
-    const found = this.p5Reads.get(`${workspace.id}\n${name}`, () => {
-      const rec = this.installed(workspace.id, name);
+    const found = await this.p5Reads.get(`${workspace.id}\n${name}`, async () => {
+      const rec = await this.installed(workspace.id, name);
       if (!rec) return null;
-      return { rec, matrices: this.matrixSummaries(workspace.id, [rec.id]).get(rec.id) ?? [], latestCommand: this.commands.latestSummary(workspace.id, rec.name) };
+      return { rec, matrices: (await this.matrixSummaries(workspace.id, [rec.id])).get(rec.id) ?? [], latestCommand: await this.commands.latestSummary(workspace.id, rec.name) };
     });
     if (!found) throw notFound(`Package "${name}" is not installed in this workspace`);
     // Copies: the cached read stays as read whatever a caller does with its answer.
@@ -297,31 +297,31 @@ export class PackageService {
   }
 
   /** P7: 404 when the package is neither installed nor has any command. */
-  listCommands(workspace: Workspace, name: string, pageIndex: number, size: number): LifecycleCommand[] {
-    if (!this.installed(workspace.id, name) && !this.commands.hasCommands(workspace.id, name)) {
+  async listCommands(workspace: Workspace, name: string, pageIndex: number, size: number): Promise<LifecycleCommand[]> {
+    if (!await this.installed(workspace.id, name) && !await this.commands.hasCommands(workspace.id, name)) {
       throw notFound(`Package "${name}" is not installed in this workspace and has no commands`);
     }
-    return this.commands.listForPackage(workspace.id, name, pageIndex * size, size);
+    return await this.commands.listForPackage(workspace.id, name, pageIndex * size, size);
   }
 
   /** P8. */
-  getCommand(workspace: Workspace, commandId: string): LifecycleCommand {
-    const c = UUID_PATTERN.test(commandId) ? this.commands.get(workspace.id, commandId.toLowerCase()) : null;
+  async getCommand(workspace: Workspace, commandId: string): Promise<LifecycleCommand> {
+    const c = UUID_PATTERN.test(commandId) ? await this.commands.get(workspace.id, commandId.toLowerCase()) : null;
     if (!c) throw notFound(`Command ${commandId} not found in this workspace`);
     return c;
   }
 
   /** P10. */
-  events(workspace: Workspace, commandId: string): CommandEvent[] {
-    this.getCommand(workspace, commandId);
-    return this.commands.events(workspace.id, commandId);
+  async events(workspace: Workspace, commandId: string): Promise<CommandEvent[]> {
+    await this.getCommand(workspace, commandId);
+    return await this.commands.events(workspace.id, commandId);
   }
 
-  private reportNTriples(workspace: Workspace, commandId: string): string {
-    this.getCommand(workspace, commandId);
-    const graph = this.commands.reportGraph(workspace.id, commandId);
+  private async reportNTriples(workspace: Workspace, commandId: string): Promise<string> {
+    await this.getCommand(workspace, commandId);
+    const graph = await this.commands.reportGraph(workspace.id, commandId);
     if (!graph) throw notFound(`Command ${commandId} has no validation report: it never reached validation`);
-    return this.store.dumpGraph(graph);
+    return await this.store.dumpGraph(graph);
   }
 
   /**
@@ -329,12 +329,12 @@ export class PackageService {
    * nodes they point at), not by parsing the whole report graph: a package of
    * 15,000 roles has a report of 15,000 results.
    */
-  report(workspace: Workspace, commandId: string): ValidationReportJson {
-    this.getCommand(workspace, commandId);
-    const graph = this.commands.reportGraph(workspace.id, commandId);
+  async report(workspace: Workspace, commandId: string): Promise<ValidationReportJson> {
+    await this.getCommand(workspace, commandId);
+    const graph = await this.commands.reportGraph(workspace.id, commandId);
     if (!graph) throw notFound(`Command ${commandId} has no validation report: it never reached validation`);
     const g = iri(graph);
-    const rows = this.store.select(sparql`PREFIX sh: <http://www.w3.org/ns/shacl#>
+    const rows = await this.store.select(sparql`PREFIX sh: <http://www.w3.org/ns/shacl#>
       SELECT ?r ?severity ?focus ?path ?value ?message ?shape WHERE { GRAPH ${g} {
         ?report sh:result ?r .
         OPTIONAL { ?r sh:resultSeverity ?severity } OPTIONAL { ?r sh:focusNode ?focus } OPTIONAL { ?r sh:resultPath ?path }
@@ -351,7 +351,7 @@ export class PackageService {
       if (message && !row.messages.some((m) => m.equals(message))) row.messages.push(message);
     }
     // Blank nodes the results point at, and every blank node below them (a path's list, a node's label).
-    const blanks = this.store.construct(sparql`PREFIX sh: <http://www.w3.org/ns/shacl#>
+    const blanks = await this.store.construct(sparql`PREFIX sh: <http://www.w3.org/ns/shacl#>
       CONSTRUCT { ?s ?p ?o } WHERE {
         { SELECT DISTINCT ?b WHERE { GRAPH ${g} { ?r sh:resultPath|sh:focusNode|sh:value ?b FILTER isBlank(?b) } } }
         GRAPH ${g} { ?b (<urn:wsm:any>|!<urn:wsm:any>)* ?s . ?s ?p ?o FILTER isBlank(?s) } }`);
@@ -365,14 +365,14 @@ export class PackageService {
   }
 
   /** P9 as Turtle. */
-  reportAsTurtle(workspace: Workspace, commandId: string): string {
-    return reportTurtle(this.reportNTriples(workspace, commandId));
+  async reportAsTurtle(workspace: Workspace, commandId: string): Promise<string> {
+    return reportTurtle(await this.reportNTriples(workspace, commandId));
   }
 
   // ---------------------------------------------------------------- commands
 
-  private commandTypeFor(workspaceId: string, name: string, version: string): { type: CommandType; existing: InstalledRecord | null } {
-    const existing = this.installed(workspaceId, name);
+  private async commandTypeFor(workspaceId: string, name: string, version: string): Promise<{ type: CommandType; existing: InstalledRecord | null }> {
+    const existing = await this.installed(workspaceId, name);
     if (!existing) return { type: 'INSTALL', existing };
     return { type: existing.currentVersion === version ? 'REINSTALL' : 'UPDATE', existing };
   }
@@ -462,14 +462,14 @@ export class PackageService {
       throw new AppError('ENGINE_INCOMPATIBLE', `Package ${m.name} ${m.version} needs engine ${m.engineVersion}; workspace "${workspace.slug}" runs ${workspace.engineVersion}`,
         { engineVersion: m.engineVersion, workspaceEngineVersion: workspace.engineVersion });
     }
-    const { type, existing } = this.commandTypeFor(workspace.id, m.name, m.version);
+    const { type, existing } = await this.commandTypeFor(workspace.id, m.name, m.version);
     return this.runner.submit({
       workspaceId: workspace.id, packageName: m.name, version: m.version, commandType: type,
       packageInstallationId: existing?.id ?? null, exclusive: false,
       job: async (ctx) => {
         await ctx.event('INFO', `Read the uploaded archive (${bytes.length} bytes, sha256 ${archive.sha256}): ${this.describeManifest(m)}${forceUpdate ? '; forceUpdate is on' : ''}`);
         // Queued behind another command of the package, the installed version may have changed meanwhile.
-        const actualType = this.commandTypeFor(workspace.id, m.name, m.version).type;
+        const actualType = (await this.commandTypeFor(workspace.id, m.name, m.version)).type;
         await ensureDependencies(this.dependencyHost, ctx, workspace, m, [m.name]);
         const result = await this.deployPackage(ctx, workspace, archive, { registry: null, autoUpdate: false, pinned: false, forceUpdate });
         return { ...result, commandType: actualType };
@@ -478,10 +478,10 @@ export class PackageService {
   }
 
   /** URIs of installed matrices (outside `exceptIds`) whose specification imports one of `uris`. */
-  private importers(workspaceId: string, uris: string[], exceptIds: Set<string>): string[] {
+  private async importers(workspaceId: string, uris: string[], exceptIds: Set<string>): Promise<string[]> {
     if (uris.length === 0) return [];
     // From the imported URIs to the graphs that import them: the cost follows the importers, not the matrices installed.
-    const rows = this.store.select(PREFIXES + sparql`SELECT DISTINCT ?m ?id WHERE {
+    const rows = await this.store.select(PREFIXES + sparql`SELECT DISTINCT ?m ?id WHERE {
       VALUES ?target { ${join(uris.map((u) => iri(u)))} }
       GRAPH ?g { ?m mtx:imports ?target }
       GRAPH ${iri(this.graphs.packages(workspaceId))} { ?rec wsm:graph ?g ; a wsm:Matrix ; wsm:id ?id } }`);
@@ -489,18 +489,18 @@ export class PackageService {
   }
 
   /** Roles defined in the derived graphs of these matrices. */
-  private rolesOf(workspaceId: string, matrixIds: string[]): Set<string> {
+  private async rolesOf(workspaceId: string, matrixIds: string[]): Promise<Set<string>> {
     if (matrixIds.length === 0) return new Set();
     const values = join(matrixIds.map((id) => iri(this.graphs.derived(workspaceId, id))));
-    const rows = this.store.select(PREFIXES + sparql`SELECT DISTINCT ?r WHERE { VALUES ?g { ${values} } GRAPH ?g { ?r a wsm:Role } }`);
+    const rows = await this.store.select(PREFIXES + sparql`SELECT DISTINCT ?r WHERE { VALUES ?g { ${values} } GRAPH ?g { ?r a wsm:Role } }`);
     return new Set(rows.map((b) => req(b, 'r')));
   }
 
   /** Agent principals defined in the derived graphs of these matrices. */
-  private principalsOf(workspaceId: string, matrixIds: string[]): Set<string> {
+  private async principalsOf(workspaceId: string, matrixIds: string[]): Promise<Set<string>> {
     if (matrixIds.length === 0) return new Set();
     const values = join(matrixIds.map((id) => iri(this.graphs.derived(workspaceId, id))));
-    const rows = this.store.select(PREFIXES + sparql`SELECT DISTINCT ?q WHERE { VALUES ?g { ${values} } GRAPH ?g { ?q a wsm:Principal } }`);
+    const rows = await this.store.select(PREFIXES + sparql`SELECT DISTINCT ?q WHERE { VALUES ?g { ${values} } GRAPH ?g { ?q a wsm:Principal } }`);
     return new Set(rows.map((b) => req(b, 'q')));
   }
 
@@ -509,11 +509,11 @@ export class PackageService {
    * `exceptIds` defines. Looked up by role (a few hundred at a time), so the
    * cost follows the candidates, not the number of installed matrices.
    */
-  private rolesOutside(workspaceId: string, exceptIds: Set<string>, roleIris: Iterable<string>): Set<string> {
+  private async rolesOutside(workspaceId: string, exceptIds: Set<string>, roleIris: Iterable<string>): Promise<Set<string>> {
     const out = new Set<string>();
     const pk = iri(this.graphs.packages(workspaceId));
     for (const chunk of chunks([...new Set(roleIris)], 500)) {
-      const rows = this.store.select(PREFIXES + sparql`SELECT DISTINCT ?r ?id WHERE { VALUES ?r { ${join(chunk.map((r) => iri(r)))} }
+      const rows = await this.store.select(PREFIXES + sparql`SELECT DISTINCT ?r ?id WHERE { VALUES ?r { ${join(chunk.map((r) => iri(r)))} }
         GRAPH ?g { ?r a wsm:Role } FILTER (STRENDS(STR(?g), "/derived"))
         BIND (IRI(SUBSTR(STR(?g), 1, STRLEN(STR(?g)) - 8)) AS ?mg)
         GRAPH ${pk} { ?m wsm:graph ?mg ; a wsm:Matrix ; wsm:id ?id } }`);
@@ -543,8 +543,8 @@ export class PackageService {
   }
 
   /** createdAt of resources in a derived graph, so a redeploy keeps them. */
-  private createdAtOf(workspaceId: string, matrixId: string): Map<string, string> {
-    const rows = this.store.select(PREFIXES + sparql`SELECT ?s ?t WHERE { GRAPH ${iri(this.graphs.derived(workspaceId, matrixId))} { ?s wsm:createdAt ?t } }`);
+  private async createdAtOf(workspaceId: string, matrixId: string): Promise<Map<string, string>> {
+    const rows = await this.store.select(PREFIXES + sparql`SELECT ?s ?t WHERE { GRAPH ${iri(this.graphs.derived(workspaceId, matrixId))} { ?s wsm:createdAt ?t } }`);
     return new Map(rows.map((b) => [req(b, 's'), req(b, 't')]));
   }
 
@@ -602,8 +602,8 @@ export class PackageService {
     // that it owns) matter below: the imports, the context of validation and the moves.
     const extensionQuads = new Map<string, Quad[]>();
     const mentioned = new Set(parsedOut.mentioned);
-    const previous = this.matricesOfPackage(ws, m.name);
-    const installedMatrices = [...this.matricesAmong(ws, [...mentioned, ...parsed.map((p) => p.uri)])
+    const previous = await this.matricesOfPackage(ws, m.name);
+    const installedMatrices = [...(await this.matricesAmong(ws, [...mentioned, ...parsed.map((p) => p.uri)]))
       .filter((x) => x.packageName !== m.name), ...previous];
     for (const p of parsed) {
       const owner = installedMatrices.find((x) => x.uri === p.uri && x.packageName !== m.name);
@@ -641,9 +641,9 @@ export class PackageService {
     const touched = new Set([...parsed.map((p) => p.id), ...dropped.map((x) => x.id)]);
     // Validation only types the workspace's roles and matrices the validated triples mention.
     const allMentioned = new Set([...mentioned, ...mentionedIris([...extensionQuads.values()].flat())]);
-    const extraMatrices = this.matricesAmong(ws, [...allMentioned].filter((u) => !mentioned.has(u)))
+    const extraMatrices = (await this.matricesAmong(ws, [...allMentioned].filter((u) => !mentioned.has(u))))
       .filter((x) => x.packageName !== m.name && !newUris.has(x.uri));
-    const mentionedRoles = this.rolesOutside(ws, touched, this.roleIrisFor(ws, allMentioned));
+    const mentionedRoles = await this.rolesOutside(ws, touched, this.roleIrisFor(ws, allMentioned));
     const context = { roleUris: await this.roleUrisOf(ws, mentionedRoles), matrixUris: [...outside, ...extraMatrices].map((x) => x.uri).sort() };
     const extensions = Object.fromEntries([...extensionQuads].map(([uri, quads]) => [uri, quads.length ? quadsToNTriples(quads) : '']));
     await this.validate(ctx, () => job.validate({ extensions, context }));
@@ -651,7 +651,7 @@ export class PackageService {
     const now = this.runner.now();
     const derivedAll = await job.derive({
       graphsBase: this.graphs.base, workspaceId: ws, now,
-      matrices: parsed.map((p) => ({ uri: p.uri, id: p.id, createdAt: [...this.createdAtOf(ws, p.id)] })),
+      matrices: await Promise.all(parsed.map(async (p) => ({ uri: p.uri, id: p.id, createdAt: [...await this.createdAtOf(ws, p.id)] }))),
     });
     const ops: WriteOp[] = [];
     const newRoles = new Set<string>();
@@ -681,15 +681,15 @@ export class PackageService {
     }
     if (dropped.length && this.hook?.undeploy) ops.push(...this.hook.undeploy({ workspaceId: ws, matrixUris: dropped.map((d) => d.uri), commandId: ctx.commandId }));
     // Role assignments of roles (and agent principals) that disappear.
-    const oldRoles = [...this.rolesOf(ws, [...touched])].filter((r) => !newRoles.has(r));
-    const outsideRoles = this.rolesOutside(ws, touched, oldRoles);
+    const oldRoles = [...await this.rolesOf(ws, [...touched])].filter((r) => !newRoles.has(r));
+    const outsideRoles = await this.rolesOutside(ws, touched, oldRoles);
     const goneRoles = oldRoles.filter((r) => !outsideRoles.has(r));
-    const gonePrincipals = [...this.principalsOf(ws, [...touched])].filter((q) => !newPrincipals.has(q));
+    const gonePrincipals = [...await this.principalsOf(ws, [...touched])].filter((q) => !newPrincipals.has(q));
     ops.push(...this.assignmentCleanup(ws, goneRoles, gonePrincipals));
     if (goneRoles.length || gonePrincipals.length) {
       await ctx.event('WARNING', `${plural(goneRoles.length, 'role')} and ${plural(gonePrincipals.length, 'agent principal')} no longer exist; their role assignments are removed`);
     }
-    ops.push(this.installationOps(ws, {
+    ops.push(await this.installationOps(ws, {
       id: packageId, name: m.name, version: m.version, registry: opts.registry, autoUpdate: opts.autoUpdate, now,
       pinned: opts.pinned, dependsOn: m.dependencies.map((d) => d.name),
     }));
@@ -704,7 +704,7 @@ export class PackageService {
 
   private async roleUrisOf(workspaceId: string, roleIris: Set<string>): Promise<string[]> {
     if (roleIris.size === 0) return [];
-    const rows = this.store.select(PREFIXES + sparql`SELECT DISTINCT ?uri WHERE { VALUES ?r { ${join([...roleIris].map((r) => iri(r)))} }
+    const rows = await this.store.select(PREFIXES + sparql`SELECT DISTINCT ?uri WHERE { VALUES ?r { ${join([...roleIris].map((r) => iri(r)))} }
       GRAPH ?g { ?r wsm:uri ?uri } }`);
     return rows.map((b) => req(b, 'uri'));
   }
@@ -723,13 +723,13 @@ export class PackageService {
     return report;
   }
 
-  private installationOps(workspaceId: string, input: {
+  private async installationOps(workspaceId: string, input: {
     id: string; name: string; version: string; registry: { publisher: string; name: string } | null; autoUpdate: boolean; now: string;
     pinned: boolean; dependsOn: string[];
-  }): WriteOp {
+  }): Promise<WriteOp> {
     const g = iri(this.graphs.packages(workspaceId));
     const p = iri(this.packageIri(input.id));
-    const existing = this.installed(workspaceId, input.name);
+    const existing = await this.installed(workspaceId, input.name);
     const createdAt = existing?.createdAt ?? input.now;
     const registry = (input.registry ? sparql`${p} wsm:registryPublisher ${literal(input.registry.publisher)} ; wsm:registryName ${literal(input.registry.name)} ;
       wsm:pinned ${boolean(input.pinned)} .` : '')
@@ -753,7 +753,7 @@ export class PackageService {
   /** P6: removes matrices, their graphs, derived roles/agents/principals and the assignments of those roles. */
   async uninstall(workspace: Workspace, name: string): Promise<LifecycleCommand> {
     const ws = workspace.id;
-    const rec = this.installed(ws, name);
+    const rec = await this.installed(ws, name);
     const busy = this.runner.active(ws, name);
     if (!rec && !busy) throw notFound(`Package "${name}" is not installed in this workspace`);
     const needed = await this.dependentsOf(ws, name);
@@ -765,23 +765,23 @@ export class PackageService {
       workspaceId: ws, packageName: name, version: rec?.currentVersion ?? busy!.version, commandType: 'UNINSTALL',
       packageInstallationId: rec?.id ?? null, exclusive: true,
       job: async (ctx) => {
-        const current = this.installed(ws, name);
+        const current = await this.installed(ws, name);
         if (!current) throw new CommandFailure(`Package "${name}" is not installed`, 'Nothing to uninstall.');
         const needing = await this.dependentsOf(ws, name);
         if (needing.length) {
           throw new CommandFailure(`Installed packages ${needing.map((d) => `"${d}"`).join(', ')} depend on "${name}"`, 'Uninstall them first.');
         }
-        const matrices = this.matricesOfPackage(ws, name);
+        const matrices = await this.matricesOfPackage(ws, name);
         await ctx.event('INFO', `Removing ${plural(matrices.length, 'matrix')} of ${name} ${current.currentVersion}: ${matrices.map((x) => `<${x.uri}>`).join(', ')}`.replace(/matrixs/, 'matrices'));
         const ids = new Set(matrices.map((x) => x.id));
-        const dependents = this.importers(ws, matrices.map((x) => x.uri), ids);
+        const dependents = await this.importers(ws, matrices.map((x) => x.uri), ids);
         if (dependents.length) {
           await ctx.event('WARNING', `Installed matrices of other packages import matrices being removed: ${dependents.map((d) => `<${d}>`).join(', ')}; they keep working but their imports will not resolve until the package is installed again`);
         }
-        const ownRoles = [...this.rolesOf(ws, [...ids])];
-        const outsideRoles = this.rolesOutside(ws, ids, ownRoles);
+        const ownRoles = [...await this.rolesOf(ws, [...ids])];
+        const outsideRoles = await this.rolesOutside(ws, ids, ownRoles);
         const goneRoles = ownRoles.filter((r) => !outsideRoles.has(r));
-        const gonePrincipals = [...this.principalsOf(ws, [...ids])];
+        const gonePrincipals = [...await this.principalsOf(ws, [...ids])];
         const ops: WriteOp[] = matrices.map((x) => this.dropMatrixOps(ws, x.id));
         ops.push(...this.assignmentCleanup(ws, goneRoles, gonePrincipals));
         ops.push({ kind: 'update', sparql: PREFIXES + sparql`DELETE WHERE { GRAPH ${iri(this.graphs.packages(ws))} { ${iri(this.packageIri(current.id))} ?p ?o } }` });
@@ -801,34 +801,34 @@ export class PackageService {
    */
   async requestRedeploy(workspace: Workspace, matrixUri: string, reason: string, onOutcome?: (command: LifecycleCommand) => void | Promise<void>): Promise<LifecycleCommand> {
     const ws = workspace.id;
-    const matrix = this.findMatrix(ws, matrixUri);
+    const matrix = await this.findMatrix(ws, matrixUri);
     if (!matrix) throw notFound(`Matrix <${matrixUri}> is not installed in this workspace`);
-    const rec = this.installed(ws, matrix.packageName)!;
+    const rec = (await this.installed(ws, matrix.packageName))!;
     return this.runner.submit({
       workspaceId: ws, packageName: rec.name, version: rec.currentVersion, commandType: 'REDEPLOY',
       packageInstallationId: rec.id, exclusive: false, ...(onOutcome ? { onOutcome } : {}),
       job: (ctx) => this.pipeline.run(async (job) => {
         await ctx.event('INFO', `Redeploying matrix <${matrixUri}>: ${reason}`);
-        const current = this.findMatrix(ws, matrixUri);
+        const current = await this.findMatrix(ws, matrixUri);
         if (!current) throw new CommandFailure(`Matrix <${matrixUri}> is no longer installed`, 'Install its package again.');
-        const parsed = await job.parse({ matrices: [{ uri: matrixUri, name: current.uri, path: 'installed matrix', text: this.store.dumpGraph(current.graph) }] });
+        const parsed = await job.parse({ matrices: [{ uri: matrixUri, name: current.uri, path: 'installed matrix', text: await this.store.dumpGraph(current.graph) }] });
         const ext = this.hook ? await this.hook.deploy({ workspaceId: ws, matrixUri, matrixId: current.id, commandId: ctx.commandId }) : { quads: [], ops: [] };
         await ctx.event('INFO', `Read ${plural(parsed.matrices[0]!.tripleCount, 'triple')} of the matrix and ${plural(ext.quads.length, 'triple')} of active extensions`);
         // Validation only types the workspace's roles and matrices the validated triples mention.
         const mentioned = new Set([...parsed.mentioned, ...mentionedIris(ext.quads)]);
-        const outside = this.matricesAmong(ws, mentioned).filter((x) => x.id !== current.id);
-        const mentionedRoles = this.rolesOutside(ws, new Set([current.id]), this.roleIrisFor(ws, mentioned));
+        const outside = (await this.matricesAmong(ws, mentioned)).filter((x) => x.id !== current.id);
+        const mentionedRoles = await this.rolesOutside(ws, new Set([current.id]), this.roleIrisFor(ws, mentioned));
         const context = { roleUris: await this.roleUrisOf(ws, mentionedRoles), matrixUris: outside.map((x) => x.uri) };
         const extensions = { [matrixUri]: ext.quads.length ? quadsToNTriples(ext.quads) : '' };
         await this.validate(ctx, () => job.validate({ extensions, context }));
         const now = this.runner.now();
-        const [derived] = await job.derive({ graphsBase: this.graphs.base, workspaceId: ws, now, matrices: [{ uri: matrixUri, id: current.id, createdAt: [...this.createdAtOf(ws, current.id)] }] });
+        const [derived] = await job.derive({ graphsBase: this.graphs.base, workspaceId: ws, now, matrices: [{ uri: matrixUri, id: current.id, createdAt: [...await this.createdAtOf(ws, current.id)] }] });
         const newPrincipals = new Set(derived!.principalIris);
         const newRoles = new Set(derived!.roleIris);
-        const candidates = [...this.rolesOf(ws, [current.id])].filter((r) => !newRoles.has(r));
-        const outsideRoles = this.rolesOutside(ws, new Set([current.id]), candidates);
+        const candidates = [...await this.rolesOf(ws, [current.id])].filter((r) => !newRoles.has(r));
+        const outsideRoles = await this.rolesOutside(ws, new Set([current.id]), candidates);
         const goneRoles = candidates.filter((r) => !outsideRoles.has(r));
-        const gonePrincipals = [...this.principalsOf(ws, [current.id])].filter((q) => !newPrincipals.has(q));
+        const gonePrincipals = [...await this.principalsOf(ws, [current.id])].filter((q) => !newPrincipals.has(q));
         const ops: WriteOp[] = [
           { kind: 'update', sparql: sparql`DROP SILENT GRAPH ${iri(this.graphs.derived(ws, current.id))}` },
           { kind: 'load', graph: this.graphs.derived(ws, current.id), format: 'application/n-triples', data: derived!.derivedNTriples },
@@ -845,7 +845,7 @@ export class PackageService {
 
   /** P3. */
   async setAutoUpdate(workspace: Workspace, name: string, autoUpdate: boolean): Promise<PackageInstallation> {
-    const rec = this.installed(workspace.id, name);
+    const rec = await this.installed(workspace.id, name);
     if (!rec) throw notFound(`Package "${name}" is not installed in this workspace`);
     if (!rec.registryPublisher) throw badRequest(`Package "${name}" was installed by upload, not from the registry; only registry packages update themselves`);
     const g = iri(this.graphs.packages(workspace.id));
@@ -865,15 +865,15 @@ export class PackageService {
    * (skipped while the package has an active command). Returns the queued commands.
    */
   async autoUpdateOnce(): Promise<LifecycleCommand[]> {
-    const rows = this.store.select(PREFIXES + `SELECT ?wsId ?name WHERE { GRAPH ?g {
+    const rows = await this.store.select(PREFIXES + `SELECT ?wsId ?name WHERE { GRAPH ?g {
       ?p a wsm:PackageInstallation ; wsm:name ?name ; wsm:autoUpdate true ; wsm:registryPublisher ?pub ; wsm:workspace ?ws }
       GRAPH ?sys { ?ws a wsm:Workspace ; wsm:id ?wsId } }`);
     const queued: LifecycleCommand[] = [];
     for (const b of rows) {
-      const workspace = this.workspaces.find(req(b, 'wsId'));
+      const workspace = await this.workspaces.find(req(b, 'wsId'));
       const name = req(b, 'name');
       if (!workspace || this.runner.active(workspace.id, name)) continue;
-      const rec = this.installed(workspace.id, name);
+      const rec = await this.installed(workspace.id, name);
       if (!rec?.registryPublisher || !rec.registryName || !rec.autoUpdate || rec.pinned) continue;
       let versions: RegistryVersion[];
       try {

@@ -37,8 +37,8 @@ function executionReply(execution: Execution, mediaType: (typeof EXECUTION_TYPES
 /** Slash commands C1 to C5 (INTERFACE.md) and their execution (DESIGN.md section 5). */
 export function slashCommandRoutes(commands: SlashCommandService, workspaces: WorkspaceService, users: UserService): RouteDef[] {
   const tag = 'Slash commands';
-  const caller = (auth: AuthContext) => {
-    const user = users.get({ username: auth.username });
+  const caller = async (auth: AuthContext) => {
+    const user = await users.get({ username: auth.username });
     if (!user) throw new AppError('INTERNAL', 'The caller has no user record');
     return user;
   };
@@ -63,7 +63,7 @@ export function slashCommandRoutes(commands: SlashCommandService, workspaces: Wo
       handler: async ({ params, query, auth }) => {
         const access = await workspaces.requireMember(auth, params.workspace);
         if (query.scope === 'all') return { data: await commands.listAll(access) };
-        return { data: await commands.listOwn(access, access.user ?? caller(auth)) };
+        return { data: await commands.listOwn(access, access.user ?? await caller(auth)) };
       },
     }),
     defineRoute({
@@ -82,7 +82,7 @@ export function slashCommandRoutes(commands: SlashCommandService, workspaces: Wo
       responses: { 200: { description: 'Created', data: slashCommandSchema }, 400: { description: 'Invalid data' }, 404: { description: 'Workspace not found' }, 409: { description: 'Alias already exists' } },
       handler: async ({ params, body, auth }) => {
         const access = await workspaces.requireMember(auth, params.workspace);
-        return { data: await commands.create(access, access.user ?? caller(auth), body) };
+        return { data: await commands.create(access, access.user ?? await caller(auth), body) };
       },
     }),
     defineRoute({

@@ -12,6 +12,16 @@ export interface WriteSink {
   close(): Promise<void>;
 }
 
+/**
+ * The test read-delay mode (`WSM_TEST_READ_DELAY=1`): not a user setting.
+ * The suite runs once normally and once in this mode (.ci/run), so code
+ * that relied on a read answering before some other request's write fails
+ * there. Read when a store is opened.
+ */
+export function readDelayFromEnv(): boolean {
+  return process.env.WSM_TEST_READ_DELAY === '1';
+}
+
 const RESULTS_JSON = 'application/sparql-results+json';
 
 function scopeOptions(scope?: QueryScope): Record<string, unknown> {
@@ -129,16 +139,33 @@ export class OxigraphStore implements QuadStore {
    */
   private readonly answers = new Map<string, Binding[] | boolean>();
 
+  /** Test mode: every read resolves only after a random macrotask delay (see `readDelayFromEnv`). */
+  private readonly readDelay: boolean;
+
   constructor(
     readonly raw: oxigraph.Store = new oxigraph.Store(),
     private readonly sink?: WriteSink,
-  ) {}
+    options: { readDelay?: boolean } = {},
+  ) {
+    this.readDelay = options.readDelay ?? readDelayFromEnv();
+  }
+
+  /**
+   * In the test read-delay mode, waits 0-3 ms (a timer: other requests'
+   * reads and writes run meanwhile) before a read is answered, as a remote
+   * engine would; the read then sees the store as it is at that moment.
+   */
+  private readGate(): Promise<void> | undefined {
+    if (!this.readDelay) return undefined;
+    return new Promise((resolve) => setTimeout(resolve, Math.floor(Math.random() * 4)));
+  }
 
   get version(): number {
     return this.versionCounter;
   }
 
-  select(query: string, scope?: QueryScope): Binding[] {
+  async select(query: string, scope?: QueryScope): Promise<Binding[]> {
+    await this.readGate();
     const key = answerKey('select', query, scope);
     const known = this.answers.get(key);
     if (known !== undefined) return (known as Binding[]).slice();
@@ -157,7 +184,8 @@ export class OxigraphStore implements QuadStore {
     return bindings;
   }
 
-  ask(query: string, scope?: QueryScope): boolean {
+  async ask(query: string, scope?: QueryScope): Promise<boolean> {
+    await this.readGate();
     const key = answerKey('ask', query, scope);
     const known = this.answers.get(key);
     if (known !== undefined) return known as boolean;
@@ -173,11 +201,13 @@ export class OxigraphStore implements QuadStore {
     this.answers.set(key, answer);
   }
 
-  construct(query: string, scope?: QueryScope): string {
+  async construct(query: string, scope?: QueryScope): Promise<string> {
+    await this.readGate();
     return this.raw.query(query, { results_format: 'application/n-triples', ...scopeOptions(scope) }) as string;
   }
 
-  queryRaw(query: string, resultsFormat: string, scope?: QueryScope): string | boolean {
+  async queryRaw(query: string, resultsFormat: string, scope?: QueryScope): Promise<string | boolean> {
+    await this.readGate();
     return this.raw.query(query, { results_format: resultsFormat, ...scopeOptions(scope) }) as string | boolean;
   }
 
@@ -241,17 +271,19 @@ export class OxigraphStore implements QuadStore {
     return this.write([{ kind: 'update', sparql }]);
   }
 
-  dumpGraph(graph: string): string {
+  async dumpGraph(graph: string): Promise<string> {
+    await this.readGate();
     return this.raw.dump({ format: 'application/n-triples', from_graph_name: oxigraph.namedNode(graph) });
   }
 
-  graphNames(): string[] {
-    const bindings = this.select('SELECT DISTINCT ?g WHERE { GRAPH ?g { ?s ?p ?o } }');
+  async graphNames(): Promise<string[]> {
+    const bindings = await this.select('SELECT DISTINCT ?g WHERE { GRAPH ?g { ?s ?p ?o } }');
     return bindings.map((b) => b.g!.value);
   }
 
   /** Oxigraph counts every quad on each call: remember the count until the next write (/health asks often). */
-  size(): number {
+  async size(): Promise<number> {
+    await this.readGate();
     if (this.sizeAt?.version !== this.versionCounter) this.sizeAt = { version: this.versionCounter, size: this.raw.size };
     return this.sizeAt.size;
   }

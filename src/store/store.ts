@@ -6,8 +6,11 @@
  * the same interface, so callers use standard SPARQL only.
  *
  * Contract:
- * - Reads are synchronous on the embedded store and see every write whose
- *   promise was created before them.
+ * - Reads return promises and see at least every write whose promise
+ *   resolved before the read was made. Nothing may rely on a read and a
+ *   later write happening in the same tick: a read's answer may be stale by
+ *   the time it arrives (see the test read-delay mode in
+ *   docs/architecture.md).
  * - `write(ops)` applies all ops as one atomic, durable change: the returned
  *   promise resolves once the change is on disk (journal fsynced), and a
  *   crash before that loses the whole change, never part of it.
@@ -44,23 +47,23 @@ export type WriteOp =
 
 export interface QuadStore {
   /** SELECT: the bindings, in the query's order. */
-  select(query: string, scope?: QueryScope): Binding[];
+  select(query: string, scope?: QueryScope): Promise<Binding[]>;
   /** ASK. */
-  ask(query: string, scope?: QueryScope): boolean;
+  ask(query: string, scope?: QueryScope): Promise<boolean>;
   /** CONSTRUCT / DESCRIBE: the result as N-Triples text. */
-  construct(query: string, scope?: QueryScope): string;
+  construct(query: string, scope?: QueryScope): Promise<string>;
   /** Any query, answered in a serialization format (SPARQL results or RDF media type). */
-  queryRaw(query: string, resultsFormat: string, scope?: QueryScope): string | boolean;
+  queryRaw(query: string, resultsFormat: string, scope?: QueryScope): Promise<string | boolean>;
   /** Atomic, durable write of several ops. */
   write(ops: WriteOp[]): Promise<void>;
   /** One SPARQL update, durably. */
   update(sparql: string): Promise<void>;
   /** Dumps one named graph as N-Triples. */
-  dumpGraph(graph: string): string;
+  dumpGraph(graph: string): Promise<string>;
   /** Names of all named graphs holding at least one quad. */
-  graphNames(): string[];
+  graphNames(): Promise<string[]>;
   /** Number of quads in the store. */
-  size(): number;
+  size(): Promise<number>;
   /** Flushes and releases resources (journal handle, lock). */
   close(): Promise<void>;
   /**

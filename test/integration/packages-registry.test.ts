@@ -130,8 +130,8 @@ describe('packages: registry install, auto-update toggle, uninstall and conflict
     const { store, graphs, workspaces } = t.server.services;
     const p = (await t.http.get('/api/v1/packages/acme/alpha').set(bearer(tokens.owner))).body.data;
     const matrixId = p.matrices[0].id;
-    const role = store.select(`SELECT ?r WHERE { GRAPH <${graphs.derived(workspace.id, matrixId)}> { ?r a <${WSM}Role> } }`)[0]!.r!.value;
-    const agentPrincipal = store.select(`SELECT ?q WHERE { GRAPH <${graphs.derived(workspace.id, matrixId)}> { ?q a <${WSM}Principal> } }`)[0]!.q!.value;
+    const role = (await store.select(`SELECT ?r WHERE { GRAPH <${graphs.derived(workspace.id, matrixId)}> { ?r a <${WSM}Role> } }`))[0]!.r!.value;
+    const agentPrincipal = (await store.select(`SELECT ?q WHERE { GRAPH <${graphs.derived(workspace.id, matrixId)}> { ?q a <${WSM}Principal> } }`))[0]!.q!.value;
     const memberPrincipal = workspaces.principalIri(workspaces.userPrincipalId(workspace.id, (await t.http.get('/api/v1/workspaces/acme').set(bearer(tokens.owner))).body.data.owner.id));
     const adminRole = workspaces.roleIri(workspaces.adminRoleId(workspace.id));
     await store.update(`INSERT DATA { GRAPH <${graphs.iam(workspace.id)}> {
@@ -148,13 +148,13 @@ describe('packages: registry install, auto-update toggle, uninstall and conflict
     expect((await waitForCommand(t, tokens.owner, 'acme', res.body.data.id)).status).to.equal('completed');
 
     expect((await t.http.get('/api/v1/packages/acme/alpha').set(bearer(tokens.owner))).status).to.equal(404);
-    expect(store.graphNames().filter((g) => g.includes(matrixId))).to.deep.equal([]);
-    expect(store.ask(`ASK { GRAPH ?g { <urn:test:a1> ?p ?o } }`)).to.equal(false);
-    expect(store.ask(`ASK { GRAPH ?g { <urn:test:a2> ?p ?o } }`)).to.equal(false);
-    expect(store.ask(`ASK { GRAPH ?g { <${role}> ?p ?o } }`)).to.equal(false);
-    expect(store.ask(`ASK { GRAPH <${graphs.extensions(workspace.id)}> { <urn:test:ext> a <${WSM}Extension> } }`)).to.equal(true);
+    expect((await store.graphNames()).filter((g) => g.includes(matrixId))).to.deep.equal([]);
+    expect(await store.ask(`ASK { GRAPH ?g { <urn:test:a1> ?p ?o } }`)).to.equal(false);
+    expect(await store.ask(`ASK { GRAPH ?g { <urn:test:a2> ?p ?o } }`)).to.equal(false);
+    expect(await store.ask(`ASK { GRAPH ?g { <${role}> ?p ?o } }`)).to.equal(false);
+    expect(await store.ask(`ASK { GRAPH <${graphs.extensions(workspace.id)}> { <urn:test:ext> a <${WSM}Extension> } }`)).to.equal(true);
     // The built-in role and the owner's administrator assignment stay.
-    expect(store.ask(`ASK { GRAPH ?g { ?a <${WSM}role> <${adminRole}> ; <${WSM}principal> <${memberPrincipal}> } }`)).to.equal(true);
+    expect(await store.ask(`ASK { GRAPH ?g { ?a <${WSM}role> <${adminRole}> ; <${WSM}principal> <${memberPrincipal}> } }`)).to.equal(true);
     // History stays readable.
     const cmds = await t.http.get('/api/v1/packages/acme/alpha/commands').set(bearer(tokens.member));
     expect(cmds.status).to.equal(200);

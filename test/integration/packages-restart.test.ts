@@ -80,10 +80,10 @@ describe('packages across restarts', function () {
       const { openDurableStore } = await import('../../src/store/durable.js');
       const store = await openDurableStore(dataDir);
       try {
-        const graphs = store.graphNames();
+        const graphs = await store.graphNames();
         expect(graphs.filter((g) => g.includes('/matrices/'))).to.deep.equal([]);
-        expect(store.ask(`ASK { GRAPH ?g { ?s ?p <${uri}> } }`)).to.equal(false);
-        expect(store.ask(`ASK { GRAPH ?g { <${uri}> ?p ?o } }`)).to.equal(false);
+        expect(await store.ask(`ASK { GRAPH ?g { ?s ?p <${uri}> } }`)).to.equal(false);
+        expect(await store.ask(`ASK { GRAPH ?g { <${uri}> ?p ?o } }`)).to.equal(false);
       } finally {
         await store.close();
       }
