@@ -16,10 +16,23 @@
  *   crash before that loses the whole change, never part of it.
  * - Updates must be deterministic (no NOW(), RAND(), UUID(), STRUUID(),
  *   BNODE()): journal records replay to the same state.
- * - A malformed update or load throws (synchronously, before anything is
- *   written) an Error; callers build SPARQL with `rdf/sparql.ts` so that
- *   this is a programming error, never a user error.
+ * - A write is all or nothing: everything it will send is checked before
+ *   any of it is applied. An op the engine refuses (a malformed update, an
+ *   IRI it does not accept in a load) rejects the write with
+ *   `WriteRefusedError` and leaves the store, the journal and every cache
+ *   as they were. Callers check user input first (`rdf/turtle.ts` checks
+ *   every IRI the way the engine does), so a refusal here is a programming
+ *   error, never a user error. Graph management must use the SILENT forms
+ *   (`DROP SILENT GRAPH`): the check runs on an empty scratch store.
  */
+
+/** The engine refused an op of a write; nothing of the write was applied. */
+export class WriteRefusedError extends Error {
+  constructor(readonly opIndex: number, readonly engineMessage: string) {
+    super(`the store refused part ${opIndex + 1} of a write, nothing of it was applied: ${engineMessage}`);
+    this.name = 'WriteRefusedError';
+  }
+}
 
 /** One SPARQL JSON results binding value. */
 export interface BindingValue {
