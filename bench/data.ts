@@ -38,7 +38,7 @@ export function millionQuadDataDir(): Promise<{ dir: string; snapshotFile: strin
       pending.push(store.update(`INSERT DATA { GRAPH <https://bench.example/journal> { <https://bench.example/j/${i}> <https://bench.example/n> ${i} } }`));
     }
     await Promise.all(pending);
-    const quads = store.size();
+    const quads = store.raw.size;
     await store.close();
     const { readdirSync } = await import('node:fs');
     const snapshot = readdirSync(dir).find((f) => f.startsWith('snapshot-'))!;
@@ -134,4 +134,23 @@ export async function journalPairDataDirs(baseQuads: number, journalBytes?: numb
   await again.snapshot();
   await again.close();
   return { journal: journalDir, snapshot: snapshotDir, records, quads, journalFileBytes };
+}
+
+/** A data dir holding `quads` quads shaped like the service's (matrix graphs of 100,000), all in a snapshot. */
+export async function serviceQuadDataDir(quads: number): Promise<{ dir: string; snapshotFile: string; quads: number }> {
+  const { generateServiceQuads } = await import('../test/fixtures/service-quads.js');
+  const oxigraph = (await import('oxigraph')).default;
+  const { readdirSync } = await import('node:fs');
+  const dir = workDir('growth');
+  const store = await openDurableStore(dir, { snapshotAfterBytes: Number.MAX_SAFE_INTEGER });
+  for (let g = 0; g * 100_000 < quads; g++) {
+    const { graph, ntriples } = generateServiceQuads(g, Math.min(100_000, quads - g * 100_000));
+    store.raw.load(ntriples, { format: 'application/n-triples', to_graph_name: oxigraph.namedNode(graph), no_transaction: true });
+  }
+  await store.update('INSERT DATA { GRAPH <https://workspaces.local/system> { <https://workspaces.local/id/bench/1> <https://workspaces.local/ns#built> true } }');
+  await store.snapshot();
+  const size = store.raw.size;
+  await store.close();
+  const snapshot = readdirSync(dir).find((f) => f.startsWith('snapshot-'))!;
+  return { dir, snapshotFile: `${dir}/${snapshot}`, quads: size };
 }
