@@ -1,4 +1,4 @@
-import { access, mkdir, open, readdir, rename, rm } from 'node:fs/promises';
+import { access, mkdir, open, readdir, rename, rm, stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import oxigraph from 'oxigraph';
 import { fsyncDir } from './fsutil.js';
@@ -6,7 +6,6 @@ import { Journal, cutJournal, readJournalFile, type JournalRecord, type JournalS
 import { acquireLock, type DirLock } from './lock.js';
 import { OxigraphStore, applyOp, coalesceUpdates } from './oxigraph-store.js';
 import { listSnapshots, loadLatestSnapshot, removeSnapshotsExcept, writeSnapshot } from './snapshot.js';
-import type { WriteOp } from './store.js';
 
 /*
  * Data directory layout (docs/decisions.md, Durability):
@@ -26,7 +25,13 @@ export interface DurableStoreOptions {
   onWarning?: (message: string) => void;
   /** Normal events worth a log line (replay summary, stale lock taken over). */
   onInfo?: (message: string) => void;
-  /** Snapshot automatically once the current journal file grows past this. Default 64 MiB. */
+  /**
+   * Snapshot automatically once the current journal file grows past an
+   * eighth of the last snapshot's size (at least 4 MiB), and at most this.
+   * Default 64 MiB. Replaying a journal byte costs several times loading a
+   * snapshot byte, so this keeps a restart between two snapshots within
+   * about twice a restart right after one.
+   */
   snapshotAfterBytes?: number;
   /**
    * Instead of refusing to open on damage followed by valid records, cut the
@@ -71,6 +76,8 @@ export interface DurabilityStats extends JournalStats {
   snapshots: number;
   /** Seq of the newest sound snapshot on disk (0 when none). */
   snapshotSeq: number;
+  /** Journal bytes after which the next automatic snapshot is taken. */
+  snapshotThresholdBytes: number;
   /** Automatic snapshots that failed since the last one that worked. */
   snapshotFailures: number;
   /** Message of the last failed snapshot, if the last attempt failed. */
@@ -100,10 +107,14 @@ export class LostHistoryError extends Error {
 /** Marker written when a store is created in a directory. */
 export const STORE_MARKER = 'store.json';
 const JOURNAL_NAME = /^journal-(\d{16})\.log$/;
-/** Journal records replayed per store call at most (consecutive updates are joined). */
-const REPLAY_BATCH_RECORDS = 2000;
-const REPLAY_BATCH_CHARS = 8 * 1024 * 1024;
+/** The journal may always grow this far before an automatic snapshot. */
+const MIN_SNAPSHOT_AFTER_BYTES = 4 * 1024 * 1024;
 const MAX_SNAPSHOT_RETRY_MS = 10 * 60 * 1000;
+
+/** The automatic snapshot threshold for a last snapshot of `snapshotBytes` (see `snapshotAfterBytes`). */
+export function snapshotThresholdFor(snapshotBytes: number, maxBytes: number): number {
+  return Math.min(maxBytes, Math.max(MIN_SNAPSHOT_AFTER_BYTES, Math.floor(snapshotBytes / 8)));
+}
 
 export function journalFileName(firstSeq: number): string {
   return `journal-${String(firstSeq).padStart(16, '0')}.log`;
@@ -156,6 +167,7 @@ export class DurableStore extends OxigraphStore {
     readonly dataDir: string,
     readonly replayInfo: ReplayInfo,
     private snapshotSeq: number,
+    private snapshotBytes: number,
     private readonly options: Required<Omit<DurableStoreOptions, 'acceptJournalLoss'>>,
   ) {
     super(raw, journal);
@@ -178,6 +190,7 @@ export class DurableStore extends OxigraphStore {
       snapshots: this.snapshotsWritten,
       snapshotSeq: this.snapshotSeq,
       snapshotFailures: this.snapshotFailures,
+      snapshotThresholdBytes: this.snapshotThreshold(),
       ...(this.lastSnapshotError ? { lastSnapshotError: this.lastSnapshotError } : {}),
     };
   }
@@ -215,7 +228,8 @@ export class DurableStore extends OxigraphStore {
     try {
       const rotated = this.journal.rotate(join(this.dataDir, journalFileName(seq + 1)));
       rotated.catch(() => {}); // awaited below; avoid an unhandled rejection meanwhile
-      await writeSnapshot(this.dataDir, seq, this.raw, openGate);
+      const written = await writeSnapshot(this.dataDir, seq, this.raw, openGate);
+      this.snapshotBytes = written.bytes;
       await rotated;
     } finally {
       openGate();
@@ -234,9 +248,14 @@ export class DurableStore extends OxigraphStore {
     await fsyncDir(this.dataDir);
   }
 
+  /** Journal bytes after which the next automatic snapshot is taken. */
+  snapshotThreshold(): number {
+    return snapshotThresholdFor(this.snapshotBytes, this.options.snapshotAfterBytes);
+  }
+
   private maybeAutoSnapshot(): void {
     if (this.autoSnapshotRunning) return;
-    if (this.journal.stats().currentFileBytes < this.options.snapshotAfterBytes) return;
+    if (this.journal.stats().currentFileBytes < this.snapshotThreshold()) return;
     if (Date.now() < this.nextAutoSnapshotAt) return;
     this.autoSnapshotRunning = true;
     this.snapshot()
@@ -269,60 +288,11 @@ export class DurableStore extends OxigraphStore {
   }
 }
 
-/**
- * Replays records onto `raw`: consecutive update ops of many records are
- * sent as one multi-operation update (Oxigraph applies it atomically, so a
- * refused batch changed nothing and is replayed record by record to name
- * the record at fault); loads are applied one by one.
- */
-class Replayer {
-  private pending: JournalRecord[] = [];
-  private pendingChars = 0;
-
-  constructor(private readonly raw: oxigraph.Store) {}
-
-  add(record: JournalRecord, file: string): void {
-    const onlyUpdates = record.ops.every((op) => op.kind === 'update');
-    if (!onlyUpdates) {
-      this.flush(file);
-      this.applyRecord(record, file);
-      return;
-    }
-    this.pending.push(record);
-    for (const op of record.ops) this.pendingChars += (op as { sparql: string }).sparql.length;
-    if (this.pending.length >= REPLAY_BATCH_RECORDS || this.pendingChars >= REPLAY_BATCH_CHARS) this.flush(file);
-  }
-
-  flush(file: string): void {
-    const batch = this.pending;
-    this.pending = [];
-    this.pendingChars = 0;
-    if (batch.length === 0) return;
-    if (batch.length === 1) return this.applyRecord(batch[0]!, file);
-    let joined: WriteOp[];
-    try {
-      joined = coalesceUpdates(batch.flatMap((r) => r.ops));
-    } catch {
-      joined = [];
-    }
-    if (joined.length === 1) {
-      try {
-        applyOp(this.raw, joined[0]!);
-        return;
-      } catch {
-        // Nothing of the batch applied: find the record at fault below.
-      }
-    }
-    // Prologues disagree (several calls, not atomic together), or the batch was refused: record by record.
-    for (const record of batch) this.applyRecord(record, file);
-  }
-
-  private applyRecord(record: JournalRecord, file: string): void {
-    try {
-      for (const op of coalesceUpdates(record.ops)) applyOp(this.raw, op);
-    } catch (err) {
-      throw new Error(`journal ${file}: record ${record.seq} does not replay: ${(err as Error).message}`, { cause: err });
-    }
+function replayRecord(raw: oxigraph.Store, record: JournalRecord, file: string): void {
+  try {
+    for (const op of coalesceUpdates(record.ops)) applyOp(raw, op);
+  } catch (err) {
+    throw new Error(`journal ${file}: record ${record.seq} does not replay: ${(err as Error).message}`, { cause: err });
   }
 }
 
@@ -385,7 +355,6 @@ export async function openDurableStore(dataDir: string, options: DurableStoreOpt
       millis: 0,
     };
 
-    const replayer = new Replayer(raw);
     let appendTo: string | undefined;
     for (const [i, { firstSeq, file }] of journals.entries()) {
       const later = journals.slice(i + 1);
@@ -443,18 +412,16 @@ export async function openDurableStore(dataDir: string, options: DurableStoreOpt
           continue;
         }
         if (record.seq !== info.lastSeq + 1) {
-          replayer.flush(file);
           throw new Error(
             `journal ${file}: record ${record.seq} follows ${info.lastSeq}; records in between are missing` +
               (snapshots.length > 0 && snapshotSeq === 0 ? ' (no snapshot could be loaded, see the warnings above)' : '') +
               ', refusing to open an incomplete history',
           );
         }
-        replayer.add(record, file);
+        replayRecord(raw, record, file);
         info.recordsReplayed++;
         info.lastSeq = record.seq;
       }
-      replayer.flush(file);
       // Keep appending to the last file if it ends exactly where history ends.
       const endSeq = contents.records.at(-1)?.seq ?? firstSeq - 1;
       appendTo = endSeq === info.lastSeq ? file : undefined;
@@ -468,7 +435,8 @@ export async function openDurableStore(dataDir: string, options: DurableStoreOpt
       `store opened: snapshot seq ${snapshotSeq} (${info.snapshotQuads} quads, ${info.snapshotMillis} ms), ${info.recordsReplayed} journal records replayed` +
         ` (${info.replayMillis} ms), ${info.recordsSkipped} skipped, ${info.cutBytes} bytes cut, last seq ${info.lastSeq}, ${info.millis} ms`,
     );
-    return new DurableStore(raw, journal, lock, dataDir, info, snapshotSeq, opts);
+    const snapshotBytes = snapshot ? (await stat(snapshot.file)).size : 0;
+    return new DurableStore(raw, journal, lock, dataDir, info, snapshotSeq, snapshotBytes, opts);
   } catch (err) {
     await lock.release();
     throw err;

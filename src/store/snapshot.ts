@@ -162,7 +162,7 @@ export async function writeSnapshot(dir: string, seq: number, raw: oxigraph.Stor
     return { file, quads, bytes };
   } catch (err) {
     release();
-    await rm(temp, { force: true });
+    await rm(temp, { force: true }).catch(() => {});
     throw err;
   }
 }

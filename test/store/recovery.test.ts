@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto';
-import { readFile, readdir, rename, rm, stat, writeFile } from 'node:fs/promises';
+import { mkdir, readFile, readdir, rename, rm, stat, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { expect } from 'chai';
 import { JournalCorruptError, LostHistoryError, openDurableStore } from '../../src/store/durable.js';
@@ -242,6 +242,48 @@ describe('recovery: a data directory that lost its history', function () {
       const fresh = await startTestServer({}, dir);
       await fresh.close();
       await rm(`${dir}-aside`, { recursive: true, force: true });
+    } finally {
+      await cleanup();
+    }
+  });
+});
+
+describe('recovery: a snapshot that fails', function () {
+  this.timeout(60_000);
+
+  it('is retried with backoff, not on every write, and writes stay durable meanwhile', async () => {
+    const { dir, cleanup } = await tempDir();
+    try {
+      const retryMs = 1500;
+      const warnings: string[] = [];
+      const store = await openDurableStore(dir, { snapshotAfterBytes: 1500, snapshotRetryMs: retryMs, onWarning: (m) => warnings.push(m) });
+      // A directory where each snapshot's temporary file would go: every attempt fails on the disk.
+      const blockers = range(1, 200).map((n) => join(dir, `snapshot-${String(n).padStart(16, '0')}.trig.tmp`));
+      for (const b of blockers) await mkdir(b);
+      const started = performance.now();
+      for (let i = 1; i <= 60; i++) await store.update(insertPair(i));
+      const elapsed = performance.now() - started;
+      const { snapshotFailures, snapshots, lastSnapshotError } = store.stats();
+      expect(snapshots).to.equal(0);
+      expect(snapshotFailures).to.be.at.least(1);
+      // Doubling waits from 1.5 s: at most this many attempts fit in the time the writes took.
+      expect(snapshotFailures).to.be.at.most(1 + Math.floor(Math.log2(1 + elapsed / retryMs)));
+      expect(lastSnapshotError).to.match(/EISDIR/);
+      expect(warnings.filter((w) => /automatic snapshot failed/.test(w))).to.have.length(snapshotFailures);
+      expect(warnings.at(-1)).to.match(/next attempt in \d+ s/);
+
+      // The disk is fine again: after the wait the next write's snapshot works.
+      for (const b of blockers) await rm(b, { recursive: true });
+      await new Promise((r) => setTimeout(r, retryMs * 2 ** (snapshotFailures - 1) + 100));
+      await store.update(insertPair(61));
+      for (let i = 0; i < 200 && store.stats().snapshots === 0; i++) await new Promise((r) => setTimeout(r, 50));
+      expect(store.stats()).to.include({ snapshots: 1, snapshotFailures: 0 });
+      expect(store.stats().lastSnapshotError).to.equal(undefined);
+      await store.close();
+      const reopened = await openDurableStore(dir);
+      expect(reopened.replayInfo.snapshotSeq).to.be.greaterThan(0);
+      expect(await numbersIn(reopened)).to.deep.equal(range(1, 61));
+      await reopened.close();
     } finally {
       await cleanup();
     }
