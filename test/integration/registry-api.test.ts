@@ -188,6 +188,9 @@ describe('hosted registry API', function () {
       const v1 = await anonymous().get(`/api/v1/registry/packages/acme/tools/versions?engineVersion=${encodeURIComponent('>=1.5 <2')}`);
       expect(v1.body.data.items.map((v: { version: string }) => v.version)).to.deep.equal(['1.1.0', '1.0.0']);
       expect(v1.body.data.totalItems).to.equal(2);
+      // An engine's own version (full semver) keeps the versions that admit it.
+      const exact = await anonymous().get('/api/v1/registry/packages/acme/tools/versions?engineVersion=2.3.1');
+      expect(exact.body.data.items.map((v: { version: string }) => v.version)).to.deep.equal(['2.0.0']);
       const bad = await anonymous().get('/api/v1/registry/packages/acme/tools/versions?engineVersion=banana');
       expect(bad.status).to.equal(400);
       expect(bad.body.error.message).to.contain('banana');
