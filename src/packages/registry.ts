@@ -289,6 +289,9 @@ export function resolveVersion(versions: RegistryVersion[], engineVersion: strin
     return found;
   }
   if (versions.length === 0) throw notFound('The package has no versions in the registry');
+  if (versions.every((v) => v.yanked)) {
+    throw notFound(`Every version of the package is yanked (${versions.map((v) => v.version).join(', ')}); name one to install it anyway`);
+  }
   const newest = newestCompatible(versions, engineVersion);
   if (!newest) {
     const offered = [...versions].sort(byVersion).reverse().slice(0, 5).map((v) => `${v.version} requires "${v.engineVersion}"`).join(', ');

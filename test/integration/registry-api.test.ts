@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto';
 import { expect } from 'chai';
 import supertest from 'supertest';
-import { bearer, removeDir, startTestServer, type TestServer } from '../helpers/server.js';
+import { bearer, removeDir, startTestServer, tempDir, type TestServer } from '../helpers/server.js';
 import { tinyPackage, sampleMatrixTurtle } from '../helpers/packages.js';
 
 /** The registry API the service hosts (DESIGN.md section 10), over HTTP. */
@@ -188,6 +188,9 @@ describe('hosted registry API', function () {
       const v1 = await anonymous().get(`/api/v1/registry/packages/acme/tools/versions?engineVersion=${encodeURIComponent('>=1.5 <2')}`);
       expect(v1.body.data.items.map((v: { version: string }) => v.version)).to.deep.equal(['1.1.0', '1.0.0']);
       expect(v1.body.data.totalItems).to.equal(2);
+      // An engine's own version (full semver) keeps the versions that admit it.
+      const exact = await anonymous().get('/api/v1/registry/packages/acme/tools/versions?engineVersion=2.3.1');
+      expect(exact.body.data.items.map((v: { version: string }) => v.version)).to.deep.equal(['2.0.0']);
       const bad = await anonymous().get('/api/v1/registry/packages/acme/tools/versions?engineVersion=banana');
       expect(bad.status).to.equal(400);
       expect(bad.body.error.message).to.contain('banana');
@@ -267,5 +270,43 @@ describe('hosted registry API', function () {
       }
       expect((await t.http.post('/api/v1/registry/publishers/acme/packages/tools/versions/1.0.0/unyank').set(bearer(bob))).status).to.equal(403);
     });
+  });
+});
+
+describe('hosted registry across a restart', function () {
+  this.timeout(120_000);
+
+  it('keeps publishers, versions, yanks and archives, and publishes the examples only once', async () => {
+    const dataDir = tempDir();
+    let t = await startTestServer({ WSM_REGISTRY: 'self' }, dataDir);
+    try {
+      const root = await t.token('root', { systemAdmin: true });
+      const alice = await t.token('alice');
+      expect((await t.http.post('/api/v1/registry/publishers').set(bearer(root)).send({ slug: 'acme', owners: ['alice'] })).status).to.equal(201);
+      const archive = await tinyPackage({ name: 'kept', version: '1.0.0' });
+      for (const version of ['1.0.0', '1.1.0']) {
+        const bytes = version === '1.0.0' ? archive : await tinyPackage({ name: 'kept', version });
+        const res = await t.http.post('/api/v1/registry/publishers/acme/packages/kept/versions').set(bearer(alice)).attach('file', bytes, 'kept.tgz');
+        expect(res.status).to.equal(201);
+      }
+      expect((await t.http.post('/api/v1/registry/publishers/acme/packages/kept/versions/1.1.0/yank').set(bearer(alice)).send({ reason: 'bad' })).status).to.equal(200);
+      const before = (await t.http.get('/api/v1/registry/packages/examples/project-tracking')).body.data;
+      await t.close();
+      t = await startTestServer({ WSM_REGISTRY: 'self' }, dataDir);
+      const kept = (await t.http.get('/api/v1/registry/packages/acme/kept')).body.data;
+      expect(kept.versions.map((v: { version: string; yanked: boolean }) => [v.version, v.yanked])).to.deep.equal([['1.1.0', true], ['1.0.0', false]]);
+      const bytes = await t.http.get('/api/v1/registry/packages/acme/kept/1.0.0/archive').buffer(true).parse((res, cb) => {
+        const chunks: Buffer[] = [];
+        res.on('data', (c: Buffer) => chunks.push(c));
+        res.on('end', () => cb(null, Buffer.concat(chunks)));
+      });
+      expect(bytes.body).to.deep.equal(archive);
+      expect((await t.http.get('/api/v1/registry/publishers/me').set(bearer(await t.token('alice')))).body.data.slug).to.equal('acme');
+      // The examples were not published again (same records, same publishedAt).
+      expect((await t.http.get('/api/v1/registry/packages/examples/project-tracking')).body.data).to.deep.equal(before);
+    } finally {
+      await t.close();
+      removeDir(dataDir);
+    }
   });
 });

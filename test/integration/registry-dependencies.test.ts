@@ -114,6 +114,18 @@ describe('dependencies, with the hosted registry as the default', function () {
     expect(warnings.join('\n')).to.contain('1.2.0 of deps/leaf is yanked');
   });
 
+  it('P1 without a version never picks a yanked one; named, it installs with a warning', async () => {
+    await publishTo('gone', '1.0.0', await withDeps('gone', '1.0.0', []));
+    const yank = await t.http.post('/api/v1/registry/publishers/deps/packages/gone/versions/1.0.0/yank').set(bearer(alice)).send({ reason: 'withdrawn', force: true });
+    expect(yank.status).to.equal(200);
+    const refused = await t.http.post('/api/v1/packages/acme/registry/deps/gone/install').set(bearer(tokens.owner)).send({});
+    expect(refused.status).to.equal(404);
+    expect(refused.body.error.message).to.contain('Every version of the package is yanked (1.0.0); name one to install it anyway');
+    const named = await registryInstall(t, tokens.owner, 'deps', 'gone', { version: '1.0.0' });
+    expect(named.status).to.equal('completed');
+    expect((await eventsOf(t, tokens.owner, 'acme', named.id)).some((e) => e.level === 'WARNING' && e.message.includes('yanked'))).to.equal(true);
+  });
+
   it('refuses a cycle clearly, and installs nothing of it', async () => {
     await publishTo('cyc-a', '1.0.0', await withDeps('cyc-a', '1.0.0', [{ publisher: 'deps', name: 'cyc-b', versionRange: '>=1' }]));
     await publishTo('cyc-b', '1.0.0', await withDeps('cyc-b', '1.0.0', [{ publisher: 'deps', name: 'cyc-a', versionRange: '>=1' }]));
