@@ -1,6 +1,5 @@
-import { Server } from '@modelcontextprotocol/sdk/server/index.js';
-import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
-import { CallToolRequestSchema, ErrorCode, ListToolsRequestSchema, McpError, type CallToolResult, type Tool } from '@modelcontextprotocol/sdk/types.js';
+import type { Server } from '@modelcontextprotocol/sdk/server/index.js';
+import type { CallToolResult, Tool } from '@modelcontextprotocol/sdk/types.js';
 import type { Request, Response } from 'express';
 import { AppError } from '../errors.js';
 import type { WorkspaceAccess } from '../workspaces/service.js';
@@ -23,6 +22,18 @@ import { limitedText, parseReadQuery } from '../sandbox/script.js';
  */
 
 export const SPARQL_TOOL = 'sparql';
+
+/** The SDK, loaded on the first MCP request: starting the service (and the CLI) does not pay for it. */
+let sdkModules: Promise<{
+  server: typeof import('@modelcontextprotocol/sdk/server/index.js');
+  http: typeof import('@modelcontextprotocol/sdk/server/streamableHttp.js');
+  types: typeof import('@modelcontextprotocol/sdk/types.js');
+}> | undefined;
+const sdk = () => (sdkModules ??= Promise.all([
+  import('@modelcontextprotocol/sdk/server/index.js'),
+  import('@modelcontextprotocol/sdk/server/streamableHttp.js'),
+  import('@modelcontextprotocol/sdk/types.js'),
+]).then(([server, http, types]) => ({ server, http, types })));
 const NAME_MAX = 64;
 
 /** Tool names: letters, digits, "_" and "-" (what MCP clients accept everywhere); ":" of an alias becomes "_". */
@@ -54,7 +65,8 @@ export interface McpDeps {
 }
 
 /** A server for one request of one caller in one workspace. */
-function buildServer(deps: McpDeps, access: WorkspaceAccess): Server {
+async function buildServer(deps: McpDeps, access: WorkspaceAccess): Promise<Server> {
+  const { server: { Server }, types: { CallToolRequestSchema, ErrorCode, ListToolsRequestSchema, McpError } } = await sdk();
   const server = new Server({ name: 'workspace-service', version: '1.0.0' }, { capabilities: { tools: {} } });
   const tools = async () => toolNames(await deps.commands.listAll(access));
 
@@ -116,7 +128,8 @@ async function runSparql(sandbox: QuerySandbox, access: WorkspaceAccess, args: R
 
 /** Answers one MCP POST for the caller, and resolves once the answer is sent. */
 export async function handleMcpPost(deps: McpDeps, access: WorkspaceAccess, req: Request, res: Response, body: unknown): Promise<void> {
-  const server = buildServer(deps, access);
+  const server = await buildServer(deps, access);
+  const { http: { StreamableHTTPServerTransport } } = await sdk();
   const transport = new StreamableHTTPServerTransport({ sessionIdGenerator: undefined, enableJsonResponse: true });
   const finished = new Promise<void>((resolve) => { res.once('close', resolve); res.once('finish', resolve); });
   try {

@@ -25,7 +25,8 @@ describe('MCP endpoint (POST /mcp/{workspace})', function () {
   };
 
   before(async () => {
-    t = await startTestServer();
+    // A generous limit: the first query waits for worker threads to start, slow on a loaded machine.
+    t = await startTestServer({ WSM_QUERY_TIMEOUT_MS: '30000' });
     ({ tokens } = await seedWorkspace(t, 'acme'));
     await installMatrices(t, tokens.owner, 'acme', 'support', [{ uri: S, turtle: supportMatrixTurtle(S) }]);
     const create = async (token: string, body: Record<string, unknown>) => {

@@ -46,7 +46,8 @@ describe('slash commands: discovery and parameters', function () {
   };
 
   before(async () => {
-    t = await startTestServer();
+    // A generous limit: the first query waits for worker threads to start, slow on a loaded machine.
+    t = await startTestServer({ WSM_QUERY_TIMEOUT_MS: '30000' });
     ({ tokens } = await seedWorkspace(t, 'acme'));
     await seedWorkspace(t, 'other');
     await installMatrices(t, tokens.owner, 'acme', 'support', [{ uri: S, turtle: supportMatrixTurtle(S) }]);

@@ -74,6 +74,12 @@ describe('WSM_STATUS_CASE', function () {
       }
       expect(seen.P2).to.deep.equal(['PENDING']);
       expect(seen.P8).to.include('COMPLETED');
+      // The event stream's closing message carries the status too.
+      const owner = await t.token('acme-owner');
+      const again = await upload(t, owner, 'acme', await tinyPackage({ name: 'again', version: '1.0.0' }));
+      const stream = await fetch(`${t.url}/api/v1/packages/acme/commands/${again.body.data.id}/events`, { headers: { Accept: 'text/event-stream', ...bearer(owner) } });
+      const text = await stream.text();
+      expect(text).to.match(/event: end\ndata: \{"commandId":"[0-9a-f-]+","status":"COMPLETED"\}/);
       const stored = (t.server.services.store as unknown as { raw: oxigraph.Store }).raw.dump({ format: 'application/n-quads' });
       expect(stored).to.contain('<https://w3id.org/wsm/ns#status> "completed"');
       expect(stored).not.to.match(/ns#status> "(COMPLETED|PENDING|IN_PROGRESS|FAILED)"/);
