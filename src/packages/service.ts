@@ -182,9 +182,10 @@ export class PackageService {
   }
 
   /** Installed matrices whose URI is one of `uris` (looked up by URI, a few hundred at a time). */
-  private matricesAmong(workspaceId: string, uris: Iterable<string>): MatrixRecord[] {
+  private async matricesAmong(workspaceId: string, uris: Iterable<string>): Promise<MatrixRecord[]> {
     const out: MatrixRecord[] = [];
-    for (const chunk of chunks([...new Set(uris)], 500)) {
+    for (const [i, chunk] of chunks([...new Set(uris)], 500).entries()) {
+      if (i > 0) await nextTurn(); // a package names thousands of IRIs: let requests in between
       out.push(...this.matrixRecords(workspaceId, '', sparql`VALUES ?uri { ${join(chunk.map((u) => iri(u)))} } ?m wsm:uri ?uri .`));
     }
     return out.sort((a, b) => (a.uri < b.uri ? -1 : a.uri > b.uri ? 1 : 0));
@@ -476,10 +477,11 @@ export class PackageService {
    * `exceptIds` defines. Looked up by role (a few hundred at a time), so the
    * cost follows the candidates, not the number of installed matrices.
    */
-  private rolesOutside(workspaceId: string, exceptIds: Set<string>, roleIris: Iterable<string>): Set<string> {
+  private async rolesOutside(workspaceId: string, exceptIds: Set<string>, roleIris: Iterable<string>): Promise<Set<string>> {
     const out = new Set<string>();
     const pk = iri(this.graphs.packages(workspaceId));
-    for (const chunk of chunks([...new Set(roleIris)], 500)) {
+    for (const [i, chunk] of chunks([...new Set(roleIris)], 500).entries()) {
+      if (i > 0) await nextTurn(); // thousands of candidate roles: let requests in between
       const rows = this.store.select(PREFIXES + sparql`SELECT DISTINCT ?r ?id WHERE { VALUES ?r { ${join(chunk.map((r) => iri(r)))} }
         GRAPH ?g { ?r a wsm:Role } FILTER (STRENDS(STR(?g), "/derived"))
         BIND (IRI(SUBSTR(STR(?g), 1, STRLEN(STR(?g)) - 8)) AS ?mg)
@@ -562,7 +564,7 @@ export class PackageService {
       if (text === undefined) throw new CommandFailure(`The archive has no file ${entry.path} for matrix ${entry.name}`, 'Add the file or fix manifest.json.');
       files.push({ uri: entry.uri, name: entry.name, path: entry.path, text });
     }
-    const parsedOut = await job.parse({ matrices: files });
+    const parsedOut = await job.parse({ matrices: files, roleIrisOf: { graphsBase: this.graphs.base, workspaceId: ws } });
     const parsed = m.matrices.map((entry, i) => ({ ...parsedOut.matrices[i]!, name: entry.name, uri: entry.uri, id: this.matrixId(ws, entry.uri), path: entry.path }));
     for (const p of parsed) await ctx.event('INFO', `Parsed matrix ${p.name} <${p.uri}> from ${p.path}: ${plural(p.tripleCount, 'triple')}`);
     // 2. Matrices of other packages. Only installed matrices the package's triples mention (or
@@ -570,7 +572,7 @@ export class PackageService {
     const extensionQuads = new Map<string, Quad[]>();
     const mentioned = new Set(parsedOut.mentioned);
     const previous = this.matricesOfPackage(ws, m.name);
-    const installedMatrices = [...this.matricesAmong(ws, [...mentioned, ...parsed.map((p) => p.uri)])
+    const installedMatrices = [...(await this.matricesAmong(ws, [...mentioned, ...parsed.map((p) => p.uri)]))
       .filter((x) => x.packageName !== m.name), ...previous];
     for (const p of parsed) {
       const owner = installedMatrices.find((x) => x.uri === p.uri && x.packageName !== m.name);
@@ -608,9 +610,9 @@ export class PackageService {
     const touched = new Set([...parsed.map((p) => p.id), ...dropped.map((x) => x.id)]);
     // Validation only types the workspace's roles and matrices the validated triples mention.
     const allMentioned = new Set([...mentioned, ...mentionedIris([...extensionQuads.values()].flat())]);
-    const extraMatrices = this.matricesAmong(ws, [...allMentioned].filter((u) => !mentioned.has(u)))
+    const extraMatrices = (await this.matricesAmong(ws, [...allMentioned].filter((u) => !mentioned.has(u))))
       .filter((x) => x.packageName !== m.name && !newUris.has(x.uri));
-    const mentionedRoles = this.rolesOutside(ws, touched, this.roleIrisFor(ws, allMentioned));
+    const mentionedRoles = await this.rolesOutside(ws, touched, [...parsedOut.mentionedRoleIris, ...this.roleIrisFor(ws, [...allMentioned].filter((u) => !mentioned.has(u)))]);
     const context = { roleUris: await this.roleUrisOf(ws, mentionedRoles), matrixUris: [...outside, ...extraMatrices].map((x) => x.uri).sort() };
     const extensions = Object.fromEntries([...extensionQuads].map(([uri, quads]) => [uri, quads.length ? quadsToNTriples(quads) : '']));
     await this.validate(ctx, () => job.validate({ extensions, context }));
@@ -649,7 +651,7 @@ export class PackageService {
     if (dropped.length && this.hook?.undeploy) ops.push(...this.hook.undeploy({ workspaceId: ws, matrixUris: dropped.map((d) => d.uri), commandId: ctx.commandId }));
     // Role assignments of roles (and agent principals) that disappear.
     const oldRoles = [...this.rolesOf(ws, [...touched])].filter((r) => !newRoles.has(r));
-    const outsideRoles = this.rolesOutside(ws, touched, oldRoles);
+    const outsideRoles = await this.rolesOutside(ws, touched, oldRoles);
     const goneRoles = oldRoles.filter((r) => !outsideRoles.has(r));
     const gonePrincipals = [...this.principalsOf(ws, [...touched])].filter((q) => !newPrincipals.has(q));
     ops.push(...this.assignmentCleanup(ws, goneRoles, gonePrincipals));
@@ -722,7 +724,7 @@ export class PackageService {
           await ctx.event('WARNING', `Installed matrices of other packages import matrices being removed: ${dependents.map((d) => `<${d}>`).join(', ')}; they keep working but their imports will not resolve until the package is installed again`);
         }
         const ownRoles = [...this.rolesOf(ws, [...ids])];
-        const outsideRoles = this.rolesOutside(ws, ids, ownRoles);
+        const outsideRoles = await this.rolesOutside(ws, ids, ownRoles);
         const goneRoles = ownRoles.filter((r) => !outsideRoles.has(r));
         const gonePrincipals = [...this.principalsOf(ws, [...ids])];
         const ops: WriteOp[] = matrices.map((x) => this.dropMatrixOps(ws, x.id));
@@ -754,13 +756,13 @@ export class PackageService {
         await ctx.event('INFO', `Redeploying matrix <${matrixUri}>: ${reason}`);
         const current = this.findMatrix(ws, matrixUri);
         if (!current) throw new CommandFailure(`Matrix <${matrixUri}> is no longer installed`, 'Install its package again.');
-        const parsed = await job.parse({ matrices: [{ uri: matrixUri, name: current.uri, path: 'installed matrix', text: this.store.dumpGraph(current.graph) }] });
+        const parsed = await job.parse({ matrices: [{ uri: matrixUri, name: current.uri, path: 'installed matrix', text: this.store.dumpGraph(current.graph) }], roleIrisOf: { graphsBase: this.graphs.base, workspaceId: ws } });
         const ext = this.hook ? await this.hook.deploy({ workspaceId: ws, matrixUri, matrixId: current.id, commandId: ctx.commandId }) : { quads: [], ops: [] };
         await ctx.event('INFO', `Read ${plural(parsed.matrices[0]!.tripleCount, 'triple')} of the matrix and ${plural(ext.quads.length, 'triple')} of active extensions`);
         // Validation only types the workspace's roles and matrices the validated triples mention.
         const mentioned = new Set([...parsed.mentioned, ...mentionedIris(ext.quads)]);
-        const outside = this.matricesAmong(ws, mentioned).filter((x) => x.id !== current.id);
-        const mentionedRoles = this.rolesOutside(ws, new Set([current.id]), this.roleIrisFor(ws, mentioned));
+        const outside = (await this.matricesAmong(ws, mentioned)).filter((x) => x.id !== current.id);
+        const mentionedRoles = await this.rolesOutside(ws, new Set([current.id]), [...parsed.mentionedRoleIris, ...this.roleIrisFor(ws, mentionedIris(ext.quads))]);
         const context = { roleUris: await this.roleUrisOf(ws, mentionedRoles), matrixUris: outside.map((x) => x.uri) };
         const extensions = { [matrixUri]: ext.quads.length ? quadsToNTriples(ext.quads) : '' };
         await this.validate(ctx, () => job.validate({ extensions, context }));
@@ -769,7 +771,7 @@ export class PackageService {
         const newPrincipals = new Set(derived!.principalIris);
         const newRoles = new Set(derived!.roleIris);
         const candidates = [...this.rolesOf(ws, [current.id])].filter((r) => !newRoles.has(r));
-        const outsideRoles = this.rolesOutside(ws, new Set([current.id]), candidates);
+        const outsideRoles = await this.rolesOutside(ws, new Set([current.id]), candidates);
         const goneRoles = candidates.filter((r) => !outsideRoles.has(r));
         const gonePrincipals = [...this.principalsOf(ws, [current.id])].filter((q) => !newPrincipals.has(q));
         const ops: WriteOp[] = [
@@ -866,6 +868,9 @@ function toTerm(v: BindingValue | undefined): Term | null {
   if (v.type === 'literal') return DataFactory.literal(v.value, v['xml:lang'] || (v.datatype ? DataFactory.namedNode(v.datatype) : undefined));
   return null;
 }
+
+/** Lets the event loop turn (timers, sockets) before going on. */
+const nextTurn = () => new Promise<void>((resolve) => setImmediate(resolve));
 
 function chunks<T>(items: T[], size: number): T[][] {
   const out: T[][] = [];
