@@ -15,19 +15,22 @@ const IDLE_MS = 3000;
 const ROLES = 15_000;
 const TRIPLES = 100_000;
 
-interface Samples { health: number[]; cached: number[]; errors: number }
+interface Samples { health: number[]; cached: number[]; errors: number; reasons: Map<string, number>; timeline: Array<[number, number]> }
 
 /** Sends both requests every 20 ms until `stop` resolves; answers their latencies. */
 async function sample(url: string, token: string, cachedPath: string, stop: Promise<unknown>): Promise<Samples> {
-  const out: Samples = { health: [], cached: [], errors: 0 };
+  const out: Samples = { health: [], cached: [], errors: 0, reasons: new Map(), timeline: [] };
+  const t0 = performance.now();
+  const fail = (why: string) => { out.errors++; out.reasons.set(why, (out.reasons.get(why) ?? 0) + 1); };
   const inFlight: Promise<void>[] = [];
   const one = (path: string, into: number[], headers: Record<string, string> = {}) => {
     const started = performance.now();
     inFlight.push(fetch(url + path, { headers }).then(async (res) => {
       await res.arrayBuffer();
-      if (!res.ok) out.errors++;
+      if (!res.ok) fail(`${path} ${res.status}`);
       into.push(performance.now() - started);
-    }, () => { out.errors++; }));
+      out.timeline.push([started - t0, performance.now() - started]);
+    }, (err: Error & { cause?: { code?: string } }) => { fail(`${path} ${err.cause?.code ?? err.message}`); }));
   };
   let done = false;
   const finish = () => { done = true; };
@@ -75,7 +78,14 @@ export async function run(): Promise<Figure[]> {
       if (res.status !== 200) throw new Error(`P9 answered ${res.status}`);
       results = res.json.data.violationCount + res.json.data.warningCount + res.json.data.infoCount;
     }
-    if (idle.errors || busy.errors) throw new Error(`sampling had ${idle.errors + busy.errors} failed requests`);
+    if (process.env.BENCH_VERBOSE) {
+      // Slowest answer per second of sampling, to see where a stall falls.
+      const worst = new Map<number, number>();
+      for (const [at, ms] of busy.timeline) worst.set(Math.floor(at / 1000), Math.max(worst.get(Math.floor(at / 1000)) ?? 0, ms));
+      process.stdout.write(`worst answer per second: ${[...worst].sort((a, b) => a[0] - b[0]).map(([s, ms]) => `${s}s:${ms.toFixed(0)}`).join(' ')}\n`);
+      process.stdout.write(`install ${rolesMs.toFixed(0)} ms, big ${bigMs.toFixed(0)} ms, P9 ${p9.map((x) => x.toFixed(0)).join('/')} ms\n`);
+    }
+    if (idle.errors || busy.errors) throw new Error(`sampling had ${idle.errors + busy.errors} failed requests: ${[...idle.reasons, ...busy.reasons].map(([k, v]) => `${k} x${v}`).join(', ')}`);
 
     const figures: Figure[] = [];
     for (const [label, key] of [['/health', 'health'], ['cached GET (P5)', 'cached']] as const) {

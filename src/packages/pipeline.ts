@@ -16,7 +16,7 @@ import { AppError } from '../errors.js';
 import { Graphs } from '../rdf/graphs.js';
 import { parseTurtle, quadsToNTriples } from '../rdf/turtle.js';
 import { DCTERMS, MTX, RDFS } from '../rdf/vocab.js';
-import { deriveMatrix } from './derive.js';
+import { deriveMatrix, derivedIds } from './derive.js';
 import { validateMatrices, type ValidationReport } from './validation.js';
 
 /** A user-facing failure of a step: `message` says what is wrong, `hint` what to do (a CommandFailure on the main thread). */
@@ -25,6 +25,8 @@ export interface StepFailure { failure: { message: string; hint?: string } }
 export interface ParseInput {
   /** Turtle (or N-Triples) text of each matrix, with the IRI relative IRIs resolve against. */
   matrices: Array<{ uri: string; name: string; path: string; text: string }>;
+  /** Where the role IRIs of `mentionedRoleIris` live. */
+  roleIrisOf: { graphsBase: string; workspaceId: string };
 }
 
 export interface ParsedMatrix {
@@ -40,6 +42,8 @@ export interface ParseOutput {
   matrices: ParsedMatrix[];
   /** Every IRI the matrices name as subject or object, once. */
   mentioned: string[];
+  /** The role resource IRI each of `mentioned` would have if it were a role (thousands of hashes: done here). */
+  mentionedRoleIris: string[];
 }
 
 export interface ValidateInput {
@@ -148,7 +152,9 @@ export class PipelineSession {
         description: objectsOf(quads, m.uri, [RDFS.comment, DCTERMS.description])[0] ?? null,
       });
     }
-    return { matrices: out, mentioned: [...mentioned] };
+    const graphs = new Graphs(input.roleIrisOf.graphsBase);
+    const list = [...mentioned];
+    return { matrices: out, mentioned: list, mentionedRoleIris: list.map((u) => graphs.resource('role', derivedIds.role(input.roleIrisOf.workspaceId, u))) };
   }
 
   async validate(input: ValidateInput): Promise<ValidateOutput | StepFailure> {

@@ -191,7 +191,8 @@ export class PackageService {
   /** Installed matrices whose URI is one of `uris` (looked up by URI, a few hundred at a time). */
   private async matricesAmong(workspaceId: string, uris: Iterable<string>): Promise<MatrixRecord[]> {
     const out: MatrixRecord[] = [];
-    for (const chunk of chunks([...new Set(uris)], 500)) {
+    for (const [i, chunk] of chunks([...new Set(uris)], 500).entries()) {
+      if (i > 0) await nextTurn(); // a package names thousands of IRIs: let requests in between
       out.push(...await this.matrixRecords(workspaceId, '', sparql`VALUES ?uri { ${join(chunk.map((u) => iri(u)))} } ?m wsm:uri ?uri .`));
     }
     return out.sort((a, b) => (a.uri < b.uri ? -1 : a.uri > b.uri ? 1 : 0));
@@ -512,7 +513,8 @@ export class PackageService {
   private async rolesOutside(workspaceId: string, exceptIds: Set<string>, roleIris: Iterable<string>): Promise<Set<string>> {
     const out = new Set<string>();
     const pk = iri(this.graphs.packages(workspaceId));
-    for (const chunk of chunks([...new Set(roleIris)], 500)) {
+    for (const [i, chunk] of chunks([...new Set(roleIris)], 500).entries()) {
+      if (i > 0) await nextTurn(); // thousands of candidate roles: let requests in between
       const rows = await this.store.select(PREFIXES + sparql`SELECT DISTINCT ?r ?id WHERE { VALUES ?r { ${join(chunk.map((r) => iri(r)))} }
         GRAPH ?g { ?r a wsm:Role } FILTER (STRENDS(STR(?g), "/derived"))
         BIND (IRI(SUBSTR(STR(?g), 1, STRLEN(STR(?g)) - 8)) AS ?mg)
@@ -595,7 +597,7 @@ export class PackageService {
       if (text === undefined) throw new CommandFailure(`The archive has no file ${entry.path} for matrix ${entry.name}`, 'Add the file or fix manifest.json.');
       files.push({ uri: entry.uri, name: entry.name, path: entry.path, text });
     }
-    const parsedOut = await job.parse({ matrices: files });
+    const parsedOut = await job.parse({ matrices: files, roleIrisOf: { graphsBase: this.graphs.base, workspaceId: ws } });
     const parsed = m.matrices.map((entry, i) => ({ ...parsedOut.matrices[i]!, name: entry.name, uri: entry.uri, id: this.matrixId(ws, entry.uri), path: entry.path }));
     for (const p of parsed) await ctx.event('INFO', `Parsed matrix ${p.name} <${p.uri}> from ${p.path}: ${plural(p.tripleCount, 'triple')}`);
     // 2. Matrices of other packages. Only installed matrices the package's triples mention (or
@@ -643,7 +645,7 @@ export class PackageService {
     const allMentioned = new Set([...mentioned, ...mentionedIris([...extensionQuads.values()].flat())]);
     const extraMatrices = (await this.matricesAmong(ws, [...allMentioned].filter((u) => !mentioned.has(u))))
       .filter((x) => x.packageName !== m.name && !newUris.has(x.uri));
-    const mentionedRoles = await this.rolesOutside(ws, touched, this.roleIrisFor(ws, allMentioned));
+    const mentionedRoles = await this.rolesOutside(ws, touched, [...parsedOut.mentionedRoleIris, ...this.roleIrisFor(ws, [...allMentioned].filter((u) => !mentioned.has(u)))]);
     const context = { roleUris: await this.roleUrisOf(ws, mentionedRoles), matrixUris: [...outside, ...extraMatrices].map((x) => x.uri).sort() };
     const extensions = Object.fromEntries([...extensionQuads].map(([uri, quads]) => [uri, quads.length ? quadsToNTriples(quads) : '']));
     await this.validate(ctx, () => job.validate({ extensions, context }));
@@ -811,13 +813,13 @@ export class PackageService {
         await ctx.event('INFO', `Redeploying matrix <${matrixUri}>: ${reason}`);
         const current = await this.findMatrix(ws, matrixUri);
         if (!current) throw new CommandFailure(`Matrix <${matrixUri}> is no longer installed`, 'Install its package again.');
-        const parsed = await job.parse({ matrices: [{ uri: matrixUri, name: current.uri, path: 'installed matrix', text: await this.store.dumpGraph(current.graph) }] });
+        const parsed = await job.parse({ matrices: [{ uri: matrixUri, name: current.uri, path: 'installed matrix', text: await this.store.dumpGraph(current.graph) }], roleIrisOf: { graphsBase: this.graphs.base, workspaceId: ws } });
         const ext = this.hook ? await this.hook.deploy({ workspaceId: ws, matrixUri, matrixId: current.id, commandId: ctx.commandId }) : { quads: [], ops: [] };
         await ctx.event('INFO', `Read ${plural(parsed.matrices[0]!.tripleCount, 'triple')} of the matrix and ${plural(ext.quads.length, 'triple')} of active extensions`);
         // Validation only types the workspace's roles and matrices the validated triples mention.
         const mentioned = new Set([...parsed.mentioned, ...mentionedIris(ext.quads)]);
         const outside = (await this.matricesAmong(ws, mentioned)).filter((x) => x.id !== current.id);
-        const mentionedRoles = await this.rolesOutside(ws, new Set([current.id]), this.roleIrisFor(ws, mentioned));
+        const mentionedRoles = await this.rolesOutside(ws, new Set([current.id]), [...parsed.mentionedRoleIris, ...this.roleIrisFor(ws, mentionedIris(ext.quads))]);
         const context = { roleUris: await this.roleUrisOf(ws, mentionedRoles), matrixUris: outside.map((x) => x.uri) };
         const extensions = { [matrixUri]: ext.quads.length ? quadsToNTriples(ext.quads) : '' };
         await this.validate(ctx, () => job.validate({ extensions, context }));
@@ -930,6 +932,9 @@ function toTerm(v: BindingValue | undefined): Term | null {
   if (v.type === 'literal') return DataFactory.literal(v.value, v['xml:lang'] || (v.datatype ? DataFactory.namedNode(v.datatype) : undefined));
   return null;
 }
+
+/** Lets the event loop turn (timers, sockets) before going on. */
+const nextTurn = () => new Promise<void>((resolve) => setImmediate(resolve));
 
 function chunks<T>(items: T[], size: number): T[][] {
   const out: T[][] = [];

@@ -92,9 +92,9 @@ export function coalesceUpdates(ops: WriteOp[]): WriteOp[] {
 /**
  * A write whose N-Triples loads hold more than this many bytes is applied in
  * slices of about this size, with an event-loop turn between slices (see
- * `OxigraphStore.write`). About 2,000 triples: a few milliseconds each.
+ * `OxigraphStore.write`). About 700 triples: a few milliseconds each.
  */
-export const SLICE_BYTES = 256 * 1024;
+export const SLICE_BYTES = 64 * 1024;
 
 /** N-Triples text cut at line ends into pieces of about `size` bytes (a triple never spans lines). */
 export function* nTriplesSlices(data: string, size: number): Generator<string> {

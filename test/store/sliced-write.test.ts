@@ -1,6 +1,8 @@
 import { expect } from 'chai';
 import { openDurableStore } from '../../src/store/durable.js';
 import { SLICE_BYTES, nTriplesSlices } from '../../src/store/oxigraph-store.js';
+import { ENCODE_SLICE_CHARS, encodeRecord, encodeRecordInSlices, scanJournal } from '../../src/store/journal.js';
+import type { WriteOp } from '../../src/store/store.js';
 import { content, tempDir } from './helpers.js';
 
 /** N-Triples of `n` triples, about 90 bytes each. */
@@ -58,5 +60,26 @@ describe('store: large writes are applied in slices', () => {
     const reopened = await openDurableStore(dir);
     expect(content(reopened)).to.deep.equal(before);
     await reopened.close();
+  });
+});
+
+describe('journal: a large record is encoded in slices', () => {
+  it('gives the bytes of the one-piece encoding, escapes and surrogate pairs across slice ends included', async () => {
+    // Escapes, a quote, a backslash, control characters and astral characters (surrogate pairs) at
+    // every offset mod 7, so some pair straddles a slice end.
+    const unit = 'a"b\\c\nd\te\u0001f\u{1F600}g';
+    let data = '';
+    while (data.length < ENCODE_SLICE_CHARS * 2 + 5) data += unit;
+    const ops: WriteOp[] = [
+      { kind: 'update', sparql: 'DROP SILENT GRAPH <urn:g:big>' },
+      { kind: 'load', graph: 'urn:g:big', format: 'application/n-triples', data },
+      { kind: 'load', graph: 'urn:g:small', format: 'application/n-triples', data: '<urn:a> <urn:b> "c" .\n' },
+    ];
+    const sliced = await encodeRecordInSlices(42, ops);
+    expect(sliced.equals(encodeRecord(42, ops))).to.equal(true);
+    const scan = scanJournal(sliced);
+    expect(scan.records).to.have.length(1);
+    expect(scan.records[0]!.seq).to.equal(42);
+    expect(scan.records[0]!.ops).to.deep.equal(ops);
   });
 });
