@@ -84,13 +84,13 @@ export function iamRoutes(workspaces: WorkspaceService, iam: IamService): RouteD
     // I5
     defineRoute({
       method: 'get', path: `${base}/users`, tag,
-      summary: 'List the member users, one page at a time (ordered by username)',
+      summary: 'List the member users, one page at a time (ordered by username); username= finds one member by name',
       params: workspaceParams,
-      query: pageQuery,
+      query: pageQuery.extend({ username: z.string().min(1, 'username must not be empty').max(256, 'username must be at most 256 characters').optional() }),
       responses: { 200: { description: 'A page of users', data: pageSchema(userSchema) }, 400: { description: 'Bad page or pageSize' }, 404: { description: notMember } },
       handler: async ({ params, query, auth }) => {
         const { workspace } = await workspaces.requireMember(auth, params.workspace);
-        return { data: await iam.listUsers(workspace, query) };
+        return { data: await iam.listUsers(workspace, query, query.username) };
       },
     }),
     // I8 (declared before I6 so `me` is never read as a user id)

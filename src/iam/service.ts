@@ -83,7 +83,14 @@ export class IamService {
    * the order is kept between writes to the membership). The page's records
    * are read by IRI in one query.
    */
-  async listUsers(workspace: Workspace, query: PageQuery): Promise<Page<User>> {
+  async listUsers(workspace: Workspace, query: PageQuery, username?: string): Promise<Page<User>> {
+    if (username !== undefined) {
+      // One member by name (DESIGN.md section 11): a page of one, or of none when no member has that name.
+      const id = this.users.idOf(username);
+      const user = await this.workspaces.isMember(workspace.id, id) ? await this.users.get({ id }) : null;
+      const found = user && user.username === username ? [user] : [];
+      return page(query.page === 1 ? found : [], query, found.length);
+    }
     const members = await this.memberOrder.members(workspace.id);
     const ids = members.slice(offsetOf(query), offsetOf(query) + query.pageSize);
     const users = await this.users.byIris(ids);

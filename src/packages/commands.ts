@@ -6,6 +6,7 @@ import { sparql, iri, literal, dateTime, integer, boolean, raw, type SparqlFragm
 import { newId } from '../rdf/ids.js';
 import { req, str, int, bool, time } from '../rdf/bindings.js';
 import { AppError, conflict } from '../errors.js';
+import { countLifecycleCommand } from '../metrics.js';
 
 /**
  * Lifecycle commands as RDF (docs/rdf-model.md "Packages graph") and the
@@ -40,6 +41,8 @@ export interface LifecycleCommand {
   createdAt: string;
   updatedAt: string;
   packageInstallation: { id: string } | null;
+  /** The command that installed this package as its dependency (DESIGN.md section 10), else null. */
+  parentCommandId: string | null;
 }
 
 /** LifecycleCommandSummary, embedded in a package installation. */
@@ -154,6 +157,7 @@ export class CommandStore {
     return sparql`${c} a wsm:LifecycleCommand ; wsm:id ?id ; wsm:packageName ?packageName ; wsm:version ?version ;
         wsm:commandType ?commandType ; wsm:status ?status ; wsm:createdAt ?createdAt ; wsm:updatedAt ?updatedAt .
       OPTIONAL { ${c} wsm:package ?pkg }
+      OPTIONAL { ${c} wsm:parentCommand ?parent }
       OPTIONAL { ${c} wsm:errorMessage ?errorMessage }
       OPTIONAL { ${c} wsm:validationConforms ?conforms ; wsm:validationViolationCount ?violations ;
                       wsm:validationWarningCount ?warnings ; wsm:validationInfoCount ?infos }
@@ -163,6 +167,7 @@ export class CommandStore {
   private static command(b: Binding): LifecycleCommand {
     const pkg = str(b, 'pkg');
     const packageId = pkg ? pkg.slice(pkg.lastIndexOf('/') + 1) : null;
+    const parent = str(b, 'parent');
     return {
       id: req(b, 'id'),
       packageInstallationId: packageId,
@@ -174,6 +179,7 @@ export class CommandStore {
       createdAt: time(b, 'createdAt'),
       updatedAt: time(b, 'updatedAt'),
       packageInstallation: packageId ? { id: packageId } : null,
+      parentCommandId: parent ? parent.slice(parent.lastIndexOf('/') + 1) : null,
     };
   }
 
@@ -249,9 +255,10 @@ export class CommandStore {
   }
 
   /** Update op that creates a pending command record. */
-  createOp(input: { workspaceId: string; id: string; packageName: string; version: string; commandType: CommandType; packageInstallationId: string | null; now: string }): WriteOp {
+  createOp(input: { workspaceId: string; id: string; packageName: string; version: string; commandType: CommandType; packageInstallationId: string | null; now: string; parentCommandId?: string | undefined }): WriteOp {
     const c = iri(this.commandIri(input.id));
-    const pkg = input.packageInstallationId ? sparql`${c} wsm:package ${iri(this.packageIri(input.packageInstallationId))} .` : '';
+    const pkg = (input.packageInstallationId ? sparql`${c} wsm:package ${iri(this.packageIri(input.packageInstallationId))} .` : '')
+      + (input.parentCommandId ? sparql`${c} wsm:parentCommand ${iri(this.commandIri(input.parentCommandId))} .` : '');
     return { kind: 'update', sparql: PREFIXES + sparql`INSERT DATA { GRAPH ${iri(this.graphs.packages(input.workspaceId))} {
       ${c} a wsm:LifecycleCommand ; wsm:id ${literal(input.id)} ; wsm:packageName ${literal(input.packageName)} ;
         wsm:version ${literal(input.version)} ; wsm:commandType ${literal(input.commandType)} ; wsm:status "pending" ;
@@ -403,6 +410,36 @@ export class CommandRunner {
     return accepted;
   }
 
+  /**
+   * Runs a command as part of a running one (a dependency installed for it,
+   * DESIGN.md section 10): the child gets its own record, with
+   * `parentCommandId`, statuses and events, and runs now, inside its parent's
+   * turn of the workspace (waiting in the workspace's line would wait for
+   * the parent itself). Resolves with the finished child (completed or failed).
+   * Fails when the child's package already has an active command.
+   */
+  async runChild(request: CommandRequest, parentCommandId: string): Promise<LifecycleCommand> {
+    const key = CommandRunner.key(request.workspaceId, request.packageName);
+    const queue = this.queues.get(key) ?? [];
+    const head = this.liveHead(request.workspaceId, queue);
+    if (head) {
+      throw new CommandFailure(`Package "${request.packageName}" has an active operation (command ${head.id}, version ${head.version})`,
+        'Wait for it to finish and run this command again.');
+    }
+    const id = newId();
+    const item: Queued = { id, version: request.version, request };
+    queue.push(item);
+    this.queues.set(key, queue);
+    try {
+      await this.store.write([this.commands.createOp({ ...request, id, now: this.now(), parentCommandId })]);
+      await this.execute(item);
+    } finally {
+      queue.splice(queue.indexOf(item), 1);
+      if (queue.length === 0 && this.queues.get(key) === queue) this.queues.delete(key);
+    }
+    return (await this.commands.get(request.workspaceId, id))!;
+  }
+
   private async execute(item: Queued): Promise<void> {
     const { request, id } = item;
     const ws = request.workspaceId;
@@ -422,6 +459,8 @@ export class CommandRunner {
         { kind: 'load', graph: this.commands.reportGraphName(ws, id), format: 'application/n-triples', data: report.ntriples },
       ]
       : [];
+    let type: string = request.commandType;
+    let outcome: 'completed' | 'failed' = 'failed';
     try {
       if (this.stopped) throw new CommandFailure('The service stopped before this command started', 'Run the command again.');
       await this.store.write([
@@ -429,6 +468,7 @@ export class CommandRunner {
         this.commands.eventOp(ws, id, ++sequence, 'INFO', `${request.commandType} of package "${request.packageName}" version ${request.version} started`, this.now()),
       ]);
       const result = await request.job(ctx);
+      type = result.commandType ?? request.commandType;
       item.settled = true;
       await this.store.write([
         ...result.ops,
@@ -440,6 +480,7 @@ export class CommandRunner {
         }),
         this.commands.eventOp(ws, id, ++sequence, 'SUCCESS', result.message, this.now()),
       ]);
+      outcome = 'completed';
     } catch (err) {
       const failure = err instanceof CommandFailure ? err
         : err instanceof AppError ? new CommandFailure(err.message)
@@ -460,6 +501,7 @@ export class CommandRunner {
         await this.store.write(failedOps(false)).catch((err: unknown) => this.logger.error({ err, commandId: id }, 'could not record the failure of a lifecycle command'));
       }
     }
+    countLifecycleCommand(type, outcome);
     if (request.onOutcome) {
       const done = await this.commands.get(ws, id);
       try {

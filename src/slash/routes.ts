@@ -4,9 +4,10 @@ import { AppError } from '../errors.js';
 import type { WorkspaceService } from '../workspaces/service.js';
 import type { UserService } from '../users/service.js';
 import type { AuthContext } from '../auth/context.js';
+import type { WorkspaceAccess } from '../workspaces/service.js';
 import { negotiate } from '../sandbox/negotiate.js';
 import type { SlashCommandService, SlashCommand, Execution } from './service.js';
-import { aliasParams, commandParams, createBody, executionSchema, slashCommandSchema, updateBody, workspaceParams } from './schema.js';
+import { aliasParams, commandParams, createBody, executeBody, executionSchema, listQuery, slashCommandSchema, updateBody, workspaceParams } from './schema.js';
 
 const EXECUTION_TYPES = ['application/json', 'text/turtle', 'application/n-triples', 'application/ld+json'] as const;
 
@@ -48,20 +49,29 @@ export function slashCommandRoutes(commands: SlashCommandService, workspaces: Wo
     406: { description: 'Unsupported Accept' },
     503: { description: 'QUERY_TIMEOUT: the time limit passed' },
   };
-  const execute = async (access: Awaited<ReturnType<WorkspaceService['requireMember']>>, command: SlashCommand, accept: (typeof EXECUTION_TYPES)[number]) => {
-    const execution = await commands.execute(access, command, accept === 'application/json' ? 'envelope' : accept);
+  const execute = async (access: WorkspaceAccess, command: SlashCommand, accept: (typeof EXECUTION_TYPES)[number], args: Record<string, unknown> = {}) => {
+    const execution = await commands.execute(access, command, accept === 'application/json' ? 'envelope' : accept, args);
     return executionReply(execution, accept);
   };
   return [
     defineRoute({
       method: 'get', path: '/api/v1/commands/{workspace}', tag,
-      summary: "C4: the caller's own slash commands in the workspace",
-      params: workspaceParams,
-      responses: { 200: { description: 'Commands (bare array, by alias)', data: z.array(slashCommandSchema) }, 404: { description: 'Workspace not found' } },
-      handler: async ({ params, auth }) => {
+      summary: "C4: the caller's own slash commands in the workspace; with scope=all every command of the workspace",
+      description: 'scope=all (any member) lists every slash command of the workspace, each with its owner, so an agent can discover what it may run.',
+      params: workspaceParams, query: listQuery,
+      responses: { 200: { description: 'Commands (bare array, by alias)', data: z.array(slashCommandSchema) }, 400: { description: 'Bad scope' }, 404: { description: 'Workspace not found' } },
+      handler: async ({ params, query, auth }) => {
         const access = await workspaces.requireMember(auth, params.workspace);
+        if (query.scope === 'all') return { data: await commands.listAll(access) };
         return { data: await commands.listOwn(access, access.user ?? await caller(auth)) };
       },
+    }),
+    defineRoute({
+      method: 'get', path: '/api/v1/commands/{workspace}/alias/{alias}', tag,
+      summary: 'One slash command by its alias (any member)',
+      params: aliasParams,
+      responses: { 200: { description: 'The command', data: slashCommandSchema }, 404: { description: 'Workspace or command not found' } },
+      handler: async ({ params, auth }) => ({ data: await commands.byAlias(await workspaces.requireMember(auth, params.workspace), params.alias) }),
     }),
     defineRoute({
       method: 'post', path: '/api/v1/commands/{workspace}', tag,
@@ -103,23 +113,23 @@ export function slashCommandRoutes(commands: SlashCommandService, workspaces: Wo
     defineRoute({
       method: 'post', path: '/api/v1/commands/{workspace}/{id}/execute', tag,
       summary: "Run a slash command over the workspace's knowledge (any member)",
-      params: commandParams,
+      params: commandParams, body: executeBody,
       responses: executeResponses,
-      handler: async ({ params, auth, req }) => {
+      handler: async ({ params, body, auth, req }) => {
         const access = await workspaces.requireMember(auth, params.workspace);
         const accept = negotiate(req, EXECUTION_TYPES);
-        return execute(access, await commands.get(access, params.id), accept);
+        return execute(access, await commands.get(access, params.id), accept, body.arguments);
       },
     }),
     defineRoute({
       method: 'post', path: '/api/v1/commands/{workspace}/alias/{alias}/execute', tag,
       summary: 'Run a slash command given by its alias (any member)',
-      params: aliasParams,
+      params: aliasParams, body: executeBody,
       responses: executeResponses,
-      handler: async ({ params, auth, req }) => {
+      handler: async ({ params, body, auth, req }) => {
         const access = await workspaces.requireMember(auth, params.workspace);
         const accept = negotiate(req, EXECUTION_TYPES);
-        return execute(access, await commands.byAlias(access, params.alias), accept);
+        return execute(access, await commands.byAlias(access, params.alias), accept, body.arguments);
       },
     }),
   ];

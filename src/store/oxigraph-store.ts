@@ -90,6 +90,31 @@ export function coalesceUpdates(ops: WriteOp[]): WriteOp[] {
 }
 
 /**
+ * A write whose N-Triples loads hold more than this many bytes is applied in
+ * slices of about this size, with an event-loop turn between slices (see
+ * `OxigraphStore.write`). About 700 triples: a few milliseconds each.
+ */
+export const SLICE_BYTES = 64 * 1024;
+
+/** N-Triples text cut at line ends into pieces of about `size` bytes (a triple never spans lines). */
+export function* nTriplesSlices(data: string, size: number): Generator<string> {
+  let start = 0;
+  while (start < data.length) {
+    let end = start + size;
+    if (end >= data.length) end = data.length;
+    else {
+      const newline = data.indexOf('\n', end);
+      end = newline === -1 ? data.length : newline + 1;
+    }
+    yield data.slice(start, end);
+    start = end;
+  }
+}
+
+const loadBytes = (ops: WriteOp[]) => ops.reduce((n, op) => n + (op.kind === 'load' && op.format === 'application/n-triples' ? op.data.length : 0), 0);
+const nextTurn = () => new Promise<void>((resolve) => setImmediate(resolve));
+
+/**
  * Applies engine calls to an empty scratch store, in order; throws
  * `WriteRefusedError` for the first one the engine refuses.
  */
@@ -201,28 +226,73 @@ export class OxigraphStore implements QuadStore {
     return this.raw.query(query, { results_format: resultsFormat, ...scopeOptions(scope) }) as string | boolean;
   }
 
+  /** The sliced write being applied, if any: later writes wait for it. */
+  private slicing: Promise<void> | null = null;
+
   async write(ops: WriteOp[]): Promise<void> {
     if (ops.length === 0) return;
+    // Writes apply one after another: none starts while a sliced write is under way.
+    while (this.slicing) await this.slicing;
     // Consecutive updates run as one SPARQL request, which Oxigraph applies
     // atomically, and a load is atomic on its own: so only a write of several
     // engine calls can half-apply. Each call after the first is checked on a
     // scratch store before the first is applied; a refusal changes nothing.
+    // A large write (an install) is applied in slices with event-loop turns
+    // between them; its updates are checked on the scratch store first, and
+    // its loads hold N-Triples the deployment pipeline already checked term
+    // by term against what the store accepts (src/packages/pipeline.ts).
     const calls = coalesceUpdates(ops);
-    if (calls.length > 1) checkOnScratch(calls.slice(1), 1);
+    const sliced = loadBytes(ops) > SLICE_BYTES * 4;
+    if (sliced) checkOnScratch(calls.filter((op) => op.kind === 'update'), 0);
+    else if (calls.length > 1) checkOnScratch(calls.slice(1), 1);
     this.answers.clear();
     this.sizeAt = undefined;
-    try {
-      applyOp(this.raw, calls[0]!);
-    } catch (err) {
-      throw new WriteRefusedError(0, (err as Error).message);
+    if (sliced) {
+      const applying = this.applyInSlices(ops);
+      this.slicing = applying.catch(() => {}).finally(() => { this.slicing = null; });
+      try {
+        await applying;
+      } finally {
+        // Answers read between slices saw part of the write.
+        this.answers.clear();
+        this.sizeAt = undefined;
+      }
+    } else {
+      try {
+        applyOp(this.raw, calls[0]!);
+      } catch (err) {
+        throw new WriteRefusedError(0, (err as Error).message);
+      }
+      for (const op of calls.slice(1)) applyOp(this.raw, op);
     }
-    for (const op of calls.slice(1)) applyOp(this.raw, op);
     // Apply in memory, then hand to the journal in the same tick so journal
     // order = apply order.
     this.versionCounter++;
     const durable = this.sink ? this.sink.append(ops) : Promise.resolve();
     for (const listener of this.listeners) listener(ops);
     await durable;
+  }
+
+  /**
+   * Applies a large write (an install's graphs: hundreds of thousands of
+   * triples) in bounded steps, each its own short synchronous call with an
+   * event-loop turn before it, so requests keep being answered meanwhile.
+   * Its loads must hold data the store accepts (the deployment pipeline
+   * checks every term with the store's own constructors before): a slice
+   * refused part-way would leave the slices before it applied.
+   */
+  private async applyInSlices(ops: WriteOp[]): Promise<void> {
+    for (const op of coalesceUpdates(ops)) {
+      if (op.kind === 'load' && op.format === 'application/n-triples' && op.data.length > SLICE_BYTES) {
+        for (const piece of nTriplesSlices(op.data, SLICE_BYTES)) {
+          await nextTurn();
+          this.raw.load(piece, { format: op.format, to_graph_name: oxigraph.namedNode(op.graph) });
+        }
+      } else {
+        await nextTurn();
+        applyOp(this.raw, op);
+      }
+    }
   }
 
   update(sparql: string): Promise<void> {

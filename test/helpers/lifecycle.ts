@@ -15,6 +15,7 @@ export interface CommandJson {
   createdAt: string;
   updatedAt: string;
   packageInstallation: { id: string } | null;
+  parentCommandId: string | null;
 }
 
 /** P2: uploads an archive. */

@@ -39,9 +39,10 @@ describe('durable store', () => {
     expect(first.stats().snapshots).to.equal(1);
     await first.close();
 
+    // The journal from the start stays: it is what a corrupt snapshot would fall back to.
     const files = (await readdir(dir)).sort();
-    expect(files.filter((f) => f.startsWith('journal-'))).to.have.length(1);
-    expect(files.filter((f) => f.startsWith('snapshot-'))).to.have.length(1);
+    expect(files.filter((f) => f.startsWith('journal-'))).to.deep.equal(['journal-0000000000000001.log', 'journal-0000000000000011.log']);
+    expect(files.filter((f) => f.startsWith('snapshot-'))).to.deep.equal(['snapshot-0000000000000010.trig']);
 
     const { store, warnings } = await openCollecting(dir);
     expect(content(store)).to.deep.equal(before);
@@ -50,9 +51,13 @@ describe('durable store', () => {
     // A second snapshot after reopening supersedes the first.
     await store.snapshot();
     await store.close();
+    // Two snapshots now: the older one and the journal after it are kept, the journal before it goes.
+    const after = (await readdir(dir)).sort();
+    expect(after.filter((f) => f.startsWith('snapshot-'))).to.deep.equal(['snapshot-0000000000000010.trig', 'snapshot-0000000000000016.trig']);
+    expect(after.filter((f) => f.startsWith('journal-'))).to.deep.equal(['journal-0000000000000011.log', 'journal-0000000000000017.log']);
     const again = await openDurableStore(dir);
     expect(content(again)).to.deep.equal(before);
-    expect(again.replayInfo).to.include({ snapshotSeq: 16, recordsReplayed: 0 });
+    expect(again.replayInfo).to.include({ snapshotSeq: 16, recordsReplayed: 0, journalFiles: 1 });
     await again.close();
   });
 
