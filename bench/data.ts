@@ -38,7 +38,7 @@ export function millionQuadDataDir(): Promise<{ dir: string; snapshotFile: strin
       pending.push(store.update(`INSERT DATA { GRAPH <https://bench.example/journal> { <https://bench.example/j/${i}> <https://bench.example/n> ${i} } }`));
     }
     await Promise.all(pending);
-    const quads = store.raw.size;
+    const quads = await store.size();
     await store.close();
     const { readdirSync } = await import('node:fs');
     const snapshot = readdirSync(dir).find((f) => f.startsWith('snapshot-'))!;
@@ -64,6 +64,19 @@ export function matrixTurtle(uri: string, extra: number, options: { roles?: numb
 
 /** A package archive (.tgz bytes) with one matrix, built the way the ecosystem's builder lays it out. */
 export async function packageArchive(name: string, version: string, matrixUri: string, extraTriples: number): Promise<Buffer> {
+  return matrixArchive(name, version, matrixUri, matrixTurtle(matrixUri, extraTriples));
+}
+
+/**
+ * A package whose matrix defines `roles` roles (3 triples each: type, label,
+ * comment) and no agent: each role is a SHACL info result ("no agent holds
+ * this role"), so the report has as many results as there are roles.
+ */
+export function rolesPackageArchive(name: string, version: string, matrixUri: string, roles: number): Promise<Buffer> {
+  return matrixArchive(name, version, matrixUri, matrixTurtle(matrixUri, 0, { roles, agents: 0 }));
+}
+
+async function matrixArchive(name: string, version: string, matrixUri: string, turtle: string): Promise<Buffer> {
   const { mkdirSync, writeFileSync, readFileSync } = await import('node:fs');
   const path = await import('node:path');
   const tar = await import('tar');
@@ -73,7 +86,7 @@ export async function packageArchive(name: string, version: string, matrixUri: s
     name, version, engineVersion: '>=1.0 <2.0', description: 'Benchmark package',
     matrices: [{ name: 'main', path: 'main/assembly.ttl', uri: matrixUri }],
   }));
-  writeFileSync(path.join(dir, 'main/assembly.ttl'), matrixTurtle(matrixUri, extraTriples));
+  writeFileSync(path.join(dir, 'main/assembly.ttl'), turtle);
   const file = path.join(dir, 'package.tgz');
   await tar.c({ gzip: true, cwd: dir, file }, ['manifest.json', 'main/assembly.ttl']);
   return readFileSync(file);
