@@ -289,3 +289,24 @@ describe('recovery: a snapshot that fails', function () {
     }
   });
 });
+
+describe('recovery: snapshots of the first format', () => {
+  it('still loads a v1 snapshot (N-Quads with the checksum in its header) and replays the journal after it', async () => {
+    const { dir, cleanup } = await tempDir();
+    try {
+      const body = Buffer.from('<urn:n:1> <urn:p:a> "1"^^<http://www.w3.org/2001/XMLSchema#integer> <urn:g:test> .\n', 'utf8');
+      await writeFile(join(dir, 'snapshot-0000000000000003.nq'), Buffer.concat([Buffer.from(`# wsm-snapshot v1 seq=3 sha256=${sha(body)}\n`), body]));
+      await writeFile(join(dir, 'store.json'), '{"format":1}\n');
+      const first = await openDurableStore(dir);
+      expect(first.replayInfo).to.include({ snapshotSeq: 3, lastSeq: 3 });
+      await first.update(insertPair(2));
+      await first.close();
+      const { store, warnings } = await openCollecting(dir);
+      expect(warnings).to.deep.equal([]);
+      expect(await numbersIn(store)).to.deep.equal([1, 2]);
+      await store.close();
+    } finally {
+      await cleanup();
+    }
+  });
+});
