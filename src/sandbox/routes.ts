@@ -7,7 +7,7 @@ import type { WorkspaceService } from '../workspaces/service.js';
 import type { QuerySandbox, QueryRequest } from './sandbox.js';
 import type { ResultFormat } from './protocol.js';
 import { negotiate } from './negotiate.js';
-import { limitedText, parseReadQuery } from './script.js';
+import { parseReadQuery } from './script.js';
 
 /**
  * The administrators' read-only SPARQL 1.1 Protocol endpoint
@@ -112,7 +112,8 @@ export function sparqlRoutes(sandbox: QuerySandbox, workspaces: WorkspaceService
     const mediaType = negotiate(req, Object.keys(offered));
     const format = offered[mediaType]!;
     const run: QueryRequest = {
-      query: parsed.form === 'ASK' ? parsed.text : limitedText(parsed, sandbox.maxResults + 1),
+      // The worker applies the result limit exactly (limits.ts).
+      query: parsed.text,
       kind: parsed.form === 'SELECT' || parsed.form === 'ASK' ? 'bindings' : 'graph',
       format,
       prefixes: parsed.prefixes,

@@ -50,7 +50,7 @@ export interface SandboxOptions {
 }
 
 export interface QueryRequest {
-  /** Query text (already checked and limited by `script.ts`). */
+  /** Query text (already checked by `script.ts`); the worker applies the result limit (`limits.ts`). */
   query: string;
   kind: ResultKind;
   format: ResultFormat;

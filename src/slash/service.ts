@@ -11,7 +11,7 @@ import { userFromBinding, userPattern } from '../users/service.js';
 import type { WorkspaceAccess } from '../workspaces/service.js';
 import type { QuerySandbox } from '../sandbox/sandbox.js';
 import type { RunResult } from '../sandbox/protocol.js';
-import { limitedText, parseScript, type ReadQuery, type ScriptType } from '../sandbox/script.js';
+import { parseScript, type ReadQuery, type ScriptType } from '../sandbox/script.js';
 import type { SlashCommandBody } from './schema.js';
 
 /** The Slash command shape of INTERFACE.md. */
@@ -72,8 +72,8 @@ const LONE_SURROGATE = /[\uD800-\uDFFF]/u;
  * knowledge.
  */
 export class SlashCommandService {
-  /** Script text -> parsed and limited query, so a command is parsed once, not on every run. */
-  private readonly parsed = new Map<string, { query: ReadQuery; limited: string }>();
+  /** Script text -> parsed query, so a command is parsed once, not on every run. */
+  private readonly parsed = new Map<string, { query: ReadQuery }>();
 
   constructor(
     private readonly store: QuadStore,
@@ -167,12 +167,12 @@ export class SlashCommandService {
   }
 
   /** Parses a script once; later runs of the same text reuse the result. */
-  private script(scriptContent: string, scriptType: ScriptType): { query: ReadQuery; limited: string } {
+  private script(scriptContent: string, scriptType: ScriptType): { query: ReadQuery } {
     const key = `${scriptType}\n${scriptContent}`;
     let entry = this.parsed.get(key);
     if (!entry) {
       const query = parseScript(scriptContent, scriptType);
-      entry = { query, limited: limitedText(query, this.sandbox.maxResults + 1) };
+      entry = { query };
       if (this.parsed.size >= PARSE_CACHE_SIZE) this.parsed.delete(this.parsed.keys().next().value!);
       this.parsed.set(key, entry);
     }
@@ -276,9 +276,10 @@ export class SlashCommandService {
    * limit; a result over the limit is cut (`truncated`).
    */
   async execute(access: WorkspaceAccess, command: SlashCommand, format: ExecutionFormat): Promise<Execution> {
-    const { query, limited } = this.script(command.scriptContent, command.scriptType);
+    const { query } = this.script(command.scriptContent, command.scriptType);
+    // The worker applies the result limit exactly (sandbox/limits.ts).
     const result = await this.sandbox.run(access.workspace.id, 'knowledge', {
-      query: limited,
+      query: query.text,
       kind: 'graph',
       format: format === 'envelope' ? 'application/ld+json' : format,
       prefixes: query.prefixes,
