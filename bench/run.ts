@@ -17,6 +17,7 @@ const benches: Bench[] = [
   { name: 'startup', title: 'Start-up with 1M quads + 10,000 journal records', run: async () => (await import('./figures/startup.js')).run() },
   { name: 'lists', title: 'Scale of lists (P4, I5)', run: async () => (await import('./figures/lists.js')).run() },
   { name: 'slash', title: 'Slash-command execution', run: async () => (await import('./figures/slash.js')).run() },
+  { name: 'slash-users', title: 'Slash commands with 6,000 users elsewhere (C1, C4, execute)', run: async () => (await import('./figures/slash-users.js')).run() },
   { name: 'memory', title: 'Memory with 1M quads', run: async () => (await import('./figures/memory.js')).run() },
 ];
 

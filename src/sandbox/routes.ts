@@ -102,7 +102,7 @@ export function sparqlRoutes(sandbox: QuerySandbox, workspaces: WorkspaceService
     404: { description: 'Workspace not found' },
     406: { description: 'Unsupported Accept' },
     415: { description: 'Unsupported request body type' },
-    503: { description: 'QUERY_TIMEOUT: the time limit passed' },
+    503: { description: 'QUERY_TIMEOUT: the time limit passed; QUERY_MEMORY_LIMIT: the query needed more memory than the sandbox may use' },
   };
   const handle = async ({ params, query, body, auth, req }: { params: { workspace: string }; query: ProtocolParams; body: unknown; auth: Parameters<WorkspaceService['requireAdmin']>[0]; req: Request }) => {
     const access = workspaces.requireAdmin(auth, params.workspace);

@@ -41,8 +41,16 @@ export interface SandboxOptions {
   /** An extra worker idle this long is retired; a view unused this long is dropped. */
   idleMs?: number;
   viewIdleMs?: number;
-  /** Heap limit of a worker. */
+  /** Heap limit of a worker (default: the memory bound, at least 128 MB). */
   workerHeapMb?: number;
+  /**
+   * Most memory running queries may add to the process (MB). The heap limit
+   * of a worker does not cover Oxigraph's WebAssembly memory, so the
+   * process's RSS is sampled while queries run; see `watchMemory`.
+   */
+  maxMemoryMb?: number;
+  /** How often RSS is sampled while queries run. */
+  memorySampleMs?: number;
   /** Workers kept started but unassigned, so a view that needs one more does not wait for a start. */
   spareWorkers?: number;
   /** Longest wait for a free worker (default: the time limit, at least 10 s so a worker can start). */
@@ -77,6 +85,8 @@ class QueryWorker {
   owner: View | null = null;
   /** The graphs its store holds: name -> version (see `View.graphs`). */
   held = new Map<string, number>();
+  /** Its memory right after its last sync (bytes), as it reported. */
+  memoryAfterSync = 0;
   lastUsed = Date.now();
   private readonly pending = new Map<number, Settle>();
 
@@ -162,6 +172,8 @@ interface Job {
   timer: NodeJS.Timeout;
   worker?: QueryWorker;
   done: boolean;
+  /** Set while its query runs (after the data sync). */
+  running?: { view: View; worker: QueryWorker };
 }
 
 interface Staleness {
@@ -210,7 +222,10 @@ export class QuerySandbox {
   private readonly unsubscribe: () => void;
   private readonly housekeeping: NodeJS.Timeout;
   private closed = false;
-  private readonly counters = { loads: 0, graphsLoaded: 0, runs: 0, timeouts: 0 };
+  private readonly counters = { loads: 0, graphsLoaded: 0, runs: 0, timeouts: 0, memoryStops: 0, retired: 0 };
+  /** Jobs whose query runs now, and the memory watch while there are any. */
+  private readonly running = new Set<Job>();
+  private memoryWatch: { base: number; timer: NodeJS.Timeout } | undefined;
   /** Versions of view graphs (see `View.graphs`). */
   private graphVersion = 0;
   private readonly opts: Required<SandboxOptions>;
@@ -228,7 +243,9 @@ export class QuerySandbox {
       maxViews: 32,
       idleMs: 60_000,
       viewIdleMs: 15 * 60_000,
-      workerHeapMb: 768,
+      workerHeapMb: Math.max(128, options.maxMemoryMb ?? 384),
+      maxMemoryMb: 384,
+      memorySampleMs: 20,
       spareWorkers: 2,
       queueTimeoutMs: Math.max(options.timeoutMs, 10_000),
       ...options,
@@ -264,7 +281,7 @@ export class QuerySandbox {
   }
 
   /** Counters (for tests, logs and health): live workers, views, syncs, graphs (re)loaded, queries run, queries stopped. */
-  stats(): { workers: number; views: number; loads: number; graphsLoaded: number; runs: number; timeouts: number } {
+  stats(): { workers: number; views: number; loads: number; graphsLoaded: number; runs: number; timeouts: number; memoryStops: number; retired: number } {
     let workers = 0;
     for (const view of this.views.values()) workers += view.alive().length;
     return { workers, views: this.views.size, ...this.counters };
@@ -273,6 +290,8 @@ export class QuerySandbox {
   async close(): Promise<void> {
     this.closed = true;
     this.unsubscribe();
+    if (this.memoryWatch) clearInterval(this.memoryWatch.timer);
+    this.memoryWatch = undefined;
     clearInterval(this.housekeeping);
     for (const view of this.views.values()) {
       for (const job of view.queue) this.settle(job, new AppError('SERVICE_UNAVAILABLE', 'The service is shutting down'));
@@ -427,9 +446,12 @@ export class QuerySandbox {
         if (synced.type === 'error') throw new Error(`syncing the workspace's graphs failed: ${synced.message}`);
         // A write while syncing bumps versions: the next query syncs again.
         worker.held = held;
+        if (synced.type === 'synced') worker.memoryAfterSync = synced.memory;
       }
+      if (job.done) return;
       const { request } = job;
       this.counters.runs++;
+      this.startRunning(job, view, worker);
       const answer = await worker.call({
         type: 'run',
         id: nextMessageId++,
@@ -442,12 +464,21 @@ export class QuerySandbox {
         ...(request.defaultGraphs ? { defaultGraphs: request.defaultGraphs } : {}),
         ...(request.namedGraphs ? { namedGraphs: request.namedGraphs } : {}),
       });
-      if (answer.type === 'result') this.settle(job, answer.result);
+      if (answer.type === 'result') {
+        this.settle(job, answer.result);
+        // WebAssembly memory never shrinks: a worker a query made grow by half the bound is replaced (its next query re-syncs).
+        if (answer.memory > worker.memoryAfterSync + (this.opts.maxMemoryMb * 2 ** 20) / 2) this.retire(view, worker);
+      }
       else if (answer.type === 'error' && answer.kind === 'query') this.settle(job, new AppError('BAD_REQUEST', `The query failed: ${answer.message}`));
       else throw new Error(answer.type === 'error' ? answer.message : `unexpected answer ${answer.type}`);
     } catch (err) {
       if (!job.done && this.closed) {
         this.settle(job, new AppError('SERVICE_UNAVAILABLE', 'The service is shutting down'));
+      } else if (!job.done && err instanceof Error && /memory limit|out of memory/i.test(err.message)) {
+        // The worker's JS heap limit (a huge result string, say).
+        this.counters.memoryStops++;
+        view.workers = view.workers.filter((w) => w !== worker);
+        this.settle(job, this.memoryError());
       } else if (!job.done) {
         this.logger.error({ err, view: view.key }, 'query worker failed');
         // Its state is unknown: replace it.
@@ -456,9 +487,71 @@ export class QuerySandbox {
         this.settle(job, new AppError('SERVICE_UNAVAILABLE', 'The query could not be run; try again'));
       }
     } finally {
+      this.stopRunning(job);
       worker.busy = false;
       worker.lastUsed = Date.now();
       if (job.worker === worker) job.worker = undefined;
+      this.pump(view);
+    }
+  }
+
+  private memoryError(): AppError {
+    return new AppError(
+      'QUERY_MEMORY_LIMIT',
+      `The query needed more memory than queries may use (${this.opts.maxMemoryMb} MB) and was stopped; narrow it (smaller strings, fewer solutions) and try again`,
+      { maxMemoryMb: this.opts.maxMemoryMb },
+    );
+  }
+
+  private retire(view: View, worker: QueryWorker): void {
+    this.counters.retired++;
+    void worker.kill();
+    view.workers = view.workers.filter((w) => w !== worker);
+  }
+
+  private startRunning(job: Job, view: View, worker: QueryWorker): void {
+    job.running = { view, worker };
+    this.running.add(job);
+    if (!this.memoryWatch) {
+      const timer = setInterval(() => this.watchMemory(), this.opts.memorySampleMs);
+      timer.unref();
+      this.memoryWatch = { base: process.memoryUsage.rss(), timer };
+    }
+  }
+
+  private stopRunning(job: Job): void {
+    if (!this.running.delete(job)) return;
+    job.running = undefined;
+    if (this.running.size === 0 && this.memoryWatch) {
+      clearInterval(this.memoryWatch.timer);
+      this.memoryWatch = undefined;
+    }
+  }
+
+  /**
+   * The memory bound. Threads share one address space, so what a query
+   * costs cannot be read per worker while it runs (a worker busy in
+   * WebAssembly answers nothing). The process's RSS is sampled instead,
+   * every `memorySampleMs` while queries run, against its RSS when they
+   * began: past 80% of the bound (headroom for the growth until the next
+   * sample), every running query is stopped, its worker terminated (which
+   * frees its WebAssembly memory) and replaced, and its caller answered 503
+   * QUERY_MEMORY_LIMIT.
+   */
+  private watchMemory(): void {
+    const watch = this.memoryWatch;
+    if (!watch) return;
+    const grown = process.memoryUsage.rss() - watch.base;
+    if (grown <= 0.8 * this.opts.maxMemoryMb * 2 ** 20) return;
+    const jobs = [...this.running];
+    this.logger.warn({ grownMb: Math.round(grown / 2 ** 20), queries: jobs.length, maxMemoryMb: this.opts.maxMemoryMb }, 'queries stopped at the memory bound');
+    for (const job of jobs) {
+      const { view, worker } = job.running!;
+      this.stopRunning(job);
+      this.counters.memoryStops++;
+      this.settle(job, this.memoryError());
+      void worker.kill();
+      view.workers = view.workers.filter((w) => w !== worker);
       this.pump(view);
     }
   }

@@ -25,6 +25,12 @@ const loadLibraries = () => (libraries ??= import('n3')
 
 const post = (message: FromWorker) => port.postMessage(message);
 
+/** This thread's memory: its JS heap and its external memory (Oxigraph's WebAssembly memory is counted there). */
+const memory = () => {
+  const usage = process.memoryUsage();
+  return usage.heapUsed + usage.external;
+};
+
 /** Drops the graphs named, then loads each given graph whole (replacing what it held). */
 function sync(msg: SyncMessage): number {
   for (const name of [...msg.drop, ...msg.load.map((g) => g.name)]) {
@@ -145,7 +151,7 @@ async function run(msg: RunMessage): Promise<void> {
     post({ type: 'error', id: msg.id, kind: broken ? 'internal' : 'query', message: err instanceof Error ? err.message : String(err) });
     return;
   }
-  post({ type: 'result', id: msg.id, result });
+  post({ type: 'result', id: msg.id, result, memory: memory() });
 }
 
 // Messages are handled one at a time, in order: a load always finishes before the next query.
@@ -154,7 +160,7 @@ port.on('message', (msg: ToWorker) => {
   chain = chain.then(async () => {
     if (msg.type === 'sync') {
       try {
-        post({ type: 'synced', id: msg.id, quads: sync(msg) });
+        post({ type: 'synced', id: msg.id, quads: sync(msg), memory: memory() });
       } catch (err) {
         post({ type: 'error', id: msg.id, kind: 'internal', message: err instanceof Error ? err.message : String(err) });
       }

@@ -46,7 +46,7 @@ export function slashCommandRoutes(commands: SlashCommandService, workspaces: Wo
     400: { description: 'The script failed' },
     404: { description: 'Command not found' },
     406: { description: 'Unsupported Accept' },
-    503: { description: 'QUERY_TIMEOUT: the time limit passed' },
+    503: { description: 'QUERY_TIMEOUT: the time limit passed; QUERY_MEMORY_LIMIT: the query needed more memory than the sandbox may use' },
   };
   const execute = async (access: ReturnType<WorkspaceService['requireMember']>, command: SlashCommand, accept: (typeof EXECUTION_TYPES)[number]) => {
     const execution = await commands.execute(access, command, accept === 'application/json' ? 'envelope' : accept);
