@@ -55,6 +55,10 @@ export interface SandboxOptions {
   spareWorkers?: number;
   /** Longest wait for a free worker (default: the time limit, at least 10 s so a worker can start). */
   queueTimeoutMs?: number;
+  /** Longest wait for a worker's copy of the data to be brought up to date (default: 6 times the time limit, at least 60 s). */
+  prepareTimeoutMs?: number;
+  /** A view holding more quads than this keeps a single worker (one copy of its data), whatever `maxWorkersPerView` says. */
+  largeViewQuads?: number;
 }
 
 export interface QueryRequest {
@@ -85,6 +89,8 @@ class QueryWorker {
   owner: View | null = null;
   /** The graphs its store holds: name -> version (see `View.graphs`). */
   held = new Map<string, number>();
+  /** It is loading data for a view. */
+  preparing = false;
   /** Its memory right after its last sync (bytes), as it reported. */
   memoryAfterSync = 0;
   lastUsed = Date.now();
@@ -174,6 +180,11 @@ interface Job {
   done: boolean;
   /** Set while its query runs (after the data sync). */
   running?: { view: View; worker: QueryWorker };
+  /** Its worker is bringing its copy of the data up to date (the query's time limit has not started). */
+  preparing?: boolean;
+  queuedAt: number;
+  /** Its time limit passed once already; the answer may have been waiting behind a busy event loop. */
+  graced?: boolean;
 }
 
 interface Staleness {
@@ -192,6 +203,8 @@ class View {
   graphs = new Map<string, number>();
   /** What writes since the last refresh may have changed. */
   stale: Staleness = { everything: true, names: true, graphs: new Set() };
+  /** Quads in its workers' copies (as the last sync reported; unknown before the first). */
+  quads: number | undefined;
   lastUsed = Date.now();
   constructor(readonly key: string, readonly workspaceId: string, readonly kind: ViewKind) {}
   alive(): QueryWorker[] { return this.workers.filter((w) => !w.dead); }
@@ -226,6 +239,8 @@ export class QuerySandbox {
   /** Jobs whose query runs now, and the memory watch while there are any. */
   private readonly running = new Set<Job>();
   private memoryWatch: { base: number; timer: NodeJS.Timeout } | undefined;
+  /** Workers loading data now: their growth is data, not a query's (see `watchMemory`). */
+  private syncing = 0;
   /** Versions of view graphs (see `View.graphs`). */
   private graphVersion = 0;
   private readonly opts: Required<SandboxOptions>;
@@ -248,6 +263,8 @@ export class QuerySandbox {
       memorySampleMs: 20,
       spareWorkers: 2,
       queueTimeoutMs: Math.max(options.timeoutMs, 10_000),
+      prepareTimeoutMs: Math.max(options.timeoutMs * 6, 60_000),
+      largeViewQuads: 100_000,
       ...options,
     };
     this.unsubscribe = store.onWrite((ops) => this.onWrite(ops));
@@ -273,6 +290,7 @@ export class QuerySandbox {
         resolve,
         reject,
         done: false,
+        queuedAt: Date.now(),
         timer: setTimeout(() => this.expire(view, job), this.opts.queueTimeoutMs),
       };
       view.queue.push(job);
@@ -417,7 +435,10 @@ export class QuerySandbox {
     }
     const alive = view.alive();
     const starting = alive.filter((w) => !w.isReady).length;
-    const wanted = Math.max(this.opts.warmWorkers - alive.length, Math.min(view.queue.length - starting, this.opts.maxWorkersPerView - alive.length));
+    // Every worker holds a copy of the view's data: a large view gets one, so memory stays near one copy.
+    // Until the first copy is loaded its size is unknown: one worker, so a large view is never copied several times at once.
+    const most = view.quads === undefined || view.quads > this.opts.largeViewQuads ? 1 : this.opts.maxWorkersPerView;
+    const wanted = Math.max(this.opts.warmWorkers - alive.length, Math.min(view.queue.length - starting, most - alive.length));
     for (let i = 0; i < wanted; i++) this.spawn(view);
   }
 
@@ -425,9 +446,10 @@ export class QuerySandbox {
     worker.busy = true;
     worker.lastUsed = Date.now();
     job.worker = worker;
-    // The time limit counts from here (data sync and query); waiting for a worker had its own limit.
+    // Bringing the worker's copy up to date has a limit of its own; the query's time limit starts after it.
     clearTimeout(job.timer);
-    job.timer = setTimeout(() => this.expire(view, job), this.opts.timeoutMs);
+    job.preparing = true;
+    job.timer = setTimeout(() => this.expire(view, job), this.opts.prepareTimeoutMs);
     try {
       // Same tick: refresh, compare and dump, so what is sent is the store's state now.
       this.refresh(view);
@@ -437,18 +459,34 @@ export class QuerySandbox {
         this.counters.loads++;
         this.counters.graphsLoaded += load.length;
         const held = new Map(view.graphs);
-        const synced = await worker.call({
-          type: 'sync',
-          id: nextMessageId++,
-          drop,
-          load: load.map(([name]) => ({ name, ntriples: this.workspaceViews.dump(view.workspaceId, view.kind, name) })),
-        });
+        let synced: FromWorker;
+        this.syncing++;
+        worker.preparing = true;
+        try {
+          synced = await worker.call({
+            type: 'sync',
+            id: nextMessageId++,
+            drop,
+            load: load.map(([name]) => ({ name, ntriples: this.workspaceViews.dump(view.workspaceId, view.kind, name) })),
+          });
+        } finally {
+          worker.preparing = false;
+          this.syncing--;
+          // What the copy added is the new base of the memory watch.
+          if (this.memoryWatch) this.memoryWatch.base = Math.max(this.memoryWatch.base, process.memoryUsage.rss());
+        }
         if (synced.type === 'error') throw new Error(`syncing the workspace's graphs failed: ${synced.message}`);
         // A write while syncing bumps versions: the next query syncs again.
         worker.held = held;
-        if (synced.type === 'synced') worker.memoryAfterSync = synced.memory;
+        if (synced.type === 'synced') {
+          worker.memoryAfterSync = synced.memory;
+          view.quads = synced.quads;
+        }
       }
       if (job.done) return;
+      job.preparing = false;
+      clearTimeout(job.timer);
+      job.timer = setTimeout(() => this.expire(view, job), this.opts.timeoutMs);
       const { request } = job;
       this.counters.runs++;
       this.startRunning(job, view, worker);
@@ -536,12 +574,20 @@ export class QuerySandbox {
    * began: past 80% of the bound (headroom for the growth until the next
    * sample), every running query is stopped, its worker terminated (which
    * frees its WebAssembly memory) and replaced, and its caller answered 503
-   * QUERY_MEMORY_LIMIT.
+   * QUERY_MEMORY_LIMIT. While a worker loads a copy of a view's data, the
+   * growth is taken as data (the base follows RSS), so that a large sync in
+   * one workspace never stops the queries of another.
    */
   private watchMemory(): void {
     const watch = this.memoryWatch;
     if (!watch) return;
-    const grown = process.memoryUsage.rss() - watch.base;
+    const rss = process.memoryUsage.rss();
+    if (this.syncing > 0) {
+      // A worker is loading a copy of a view's data: its growth is not a query's, and the two cannot be told apart.
+      watch.base = Math.max(watch.base, rss);
+      return;
+    }
+    const grown = rss - watch.base;
     if (grown <= 0.8 * this.opts.maxMemoryMb * 2 ** 20) return;
     const jobs = [...this.running];
     this.logger.warn({ grownMb: Math.round(grown / 2 ** 20), queries: jobs.length, maxMemoryMb: this.opts.maxMemoryMb }, 'queries stopped at the memory bound');
@@ -570,10 +616,31 @@ export class QuerySandbox {
    */
   private expire(view: View, job: Job): void {
     if (job.done) return;
+    const waited = Date.now() - job.queuedAt;
+    if (!job.worker && waited < this.opts.prepareTimeoutMs && view.alive().some((w) => w.preparing || !w.isReady)) {
+      // Waiting for the view's data to be loaded (or a worker to start), not for other queries: wait on.
+      job.timer = setTimeout(() => this.expire(view, job), Math.min(1_000, this.opts.prepareTimeoutMs - waited));
+      return;
+    }
+    const worker = job.worker;
+    if (worker && !job.preparing && !job.graced) {
+      // An answer that arrived while the event loop was busy is handled before this check runs.
+      job.graced = true;
+      setImmediate(() => this.expire(view, job));
+      return;
+    }
     const queued = view.queue.indexOf(job);
     if (queued !== -1) view.queue.splice(queued, 1);
-    const worker = job.worker;
     this.counters.timeouts++;
+    if (worker && job.preparing) {
+      // The worker is still loading the data: let it finish, so the next query finds it ready.
+      this.settle(job, new AppError(
+        'QUERY_TIMEOUT',
+        `The workspace's data for queries was not ready within ${this.opts.prepareTimeoutMs} ms (it is still being prepared); try again shortly`,
+        { timeoutMs: this.opts.prepareTimeoutMs },
+      ));
+      return;
+    }
     this.settle(job, new AppError(
       'QUERY_TIMEOUT',
       worker
