@@ -18,6 +18,7 @@ const benches: Bench[] = [
   { name: 'lists', title: 'Scale of lists (P4, I5)', run: async () => (await import('./figures/lists.js')).run() },
   { name: 'slash', title: 'Slash-command execution', run: async () => (await import('./figures/slash.js')).run() },
   { name: 'slash-users', title: 'Slash commands with 6,000 users elsewhere (C1, C4, execute)', run: async () => (await import('./figures/slash-users.js')).run() },
+  { name: 'slash-large', title: 'Slash commands on a large workspace (1M quads; BENCH_LARGE_QUADS)', run: async () => (await import('./figures/slash-large.js')).run() },
   { name: 'memory', title: 'Memory with 1M quads', run: async () => (await import('./figures/memory.js')).run() },
 ];
 
