@@ -75,6 +75,7 @@ export function createServices(deps: { config: Config; logger: Logger; store: Qu
   const sandbox = new QuerySandbox(deps.store, graphs, new WorkspaceViews(deps.store, graphs), deps.logger, {
     timeoutMs: deps.config.WSM_QUERY_TIMEOUT_MS,
     maxResults: deps.config.WSM_QUERY_MAX_TRIPLES,
+    maxMemoryMb: deps.config.WSM_QUERY_MAX_MEMORY_MB,
   });
   const slashCommands = new SlashCommandService(deps.store, graphs, users, sandbox);
   const apiKeys = new ApiKeyService(deps.store, graphs, users);

@@ -17,6 +17,7 @@ export const STATUS_OF: Record<ErrorCode, number> = {
   INTERNAL: 500,
   SERVICE_UNAVAILABLE: 503,
   QUERY_TIMEOUT: 503,
+  QUERY_MEMORY_LIMIT: 503,
 };
 
 /** Errors raised by body parsers and multer, recognised by their shape. */

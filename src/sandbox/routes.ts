@@ -7,7 +7,7 @@ import type { WorkspaceService } from '../workspaces/service.js';
 import type { QuerySandbox, QueryRequest } from './sandbox.js';
 import type { ResultFormat } from './protocol.js';
 import { negotiate } from './negotiate.js';
-import { limitedText, parseReadQuery } from './script.js';
+import { parseReadQuery } from './script.js';
 
 /**
  * The administrators' read-only SPARQL 1.1 Protocol endpoint
@@ -102,7 +102,7 @@ export function sparqlRoutes(sandbox: QuerySandbox, workspaces: WorkspaceService
     404: { description: 'Workspace not found' },
     406: { description: 'Unsupported Accept' },
     415: { description: 'Unsupported request body type' },
-    503: { description: 'QUERY_TIMEOUT: the time limit passed' },
+    503: { description: 'QUERY_TIMEOUT: the time limit passed; QUERY_MEMORY_LIMIT: the query needed more memory than the sandbox may use' },
   };
   const handle = async ({ params, query, body, auth, req }: { params: { workspace: string }; query: ProtocolParams; body: unknown; auth: Parameters<WorkspaceService['requireAdmin']>[0]; req: Request }) => {
     const access = await workspaces.requireAdmin(auth, params.workspace);
@@ -112,7 +112,8 @@ export function sparqlRoutes(sandbox: QuerySandbox, workspaces: WorkspaceService
     const mediaType = negotiate(req, Object.keys(offered));
     const format = offered[mediaType]!;
     const run: QueryRequest = {
-      query: parsed.form === 'ASK' ? parsed.text : limitedText(parsed, sandbox.maxResults + 1),
+      // The worker applies the result limit exactly (limits.ts).
+      query: parsed.text,
       kind: parsed.form === 'SELECT' || parsed.form === 'ASK' ? 'bindings' : 'graph',
       format,
       prefixes: parsed.prefixes,

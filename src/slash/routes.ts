@@ -47,7 +47,7 @@ export function slashCommandRoutes(commands: SlashCommandService, workspaces: Wo
     400: { description: 'The script failed' },
     404: { description: 'Command not found' },
     406: { description: 'Unsupported Accept' },
-    503: { description: 'QUERY_TIMEOUT: the time limit passed' },
+    503: { description: 'QUERY_TIMEOUT: the time limit passed; QUERY_MEMORY_LIMIT: the query needed more memory than the sandbox may use' },
   };
   const execute = async (access: WorkspaceAccess, command: SlashCommand, accept: (typeof EXECUTION_TYPES)[number], args: Record<string, unknown> = {}) => {
     const execution = await commands.execute(access, command, accept === 'application/json' ? 'envelope' : accept, args);
