@@ -11,6 +11,7 @@ import type { Workspace, WorkspaceService } from '../workspaces/service.js';
 import type { PageQuery, Page } from '../http/paging.js';
 import { offsetOf, page } from '../http/paging.js';
 import { parseTurtle, quadsToNTriples } from '../rdf/turtle.js';
+import { ReservedTerms } from '../rdf/reserved.js';
 import { validateMatrices, reportFromNTriples, reportTurtle, type ValidationReport } from './validation.js';
 import { deriveMatrix, derivedIds } from './derive.js';
 import { readPackageArchive, type PackageArchive } from './archive.js';
@@ -461,6 +462,10 @@ export class PackageService {
   private assignmentCleanup(workspaceId: string, roles: string[], principals: string[]): WriteOp[] {
     const iam = iri(this.graphs.iam(workspaceId));
     const ops: WriteOp[] = [];
+    // The built-in administrator role belongs to the workspace, not to a package: whatever a package or an
+    // extension declared, its assignments are never removed here (issue 12, acceptance 3).
+    const builtIn = this.workspaces.roleIri(this.workspaces.adminRoleId(workspaceId));
+    roles = roles.filter((r) => r !== builtIn);
     if (roles.length) {
       ops.push({ kind: 'update', sparql: PREFIXES + sparql`DELETE { GRAPH ${iam} { ?a ?p ?o } } WHERE { GRAPH ${iam} {
         VALUES ?r { ${join(roles.map((r) => iri(r)))} } ?a a wsm:RoleAssignment ; wsm:role ?r ; ?p ?o } }` });
@@ -633,12 +638,12 @@ export class PackageService {
   private async roleUrisOf(workspaceId: string, roleIris: Set<string>): Promise<string[]> {
     if (roleIris.size === 0) return [];
     const rows = this.store.select(PREFIXES + sparql`SELECT DISTINCT ?uri WHERE { VALUES ?r { ${join([...roleIris].map((r) => iri(r)))} }
-      GRAPH ?g { ?r wsm:uri ?uri } }`);
+      GRAPH ?g { ?r wsm:uri ?uri } FILTER (?g = ${iri(this.graphs.iam(workspaceId))} || (STRSTARTS(STR(?g), ${literal(`${this.graphs.workspacePrefix(workspaceId)}matrices/`)}) && STRENDS(STR(?g), "/derived"))) }`);
     return rows.map((b) => req(b, 'uri'));
   }
 
   private async validate(ctx: JobContext, matrices: Array<{ uri: string; name: string; quads: Quad[] }>, context: { roleUris: string[]; matrixUris: string[] }): Promise<ValidationReport> {
-    const { report, ntriples } = await validateMatrices({ matrices, context });
+    const { report, ntriples } = await validateMatrices({ matrices, context, reserved: new ReservedTerms(this.graphs.base) });
     ctx.setReport(report, ntriples);
     const summary = `SHACL validation: ${report.conforms ? 'conforms' : 'does not conform'}; ${plural(report.violationCount, 'violation')}, ${plural(report.warningCount, 'warning')}, ${plural(report.infoCount, 'info')}`;
     await ctx.event(report.violationCount > 0 ? 'ERROR' : report.warningCount > 0 ? 'WARNING' : 'INFO', summary);
@@ -768,9 +773,11 @@ export class PackageService {
    * (skipped while the package has an active command). Returns the queued commands.
    */
   async autoUpdateOnce(): Promise<LifecycleCommand[]> {
-    const rows = this.store.select(PREFIXES + `SELECT ?wsId ?name WHERE { GRAPH ?g {
-      ?p a wsm:PackageInstallation ; wsm:name ?name ; wsm:autoUpdate true ; wsm:registryPublisher ?pub ; wsm:workspace ?ws }
-      GRAPH ?sys { ?ws a wsm:Workspace ; wsm:id ?wsId } }`);
+    // Each workspace's own packages graph only (built from its id), never a graph a package wrote.
+    const rows = await this.store.select(PREFIXES + sparql`SELECT ?wsId ?name WHERE {
+      GRAPH ${iri(this.graphs.system)} { ?ws a wsm:Workspace ; wsm:id ?wsId }
+      BIND (IRI(CONCAT(${literal(`${this.graphs.base}workspaces/`)}, STR(?wsId), "/packages")) AS ?g)
+      GRAPH ?g { ?p a wsm:PackageInstallation ; wsm:name ?name ; wsm:autoUpdate true ; wsm:registryPublisher ?pub ; wsm:workspace ?ws } }`);
     const queued: LifecycleCommand[] = [];
     for (const b of rows) {
       const workspace = this.workspaces.find(req(b, 'wsId'));
