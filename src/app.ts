@@ -24,6 +24,7 @@ import { QuerySandbox } from './sandbox/sandbox.js';
 import { SlashCommandService } from './slash/service.js';
 import { slashCommandRoutes } from './slash/routes.js';
 import { sparqlRoutes } from './sandbox/routes.js';
+import { QueryParser } from './sparql-parse/parser.js';
 
 /** Everything the areas need, built once in `createServices`. */
 export interface Services {
@@ -41,6 +42,8 @@ export interface Services {
   /** Runs user queries in worker threads (slash commands, the SPARQL endpoint). */
   sandbox: QuerySandbox;
   slashCommands: SlashCommandService;
+  /** Parses user SPARQL off the event loop, bounded in size, depth and time. */
+  queryParser: QueryParser;
   /** Started background work (schedulers, workers) to stop at shutdown. */
   closers: Array<() => Promise<void> | void>;
 }
@@ -60,8 +63,10 @@ export function createServices(deps: { config: Config; logger: Logger; store: Qu
     timeoutMs: deps.config.WSM_QUERY_TIMEOUT_MS,
     maxResults: deps.config.WSM_QUERY_MAX_TRIPLES,
   });
-  const slashCommands = new SlashCommandService(deps.store, graphs, users, sandbox);
-  return { ...deps, graphs, users, workspaces, packages, extensions, iam, sandbox, slashCommands, closers: [() => sandbox.close()] };
+  const queryParser = new QueryParser();
+  const slashCommands = new SlashCommandService(deps.store, graphs, users, sandbox, queryParser);
+  return { ...deps, graphs, users, workspaces, packages, extensions, iam, sandbox, slashCommands, queryParser,
+    closers: [() => sandbox.close(), () => queryParser.close()] };
 }
 
 /** Collects the routes of every area, in matching order. */
@@ -72,7 +77,7 @@ export function buildRegistry(services: Services): ApiRegistry {
   registry.add(...extensionRoutes(services.workspaces, services.extensions));
   registry.add(...iamRoutes(services.workspaces, services.iam));
   registry.add(...slashCommandRoutes(services.slashCommands, services.workspaces, services.users));
-  registry.add(...sparqlRoutes(services.sandbox, services.workspaces, services.config.WSM_MAX_BODY_BYTES));
+  registry.add(...sparqlRoutes(services.sandbox, services.workspaces, services.config.WSM_MAX_BODY_BYTES, services.queryParser));
   return registry;
 }
 

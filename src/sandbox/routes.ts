@@ -7,7 +7,7 @@ import type { WorkspaceService } from '../workspaces/service.js';
 import type { QuerySandbox, QueryRequest } from './sandbox.js';
 import type { ResultFormat } from './protocol.js';
 import { negotiate } from './negotiate.js';
-import { limitedText, parseReadQuery } from './script.js';
+import type { QueryParser } from '../sparql-parse/parser.js';
 
 /**
  * The administrators' read-only SPARQL 1.1 Protocol endpoint
@@ -90,7 +90,7 @@ function protocolRequest(req: Request, urlParams: ProtocolParams, body: string |
   return { query: params.query[0]!, defaultGraphs: params.defaultGraphs, namedGraphs: params.namedGraphs };
 }
 
-export function sparqlRoutes(sandbox: QuerySandbox, workspaces: WorkspaceService, maxBodyBytes: number): RouteDef[] {
+export function sparqlRoutes(sandbox: QuerySandbox, workspaces: WorkspaceService, maxBodyBytes: number, parser: QueryParser): RouteDef[] {
   const tag = 'SPARQL';
   const responses = {
     200: {
@@ -107,12 +107,12 @@ export function sparqlRoutes(sandbox: QuerySandbox, workspaces: WorkspaceService
   const handle = async ({ params, query, body, auth, req }: { params: { workspace: string }; query: ProtocolParams; body: unknown; auth: Parameters<WorkspaceService['requireAdmin']>[0]; req: Request }) => {
     const access = workspaces.requireAdmin(auth, params.workspace);
     const request = protocolRequest(req, query, typeof body === 'string' ? body : undefined);
-    const parsed = parseReadQuery(request.query, 'query');
+    const parsed = await parser.parseQuery(request.query, 'query', sandbox.maxResults + 1);
     const offered = parsed.form === 'SELECT' ? BINDINGS_TYPES : parsed.form === 'ASK' ? BOOLEAN_TYPES : GRAPH_TYPES;
     const mediaType = negotiate(req, Object.keys(offered));
     const format = offered[mediaType]!;
     const run: QueryRequest = {
-      query: parsed.form === 'ASK' ? parsed.text : limitedText(parsed, sandbox.maxResults + 1),
+      query: parsed.limited,
       kind: parsed.form === 'SELECT' || parsed.form === 'ASK' ? 'bindings' : 'graph',
       format,
       prefixes: parsed.prefixes,

@@ -11,7 +11,9 @@ import { userFromBinding, userPattern } from '../users/service.js';
 import type { WorkspaceAccess } from '../workspaces/service.js';
 import type { QuerySandbox } from '../sandbox/sandbox.js';
 import type { RunResult } from '../sandbox/protocol.js';
-import { limitedText, parseScript, type ReadQuery, type ScriptType } from '../sandbox/script.js';
+import type { ScriptType } from '../sandbox/script.js';
+import type { QueryParser } from '../sparql-parse/parser.js';
+import type { ParsedQuery } from '../sparql-parse/protocol.js';
 import type { SlashCommandBody } from './schema.js';
 
 /** The Slash command shape of INTERFACE.md. */
@@ -73,13 +75,14 @@ const LONE_SURROGATE = /[\uD800-\uDFFF]/u;
  */
 export class SlashCommandService {
   /** Script text -> parsed and limited query, so a command is parsed once, not on every run. */
-  private readonly parsed = new Map<string, { query: ReadQuery; limited: string }>();
+  private readonly parsed = new Map<string, ParsedQuery>();
 
   constructor(
     private readonly store: QuadStore,
     private readonly graphs: Graphs,
     private readonly users: UserService,
     private readonly sandbox: QuerySandbox,
+    private readonly parser: QueryParser,
   ) {}
 
   commandIri(id: string): string { return this.graphs.resource('slash-command', id); }
@@ -166,13 +169,12 @@ export class SlashCommandService {
     return this.store.ask(PREFIXES + sparql`ASK { GRAPH ${g} { ?c wsm:alias ${literal(alias)} ; a wsm:SlashCommand . ${raw(other)} } }`);
   }
 
-  /** Parses a script once; later runs of the same text reuse the result. */
-  private script(scriptContent: string, scriptType: ScriptType): { query: ReadQuery; limited: string } {
+  /** Parses a script once (in the parse worker, bounded); later runs of the same text reuse the result. */
+  private async script(scriptContent: string, scriptType: ScriptType): Promise<ParsedQuery> {
     const key = `${scriptType}\n${scriptContent}`;
     let entry = this.parsed.get(key);
     if (!entry) {
-      const query = parseScript(scriptContent, scriptType);
-      entry = { query, limited: limitedText(query, this.sandbox.maxResults + 1) };
+      entry = await this.parser.parseScript(scriptContent, scriptType, this.sandbox.maxResults + 1);
       if (this.parsed.size >= PARSE_CACHE_SIZE) this.parsed.delete(this.parsed.keys().next().value!);
       this.parsed.set(key, entry);
     }
@@ -186,7 +188,7 @@ export class SlashCommandService {
     const alias = body.alias!;
     checkAlias(alias);
     const scriptType = checkScriptType(body.scriptType!);
-    this.script(body.scriptContent!, scriptType);
+    await this.script(body.scriptContent!, scriptType);
     const ws = access.workspace.id;
     if (this.aliasTaken(ws, alias)) throw conflict(`A slash command with alias "${alias}" already exists in this workspace`, { alias });
     const id = newId();
@@ -237,7 +239,7 @@ export class SlashCommandService {
     if (body.alias !== undefined) checkAlias(body.alias);
     const scriptType = body.scriptType !== undefined ? checkScriptType(body.scriptType) : current.scriptType;
     const scriptContent = body.scriptContent ?? current.scriptContent;
-    if (body.scriptType !== undefined || body.scriptContent !== undefined) this.script(scriptContent, scriptType);
+    if (body.scriptType !== undefined || body.scriptContent !== undefined) await this.script(scriptContent, scriptType);
     const ws = access.workspace.id;
     if (body.alias !== undefined && body.alias !== current.alias && this.aliasTaken(ws, body.alias, current.id)) {
       throw conflict(`A slash command with alias "${body.alias}" already exists in this workspace`, { alias: body.alias });
@@ -276,9 +278,9 @@ export class SlashCommandService {
    * limit; a result over the limit is cut (`truncated`).
    */
   async execute(access: WorkspaceAccess, command: SlashCommand, format: ExecutionFormat): Promise<Execution> {
-    const { query, limited } = this.script(command.scriptContent, command.scriptType);
+    const query = await this.script(command.scriptContent, command.scriptType);
     const result = await this.sandbox.run(access.workspace.id, 'knowledge', {
-      query: limited,
+      query: query.limited,
       kind: 'graph',
       format: format === 'envelope' ? 'application/ld+json' : format,
       prefixes: query.prefixes,
