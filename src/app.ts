@@ -4,13 +4,14 @@ import type { Config } from './config.js';
 import type { Logger } from './logger.js';
 import type { QuadStore } from './store/store.js';
 import { Graphs } from './rdf/graphs.js';
-import { ApiRegistry } from './http/api.js';
+import { ApiRegistry, type Access } from './http/api.js';
+import { forbidden } from './errors.js';
 import { errorHandler, notFoundHandler } from './http/errors.js';
 import { requestLogger } from './http/request-log.js';
 import { bearerToken } from './auth/tokens.js';
 import type { AuthContext } from './auth/context.js';
 import { UserService } from './users/service.js';
-import { WorkspaceService } from './workspaces/service.js';
+import { WorkspaceService, type WorkspaceAccess } from './workspaces/service.js';
 import { workspaceRoutes } from './workspaces/routes.js';
 import { PackageService } from './packages/service.js';
 import { packageRoutes } from './packages/routes.js';
@@ -107,7 +108,15 @@ export function createApp(services: Services): Express {
   app.use('/docs', swaggerUi.serve, swaggerUi.setup(openapi, { customSiteTitle: 'Workspace service API' }));
 
   const router = express.Router();
-  registry.mount(router, { jsonLimit: config.WSM_MAX_BODY_BYTES, authenticate });
+  const authorize = async (auth: AuthContext, access: Access, segment: string | undefined): Promise<WorkspaceAccess | undefined> => {
+    if (access === 'system-admin') {
+      if (!auth.systemAdmin) throw forbidden('Only system administrators may do this');
+      return undefined;
+    }
+    if (segment === undefined) throw new Error('a route declaring workspace access needs a {workspace} parameter');
+    return access === 'admin' ? services.workspaces.requireAdmin(auth, segment) : services.workspaces.requireMember(auth, segment);
+  };
+  registry.mount(router, { jsonLimit: config.WSM_MAX_BODY_BYTES, authenticate, authorize });
   app.use(router);
   // Unknown paths still need a valid token, so probing reveals nothing.
   app.use((req, _res, next) => { authenticate(req).then(() => next(), next); });

@@ -47,6 +47,7 @@ export function extensionRoutes(workspaces: WorkspaceService, extensions: Extens
         'the file part is the Turtle. Answers at once with active: false; the REDEPLOY command (lastCommandId) makes it active.',
       params: workspaceParams,
       query: extensionQuery,
+      access: 'admin',
       multipart: multipart('Turtle of the extension (required)'),
       responses: {
         200: { description: 'The extension, inactive until its REDEPLOY completes', data: extensionSchema },
@@ -56,9 +57,8 @@ export function extensionRoutes(workspaces: WorkspaceService, extensions: Extens
         413: { description: 'File too large' },
         415: { description: 'Not multipart, or a file declared as another RDF syntax' },
       },
-      handler: async ({ params, query, body, file, auth }) => {
-        const { workspace } = workspaces.requireAdmin(auth, params.workspace);
-        const created = await extensions.create(workspace, {
+      handler: async ({ query, body, file, auth, access }) => {
+        const created = await extensions.create(access!.workspace, {
           username: auth.username,
           targetMatrix: field('targetMatrix', query.targetMatrix, body),
           label: field('label', query.label, body),
@@ -83,6 +83,7 @@ export function extensionRoutes(workspaces: WorkspaceService, extensions: Extens
       description: 'label as query parameter or form field, an optional Turtle file part. The extension becomes inactive until its REDEPLOY completes.',
       params: extensionParams,
       query: extensionQuery,
+      access: 'admin',
       multipart: multipart('New Turtle of the extension (optional)'),
       responses: {
         200: { description: 'The extension, inactive until its REDEPLOY completes', data: extensionSchema },
@@ -92,10 +93,9 @@ export function extensionRoutes(workspaces: WorkspaceService, extensions: Extens
         413: { description: 'File too large' },
         415: { description: 'Not multipart, or a file declared as another RDF syntax' },
       },
-      handler: async ({ params, query, body, file, auth }) => {
-        const { workspace } = workspaces.requireAdmin(auth, params.workspace);
+      handler: async ({ params, query, body, file, access }) => {
         return {
-          data: await extensions.update(workspace, params.id, {
+          data: await extensions.update(access!.workspace, params.id, {
             targetMatrix: field('targetMatrix', query.targetMatrix, body),
             label: field('label', query.label, body),
             file,

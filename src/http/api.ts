@@ -3,6 +3,16 @@ import multer from 'multer';
 import { z } from 'zod';
 import { AppError, badRequest, unsupportedMediaType } from '../errors.js';
 import type { AuthContext } from '../auth/context.js';
+import type { WorkspaceAccess } from '../workspaces/service.js';
+
+/**
+ * The access a route needs, checked by middleware after authentication and
+ * before any body is read (issue 12, acceptance 9): `member` and `admin`
+ * resolve the `{workspace}` path parameter (404 for a non-member, 403 for a
+ * member who is not an administrator), `system-admin` needs the system
+ * administrator role (403). The handler receives the resolved access.
+ */
+export type Access = 'member' | 'admin' | 'system-admin';
 
 /**
  * Routes are declared as data: method, path, zod schemas of every input and
@@ -37,6 +47,8 @@ export interface HandlerContext<P, Q, B> {
   file: Express.Multer.File | undefined;
   /** Set on every route but /health. */
   auth: AuthContext;
+  /** The caller's access to `{workspace}`, resolved before the body was read (routes declaring `member` or `admin`). */
+  access: WorkspaceAccess | undefined;
   req: Request;
   res: Response;
 }
@@ -57,6 +69,8 @@ export interface RouteDef<P extends z.ZodType = z.ZodType, Q extends z.ZodType =
   summary: string;
   description?: string;
   tag: string;
+  /** The access the route needs, checked before the body is read. */
+  access?: Access;
   params?: P;
   query?: Q;
   /** JSON request body. */
@@ -104,7 +118,12 @@ export class ApiRegistry {
   }
 
   /** Mounts every route on a router, in declaration order. */
-  mount(router: Router, options: { jsonLimit: number; authenticate: (req: Request) => Promise<AuthContext> }): void {
+  mount(router: Router, options: {
+    jsonLimit: number;
+    authenticate: (req: Request) => Promise<AuthContext>;
+    /** Checks a route's declared access; throws the 403/404. */
+    authorize: (auth: AuthContext, access: Access, workspaceSegment: string | undefined) => Promise<WorkspaceAccess | undefined>;
+  }): void {
     const json = express.json({ limit: options.jsonLimit, type: ['application/json', 'application/*+json'] });
     for (const route of this.routes) {
       const middlewares: Array<(req: Request, res: Response, next: NextFunction) => void> = [];
@@ -114,6 +133,16 @@ export class ApiRegistry {
           next();
         }, next);
       });
+      if (route.access) {
+        const needed = route.access;
+        middlewares.push((req, _res, next) => {
+          const auth = (req as Request & { auth: AuthContext }).auth;
+          options.authorize(auth, needed, (req.params as Record<string, string | undefined>).workspace).then((access) => {
+            (req as Request & { access?: WorkspaceAccess }).access = access;
+            next();
+          }, next);
+        });
+      }
       if (route.body) {
         middlewares.push((req, res, next) => {
           if (hasBody(req) && !req.is(['application/json', 'application/*+json'])) {
@@ -153,7 +182,8 @@ export class ApiRegistry {
         if (route.body) body = parseInput(route.body, body === undefined ? {} : body, 'request body');
         if (route.multipart?.required && !req.file) throw badRequest(`A multipart "${route.multipart.file}" file part is required`);
         const reply = await route.handler({
-          params, query, body, file: req.file, auth: (req as Request & { auth: AuthContext }).auth, req, res,
+          params, query, body, file: req.file, auth: (req as Request & { auth: AuthContext }).auth,
+          access: (req as Request & { access?: WorkspaceAccess }).access, req, res,
         } as HandlerContext<unknown, unknown, unknown>);
         if (res.headersSent) return;
         for (const [name, value] of Object.entries(reply.headers ?? {})) res.setHeader(name, value);

@@ -38,6 +38,7 @@ export function packageRoutes(workspaces: WorkspaceService, packages: PackageSer
       summary: 'P2. Install a package by uploading its .tgz (administrators)',
       description: 'The archive is checked at the request (400 before any command exists); Turtle and SHACL problems fail the command. '
         + 'forceUpdate=true moves matrices installed by another package to this one.',
+      access: 'admin',
       params: workspaceParams, query: uploadQuery,
       multipart: { file: 'file', required: true, maxBytes: options.maxUploadBytes, description: 'The package archive (.tgz) with manifest.json at its root' },
       responses: {
@@ -45,9 +46,8 @@ export function packageRoutes(workspaces: WorkspaceService, packages: PackageSer
         400: { description: 'Invalid package archive or manifest, or incompatible engine range' }, 403: { description: 'Not an administrator' },
         404: { description: 'Workspace not found' }, 413: { description: 'File too large' },
       },
-      handler: async ({ params, query, file, auth }) => {
-        const { workspace } = workspaces.requireAdmin(auth, params.workspace);
-        return accepted(params.workspace, await packages.installUpload(workspace, file!.buffer, query.forceUpdate ?? false));
+      handler: async ({ params, query, file, access }) => {
+        return accepted(params.workspace, await packages.installUpload(access!.workspace, file!.buffer, query.forceUpdate ?? false));
       },
     }),
     defineRoute({

@@ -38,10 +38,10 @@ export function workspaceRoutes(workspaces: WorkspaceService): RouteDef[] {
       summary: 'Add or update a member (administrators); creates the user record if needed',
       params: memberParams,
       body: putMemberBody,
-      responses: { 200: { description: 'The member', data: userSchema }, 403: { description: 'Not an administrator' }, 404: { description: 'Workspace not found' }, 409: { description: 'Would remove the last administrator' } },
+      responses: { 200: { description: 'The member', data: userSchema }, 403: { description: 'Not an administrator, or the body would change the profile of an existing user other than the caller (only that user or a system administrator may)' }, 404: { description: 'Workspace not found' }, 409: { description: 'Would remove the last administrator' } },
       handler: async ({ params, body, auth }) => {
         const { workspace } = workspaces.requireAdmin(auth, params.workspace);
-        return { data: await workspaces.putMember(workspace, params.username, body) };
+        return { data: await workspaces.putMember(workspace, params.username, body, auth) };
       },
     }),
     defineRoute({

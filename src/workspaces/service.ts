@@ -206,8 +206,20 @@ export class WorkspaceService {
   }
 
   /** Adds or updates a member (creating the user record if needed); `admin` grants or revokes the built-in role. */
-  async putMember(workspace: Workspace, username: string, input: UserProfile & { admin?: boolean }, now = new Date()): Promise<User> {
+  async putMember(workspace: Workspace, username: string, input: UserProfile & { admin?: boolean }, caller: AuthContext, now = new Date()): Promise<User> {
     const { admin, ...profile } = input;
+    // An existing user's profile is global (every workspace sees it): only that user (from their token) or a
+    // system administrator changes it. A workspace administrator may add the user, and set the profile of a
+    // user the service does not know yet (issue 12, acceptance 6; docs/decisions.md).
+    const existing = this.users.get({ username });
+    if (existing && !caller.systemAdmin && caller.username !== username) {
+      const changed = (Object.keys(profile) as Array<keyof UserProfile>)
+        .filter((field) => profile[field] !== undefined && profile[field] !== existing[field]);
+      if (changed.length) {
+        throw forbidden(`Only ${username} or a system administrator may change ${username}'s profile (${changed.join(', ')}); `
+          + 'leave those fields out to add or update the membership');
+      }
+    }
     const user = await this.users.upsert(username, profile, now);
     const principalId = this.userPrincipalId(workspace.id, user.id);
     const roleId = this.adminRoleId(workspace.id);
