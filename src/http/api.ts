@@ -69,6 +69,8 @@ export interface RouteDef<P extends z.ZodType = z.ZodType, Q extends z.ZodType =
   summary: string;
   description?: string;
   tag: string;
+  /** The OpenAPI operationId; by default made of the method and the path (`postPackagesWorkspaceInstall`). */
+  operationId?: string;
   /** The access the route needs, checked before the body is read. */
   access?: Access;
   params?: P;
@@ -101,6 +103,12 @@ function parseInput<T extends z.ZodType>(schema: T | undefined, value: unknown, 
   const result = schema.safeParse(value);
   if (!result.success) throw badRequest(describeIssue(where, result.error));
   return result.data;
+}
+
+/** `post /api/v1/packages/{workspace}/install` -> `postPackagesWorkspaceInstall`: unique as method and path are. */
+export function operationIdOf(method: Method, path: string): string {
+  const words = path.replace(/^\/api\/v1\//, '').split(/[^A-Za-z0-9]+/).filter(Boolean);
+  return method + words.map((w) => w[0]!.toUpperCase() + w.slice(1)).join('');
 }
 
 const expressPath = (path: string) => path.replace(/\{([A-Za-z0-9_]+)\}/g, ':$1');
@@ -203,8 +211,27 @@ export class ApiRegistry {
   /** The OpenAPI 3.1 document of every mounted route. */
   openapi(info: { title: string; version: string }): Record<string, unknown> {
     const paths: Record<string, Record<string, unknown>> = {};
+    const components: Record<string, unknown> = {};
+    // zod puts named schemas (`.meta({ id })`) in a local `$defs`, referenced as `#/$defs/X`; in an OpenAPI
+    // document those must live in components/schemas, so they are hoisted and every reference rewritten.
+    const hoist = (node: unknown): unknown => {
+      if (Array.isArray(node)) return node.map(hoist);
+      if (node === null || typeof node !== 'object') return node;
+      const out: Record<string, unknown> = {};
+      for (const [key, value] of Object.entries(node as Record<string, unknown>)) {
+        if (key === '$schema') continue;
+        if (key === '$defs' && value && typeof value === 'object') {
+          for (const [name, def] of Object.entries(value as Record<string, unknown>)) components[name] ??= hoist(def);
+          continue;
+        }
+        out[key] = key === '$ref' && typeof value === 'string' && value.startsWith('#/$defs/')
+          ? `#/components/schemas/${value.slice('#/$defs/'.length)}`
+          : hoist(value);
+      }
+      return out;
+    };
     const toSchema = (schema: z.ZodType, io: 'input' | 'output') =>
-      z.toJSONSchema(schema, { io, unrepresentable: 'any', target: 'draft-2020-12' });
+      hoist(z.toJSONSchema(schema, { io, unrepresentable: 'any', target: 'draft-2020-12' }));
     const errorSchema = {
       type: 'object',
       properties: {
@@ -225,6 +252,7 @@ export class ApiRegistry {
       addParams(route.params, 'path');
       addParams(route.query, 'query');
       const operation: Record<string, unknown> = {
+        operationId: route.operationId ?? operationIdOf(route.method, route.path),
         summary: route.summary,
         ...(route.description ? { description: route.description } : {}),
         tags: [route.tag],
@@ -265,7 +293,7 @@ export class ApiRegistry {
       openapi: '3.1.0',
       info,
       servers: [{ url: '/' }],
-      components: { securitySchemes: { bearerAuth: { type: 'http', scheme: 'bearer', bearerFormat: 'JWT' } } },
+      components: { schemas: components, securitySchemes: { bearerAuth: { type: 'http', scheme: 'bearer', bearerFormat: 'JWT' } } },
       paths,
     };
   }
