@@ -31,12 +31,12 @@ export function extensionRoutes(workspaces: WorkspaceService, extensions: Extens
   };
   return [
     defineRoute({
-      method: 'get', path: '/api/v1/extensions/{workspace}', tag,
+      method: 'get', path: '/api/v1/extensions/{workspace}', tag, access: 'admin',
       summary: "List the workspace's extensions (X4)",
       params: workspaceParams,
       responses: { 200: { description: 'Extensions, oldest first (content is null here; X1 gives it)', data: z.array(extensionSchema) }, ...common, 404: { description: 'Workspace not found' } },
-      handler: async ({ params, auth }) => {
-        const { workspace } = workspaces.requireAdmin(auth, params.workspace);
+      handler: async ({ params, auth, access }) => {
+        const { workspace } = access!;
         return { data: extensions.list(workspace) };
       },
     }),
@@ -68,12 +68,12 @@ export function extensionRoutes(workspaces: WorkspaceService, extensions: Extens
       },
     }),
     defineRoute({
-      method: 'get', path: '/api/v1/extensions/{workspace}/{id}', tag,
+      method: 'get', path: '/api/v1/extensions/{workspace}/{id}', tag, access: 'admin',
       summary: 'One extension with its Turtle content (X1)',
       params: extensionParams,
       responses: { 200: { description: 'The extension', data: extensionSchema }, ...common, 404: { description: 'Workspace or extension not found' } },
-      handler: async ({ params, auth }) => {
-        const { workspace } = workspaces.requireAdmin(auth, params.workspace);
+      handler: async ({ params, auth, access }) => {
+        const { workspace } = access!;
         return { data: extensions.get(workspace, params.id) };
       },
     }),
@@ -104,12 +104,12 @@ export function extensionRoutes(workspaces: WorkspaceService, extensions: Extens
       },
     }),
     defineRoute({
-      method: 'delete', path: '/api/v1/extensions/{workspace}/{id}', tag,
+      method: 'delete', path: '/api/v1/extensions/{workspace}/{id}', tag, access: 'admin',
       summary: 'Delete an extension (X3); re-deploys its target without it',
       params: extensionParams,
       responses: { 200: { description: 'Deleted', data: z.string() }, ...common, 404: { description: 'Workspace or extension not found' } },
-      handler: async ({ params, auth }) => {
-        const { workspace } = workspaces.requireAdmin(auth, params.workspace);
+      handler: async ({ params, auth, access }) => {
+        const { workspace } = access!;
         const { extension, commandId } = await extensions.remove(workspace, params.id);
         return {
           data: commandId

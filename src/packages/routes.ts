@@ -20,7 +20,7 @@ export function packageRoutes(workspaces: WorkspaceService, packages: PackageSer
   return [
     // Literal segments first: "install", "registry" and "commands" are not package names.
     defineRoute({
-      method: 'post', path: '/api/v1/packages/{workspace}/registry/{publisher}/{name}/install', tag,
+      method: 'post', path: '/api/v1/packages/{workspace}/registry/{publisher}/{name}/install', tag, access: 'admin',
       summary: 'P1. Install (or reinstall at a version) a package from the registry (administrators)',
       params: registryParams, body: installBody,
       responses: {
@@ -28,8 +28,8 @@ export function packageRoutes(workspaces: WorkspaceService, packages: PackageSer
         400: { description: 'Engine version incompatible (ENGINE_INCOMPATIBLE) or bad body' }, 403: { description: 'Not an administrator' },
         404: { description: 'Workspace, publisher, package or version not found' }, 409: { description: 'Package has an active operation' },
       },
-      handler: async ({ params, body, auth }) => {
-        const { workspace } = workspaces.requireAdmin(auth, params.workspace);
+      handler: async ({ params, body, auth, access }) => {
+        const { workspace } = access!;
         return accepted(params.workspace, await packages.installFromRegistry(workspace, params.publisher, params.name, body));
       },
     }),
@@ -51,22 +51,22 @@ export function packageRoutes(workspaces: WorkspaceService, packages: PackageSer
       },
     }),
     defineRoute({
-      method: 'get', path: '/api/v1/packages/{workspace}/commands/{commandId}', tag,
+      method: 'get', path: '/api/v1/packages/{workspace}/commands/{commandId}', tag, access: 'member',
       summary: 'P8. One lifecycle command',
       params: commandParams,
       responses: { 200: { description: 'The command', data: commandSchema }, 404: { description: 'Workspace or command not found' } },
-      handler: async ({ params, auth }) => ({ data: packages.getCommand(workspaces.requireMember(auth, params.workspace).workspace, params.commandId) }),
+      handler: async ({ params, auth, access }) => ({ data: packages.getCommand(access!.workspace, params.commandId) }),
     }),
     defineRoute({
-      method: 'get', path: '/api/v1/packages/{workspace}/commands/{commandId}/validation-report', tag,
+      method: 'get', path: '/api/v1/packages/{workspace}/commands/{commandId}/validation-report', tag, access: 'member',
       summary: 'P9. Validation report of a command: JSON, or Turtle with Accept: text/turtle',
       params: commandParams,
       responses: {
         200: { description: 'The report', data: reportSchema, mediaTypes: ['text/turtle'] },
         404: { description: 'Workspace or command not found, or the command never reached validation' },
       },
-      handler: async ({ params, auth, req }) => {
-        const { workspace } = workspaces.requireMember(auth, params.workspace);
+      handler: async ({ params, auth, req, access }) => {
+        const { workspace } = access!;
         if (req.accepts(['application/json', 'text/turtle']) === 'text/turtle') {
           return { raw: { contentType: 'text/turtle; charset=utf-8', body: packages.reportAsTurtle(workspace, params.commandId) } };
         }
@@ -74,59 +74,59 @@ export function packageRoutes(workspaces: WorkspaceService, packages: PackageSer
       },
     }),
     defineRoute({
-      method: 'get', path: '/api/v1/packages/{workspace}/commands/{commandId}/events', tag,
+      method: 'get', path: '/api/v1/packages/{workspace}/commands/{commandId}/events', tag, access: 'member',
       summary: 'P10. Events of a command, oldest first',
       params: commandParams,
       responses: { 200: { description: 'Events', data: z.array(eventSchema) }, 404: { description: 'Workspace or command not found' } },
-      handler: async ({ params, auth }) => ({ data: packages.events(workspaces.requireMember(auth, params.workspace).workspace, params.commandId) }),
+      handler: async ({ params, auth, access }) => ({ data: packages.events(access!.workspace, params.commandId) }),
     }),
     defineRoute({
-      method: 'get', path: '/api/v1/packages/{workspace}', tag,
+      method: 'get', path: '/api/v1/packages/{workspace}', tag, access: 'member',
       summary: 'P4. Installed packages, paged (1-indexed page, pageSize 1..100)',
       params: workspaceParams, query: pageQuery,
       responses: { 200: { description: 'One page', data: pageSchema(installationSchema) }, 400: { description: 'Bad page or pageSize' }, 404: { description: 'Workspace not found' } },
-      handler: async ({ params, query, auth }) => ({ data: await packages.list(workspaces.requireMember(auth, params.workspace).workspace, query) }),
+      handler: async ({ params, query, auth, access }) => ({ data: await packages.list(access!.workspace, query) }),
     }),
     defineRoute({
-      method: 'get', path: '/api/v1/packages/{workspace}/{packageName}', tag,
+      method: 'get', path: '/api/v1/packages/{workspace}/{packageName}', tag, access: 'member',
       summary: 'P5. One installed package',
       params: packageParams,
       responses: { 200: { description: 'The installation', data: installationSchema }, 404: { description: 'Workspace or package not found' } },
-      handler: async ({ params, auth }) => ({ data: await packages.get(workspaces.requireMember(auth, params.workspace).workspace, params.packageName) }),
+      handler: async ({ params, auth, access }) => ({ data: await packages.get(access!.workspace, params.packageName) }),
     }),
     defineRoute({
-      method: 'patch', path: '/api/v1/packages/{workspace}/{packageName}/auto-update', tag,
+      method: 'patch', path: '/api/v1/packages/{workspace}/{packageName}/auto-update', tag, access: 'admin',
       summary: 'P3. Turn auto-update of a registry package on or off (administrators)',
       params: packageParams, body: autoUpdateBody,
       responses: {
         200: { description: 'The installation', data: installationSchema }, 400: { description: 'Package not from the registry, or bad body' },
         403: { description: 'Not an administrator' }, 404: { description: 'Workspace or package not found' },
       },
-      handler: async ({ params, body, auth }) => {
-        const { workspace } = workspaces.requireAdmin(auth, params.workspace);
+      handler: async ({ params, body, auth, access }) => {
+        const { workspace } = access!;
         return { data: await packages.setAutoUpdate(workspace, params.packageName, body.autoUpdate) };
       },
     }),
     defineRoute({
-      method: 'delete', path: '/api/v1/packages/{workspace}/{packageName}', tag,
+      method: 'delete', path: '/api/v1/packages/{workspace}/{packageName}', tag, access: 'admin',
       summary: 'P6. Uninstall a package (administrators)',
       params: packageParams,
       responses: {
         202: { description: 'Uninstall command accepted; Location points at it', data: commandSchema }, 403: { description: 'Not an administrator' },
         404: { description: 'Workspace or package not found' }, 409: { description: 'Package has an active operation' },
       },
-      handler: async ({ params, auth }) => {
-        const { workspace } = workspaces.requireAdmin(auth, params.workspace);
+      handler: async ({ params, auth, access }) => {
+        const { workspace } = access!;
         return accepted(params.workspace, await packages.uninstall(workspace, params.packageName));
       },
     }),
     defineRoute({
-      method: 'get', path: '/api/v1/packages/{workspace}/{packageName}/commands', tag,
+      method: 'get', path: '/api/v1/packages/{workspace}/{packageName}/commands', tag, access: 'member',
       summary: 'P7. Commands of a package, newest first (0-indexed page, size 1..100)',
       params: packageParams, query: zeroPageQuery,
       responses: { 200: { description: 'Commands', data: z.array(commandSchema) }, 400: { description: 'Bad page or size' }, 404: { description: 'Workspace or package not found' } },
-      handler: async ({ params, query, auth }) => ({
-        data: packages.listCommands(workspaces.requireMember(auth, params.workspace).workspace, params.packageName, query.page, query.size),
+      handler: async ({ params, query, auth, access }) => ({
+        data: packages.listCommands(access!.workspace, params.packageName, query.page, query.size),
       }),
     }),
   ];

@@ -54,72 +54,68 @@ export function slashCommandRoutes(commands: SlashCommandService, workspaces: Wo
   };
   return [
     defineRoute({
-      method: 'get', path: '/api/v1/commands/{workspace}', tag,
+      method: 'get', path: '/api/v1/commands/{workspace}', tag, access: 'member',
       summary: "C4: the caller's own slash commands in the workspace",
       params: workspaceParams,
       responses: { 200: { description: 'Commands (bare array, by alias)', data: z.array(slashCommandSchema) }, 404: { description: 'Workspace not found' } },
-      handler: async ({ params, auth }) => {
-        const access = workspaces.requireMember(auth, params.workspace);
-        return { data: commands.listOwn(access, access.user ?? caller(auth)) };
+      handler: async ({ params, auth, access }) => {
+        return { data: commands.listOwn(access!, access!.user ?? caller(auth)) };
       },
     }),
     defineRoute({
-      method: 'post', path: '/api/v1/commands/{workspace}', tag,
+      method: 'post', path: '/api/v1/commands/{workspace}', tag, access: 'member',
       summary: 'C5: create a slash command (owned by the caller)',
       description: 'alias (without a leading slash), scriptType (CONSTRUCT or DESCRIBE) and scriptContent are required. Success is 200, not 201.',
       params: workspaceParams,
       body: createBody,
       responses: { 200: { description: 'Created', data: slashCommandSchema }, 400: { description: 'Invalid data' }, 404: { description: 'Workspace not found' }, 409: { description: 'Alias already exists' } },
-      handler: async ({ params, body, auth }) => {
-        const access = workspaces.requireMember(auth, params.workspace);
-        return { data: await commands.create(access, access.user ?? caller(auth), body) };
+      handler: async ({ params, body, auth, access }) => {
+        return { data: await commands.create(access!, access!.user ?? caller(auth), body) };
       },
     }),
     defineRoute({
-      method: 'get', path: '/api/v1/commands/{workspace}/{id}', tag,
+      method: 'get', path: '/api/v1/commands/{workspace}/{id}', tag, access: 'member',
       summary: 'C1: one slash command',
       params: commandParams,
       responses: { 200: { description: 'The command', data: slashCommandSchema }, 404: { description: 'Not found' } },
-      handler: async ({ params, auth }) => ({ data: commands.get(workspaces.requireMember(auth, params.workspace), params.id) }),
+      handler: async ({ params, auth, access }) => ({ data: commands.get(access!, params.id) }),
     }),
     defineRoute({
-      method: 'put', path: '/api/v1/commands/{workspace}/{id}', tag,
+      method: 'put', path: '/api/v1/commands/{workspace}/{id}', tag, access: 'member',
       summary: 'C2: update any subset of the fields (owner or administrator)',
       params: commandParams,
       body: updateBody,
       responses: { 200: { description: 'Updated', data: slashCommandSchema }, 400: { description: 'Invalid data' }, 403: { description: 'Neither owner nor administrator' }, 404: { description: 'Not found' }, 409: { description: 'Alias already exists' } },
-      handler: async ({ params, body, auth }) => ({ data: await commands.update(workspaces.requireMember(auth, params.workspace), params.id, body) }),
+      handler: async ({ params, body, auth, access }) => ({ data: await commands.update(access!, params.id, body) }),
     }),
     defineRoute({
-      method: 'delete', path: '/api/v1/commands/{workspace}/{id}', tag,
+      method: 'delete', path: '/api/v1/commands/{workspace}/{id}', tag, access: 'member',
       summary: 'C3: delete (owner or administrator)',
       params: commandParams,
       responses: { 200: { description: 'Deleted', data: z.string() }, 403: { description: 'Neither owner nor administrator' }, 404: { description: 'Not found' } },
-      handler: async ({ params, auth }) => {
-        const deleted = await commands.delete(workspaces.requireMember(auth, params.workspace), params.id);
+      handler: async ({ params, auth, access }) => {
+        const deleted = await commands.delete(access!, params.id);
         return { data: `Slash command "${deleted.alias}" deleted` };
       },
     }),
     defineRoute({
-      method: 'post', path: '/api/v1/commands/{workspace}/{id}/execute', tag,
+      method: 'post', path: '/api/v1/commands/{workspace}/{id}/execute', tag, access: 'member',
       summary: "Run a slash command over the workspace's knowledge (any member)",
       params: commandParams,
       responses: executeResponses,
-      handler: async ({ params, auth, req }) => {
-        const access = workspaces.requireMember(auth, params.workspace);
+      handler: async ({ params, auth, req, access }) => {
         const accept = negotiate(req, EXECUTION_TYPES);
-        return execute(access, commands.get(access, params.id), accept);
+        return execute(access!, commands.get(access!, params.id), accept);
       },
     }),
     defineRoute({
-      method: 'post', path: '/api/v1/commands/{workspace}/alias/{alias}/execute', tag,
+      method: 'post', path: '/api/v1/commands/{workspace}/alias/{alias}/execute', tag, access: 'member',
       summary: 'Run a slash command given by its alias (any member)',
       params: aliasParams,
       responses: executeResponses,
-      handler: async ({ params, auth, req }) => {
-        const access = workspaces.requireMember(auth, params.workspace);
+      handler: async ({ params, auth, req, access }) => {
         const accept = negotiate(req, EXECUTION_TYPES);
-        return execute(access, commands.byAlias(access, params.alias), accept);
+        return execute(access!, commands.byAlias(access!, params.alias), accept);
       },
     }),
   ];

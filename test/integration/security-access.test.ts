@@ -91,6 +91,23 @@ describe('Security: access before the body, and who may change a profile', funct
     expect(noWorkspace.status).to.equal(404);
   });
 
+  it('checks access before reading a JSON body on every workspace route', async () => {
+    const broken = '{"this is": not json';
+    const cases: Array<[string, string, string, number]> = [
+      ['post', '/api/v1/commands/acme', tokens.outsider, 404],
+      ['put', '/api/v1/workspaces/acme/members/acme-member', tokens.member, 403],
+      ['patch', '/api/v1/packages/acme/plain/auto-update', tokens.member, 403],
+      ['post', '/api/v1/packages/acme/registry/examples/x/install', tokens.outsider, 404],
+      ['post', '/api/v1/workspaces', tokens.owner, 403],
+    ];
+    for (const [method, path, token, status] of cases) {
+      const res = await (t.http as unknown as Record<string, (p: string) => import('supertest').Test>)[method]!(path)
+        .set(bearer(token)).type('application/json').send(broken);
+      expect(res.status, `${method} ${path}: ${JSON.stringify(res.body)}`).to.equal(status);
+      expect(res.body.success).to.equal(false);
+    }
+  });
+
   it('keeps memory flat over 30 refused 20 MB uploads', async () => {
     const before = process.memoryUsage().rss;
     for (let i = 0; i < 30; i++) {
