@@ -25,7 +25,7 @@ export interface ParseLimits {
   timeoutMs: number;
 }
 
-export const DEFAULT_PARSE_LIMITS: ParseLimits = { maxChars: 256 * 1024, maxDepth: 64, timeoutMs: 2_000 };
+export const DEFAULT_PARSE_LIMITS: ParseLimits = { maxChars: 256 * 1024, maxDepth: 64, timeoutMs: 5_000 };
 
 /**
  * The deepest bracket nesting of a SPARQL text, stopping as soon as it
