@@ -4,13 +4,14 @@ import type { Config } from './config.js';
 import type { Logger } from './logger.js';
 import type { QuadStore } from './store/store.js';
 import { Graphs } from './rdf/graphs.js';
-import { ApiRegistry } from './http/api.js';
+import { ApiRegistry, type Access } from './http/api.js';
+import { forbidden } from './errors.js';
 import { errorHandler, notFoundHandler } from './http/errors.js';
 import { requestLogger } from './http/request-log.js';
 import { bearerToken } from './auth/tokens.js';
 import type { AuthContext } from './auth/context.js';
 import { UserService } from './users/service.js';
-import { WorkspaceService } from './workspaces/service.js';
+import { WorkspaceService, type WorkspaceAccess } from './workspaces/service.js';
 import { workspaceRoutes } from './workspaces/routes.js';
 import { PackageService } from './packages/service.js';
 import { packageRoutes } from './packages/routes.js';
@@ -29,10 +30,10 @@ import { apiKeyRoutes } from './auth/routes.js';
 import { StatusPresenter } from './http/status-case.js';
 import { mcpRoutes } from './mcp/routes.js';
 import { renderMetrics, requestMetrics, serviceMetrics } from './metrics.js';
-import { forbidden } from './errors.js';
 import path from 'node:path';
 import { HostedRegistry } from './registry/hosted.js';
 import { registryRoutes } from './registry/routes.js';
+import { QueryParser } from './sparql-parse/parser.js';
 
 /** Everything the areas need, built once in `createServices`. */
 export interface Services {
@@ -54,6 +55,8 @@ export interface Services {
   apiKeys: ApiKeyService;
   /** The registry this service hosts (DESIGN.md section 10); installs use it when WSM_REGISTRY=self. */
   hostedRegistry: HostedRegistry;
+  /** Parses user SPARQL off the event loop, bounded in size, depth and time. */
+  queryParser: QueryParser;
   /** Started background work (schedulers, workers) to stop at shutdown. */
   closers: Array<() => Promise<void> | void>;
 }
@@ -77,9 +80,11 @@ export function createServices(deps: { config: Config; logger: Logger; store: Qu
     maxResults: deps.config.WSM_QUERY_MAX_TRIPLES,
     maxMemoryMb: deps.config.WSM_QUERY_MAX_MEMORY_MB,
   });
-  const slashCommands = new SlashCommandService(deps.store, graphs, users, sandbox);
   const apiKeys = new ApiKeyService(deps.store, graphs, users);
-  return { ...deps, graphs, users, workspaces, packages, extensions, iam, sandbox, slashCommands, apiKeys, hostedRegistry, closers: [() => sandbox.close()] };
+  const queryParser = new QueryParser();
+  const slashCommands = new SlashCommandService(deps.store, graphs, users, sandbox, queryParser);
+  return { ...deps, graphs, users, workspaces, packages, extensions, iam, sandbox, slashCommands, apiKeys, hostedRegistry, queryParser,
+    closers: [() => sandbox.close(), () => queryParser.close()] };
 }
 
 /** Collects the routes of every area, in matching order. */
@@ -96,7 +101,7 @@ export function buildRegistry(services: Services): ApiRegistry {
   registry.add(...apiKeyRoutes(services.apiKeys));
   registry.add(...mcpRoutes(services.workspaces, { commands: services.slashCommands, sandbox: services.sandbox }));
   registry.add(...registryRoutes(services.hostedRegistry, { maxUploadBytes: services.config.WSM_MAX_UPLOAD_BYTES }));
-  registry.add(...sparqlRoutes(services.sandbox, services.workspaces, services.config.WSM_MAX_BODY_BYTES));
+  registry.add(...sparqlRoutes(services.sandbox, services.workspaces, services.config.WSM_MAX_BODY_BYTES, services.queryParser));
   return registry;
 }
 
@@ -145,7 +150,15 @@ export function createApp(services: Services): Express {
   app.use('/docs', swaggerUi.serve, swaggerUi.setup(openapi, { customSiteTitle: 'Workspace service API' }));
 
   const router = express.Router();
-  registry.mount(router, { jsonLimit: config.WSM_MAX_BODY_BYTES, authenticate });
+  const authorize = async (auth: AuthContext, access: Access, segment: string | undefined): Promise<WorkspaceAccess | undefined> => {
+    if (access === 'system-admin') {
+      if (!auth.systemAdmin) throw forbidden('Only system administrators may do this');
+      return undefined;
+    }
+    if (segment === undefined) throw new Error('a route declaring workspace access needs a {workspace} parameter');
+    return access === 'admin' ? services.workspaces.requireAdmin(auth, segment) : services.workspaces.requireMember(auth, segment);
+  };
+  registry.mount(router, { jsonLimit: config.WSM_MAX_BODY_BYTES, authenticate, authorize });
   app.use(router);
   // Unknown paths still need a valid token, so probing reveals nothing.
   app.use((req, _res, next) => { authenticate(req).then(() => next(), next); });

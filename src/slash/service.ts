@@ -10,10 +10,18 @@ import type { User, UserService } from '../users/service.js';
 import type { WorkspaceAccess } from '../workspaces/service.js';
 import type { QuerySandbox } from '../sandbox/sandbox.js';
 import type { RunResult } from '../sandbox/protocol.js';
-import { parseScript, type ReadQuery, type ScriptType } from '../sandbox/script.js';
+import type { ScriptType } from '../sandbox/script.js';
+import type { QueryParser } from '../sparql-parse/parser.js';
+import type { ParsedQuery } from '../sparql-parse/protocol.js';
 import type { SlashCommandBody } from './schema.js';
 import { argumentTerms, checkParameters, type Parameter } from './parameters.js';
-import { bindValues, queryVariables } from '../sandbox/bind.js';
+import type { BoundTerm } from '../sandbox/bind.js';
+import type { WireTerm } from '../sparql-parse/protocol.js';
+
+/** An argument's term as plain data for the parse worker. */
+const wireTerm = (t: BoundTerm): WireTerm => (t.termType === 'NamedNode'
+  ? { kind: 'iri', value: t.value }
+  : { kind: 'literal', value: t.value, ...(t.language ? { language: t.language } : { datatype: t.datatype.value }) });
 
 /** The Slash command shape of INTERFACE.md. */
 export interface SlashCommand {
@@ -75,14 +83,15 @@ const LONE_SURROGATE = /[\uD800-\uDFFF]/u;
  * knowledge.
  */
 export class SlashCommandService {
-  /** Script text -> parsed query, so a command is parsed once, not on every run. */
-  private readonly parsed = new Map<string, { query: ReadQuery }>();
+  /** Script text -> parsed and limited query, so a command is parsed once, not on every run. */
+  private readonly parsed = new Map<string, ParsedQuery>();
 
   constructor(
     private readonly store: QuadStore,
     private readonly graphs: Graphs,
     private readonly users: UserService,
     private readonly sandbox: QuerySandbox,
+    private readonly parser: QueryParser,
   ) {}
 
   commandIri(id: string): string { return this.graphs.resource('slash-command', id); }
@@ -215,13 +224,12 @@ export class SlashCommandService {
     return await this.store.ask(PREFIXES + sparql`ASK { GRAPH ${g} { ?c wsm:alias ${literal(alias)} ; a wsm:SlashCommand . ${raw(other)} } }`);
   }
 
-  /** Parses a script once; later runs of the same text reuse the result. */
-  private script(scriptContent: string, scriptType: ScriptType): { query: ReadQuery } {
+  /** Parses a script once (in the parse worker, bounded); later runs of the same text reuse the result. */
+  private async script(scriptContent: string, scriptType: ScriptType): Promise<ParsedQuery> {
     const key = `${scriptType}\n${scriptContent}`;
     let entry = this.parsed.get(key);
     if (!entry) {
-      const query = parseScript(scriptContent, scriptType);
-      entry = { query };
+      entry = await this.parser.parseScript(scriptContent, scriptType, this.sandbox.maxResults + 1);
       if (this.parsed.size >= PARSE_CACHE_SIZE) this.parsed.delete(this.parsed.keys().next().value!);
       this.parsed.set(key, entry);
     }
@@ -242,8 +250,8 @@ export class SlashCommandService {
     const alias = body.alias!;
     checkAlias(alias);
     const scriptType = checkScriptType(body.scriptType!);
-    const { query } = this.script(body.scriptContent!, scriptType);
-    const parameters = checkParameters(body.parameters ?? [], queryVariables(query));
+    const parsed = await this.script(body.scriptContent!, scriptType);
+    const parameters = checkParameters(body.parameters ?? [], new Set(parsed.variables));
     const ws = access.workspace.id;
     if (await this.aliasTaken(ws, alias)) throw conflict(`A slash command with alias "${alias}" already exists in this workspace`, { alias });
     const id = newId();
@@ -300,10 +308,9 @@ export class SlashCommandService {
     const scriptType = body.scriptType !== undefined ? checkScriptType(body.scriptType) : current.scriptType;
     const scriptContent = body.scriptContent ?? current.scriptContent;
     const scriptChanged = body.scriptType !== undefined || body.scriptContent !== undefined;
-    const { query } = this.script(scriptContent, scriptType);
     // New parameters, or the kept ones against a new script: each must still name one of its variables.
     const parameters = body.parameters !== undefined || scriptChanged
-      ? checkParameters(body.parameters ?? current.parameters, queryVariables(query))
+      ? checkParameters(body.parameters ?? current.parameters, new Set((await this.script(scriptContent, scriptType)).variables))
       : current.parameters;
     const ws = access.workspace.id;
     if (body.alias !== undefined && body.alias !== current.alias && await this.aliasTaken(ws, body.alias, current.id)) {
@@ -354,13 +361,16 @@ export class SlashCommandService {
    * RDF terms of a VALUES block (`bindValues`).
    */
   async execute(access: WorkspaceAccess, command: SlashCommand, format: ExecutionFormat, args: Record<string, unknown> = {}): Promise<Execution> {
-    const script = this.script(command.scriptContent, command.scriptType);
-    const { query } = script;
     const terms = argumentTerms(command.parameters, args, command.alias);
-    // Arguments as a VALUES block; the worker applies the result limit exactly (sandbox/limits.ts).
-    const text = Object.keys(terms).length === 0 ? query.text : bindValues(query, terms).text;
+    const names = Object.keys(terms);
+    // Arguments as a VALUES block built from terms (parsed again, in the parse worker); the worker
+    // running the query applies the result limit exactly (sandbox/limits.ts).
+    const query = names.length === 0
+      ? await this.script(command.scriptContent, command.scriptType)
+      : await this.parser.parseScript(command.scriptContent, command.scriptType, this.sandbox.maxResults + 1,
+        Object.fromEntries(names.map((name) => [name, wireTerm(terms[name]!)])));
     const result = await this.sandbox.run(access.workspace.id, 'knowledge', {
-      query: text,
+      query: query.text,
       kind: 'graph',
       format: format === 'envelope' ? 'application/ld+json' : format,
       prefixes: query.prefixes,
