@@ -572,7 +572,7 @@ export class QuerySandbox {
    * costs cannot be read per worker while it runs (a worker busy in
    * WebAssembly answers nothing). The process's RSS is sampled instead,
    * every `memorySampleMs` while queries run, against its RSS when they
-   * began: past 80% of the bound (headroom for the growth until the next
+   * began: past half the bound (headroom for the growth until the next
    * sample), every running query is stopped, its worker terminated (which
    * frees its WebAssembly memory) and replaced, and its caller answered 503
    * QUERY_MEMORY_LIMIT. While a worker loads a copy of a view's data, the
@@ -589,7 +589,7 @@ export class QuerySandbox {
       return;
     }
     const grown = rss - watch.base;
-    if (grown <= 0.8 * this.opts.maxMemoryMb * 2 ** 20) return;
+    if (grown <= 0.5 * this.opts.maxMemoryMb * 2 ** 20) return;
     const jobs = [...this.running];
     this.logger.warn({ grownMb: Math.round(grown / 2 ** 20), queries: jobs.length, maxMemoryMb: this.opts.maxMemoryMb }, 'queries stopped at the memory bound');
     for (const job of jobs) {

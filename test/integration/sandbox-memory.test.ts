@@ -56,7 +56,10 @@ describe('query sandbox: memory bound', function () {
     }
     const grownMb = (peak - base) / 2 ** 20;
     if (process.env.WSM_TEST_VERBOSE) console.log({ grownMb, elapsed, stats: t.server.services.sandbox.stats() });
-    expect(grownMb, 'the process grew by at most the bound').to.be.at.most(BOUND_MB);
+    // The sampler stops queries at half the bound; on a starved machine its timer runs late and a doubling
+    // step may pass before it, hence the margin (alone: 163 MB; at load average 30: 305 MB, and 491 MB with an
+    // 80% trigger). Without the bound three such queries took the process to several GB.
+    expect(grownMb, 'the process grew by about the bound at most').to.be.at.most(BOUND_MB * 2);
     expect(t.server.services.sandbox.stats().memoryStops).to.be.at.least(3);
     // The workspace keeps answering, from replaced workers.
     const after = await run('small');
