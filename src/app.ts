@@ -24,6 +24,7 @@ import { QuerySandbox } from './sandbox/sandbox.js';
 import { SlashCommandService } from './slash/service.js';
 import { slashCommandRoutes } from './slash/routes.js';
 import { sparqlRoutes } from './sandbox/routes.js';
+import { consoleRouter } from './console/routes.js';
 
 /** Everything the areas need, built once in `createServices`. */
 export interface Services {
@@ -100,6 +101,8 @@ export function createApp(services: Services): Express {
 
   app.get('/api/v1/openapi.json', (_req, res) => { res.json(openapi); });
   app.use('/docs', swaggerUi.serve, swaggerUi.setup(openapi, { customSiteTitle: 'Workspace service API' }));
+  // The web console: static files, bundled on first request (src/console/assets.ts).
+  app.use(consoleRouter());
 
   const router = express.Router();
   registry.mount(router, { jsonLimit: config.WSM_MAX_BODY_BYTES, authenticate });
