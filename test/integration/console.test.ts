@@ -134,7 +134,7 @@ describe('web console at /console, in headless Chromium', function () {
 
   it('shows a log live while the command runs (upload of a slow package)', async () => {
     const uri = 'https://example.org/packages/slow/main';
-    const archive = await tinyPackage({ name: 'slow', matrices: [{ name: 'main', uri, turtle: bigMatrixTurtle(uri, 40_000) }] });
+    const archive = await tinyPackage({ name: 'slow', matrices: [{ name: 'main', uri, turtle: bigMatrixTurtle(uri, 12_000) }] });
     const file = path.join(files, 'slow-1.0.0.tgz');
     writeFileSync(file, archive);
     await page.goto(`${t.url}/console/#/w/acme/packages`);
