@@ -288,4 +288,28 @@ SELECT DISTINCT ?label WHERE { ?role a iam:Role ; rdfs:label ?label } ORDER BY ?
     expect(await page.textContent('.notice.error')).to.match(/admin/i);
     expect(await page.$('#result-table')).to.equal(null);
   });
+
+  it('signs in with an API key, sent as X-Api-Key', async function () {
+    const made = await t.http.post('/api/v1/users/me/keys').set(bearer(tokens.owner)).send({ name: 'console test' });
+    if (made.status === 404) {
+      console.log('    skipped: this service makes no API keys');
+      this.skip();
+    }
+    expect(made.status, JSON.stringify(made.body)).to.equal(201);
+    const seen: Array<Record<string, string>> = [];
+    const listen = (r: import('playwright-core').Request) => { if (r.url().includes('/api/v1/')) seen.push(r.headers()); };
+    page.on('request', listen);
+    try {
+      await signIn(made.body.data.key);
+      await page.waitForSelector('#packages table');
+      expect(await page.textContent('#packages')).to.contain('project-tracking');
+      expect(seen.length).to.be.greaterThan(1);
+      for (const headers of seen) {
+        expect(headers['x-api-key']).to.equal(made.body.data.key);
+        expect(headers.authorization).to.equal(undefined);
+      }
+    } finally {
+      page.off('request', listen);
+    }
+  });
 });

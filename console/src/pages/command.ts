@@ -5,6 +5,8 @@ import type { PageContext } from '../main.js';
 import type { CommandEvent, LifecycleCommand, ValidationEntry, ValidationReport } from '../types.js';
 
 const FINISHED = new Set(['completed', 'failed']);
+/** Statuses may be answered upper-case (WSM_STATUS_CASE); compare them lower-case. */
+const finished = (status: string) => FINISHED.has(String(status).toLowerCase());
 const POLL_MS = 500;
 
 const sleep = (ms: number, signal: AbortSignal) => new Promise<void>((resolve) => {
@@ -69,7 +71,7 @@ export async function followLog(workspace: string, commandId: string, onEvent: (
     if (signal.aborted) return;
     const command = await get<LifecycleCommand>(`/api/v1/packages/${seg(workspace)}/commands/${seg(commandId)}`, { signal });
     for (const e of await get<CommandEvent[]>(url, { signal })) take(e);
-    if (FINISHED.has(command.status)) return;
+    if (finished(command.status)) return;
     await sleep(POLL_MS, signal);
   }
 }
@@ -133,13 +135,13 @@ export async function commandPage(ctx: PageContext): Promise<void> {
   if (ctx.signal.aborted) return;
   // The stream ends when the command finished; read its final state once more.
   let final = await get<LifecycleCommand>(path);
-  while (!FINISHED.has(final.status) && !ctx.signal.aborted) {
+  while (!finished(final.status) && !ctx.signal.aborted) {
     await sleep(POLL_MS, ctx.signal);
     final = await get<LifecycleCommand>(path);
   }
   if (ctx.signal.aborted) return;
   showCommand(final);
   mode.textContent = '(finished)';
-  head.dataset.finished = final.status;
+  head.dataset.finished = final.status.toLowerCase();
   await showReport(ctx, commandId, report);
 }
