@@ -151,7 +151,7 @@ describe('web console at /console, in headless Chromium', function () {
     await page.waitForSelector('#command[data-finished="completed"]', { timeout: 90_000 });
   });
 
-  it('manages packages: auto-update toggle and the list', async () => {
+  it('manages packages: the list, the auto-update toggle, uninstall', async () => {
     await page.goto(`${t.url}/console/#/w/acme/packages`);
     const toggle = page.locator('input.auto-update[data-package="project-tracking"]');
     await toggle.waitFor();
@@ -162,6 +162,11 @@ describe('web console at /console, in headless Chromium', function () {
     expect(await page.locator('input.auto-update[data-package="slow"]').isDisabled()).to.equal(true);
     expect(await page.textContent('#packages')).to.match(/project-tracking[\s\S]*1\.0\.0[\s\S]*examples\/project-tracking/);
     await shot('04-packages');
+    await page.click('button.uninstall[data-package="slow"]');
+    await page.waitForURL(/#\/w\/acme\/commands\/[0-9a-f-]{36}$/);
+    await page.waitForSelector('#command[data-finished="completed"]', { timeout: 60_000 });
+    expect(await page.textContent('#command')).to.contain('UNINSTALL slow');
+    expect((await api(tokens.owner, '/api/v1/packages/acme/slow')).status).to.equal(404);
   });
 
   it('reads a failed install\'s validation report as a table', async () => {
@@ -209,6 +214,11 @@ describe('web console at /console, in headless Chromium', function () {
     // Assigning again: the service's 409 message, nothing changed.
     await page.click('#assign');
     await page.waitForSelector('.notice.error');
+    expect(await page.textContent('.notice.error')).to.match(/already/);
+    await page.click('.holder[data-role="Contributor"][data-principal="acme-member"] button.remove');
+    await page.waitForSelector('.holder[data-role="Contributor"][data-principal="acme-member"]', { state: 'detached' });
+    const after = (await api(tokens.owner, `/api/v1/iam/acme/users/${member.id}/roles`)).body.data as Array<{ label: string }>;
+    expect(after.map((r) => r.label)).to.not.include('Contributor');
   });
 
   it('writes and runs a slash command; the result as a table and as a graph', async () => {
