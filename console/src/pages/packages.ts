@@ -4,21 +4,39 @@ import { go, wsPath } from '../nav.js';
 import type { PageContext } from '../main.js';
 import type { Installation, LifecycleCommand } from '../types.js';
 
+export interface OfferedVersion { version: string; engineVersion?: string; yanked?: boolean }
+
+/** Orders semantic versions: numeric parts, then a release after its pre-releases. */
+export function compareVersions(a: string, b: string): number {
+  const [coreA = '', preA] = a.split(/-(.*)/s);
+  const [coreB = '', preB] = b.split(/-(.*)/s);
+  const pa = coreA.split('.').map(Number);
+  const pb = coreB.split('.').map(Number);
+  for (let i = 0; i < 3; i++) if ((pa[i] ?? 0) !== (pb[i] ?? 0)) return (pa[i] ?? 0) - (pb[i] ?? 0);
+  if (preA === preB) return 0;
+  if (preA === undefined) return 1;
+  if (preB === undefined) return -1;
+  return preA.localeCompare(preB, 'en', { numeric: true });
+}
+
 /**
  * Versions of a registry package, newest first, from the service's hosted
  * registry (`GET /api/v1/registry/packages/{publisher}/{name}`); null when
  * the service offers no listing (or does not know the package), so the
  * picker falls back to a free-text version.
  */
-export async function registryVersions(publisher: string, name: string): Promise<string[] | null> {
+export async function registryVersions(publisher: string, name: string): Promise<OfferedVersion[] | null> {
   try {
     const res = await send('GET', `/api/v1/registry/packages/${seg(publisher)}/${seg(name)}`);
     const body = (await res.json()) as { data?: unknown; versions?: unknown };
     const data = body.data as { versions?: unknown } | unknown[] | undefined;
     const raw = Array.isArray(data) ? data : (data as { versions?: unknown })?.versions ?? body.versions;
     if (!Array.isArray(raw)) return null;
-    const versions = raw.map((v) => (typeof v === 'string' ? v : (v as { version?: string })?.version)).filter((v): v is string => typeof v === 'string');
-    return versions.length ? versions.reverse() : null;
+    const versions = raw
+      .map((v): OfferedVersion | null => (typeof v === 'string' ? { version: v } : typeof (v as OfferedVersion)?.version === 'string' ? (v as OfferedVersion) : null))
+      .filter((v): v is OfferedVersion => v !== null)
+      .sort((x, y) => compareVersions(y.version, x.version));
+    return versions.length ? versions : null;
   } catch {
     return null;
   }
@@ -44,7 +62,8 @@ function installForm(ctx: PageContext): HTMLElement {
     if (versions) {
       versionControl = h('select', { id: 'install-version' },
         h('option', { value: '' }, 'latest compatible'),
-        versions.map((v) => h('option', { value: v }, v)));
+        versions.map((v) => h('option', { value: v.version, disabled: Boolean(v.yanked) },
+          `${v.version}${v.engineVersion ? ` (engine ${v.engineVersion})` : ''}${v.yanked ? ' (yanked)' : ''}`)));
     } else {
       const typed = versionControl instanceof HTMLInputElement ? versionControl.value : '';
       versionControl = h('input', { id: 'install-version-text', placeholder: 'latest compatible', autocomplete: 'off', value: typed, title: 'The service lists no versions of this package: type one, or leave empty for the latest compatible' });
