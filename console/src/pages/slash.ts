@@ -32,6 +32,7 @@ export async function slashPage(ctx: PageContext): Promise<void> {
   const description = h('input', { id: 'slash-description', value: command?.description ?? '' });
   const interpretation = h('textarea', { id: 'slash-interpretation', rows: 2, value: command?.interpretation ?? '' });
   const scriptType = h('select', { id: 'slash-type' }, ['CONSTRUCT', 'DESCRIBE'].map((t) => h('option', { value: t, selected: (command?.scriptType ?? 'CONSTRUCT') === t }, t)));
+  const params = h('textarea', { id: 'slash-parameters', rows: 2, value: command?.parameters?.length ? JSON.stringify(command.parameters) : '', placeholder: '[{"name": "team", "kind": "iri", "required": true}] (optional)' });
   const args = h('textarea', { id: 'slash-arguments', rows: 2, placeholder: '{"name": "value"} (only for commands that declare parameters)' });
   const run = async () => {
     if (!command) { status.show('Save the command first, then run it.', 'error'); return; }
@@ -62,7 +63,16 @@ export async function slashPage(ctx: PageContext): Promise<void> {
 
   const save = async (e: Event) => {
     e.preventDefault();
-    const body = { alias: alias.value.trim().replace(/^\//, ''), description: description.value, interpretation: interpretation.value, scriptType: scriptType.value, scriptContent: script.value };
+    const body: Record<string, unknown> = { alias: alias.value.trim().replace(/^\//, ''), description: description.value, interpretation: interpretation.value, scriptType: scriptType.value, scriptContent: script.value };
+    // Declared parameters are sent only when given, so a service without them still takes the body.
+    if (params.value.trim() || command?.parameters?.length) {
+      try {
+        body.parameters = params.value.trim() ? JSON.parse(params.value) : [];
+      } catch {
+        status.show('The parameters must be a JSON array.', 'error');
+        return;
+      }
+    }
     try {
       const saved = command
         ? await api<SlashCommand>('PUT', `/api/v1/commands/${seg(ctx.workspace)}/${seg(command.id)}`, { json: body })
@@ -101,7 +111,8 @@ export async function slashPage(ctx: PageContext): Promise<void> {
           h('div', { class: 'row' }, field('Alias', alias), field('Type', scriptType), field('Description', description)),
           field('Interpretation (for agents reading the result)', interpretation),
           field('Script', script.dom, 'Ctrl+Enter runs the saved command'),
-          command?.parameters?.length ? h('p', { class: 'muted' }, 'Parameters: ', command.parameters.map((p) => `${p.name} (${p.kind}${p.required ? ', required' : ''})`).join(', ')) : null,
+          field('Parameters (JSON: name, kind iri or literal, datatype, required, description)', params),
+          command?.parameters?.length ? h('p', { class: 'muted', id: 'slash-parameter-list' }, 'Takes: ', command.parameters.map((p) => `${p.name} (${p.kind}${p.required ? ', required' : ''})`).join(', ')) : null,
           field('Arguments (JSON, optional)', args),
           h('div', { class: 'buttons' },
             h('button', { type: 'submit', id: 'slash-save' }, command ? 'Save' : 'Create'),
