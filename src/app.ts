@@ -25,6 +25,7 @@ import { QuerySandbox } from './sandbox/sandbox.js';
 import { SlashCommandService } from './slash/service.js';
 import { slashCommandRoutes } from './slash/routes.js';
 import { sparqlRoutes } from './sandbox/routes.js';
+import { consoleRouter } from './console/routes.js';
 import { ApiKeyService } from './auth/api-keys.js';
 import { apiKeyRoutes } from './auth/routes.js';
 import { StatusPresenter } from './http/status-case.js';
@@ -148,6 +149,8 @@ export function createApp(services: Services): Express {
 
   app.get('/api/v1/openapi.json', (_req, res) => { res.json(openapi); });
   app.use('/docs', swaggerUi.serve, swaggerUi.setup(openapi, { customSiteTitle: 'Workspace service API' }));
+  // The web console: static files, bundled on first request (src/console/assets.ts).
+  app.use(consoleRouter());
 
   const router = express.Router();
   const authorize = async (auth: AuthContext, access: Access, segment: string | undefined): Promise<WorkspaceAccess | undefined> => {
