@@ -227,7 +227,7 @@ export class OxigraphStore implements QuadStore {
   }
 
   /** The sliced write being applied, if any: later writes wait for it. */
-  private slicing: Promise<void> | null = null;
+  protected slicing: Promise<void> | null = null;
 
   async write(ops: WriteOp[]): Promise<void> {
     if (ops.length === 0) return;
