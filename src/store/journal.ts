@@ -2,6 +2,7 @@ import { createHash } from 'node:crypto';
 import { open, readFile, type FileHandle } from 'node:fs/promises';
 import { dirname } from 'node:path';
 import { fsyncDir } from './fsutil.js';
+import { observeFsync } from '../metrics.js';
 import type { WriteSink } from './oxigraph-store.js';
 import type { WriteOp } from './store.js';
 
@@ -149,33 +150,98 @@ export function scanJournal(bytes: Buffer): JournalScan {
   return { records, validBytes: offset };
 }
 
-/** A journal file after reading it (and cutting a bad tail off). */
-export interface JournalFileContents {
-  records: JournalRecord[];
-  /** Bytes cut off the end of the file (0 when it was clean). */
-  cutBytes: number;
+/** Valid records found after a bad spot (which tells mid-file corruption from a torn tail). */
+export interface RecordsAfter {
+  count: number;
+  /** Byte offset of the first valid record after the bad spot. */
+  firstOffset: number;
+  firstSeq: number;
+  lastSeq: number;
 }
 
 /**
- * Reads every valid record of a journal file. A torn or corrupt tail is cut
- * off the file (truncated at the last good record, then fsynced) and
- * reported through `onWarning`; it is never returned.
+ * Looks for whole records with a matching checksum and a sequence number
+ * above `afterSeq` anywhere in `bytes` from `from` on (every byte offset is
+ * tried; cheap checks on the sequence and length come before the checksum).
  */
-export async function readJournalFile(path: string, onWarning: (message: string) => void): Promise<JournalFileContents> {
+export function findRecordsAfter(bytes: Buffer, from: number, afterSeq: number): RecordsAfter | undefined {
+  let found: RecordsAfter | undefined;
+  // No more records can follow than fit in the bytes left.
+  const maxSeq = afterSeq + Math.ceil(bytes.length / HEADER_BYTES) + 1;
+  let offset = from;
+  while (offset + HEADER_BYTES <= bytes.length) {
+    const seq = bytes.readUInt32LE(offset + 16) * 2 ** 32 + bytes.readUInt32LE(offset + 12);
+    const length = bytes.readUInt32LE(offset);
+    if (seq > afterSeq && seq <= maxSeq && length <= bytes.length - offset - HEADER_BYTES) {
+      const payload = bytes.subarray(offset + HEADER_BYTES, offset + HEADER_BYTES + length);
+      if (checksum(lengthAndSeqBytes(length, seq), payload).equals(bytes.subarray(offset + 4, offset + 12))) {
+        if (found) {
+          found.count++;
+          found.lastSeq = seq;
+        } else {
+          found = { count: 1, firstOffset: offset, firstSeq: seq, lastSeq: seq };
+        }
+        offset += HEADER_BYTES + length;
+        continue;
+      }
+    }
+    offset++;
+  }
+  return found;
+}
+
+/** A journal file as read from disk (never changed by reading). */
+export interface JournalFileContents {
+  records: JournalRecord[];
+  /** Size of the file in bytes. */
+  size: number;
+  /** Bytes from the start that hold whole, valid records. */
+  validBytes: number;
+  /** Why reading stopped before the end, if it did. */
+  problem?: string;
+  /** Valid records after the bad spot: present means the damage is not a torn tail. */
+  after?: RecordsAfter;
+}
+
+/**
+ * Reads every valid record of a journal file from its start up to the first
+ * bad spot, and looks for valid records after that spot. The file is not
+ * changed; see `cutJournal`.
+ */
+export async function readJournalFile(path: string): Promise<JournalFileContents> {
   const bytes = await readFile(path);
   const scan = scanJournal(bytes);
-  const cutBytes = bytes.length - scan.validBytes;
-  if (cutBytes > 0) {
-    onWarning(`journal ${path}: ${scan.problem}; cutting ${cutBytes} bytes after the last good record (seq ${scan.records.at(-1)?.seq ?? 'none'})`);
-    const handle = await open(path, 'r+');
+  const contents: JournalFileContents = { records: scan.records, size: bytes.length, validBytes: scan.validBytes, problem: scan.problem };
+  if (scan.validBytes < bytes.length) {
+    contents.after = findRecordsAfter(bytes, scan.validBytes + 1, scan.records.at(-1)?.seq ?? 0);
+  }
+  return contents;
+}
+
+/**
+ * Cuts a journal file at `offset` (truncate, fsync). With `keepCutBytesIn`,
+ * the bytes cut off are first written (and fsynced) to that file, so that
+ * nothing is destroyed without a copy.
+ */
+export async function cutJournal(path: string, offset: number, keepCutBytesIn?: string): Promise<void> {
+  if (keepCutBytesIn) {
+    const bytes = await readFile(path);
+    const copy = await open(keepCutBytesIn, 'w');
     try {
-      await handle.truncate(scan.validBytes);
-      await handle.sync();
+      await copy.writeFile(bytes.subarray(offset));
+      await copy.sync();
     } finally {
-      await handle.close();
+      await copy.close();
     }
   }
-  return { records: scan.records, cutBytes };
+  const handle = await open(path, 'r+');
+  try {
+    await handle.truncate(offset);
+    await handle.sync();
+  } finally {
+    await handle.close();
+  }
+  await fsyncDir(dirname(path));
 }
 
 type QueueEntry =
@@ -348,7 +414,9 @@ export class Journal implements WriteSink {
       try {
         const records = await Promise.all(batch.map((e) => e.bytes));
         await writeAll(this.handle, records.length === 1 ? records[0]! : Buffer.concat(records));
+        const started = process.hrtime.bigint();
         await this.handle.datasync();
+        observeFsync(Number(process.hrtime.bigint() - started) / 1e9);
         this.fsyncs++;
         for (const entry of batch) entry.resolve();
       } catch (err) {

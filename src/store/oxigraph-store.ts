@@ -1,5 +1,5 @@
 import oxigraph from 'oxigraph';
-import type { Binding, QuadStore, QueryScope, RdfFormat, WriteOp } from './store.js';
+import { WriteRefusedError, type Binding, type QuadStore, type QueryScope, type RdfFormat, type WriteOp } from './store.js';
 
 /**
  * Where applied writes go to become durable. The journal implements it; the
@@ -10,6 +10,16 @@ import type { Binding, QuadStore, QueryScope, RdfFormat, WriteOp } from './store
 export interface WriteSink {
   append(ops: WriteOp[]): Promise<void>;
   close(): Promise<void>;
+}
+
+/**
+ * The test read-delay mode (`WSM_TEST_READ_DELAY=1`): not a user setting.
+ * The suite runs once normally and once in this mode (.ci/run), so code
+ * that relied on a read answering before some other request's write fails
+ * there. Read when a store is opened.
+ */
+export function readDelayFromEnv(): boolean {
+  return process.env.WSM_TEST_READ_DELAY === '1';
 }
 
 const RESULTS_JSON = 'application/sparql-results+json';
@@ -104,6 +114,21 @@ export function* nTriplesSlices(data: string, size: number): Generator<string> {
 const loadBytes = (ops: WriteOp[]) => ops.reduce((n, op) => n + (op.kind === 'load' && op.format === 'application/n-triples' ? op.data.length : 0), 0);
 const nextTurn = () => new Promise<void>((resolve) => setImmediate(resolve));
 
+/**
+ * Applies engine calls to an empty scratch store, in order; throws
+ * `WriteRefusedError` for the first one the engine refuses.
+ */
+function checkOnScratch(calls: WriteOp[], firstIndex: number): void {
+  const scratch = new oxigraph.Store();
+  calls.forEach((op, i) => {
+    try {
+      applyOp(scratch, op);
+    } catch (err) {
+      throw new WriteRefusedError(firstIndex + i, (err as Error).message);
+    }
+  });
+}
+
 /** Most answers kept between writes, and most rows of a kept SELECT answer. */
 const MAX_KEPT_ANSWERS = 5000;
 const MAX_KEPT_ROWS = 200;
@@ -129,16 +154,33 @@ export class OxigraphStore implements QuadStore {
    */
   private readonly answers = new Map<string, Binding[] | boolean>();
 
+  /** Test mode: every read resolves only after a random macrotask delay (see `readDelayFromEnv`). */
+  private readonly readDelay: boolean;
+
   constructor(
     readonly raw: oxigraph.Store = new oxigraph.Store(),
     private readonly sink?: WriteSink,
-  ) {}
+    options: { readDelay?: boolean } = {},
+  ) {
+    this.readDelay = options.readDelay ?? readDelayFromEnv();
+  }
+
+  /**
+   * In the test read-delay mode, waits 0-3 ms (a timer: other requests'
+   * reads and writes run meanwhile) before a read is answered, as a remote
+   * engine would; the read then sees the store as it is at that moment.
+   */
+  private readGate(): Promise<void> | undefined {
+    if (!this.readDelay) return undefined;
+    return new Promise((resolve) => setTimeout(resolve, Math.floor(Math.random() * 4)));
+  }
 
   get version(): number {
     return this.versionCounter;
   }
 
-  select(query: string, scope?: QueryScope): Binding[] {
+  async select(query: string, scope?: QueryScope): Promise<Binding[]> {
+    await this.readGate();
     const key = answerKey('select', query, scope);
     const known = this.answers.get(key);
     if (known !== undefined) return (known as Binding[]).slice();
@@ -157,7 +199,8 @@ export class OxigraphStore implements QuadStore {
     return bindings;
   }
 
-  ask(query: string, scope?: QueryScope): boolean {
+  async ask(query: string, scope?: QueryScope): Promise<boolean> {
+    await this.readGate();
     const key = answerKey('ask', query, scope);
     const known = this.answers.get(key);
     if (known !== undefined) return known as boolean;
@@ -173,11 +216,13 @@ export class OxigraphStore implements QuadStore {
     this.answers.set(key, answer);
   }
 
-  construct(query: string, scope?: QueryScope): string {
+  async construct(query: string, scope?: QueryScope): Promise<string> {
+    await this.readGate();
     return this.raw.query(query, { results_format: 'application/n-triples', ...scopeOptions(scope) }) as string;
   }
 
-  queryRaw(query: string, resultsFormat: string, scope?: QueryScope): string | boolean {
+  async queryRaw(query: string, resultsFormat: string, scope?: QueryScope): Promise<string | boolean> {
+    await this.readGate();
     return this.raw.query(query, { results_format: resultsFormat, ...scopeOptions(scope) }) as string | boolean;
   }
 
@@ -188,27 +233,40 @@ export class OxigraphStore implements QuadStore {
     if (ops.length === 0) return;
     // Writes apply one after another: none starts while a sliced write is under way.
     while (this.slicing) await this.slicing;
-    // Before anything changes (an op that throws may follow one that applied).
+    // Consecutive updates run as one SPARQL request, which Oxigraph applies
+    // atomically, and a load is atomic on its own: so only a write of several
+    // engine calls can half-apply. Each call after the first is checked on a
+    // scratch store before the first is applied; a refusal changes nothing.
+    // A large write (an install) is applied in slices with event-loop turns
+    // between them; its updates are checked on the scratch store first, and
+    // its loads hold N-Triples the deployment pipeline already checked term
+    // by term against what the store accepts (src/packages/pipeline.ts).
+    const calls = coalesceUpdates(ops);
+    const sliced = loadBytes(ops) > SLICE_BYTES * 4;
+    if (sliced) checkOnScratch(calls.filter((op) => op.kind === 'update'), 0);
+    else if (calls.length > 1) checkOnScratch(calls.slice(1), 1);
     this.answers.clear();
     this.sizeAt = undefined;
-    // Apply in memory first, then hand to the journal in the same tick so
-    // journal order = apply order. Consecutive updates run as one SPARQL
-    // request, which Oxigraph applies atomically: a malformed one throws
-    // before any of them changed the store. Loads carry N-Triples/Turtle
-    // the service serialized itself.
-    if (loadBytes(ops) > SLICE_BYTES * 4) {
-      const sliced = this.applyInSlices(ops);
-      this.slicing = sliced.catch(() => {}).finally(() => { this.slicing = null; });
+    if (sliced) {
+      const applying = this.applyInSlices(ops);
+      this.slicing = applying.catch(() => {}).finally(() => { this.slicing = null; });
       try {
-        await sliced;
+        await applying;
       } finally {
         // Answers read between slices saw part of the write.
         this.answers.clear();
         this.sizeAt = undefined;
       }
     } else {
-      for (const op of coalesceUpdates(ops)) applyOp(this.raw, op);
+      try {
+        applyOp(this.raw, calls[0]!);
+      } catch (err) {
+        throw new WriteRefusedError(0, (err as Error).message);
+      }
+      for (const op of calls.slice(1)) applyOp(this.raw, op);
     }
+    // Apply in memory, then hand to the journal in the same tick so journal
+    // order = apply order.
     this.versionCounter++;
     const durable = this.sink ? this.sink.append(ops) : Promise.resolve();
     for (const listener of this.listeners) listener(ops);
@@ -241,17 +299,19 @@ export class OxigraphStore implements QuadStore {
     return this.write([{ kind: 'update', sparql }]);
   }
 
-  dumpGraph(graph: string): string {
+  async dumpGraph(graph: string): Promise<string> {
+    await this.readGate();
     return this.raw.dump({ format: 'application/n-triples', from_graph_name: oxigraph.namedNode(graph) });
   }
 
-  graphNames(): string[] {
-    const bindings = this.select('SELECT DISTINCT ?g WHERE { GRAPH ?g { ?s ?p ?o } }');
+  async graphNames(): Promise<string[]> {
+    const bindings = await this.select('SELECT DISTINCT ?g WHERE { GRAPH ?g { ?s ?p ?o } }');
     return bindings.map((b) => b.g!.value);
   }
 
   /** Oxigraph counts every quad on each call: remember the count until the next write (/health asks often). */
-  size(): number {
+  async size(): Promise<number> {
+    await this.readGate();
     if (this.sizeAt?.version !== this.versionCounter) this.sizeAt = { version: this.versionCounter, size: this.raw.size };
     return this.sizeAt.size;
   }
