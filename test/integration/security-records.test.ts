@@ -107,12 +107,12 @@ describe('Security: the service\'s records cannot be forged by package or extens
       + forgedCommandTurtle(`${BASE}id/command/forged`, 'not a uuid', wsg(victimWs.id))
       + forgedCommandTurtle(`${BASE}id/command/forged2`, 'not a uuid', wsg(attackerWs.id));
     await store.write([{ kind: 'load', graph: matrixGraph, format: 'text/turtle', data: forged }]);
-    const before = workspaceDump(t, victimWs.id);
+    const before = await workspaceDump(t, victimWs.id);
     const victimBefore = (await t.http.get(`/api/v1/packages/victim/commands/${victimCommandId}`).set(bearer(victimTokens.owner))).body.data;
     await t.close();
     t = await startTestServer({}, dataDir);
     expect((await t.http.get('/health')).status).to.equal(200);
-    expect(workspaceDump(t, victimWs.id)).to.deep.equal(before);
+    expect(await workspaceDump(t, victimWs.id)).to.deep.equal(before);
     const victimAfter = await waitForCommand(t, victimTokens.owner, 'victim', victimCommandId);
     expect(victimAfter).to.deep.equal(victimBefore);
     expect(victimAfter.status).to.equal('completed');
@@ -125,11 +125,11 @@ describe('Security: the service\'s records cannot be forged by package or extens
     // A pending command record in the workspace's own packages graph whose id is not a UUID.
     const { store, graphs } = t.server.services;
     await store.write([{ kind: 'load', graph: graphs.packages(attackerWs.id), format: 'text/turtle', data: forgedCommandTurtle(`${BASE}id/command/broken`, 'not a uuid', `${BASE}id/workspace/${attackerWs.id}`) }]);
-    const before = workspaceDump(t, victimWs.id);
+    const before = await workspaceDump(t, victimWs.id);
     await t.close();
     t = await startTestServer({}, dataDir);
     expect((await t.http.get('/health')).status).to.equal(200);
-    expect(workspaceDump(t, victimWs.id)).to.deep.equal(before);
+    expect(await workspaceDump(t, victimWs.id)).to.deep.equal(before);
   });
 
   it('never removes assignments of the built-in administrator role, even when a derived graph claims it', async () => {
