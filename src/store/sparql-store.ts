@@ -1,0 +1,152 @@
+import { randomUUID } from 'node:crypto';
+import type { Binding, QuadStore, QueryScope, WriteOp } from './store.js';
+import { SparqlClient, insertOperations, type SparqlEndpointOptions } from './sparql-client.js';
+import { coalesceUpdates } from './oxigraph-store.js';
+
+const RESULTS_JSON = 'application/sparql-results+json';
+
+/** Above this many bytes of update text, loads go through staging graphs first. */
+const MAX_CALL_BYTES = 512 * 1024;
+
+/**
+ * The store on a remote SPARQL 1.1 engine (DESIGN.md section 9). The engine
+ * holds the data and makes it durable; this process keeps no copy and no
+ * journal.
+ *
+ * Writes are all or nothing:
+ * - `standard` dialect: the ops go as one update request of several
+ *   operations, which a conforming engine applies atomically.
+ * - `virtuoso` dialect: Virtuoso commits each operation of a request on its
+ *   own, so the ops go through the `WSM_APPLY` procedure, one transaction.
+ *   A large write first loads its data in bounded chunks into private
+ *   staging graphs (invisible to every read of the service: no record names
+ *   them), then one transaction moves them into place with the rest of the
+ *   ops; a failure drops the staging graphs.
+ *
+ * Scoped queries (user queries confined to some graphs) are not answered
+ * here: the protocol's dataset parameters do not confine `GRAPH <iri>` on
+ * every engine.
+ */
+export class SparqlStore implements QuadStore {
+  private readonly client: SparqlClient;
+  private versionCounter = 0;
+  private readonly listeners = new Set<(ops: WriteOp[]) => void>();
+
+  constructor(options: SparqlEndpointOptions, private readonly base: string) {
+    this.client = new SparqlClient(options);
+  }
+
+  get version(): number {
+    return this.versionCounter;
+  }
+
+  private static unscoped(scope?: QueryScope): void {
+    if (scope?.defaultGraphs || scope?.namedGraphs) throw new Error('the remote store does not answer scoped queries');
+  }
+
+  async select(query: string, scope?: QueryScope): Promise<Binding[]> {
+    SparqlStore.unscoped(scope);
+    const parsed = JSON.parse(await this.client.query(query, RESULTS_JSON)) as { results?: { bindings: Binding[] } };
+    if (!parsed.results) throw new Error('select() was given a query that is not a SELECT');
+    // Virtuoso answers typed literals as "typed-literal"; the service reads the standard "literal".
+    for (const row of parsed.results.bindings) {
+      for (const v of Object.values(row)) if (v && (v.type as string) === 'typed-literal') v.type = 'literal';
+    }
+    return parsed.results.bindings;
+  }
+
+  async ask(query: string, scope?: QueryScope): Promise<boolean> {
+    SparqlStore.unscoped(scope);
+    const parsed = JSON.parse(await this.client.query(query, RESULTS_JSON)) as { boolean?: boolean };
+    if (typeof parsed.boolean !== 'boolean') throw new Error('ask() was given a query that is not an ASK');
+    return parsed.boolean;
+  }
+
+  async construct(query: string, scope?: QueryScope): Promise<string> {
+    SparqlStore.unscoped(scope);
+    return this.client.query(query, 'application/n-triples');
+  }
+
+  async queryRaw(query: string, resultsFormat: string, scope?: QueryScope): Promise<string | boolean> {
+    SparqlStore.unscoped(scope);
+    return this.client.query(query, resultsFormat);
+  }
+
+  async write(ops: WriteOp[]): Promise<void> {
+    if (ops.length === 0) return;
+    if (this.client.options.dialect === 'standard') {
+      const parts: string[] = [];
+      for (const op of coalesceUpdates(ops)) {
+        parts.push(op.kind === 'update' ? op.sparql : insertOperations(op.graph, op.data, op.format).join(' ;\n'));
+      }
+      await this.client.update(parts.join(' ;\n'));
+    } else {
+      await this.writeVirtuoso(ops);
+    }
+    this.versionCounter++;
+    for (const listener of this.listeners) listener(ops);
+  }
+
+  private async writeVirtuoso(ops: WriteOp[]): Promise<void> {
+    const operations: string[] = [];
+    const staging: string[] = [];
+    let bytes = 0;
+    const compiled = ops.map((op) => {
+      if (op.kind === 'update') return { op, inserts: null as string[] | null };
+      const inserts = insertOperations(op.graph, op.data, op.format);
+      bytes += inserts.reduce((n, s) => n + s.length, 0);
+      return { op, inserts };
+    });
+    try {
+      for (const { op, inserts } of compiled) {
+        if (op.kind === 'update') { operations.push(op.sparql); continue; }
+        if (bytes <= MAX_CALL_BYTES) { operations.push(...inserts!); continue; }
+        // Large: stage in bounded calls, then add to the target inside the transaction.
+        const stage = `${this.base}staging/${randomUUID()}`;
+        staging.push(stage);
+        const staged = insertOperations(stage, op.data, op.format);
+        for (let i = 0; i < staged.length;) {
+          const call: string[] = [];
+          let size = 0;
+          while (i < staged.length && (call.length === 0 || size + staged[i]!.length <= MAX_CALL_BYTES)) { size += staged[i]!.length; call.push(staged[i++]!); }
+          await this.client.applyAtomically(call);
+        }
+        operations.push(`ADD SILENT <${stage}> TO <${op.graph}>`, `DROP SILENT GRAPH <${stage}>`);
+      }
+      await this.client.applyAtomically(operations);
+    } catch (err) {
+      if (staging.length > 0) {
+        await this.client.applyAtomically(staging.map((g) => `DROP SILENT GRAPH <${g}>`)).catch(() => undefined);
+      }
+      throw err;
+    }
+  }
+
+  update(sparql: string): Promise<void> {
+    return this.write([{ kind: 'update', sparql }]);
+  }
+
+  async dumpGraph(graph: string): Promise<string> {
+    return this.client.query(`CONSTRUCT { ?s ?p ?o } WHERE { GRAPH <${graph}> { ?s ?p ?o } }`, 'application/n-triples');
+  }
+
+  async graphNames(): Promise<string[]> {
+    // Only the service's graphs: the engine's own graphs share the store.
+    const rows = await this.select(`SELECT DISTINCT ?g WHERE { GRAPH ?g { ?s ?p ?o } FILTER(STRSTARTS(STR(?g), ${JSON.stringify(this.base)})) }`);
+    return rows.map((r) => r.g!.value).filter((g) => !g.startsWith(`${this.base}staging/`));
+  }
+
+  async size(): Promise<number> {
+    const rows = await this.select(`SELECT (COUNT(*) AS ?n) WHERE { GRAPH ?g { ?s ?p ?o } FILTER(STRSTARTS(STR(?g), ${JSON.stringify(this.base)})) }`);
+    return Number(rows[0]?.n?.value ?? 0);
+  }
+
+  onWrite(listener: (ops: WriteOp[]) => void): () => void {
+    this.listeners.add(listener);
+    return () => this.listeners.delete(listener);
+  }
+
+  async close(): Promise<void> {
+    // Nothing held: the engine keeps the data; fetch's connections close on their own.
+  }
+}
