@@ -15,8 +15,12 @@ const benches: Bench[] = [
   { name: 'writes', title: 'Durable writes (C5)', run: async () => (await import('./figures/writes.js')).run() },
   { name: 'install', title: 'Install of a 100,000-triple matrix', run: async () => (await import('./figures/install.js')).run() },
   { name: 'startup', title: 'Start-up with 1M quads + 10,000 journal records', run: async () => (await import('./figures/startup.js')).run() },
+  { name: 'journal-startup', title: 'Start-up with a journal just below the snapshot threshold', run: async () => (await import('./figures/journal-startup.js')).run() },
+  { name: 'growth', title: 'Growth: start-up and memory at 100k and 1M quads', run: async () => (await import('./figures/growth.js')).run() },
   { name: 'lists', title: 'Scale of lists (P4, I5)', run: async () => (await import('./figures/lists.js')).run() },
   { name: 'slash', title: 'Slash-command execution', run: async () => (await import('./figures/slash.js')).run() },
+  { name: 'installs-loop', title: 'Event loop during installs', run: async () => (await import('./figures/installs-loop.js')).run() },
+  { name: 'mixed', title: 'Mixed load at 64 connections during an install', run: async () => (await import('./figures/mixed.js')).run() },
   { name: 'memory', title: 'Memory with 1M quads', run: async () => (await import('./figures/memory.js')).run() },
 ];
 

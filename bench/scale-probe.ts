@@ -121,7 +121,7 @@ try {
   }
   const large = await measureAll();
   const count = await call(owner, 'GET', `/api/v1/iam/${slug}/users?page=1&pageSize=1`);
-  console.log(`members: ${count.json.data.totalItems}, quads: ${server.services.store.size()}, samples: ${samples}`);
+  console.log(`members: ${count.json.data.totalItems}, quads: ${await server.services.store.size()}, samples: ${samples}`);
   console.log(`${'target'.padEnd(16)} ${'10 p50'.padStart(8)} ${'10 p90'.padStart(8)} ${'N p50'.padStart(8)} ${'N p90'.padStart(8)}  ratio p50`);
   for (const t of targets) {
     const s = small?.get(t.key);

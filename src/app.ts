@@ -24,6 +24,15 @@ import { QuerySandbox } from './sandbox/sandbox.js';
 import { SlashCommandService } from './slash/service.js';
 import { slashCommandRoutes } from './slash/routes.js';
 import { sparqlRoutes } from './sandbox/routes.js';
+import { ApiKeyService } from './auth/api-keys.js';
+import { apiKeyRoutes } from './auth/routes.js';
+import { StatusPresenter } from './http/status-case.js';
+import { mcpRoutes } from './mcp/routes.js';
+import { renderMetrics, requestMetrics, serviceMetrics } from './metrics.js';
+import { forbidden } from './errors.js';
+import path from 'node:path';
+import { HostedRegistry } from './registry/hosted.js';
+import { registryRoutes } from './registry/routes.js';
 
 /** Everything the areas need, built once in `createServices`. */
 export interface Services {
@@ -41,6 +50,10 @@ export interface Services {
   /** Runs user queries in worker threads (slash commands, the SPARQL endpoint). */
   sandbox: QuerySandbox;
   slashCommands: SlashCommandService;
+  /** API keys (X-Api-Key), stored as hashes. */
+  apiKeys: ApiKeyService;
+  /** The registry this service hosts (DESIGN.md section 10); installs use it when WSM_REGISTRY=self. */
+  hostedRegistry: HostedRegistry;
   /** Started background work (schedulers, workers) to stop at shutdown. */
   closers: Array<() => Promise<void> | void>;
 }
@@ -49,7 +62,10 @@ export function createServices(deps: { config: Config; logger: Logger; store: Qu
   const graphs = new Graphs(deps.config.WSM_BASE_IRI);
   const users = new UserService(deps.store, graphs);
   const workspaces = new WorkspaceService(deps.store, graphs, users, deps.config.WSM_ENGINE_VERSION);
-  const packages = new PackageService(deps.store, graphs, workspaces, openRegistry(deps.config.WSM_REGISTRY), deps.logger,
+  const hostedRegistry = new HostedRegistry(deps.store, graphs, path.join(deps.config.dataDir, 'archives'), deps.logger,
+    { maxArchiveBytes: deps.config.WSM_MAX_UPLOAD_BYTES });
+  const registry = deps.config.WSM_REGISTRY === 'self' ? hostedRegistry : openRegistry(deps.config.WSM_REGISTRY);
+  const packages = new PackageService(deps.store, graphs, workspaces, registry, deps.logger,
     { maxArchiveBytes: deps.config.WSM_MAX_UPLOAD_BYTES });
   const extensions = new ExtensionService(deps.store, graphs, users, deps.config.WSM_MAX_BODY_BYTES);
   // Extensions ask packages for REDEPLOY commands; packages merge extensions into every deployment.
@@ -61,17 +77,24 @@ export function createServices(deps: { config: Config; logger: Logger; store: Qu
     maxResults: deps.config.WSM_QUERY_MAX_TRIPLES,
   });
   const slashCommands = new SlashCommandService(deps.store, graphs, users, sandbox);
-  return { ...deps, graphs, users, workspaces, packages, extensions, iam, sandbox, slashCommands, closers: [() => sandbox.close()] };
+  const apiKeys = new ApiKeyService(deps.store, graphs, users);
+  return { ...deps, graphs, users, workspaces, packages, extensions, iam, sandbox, slashCommands, apiKeys, hostedRegistry, closers: [() => sandbox.close()] };
 }
 
 /** Collects the routes of every area, in matching order. */
 export function buildRegistry(services: Services): ApiRegistry {
   const registry = new ApiRegistry();
   registry.add(...workspaceRoutes(services.workspaces));
-  registry.add(...packageRoutes(services.workspaces, services.packages, { maxUploadBytes: services.config.WSM_MAX_UPLOAD_BYTES }));
+  registry.add(...packageRoutes(services.workspaces, services.packages, {
+    maxUploadBytes: services.config.WSM_MAX_UPLOAD_BYTES, statuses: new StatusPresenter(services.config.WSM_STATUS_CASE),
+    subscribe: (listener) => services.store.onWrite(() => listener()),
+  }));
   registry.add(...extensionRoutes(services.workspaces, services.extensions));
   registry.add(...iamRoutes(services.workspaces, services.iam));
   registry.add(...slashCommandRoutes(services.slashCommands, services.workspaces, services.users));
+  registry.add(...apiKeyRoutes(services.apiKeys));
+  registry.add(...mcpRoutes(services.workspaces, { commands: services.slashCommands, sandbox: services.sandbox }));
+  registry.add(...registryRoutes(services.hostedRegistry, { maxUploadBytes: services.config.WSM_MAX_UPLOAD_BYTES }));
   registry.add(...sparqlRoutes(services.sandbox, services.workspaces, services.config.WSM_MAX_BODY_BYTES));
   return registry;
 }
@@ -84,19 +107,38 @@ export function createApp(services: Services): Express {
   app.set('query parser', 'simple');
   app.use(requestLogger(logger, (res, err) => (err || res.statusCode >= 500 ? 'error' : res.statusCode >= 400 ? 'warn' : 'info')));
 
+  app.use(requestMetrics());
+
+  // Anonymous, and tells nothing but that the service answers (DESIGN.md section 11).
   app.get('/health', (_req, res) => {
-    res.json({ success: true, data: { status: 'ok', quads: services.store.size() } });
+    res.json({ success: true, data: { status: 'ok' } });
   });
 
   const registry = buildRegistry(services);
   const openapi = registry.openapi({ title: 'Workspace management service', version: '1.0.0' });
   const authenticate = async (req: Request): Promise<AuthContext> => {
+    // An API key instead of a bearer token (DESIGN.md section 10); a bearer token wins when both are sent.
+    const apiKey = req.headers['x-api-key'];
+    if (req.headers.authorization === undefined && typeof apiKey === 'string') return services.apiKeys.verify(apiKey);
     // services.verify remembers verified tokens until their expiry (src/auth/tokens.ts).
     const auth = await services.verify(bearerToken(req.headers.authorization));
-    // Checked synchronously first: most requests change nothing, and need no extra turn of the event loop.
-    if (!services.users.isCurrent(auth.username, auth.profile)) await services.users.upsert(auth.username, auth.profile);
+    // Most requests change nothing: the user record already says what the token says.
+    if (!await services.users.isCurrent(auth.username, auth.profile)) await services.users.upsert(auth.username, auth.profile);
     return auth;
   };
+
+  const metrics = serviceMetrics({
+    quads: () => services.store.size(),
+    storeVersion: () => services.store.version,
+    sandbox: () => services.sandbox.stats(),
+  });
+  app.get('/metrics', (req, res, next) => {
+    authenticate(req).then(async (auth) => {
+      if (!auth.systemAdmin) throw forbidden('Only system administrators may read the metrics');
+      const { contentType, body } = await renderMetrics(metrics);
+      res.type(contentType).send(body);
+    }).catch(next);
+  });
 
   app.get('/api/v1/openapi.json', (_req, res) => { res.json(openapi); });
   app.use('/docs', swaggerUi.serve, swaggerUi.setup(openapi, { customSiteTitle: 'Workspace service API' }));

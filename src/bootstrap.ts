@@ -2,7 +2,10 @@ import type { Services } from './app.js';
 import { mintToken } from './auth/tokens.js';
 import { readdir } from 'node:fs/promises';
 import path from 'node:path';
-import { publishExamples } from './packages/examples.js';
+import { publishExamples, exampleNames, EXAMPLES_DIR } from './packages/examples.js';
+import { buildPackageArchive } from './packages/build-archive.js';
+import { AppError } from './errors.js';
+import { readFile } from 'node:fs/promises';
 
 export interface BootstrapResult {
   /** Set on the first start only: a token for the demo administrator. */
@@ -20,6 +23,7 @@ export const EXAMPLES_PUBLISHER = 'examples';
  */
 export async function publishExampleRegistry(services: Services): Promise<string[]> {
   const location = services.config.WSM_REGISTRY;
+  if (location === 'self') return publishHostedExamples(services);
   if (/^https?:\/\//i.test(location)) return [];
   const dir = path.resolve(location);
   const entries = await readdir(dir).catch((err: NodeJS.ErrnoException) => {
@@ -37,13 +41,53 @@ const DEMO_SLUG = 'demo';
 const DEMO_ADMIN = 'admin';
 
 /**
+ * With the hosted registry (`WSM_REGISTRY=self`): the first start creates
+ * the publisher `examples`, owned by `admin`, and publishes the example
+ * packages into it; later starts publish an example version that is not
+ * there yet (the same bytes again change nothing). A package is published
+ * after the packages it depends on, whose matrices its validation needs.
+ */
+async function publishHostedExamples(services: Services): Promise<string[]> {
+  const registry = services.hostedRegistry;
+  const existing = await registry.publisher(EXAMPLES_PUBLISHER).catch(() => null);
+  if (!existing) await registry.addPublisher(EXAMPLES_PUBLISHER, 'Example packages', [DEMO_ADMIN]);
+  let pending = await Promise.all(exampleNames().map(async (dir) => {
+    const manifest = JSON.parse(await readFile(path.join(EXAMPLES_DIR, dir, 'manifest.json'), 'utf8')) as { name: string };
+    return { dir, name: manifest.name, bytes: await buildPackageArchive(path.join(EXAMPLES_DIR, dir)) };
+  }));
+  const published = new Set<string>();
+  const as = { username: DEMO_ADMIN, systemAdmin: false };
+  for (let progress = true; pending.length && progress;) {
+    progress = false;
+    const retry: typeof pending = [];
+    for (const example of pending) {
+      try {
+        const out = await registry.publish(as, EXAMPLES_PUBLISHER, example.name, example.bytes);
+        if (out.created) services.logger.info({ example: example.dir }, 'published an example package into the hosted registry');
+        published.add(`${EXAMPLES_PUBLISHER}/${example.name}`);
+        progress = true;
+      } catch (err) {
+        // Its dependency may not be published yet: try again after the others.
+        if (err instanceof AppError && err.code === 'VALIDATION_FAILED') retry.push(example);
+        else services.logger.warn({ err, example: example.dir }, 'could not publish an example package into the hosted registry');
+      }
+    }
+    pending = retry;
+  }
+  for (const example of pending) services.logger.warn({ example: example.dir }, 'an example package does not pass the registry checks; not published');
+  return [...published].sort();
+}
+
+/**
  * First start: with an empty store (and WSM_DEMO not false), create the
  * `demo` workspace owned by `admin`, and mint a token for it.
  */
 export async function bootstrap(services: Services): Promise<BootstrapResult> {
   const { config, workspaces, logger } = services;
+  // Read before the examples are published: the hosted registry keeps them in the store.
+  const firstStart = (await services.store.size()) === 0;
   const examples = await publishExampleRegistry(services);
-  if (!config.WSM_DEMO || services.store.size() > 0) return examples.length ? { examples } : {};
+  if (!config.WSM_DEMO || !firstStart) return examples.length ? { examples } : {};
   const ws = await workspaces.create({ slug: DEMO_SLUG, name: 'Demo workspace', owner: DEMO_ADMIN });
   logger.info({ workspace: ws.slug, owner: DEMO_ADMIN }, 'first start: created the demo workspace');
   if (config.WSM_OIDC_ISSUER) return examples.length ? { examples } : {};

@@ -3,8 +3,12 @@ import { ConfigError, loadConfig, type Config } from './config.js';
 import { createLogger } from './logger.js';
 import { mintToken } from './auth/tokens.js';
 import { startServer } from './server.js';
-import { AppError } from './errors.js';
-import { publishToDirectory } from './packages/registry.js';
+import { AppError, badRequest, notFound } from './errors.js';
+import { publishBytes } from './packages/registry.js';
+import { SLUG } from './packages/manifest.js';
+import { readFile, stat } from 'node:fs/promises';
+import { buildPackageArchive } from './packages/build-archive.js';
+import { DEFAULT_ARCHIVE_LIMITS, readPackageArchive } from './packages/archive.js';
 
 /**
  * `wsm <command>`: serve | token | help. Run from a checkout with
@@ -18,9 +22,17 @@ Commands:
       --system-admin            the token makes its holder a system administrator
       --email E --first-name F --last-name L
       --ttl SECONDS             lifetime (default WSM_TOKEN_TTL, 12 hours)
-  publish <file.tgz> --publisher P [--registry DIR]
-                                check a package archive and copy it into a directory registry
-                                as DIR/P/<name>/<version>.tgz (DIR defaults to WSM_REGISTRY)
+  publish <folder|file.tgz> [options]
+                                publish a package (a folder is packed first)
+      --url URL                 to the registry of a running service (default with WSM_REGISTRY=self:
+                                this service at HOST:PORT; with an http(s) WSM_REGISTRY: that one)
+      --token T | --api-key K   credentials for the service (or WSM_TOKEN / WSM_API_KEY)
+      --publisher P             the publisher (default for a service: the one the caller owns)
+      --registry DIR            copy into a directory registry as DIR/P/<name>/<version>.tgz instead
+      --dry-run                 check only, store nothing
+  journal accept-loss           when the service refuses to start because its journal is damaged with
+                                valid records after the damage: cut the journal at the damage, keeping
+                                the cut bytes beside it, and print what was dropped (stop the service first)
   help                          this text
 `;
 
@@ -55,9 +67,10 @@ async function serve(): Promise<void> {
       `Bearer token for admin (system administrator):\n\n${server.bootstrap.demoToken}\n\n` +
       `Try:\n  curl -H "Authorization: Bearer <token>" ${server.url}/api/v1/workspaces/demo\n` +
       (server.bootstrap.examples?.length
-        ? `Install an example package (${server.bootstrap.examples.join(', ')} are in the registry):\n` +
+        ? `Install an example package (${server.bootstrap.examples.join(', ')} are in the registry;\n` +
+          `incident-response depends on project-tracking, which is installed first):\n` +
           `  curl -X POST -H "Authorization: Bearer <token>" -H "Content-Type: application/json" -d '{}' ` +
-          `${server.url}/api/v1/packages/demo/registry/${server.bootstrap.examples.find((e) => e.endsWith('/project-tracking')) ?? server.bootstrap.examples[0]}/install\n`
+          `${server.url}/api/v1/packages/demo/registry/${server.bootstrap.examples.find((e) => e.endsWith('/incident-response')) ?? server.bootstrap.examples[0]}/install\n`
         : '') +
       `API docs: ${server.url}/docs\n\n`);
   }
@@ -99,24 +112,124 @@ async function token(args: string[]): Promise<void> {
   process.stdout.write(`${jwt}\n`);
 }
 
+const PUBLISH_USAGE = 'usage: wsm publish <folder|file.tgz> [--publisher P] [--registry DIR | --url URL] [--token T | --api-key K] [--dry-run]';
+
 async function publish(args: string[]): Promise<void> {
   const { values, positionals } = parseArgs({
     args,
     allowPositionals: true,
-    options: { publisher: { type: 'string' }, registry: { type: 'string' } },
+    options: {
+      publisher: { type: 'string' }, registry: { type: 'string' }, url: { type: 'string' },
+      token: { type: 'string' }, 'api-key': { type: 'string' }, 'dry-run': { type: 'boolean' },
+    },
   });
-  const file = positionals[0];
-  if (!file || positionals.length > 1 || !values.publisher) fail('usage: wsm publish <file.tgz> --publisher P [--registry DIR]');
-  const registry = values.registry ?? config().WSM_REGISTRY;
-  if (/^https?:\/\//i.test(registry)) {
-    fail(`the registry "${registry}" is an HTTP registry; wsm publish copies into a directory registry, give one with --registry DIR`);
+  const source = positionals[0];
+  if (!source || positionals.length > 1) fail(PUBLISH_USAGE);
+  if (values.registry && values.url) fail('give either --registry DIR (a directory registry) or --url URL (a running service), not both');
+  // Where to: --registry, --url, else WSM_REGISTRY (its own service for `self`, another service for a URL, else a directory).
+  let target = values.url ?? values.registry;
+  if (!target) {
+    const cfg = config();
+    target = cfg.WSM_REGISTRY === 'self' ? `http://${cfg.HOST.includes(':') ? `[${cfg.HOST}]` : cfg.HOST}:${cfg.PORT}` : cfg.WSM_REGISTRY;
   }
   try {
-    const out = await publishToDirectory(registry, file, values.publisher);
+    const overHttp = /^https?:\/\//i.test(target);
+    if (!overHttp) {
+      if (!values.publisher) fail(`${PUBLISH_USAGE}\n(--publisher is required for a directory registry)`);
+      if (!SLUG.test(values.publisher)) fail(`Publisher "${values.publisher}" must be a lower-case slug (letters a-z, digits, single hyphens between them)`, 1);
+    }
+    const bytes = await readPackageSource(source);
+    if (overHttp) {
+      if (values.registry) fail(`--registry takes a directory; "${target}" is a URL, give it with --url`);
+      await publishOverHttp(target, bytes, { publisher: values.publisher, token: values.token ?? process.env.WSM_TOKEN, apiKey: values['api-key'] ?? process.env.WSM_API_KEY, dryRun: values['dry-run'] ?? false });
+      return;
+    }
+    if (values['dry-run']) {
+      const { manifest } = await readPackageArchive(bytes);
+      process.stdout.write(`Dry run: ${manifest.name} ${manifest.version} is a valid archive; nothing was written\n`);
+      return;
+    }
+    const out = await publishBytes(target, bytes, values.publisher!);
     process.stdout.write(`Published ${out.publisher}/${out.name} ${out.version} to ${out.path}\n`);
   } catch (err) {
     if (err instanceof AppError) fail(err.message, 1);
     throw err;
+  }
+}
+
+async function journal(args: string[]): Promise<void> {
+  const { positionals } = parseArgs({ args, allowPositionals: true, options: {} });
+  if (positionals.length !== 1 || positionals[0] !== 'accept-loss') fail('usage: wsm journal accept-loss');
+  const cfg = config();
+  const { openDurableStore } = await import('./store/durable.js');
+  const dropped: string[] = [];
+  let store;
+  try {
+    store = await openDurableStore(cfg.dataDir, {
+      acceptJournalLoss: true,
+      onWarning: (message) => {
+        dropped.push(message);
+        process.stdout.write(`${message}\n`);
+      },
+    });
+  } catch (err) {
+    fail(`could not open ${cfg.dataDir}: ${err instanceof Error ? err.message : String(err)}`, 1);
+  }
+  const info = store.replayInfo;
+  await store.close();
+  if (info.droppedBytes === 0) {
+    process.stdout.write(`Nothing to accept: the journal of ${cfg.dataDir} has no damage followed by valid records (last record ${info.lastSeq}).\n`);
+  } else {
+    process.stdout.write(`Dropped ${info.droppedBytes} bytes; the store now ends at record ${info.lastSeq}. The service can start again.\n`);
+  }
+}
+
+/** The archive bytes of a package folder (packed) or a `.tgz` file. */
+async function readPackageSource(source: string): Promise<Buffer> {
+  const info = await stat(source).catch(() => null);
+  if (!info) throw notFound(`Cannot read "${source}": no such file or folder`);
+  if (info.isDirectory()) return buildPackageArchive(source);
+  if (info.size > DEFAULT_ARCHIVE_LIMITS.maxArchiveBytes) {
+    throw badRequest(`"${source}" is ${info.size} bytes, over the archive limit of ${DEFAULT_ARCHIVE_LIMITS.maxArchiveBytes} bytes`);
+  }
+  return readFile(source);
+}
+
+/** Publishes to a running service's registry API with a bearer token or an API key. */
+async function publishOverHttp(base: string, bytes: Buffer, options: { publisher?: string | undefined; token?: string | undefined; apiKey?: string | undefined; dryRun: boolean }): Promise<void> {
+  if (!options.token && !options.apiKey) fail('publishing to a service needs --token T (or WSM_TOKEN) or --api-key K (or WSM_API_KEY)');
+  const { manifest } = await readPackageArchive(bytes);
+  const root = base.replace(/\/+$/, '');
+  const headers: Record<string, string> = options.apiKey ? { 'X-Api-Key': options.apiKey } : { Authorization: `Bearer ${options.token}` };
+  const call = async (url: string, init: RequestInit = {}) => {
+    let res: Response;
+    try {
+      res = await fetch(url, { ...init, headers: { ...headers, Accept: 'application/json' }, signal: AbortSignal.timeout(120_000) });
+    } catch (err) {
+      fail(`cannot reach ${root} (${err instanceof Error ? err.message : String(err)}); is the service running?`, 1);
+    }
+    const body = await res.json().catch(() => null) as { success?: boolean; data?: unknown; error?: { message?: string; details?: { report?: { violations?: Array<{ message: string; path: string | null }> } } } } | null;
+    return { status: res.status, body };
+  };
+  let publisher = options.publisher;
+  if (!publisher) {
+    const me = await call(`${root}/api/v1/registry/publishers/me`);
+    if (me.status !== 200) fail(`--publisher is needed: ${me.body?.error?.message ?? `the service answered ${me.status}`}`, 1);
+    publisher = (me.body!.data as { slug: string }).slug;
+  }
+  const form = new FormData();
+  form.append('file', new Blob([new Uint8Array(bytes)], { type: 'application/gzip' }), `${manifest.name}-${manifest.version}.tgz`);
+  const url = `${root}/api/v1/registry/publishers/${encodeURIComponent(publisher)}/packages/${encodeURIComponent(manifest.name)}/versions${options.dryRun ? '?dryRun=true' : ''}`;
+  const res = await call(url, { method: 'POST', body: form });
+  const what = `${publisher}/${manifest.name} ${manifest.version}`;
+  if (res.status === 201) {
+    process.stdout.write(`Published ${what} to ${root} (${(res.body!.data as { checksum: string }).checksum})\n`);
+  } else if (res.status === 200) {
+    process.stdout.write(options.dryRun ? `Dry run: ${what} passes every check; nothing was stored\n` : `${what} is already published with these bytes; nothing changed\n`);
+  } else {
+    const violations = res.body?.error?.details?.report?.violations ?? [];
+    const lines = violations.slice(0, 20).map((v) => `  - ${v.path ? `${v.path}: ` : ''}${v.message}`);
+    fail([`${res.body?.error?.message ?? `the service answered ${res.status}`}`, ...lines].join('\n'), 1);
   }
 }
 
@@ -127,6 +240,7 @@ export async function main(argv: string[]): Promise<void> {
       case 'serve': return await serve();
       case 'token': return await token(rest);
       case 'publish': return await publish(rest);
+      case 'journal': return await journal(rest);
       case undefined: case 'help': case '--help': case '-h':
         process.stdout.write(USAGE);
         return;

@@ -15,7 +15,8 @@ export const configSchema = z.object({
   PORT: port.default(8080),
   HOST: z.string().min(1).default('127.0.0.1'),
   WSM_DATA_DIR: z.string().min(1).default('./data'),
-  WSM_REGISTRY: z.string().min(1).default('./registry'),
+  /** `self` (the registry this service hosts), a directory, or an http(s) base URL. */
+  WSM_REGISTRY: z.string().min(1).default('self'),
   WSM_AUTO_UPDATE_INTERVAL: positiveInt.default(300),
   WSM_BASE_IRI: z.url().refine((v) => v.endsWith('/'), 'must end with a slash').default('https://workspaces.local/'),
   WSM_ENGINE_VERSION: semver.default('1.0.0'),
@@ -33,6 +34,8 @@ export const configSchema = z.object({
   WSM_QUERY_TIMEOUT_MS: positiveInt.default(10_000),
   WSM_QUERY_MAX_TRIPLES: positiveInt.default(100_000),
   WSM_DEMO: bool.default(true),
+  /** Case of command statuses in answers (DESIGN.md section 10): `upper` for the ecosystem's client. */
+  WSM_STATUS_CASE: z.enum(['lower', 'upper']).default('lower'),
 });
 
 export type Config = z.infer<typeof configSchema> & { dataDir: string };

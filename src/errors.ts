@@ -12,6 +12,8 @@ export type ErrorCode =
   | 'UNSUPPORTED_MEDIA_TYPE'
   | 'NOT_ACCEPTABLE'
   | 'ENGINE_INCOMPATIBLE'
+  /** A registry publish whose archive fails its checks; details hold the validation report. */
+  | 'VALIDATION_FAILED'
   | 'QUERY_TIMEOUT'
   | 'SERVICE_UNAVAILABLE'
   | 'INTERNAL';

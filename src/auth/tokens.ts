@@ -214,7 +214,7 @@ export async function createVerifier(settings: VerifierSettings): Promise<(token
 
 /** Reads `Authorization: Bearer <token>`; 401 when missing or malformed. */
 export function bearerToken(header: string | undefined): string {
-  if (!header) throw unauthorized('Missing Authorization header; send "Authorization: Bearer <token>"');
+  if (!header) throw unauthorized('Missing Authorization header; send "Authorization: Bearer <token>" or "X-Api-Key: <key>"');
   const match = /^Bearer\s+([A-Za-z0-9._~+/=-]+)\s*$/i.exec(header);
   if (!match) throw unauthorized('Malformed Authorization header; expected "Bearer <token>"');
   return match[1]!;

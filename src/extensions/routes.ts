@@ -36,8 +36,8 @@ export function extensionRoutes(workspaces: WorkspaceService, extensions: Extens
       params: workspaceParams,
       responses: { 200: { description: 'Extensions, oldest first (content is null here; X1 gives it)', data: z.array(extensionSchema) }, ...common, 404: { description: 'Workspace not found' } },
       handler: async ({ params, auth }) => {
-        const { workspace } = workspaces.requireAdmin(auth, params.workspace);
-        return { data: extensions.list(workspace) };
+        const { workspace } = await workspaces.requireAdmin(auth, params.workspace);
+        return { data: await extensions.list(workspace) };
       },
     }),
     defineRoute({
@@ -57,7 +57,7 @@ export function extensionRoutes(workspaces: WorkspaceService, extensions: Extens
         415: { description: 'Not multipart, or a file declared as another RDF syntax' },
       },
       handler: async ({ params, query, body, file, auth }) => {
-        const { workspace } = workspaces.requireAdmin(auth, params.workspace);
+        const { workspace } = await workspaces.requireAdmin(auth, params.workspace);
         const created = await extensions.create(workspace, {
           username: auth.username,
           targetMatrix: field('targetMatrix', query.targetMatrix, body),
@@ -73,8 +73,8 @@ export function extensionRoutes(workspaces: WorkspaceService, extensions: Extens
       params: extensionParams,
       responses: { 200: { description: 'The extension', data: extensionSchema }, ...common, 404: { description: 'Workspace or extension not found' } },
       handler: async ({ params, auth }) => {
-        const { workspace } = workspaces.requireAdmin(auth, params.workspace);
-        return { data: extensions.get(workspace, params.id) };
+        const { workspace } = await workspaces.requireAdmin(auth, params.workspace);
+        return { data: await extensions.get(workspace, params.id) };
       },
     }),
     defineRoute({
@@ -93,7 +93,7 @@ export function extensionRoutes(workspaces: WorkspaceService, extensions: Extens
         415: { description: 'Not multipart, or a file declared as another RDF syntax' },
       },
       handler: async ({ params, query, body, file, auth }) => {
-        const { workspace } = workspaces.requireAdmin(auth, params.workspace);
+        const { workspace } = await workspaces.requireAdmin(auth, params.workspace);
         return {
           data: await extensions.update(workspace, params.id, {
             targetMatrix: field('targetMatrix', query.targetMatrix, body),
@@ -109,7 +109,7 @@ export function extensionRoutes(workspaces: WorkspaceService, extensions: Extens
       params: extensionParams,
       responses: { 200: { description: 'Deleted', data: z.string() }, ...common, 404: { description: 'Workspace or extension not found' } },
       handler: async ({ params, auth }) => {
-        const { workspace } = workspaces.requireAdmin(auth, params.workspace);
+        const { workspace } = await workspaces.requireAdmin(auth, params.workspace);
         const { extension, commandId } = await extensions.remove(workspace, params.id);
         return {
           data: commandId

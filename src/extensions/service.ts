@@ -64,9 +64,9 @@ export class ExtensionService implements ExtensionHook {
   }
 
   /** The installed matrix with this URI in the workspace, or null. */
-  findMatrix(workspaceId: string, matrixUri: string): InstalledMatrix | null {
+  async findMatrix(workspaceId: string, matrixUri: string): Promise<InstalledMatrix | null> {
     if (!isValidIri(matrixUri)) return null;
-    const rows = this.store.select(PREFIXES + sparql`SELECT ?id ?name ?pkgId WHERE {
+    const rows = await this.store.select(PREFIXES + sparql`SELECT ?id ?name ?pkgId WHERE {
       GRAPH ${iri(this.graphs.packages(workspaceId))} {
         ?m a wsm:Matrix ; wsm:id ?id ; wsm:uri ${iri(matrixUri)} .
         OPTIONAL { ?m wsm:name ?name }
@@ -77,21 +77,21 @@ export class ExtensionService implements ExtensionHook {
     return { id: req(b, 'id'), uri: matrixUri, name: b.name?.value ?? matrixUri, packageId: b.pkgId?.value ?? null };
   }
 
-  list(workspace: Workspace): Extension[] {
-    return this.store.select(this.rdf.selectQuery(workspace.id, '', false)).map((b) => this.rdf.fromBinding(b, false));
+  async list(workspace: Workspace): Promise<Extension[]> {
+    return (await this.store.select(this.rdf.selectQuery(workspace.id, '', false))).map((b) => this.rdf.fromBinding(b, false));
   }
 
   /** One extension with its content; 404 when the workspace has none with this id. */
-  get(workspace: Workspace, id: string): Extension {
-    const found = this.find(workspace, id);
+  async get(workspace: Workspace, id: string): Promise<Extension> {
+    const found = await this.find(workspace, id);
     if (!found) throw notFound(`Extension "${id}" not found in this workspace`);
     return found;
   }
 
-  private find(workspace: Workspace, id: string): Extension | null {
+  private async find(workspace: Workspace, id: string): Promise<Extension | null> {
     if (!UUID_PATTERN.test(id)) return null;
     const filter = sparql`FILTER (?id = ${literal(id.toLowerCase())})`;
-    const rows = this.store.select(this.rdf.selectQuery(workspace.id, filter, true));
+    const rows = await this.store.select(this.rdf.selectQuery(workspace.id, filter, true));
     return rows[0] ? this.rdf.fromBinding(rows[0], true) : null;
   }
 
@@ -104,11 +104,11 @@ export class ExtensionService implements ExtensionHook {
     if (!input.file) throw badRequest('A multipart "file" part with the Turtle of the extension is required');
     // The request is checked whole (400s) before the target is looked up (404).
     const turtle = readExtensionTurtle(input.file, { baseIri: targetMatrix, maxBytes: this.maxContentBytes });
-    const matrix = this.findMatrix(workspace.id, targetMatrix);
+    const matrix = await this.findMatrix(workspace.id, targetMatrix);
     if (!matrix) throw notFound(`No matrix with URI <${targetMatrix}> is installed in this workspace`);
     const id = newId();
     const finalLabel = label ?? defaultLabel(input.file, matrix);
-    const owner = this.users.get({ username: input.username });
+    const owner = await this.users.get({ username: input.username });
     if (!owner) throw notFound(`User "${input.username}" not found`);
     const now = new Date();
     await this.store.write([
@@ -120,12 +120,12 @@ export class ExtensionService implements ExtensionHook {
       { kind: 'load', graph: this.graphs.extension(workspace.id, id), format: 'application/n-triples', data: turtle.ntriples },
     ]);
     const commandId = await this.redeploy(workspace, id, targetMatrix, `extension "${finalLabel}" (${id}) created`);
-    return { ...this.get(workspace, id), active: false, lastCommandId: commandId };
+    return { ...await this.get(workspace, id), active: false, lastCommandId: commandId };
   }
 
   /** X2: replaces the label and/or the Turtle, makes the extension inactive and re-deploys. */
   async update(workspace: Workspace, id: string, input: { targetMatrix?: string | undefined; label: string | undefined; file: UploadedTurtle | undefined }): Promise<Extension> {
-    const existing = this.get(workspace, id);
+    const existing = await this.get(workspace, id);
     if (input.targetMatrix !== undefined && input.targetMatrix.trim() !== existing.targetMatrixUri) {
       throw badRequest('The target matrix of an extension cannot change; create a new extension for the other matrix');
     }
@@ -148,12 +148,12 @@ export class ExtensionService implements ExtensionHook {
     set(WSM.updatedAt, dateTime(now));
     await this.store.write(ops);
     const commandId = await this.redeploy(workspace, id, existing.targetMatrixUri, `extension "${label ?? existing.label}" (${id}) updated`);
-    return { ...this.get(workspace, id), active: false, lastCommandId: commandId ?? existing.lastCommandId };
+    return { ...await this.get(workspace, id), active: false, lastCommandId: commandId ?? existing.lastCommandId };
   }
 
   /** X3: deletes the extension and its content, and re-deploys its target without it. */
   async remove(workspace: Workspace, id: string): Promise<{ extension: Extension; commandId: string | null }> {
-    const existing = this.get(workspace, id);
+    const existing = await this.get(workspace, id);
     await this.store.write(this.rdf.deleteRecord(workspace.id, id).map((text) => ({ kind: 'update' as const, sparql: text })));
     const commandId = await this.redeploy(workspace, null, existing.targetMatrixUri, `extension "${existing.label}" (${id}) deleted`);
     return { extension: existing, commandId };
@@ -165,7 +165,7 @@ export class ExtensionService implements ExtensionHook {
    * next install) and records it as the extension's last command.
    */
   private async redeploy(workspace: Workspace, extensionId: string | null, matrixUri: string, reason: string): Promise<string | null> {
-    if (!this.findMatrix(workspace.id, matrixUri)) return null;
+    if (!await this.findMatrix(workspace.id, matrixUri)) return null;
     if (!this.redeployer) throw new Error('extensions: no redeployer wired');
     let commandId: string;
     try {
@@ -191,8 +191,8 @@ export class ExtensionService implements ExtensionHook {
    * becomes active in the deployment's own atomic write. A failed command
    * drops the ops, so the extensions stay as they were.
    */
-  deploy(input: { workspaceId: string; matrixUri: string }): { quads: Quad[]; ops: WriteOp[] } {
-    const contribution = this.collect(input.workspaceId, input.matrixUri);
+  async deploy(input: { workspaceId: string; matrixUri: string }): Promise<{ quads: Quad[]; ops: WriteOp[] }> {
+    const contribution = await this.collect(input.workspaceId, input.matrixUri);
     return { quads: contribution.quads, ops: this.activateOps(input.workspaceId, contribution).map((text) => ({ kind: 'update' as const, sparql: text })) };
   }
 
@@ -202,17 +202,17 @@ export class ExtensionService implements ExtensionHook {
   }
 
   /** Every extension that targets the matrix (active or not), with its triples. */
-  collect(workspaceId: string, matrixUri: string): ExtensionContribution {
-    const rows = this.store.select(PREFIXES + sparql`SELECT ?id ?label ?updatedAt WHERE {
+  async collect(workspaceId: string, matrixUri: string): Promise<ExtensionContribution> {
+    const rows = await this.store.select(PREFIXES + sparql`SELECT ?id ?label ?updatedAt WHERE {
       GRAPH ${iri(this.graphs.extensions(workspaceId))} {
         ?x a wsm:Extension ; wsm:id ?id ; wsm:label ?label ; wsm:targetMatrix ${iri(matrixUri)} ; wsm:updatedAt ?updatedAt .
       } } ORDER BY ?id`);
     const extensions = rows.map((b) => ({ id: req(b, 'id'), label: req(b, 'label'), updatedAt: time(b, 'updatedAt') }));
     const quads: Quad[] = [];
-    extensions.forEach((extension, i) => {
-      const nt = this.store.dumpGraph(this.graphs.extension(workspaceId, extension.id));
+    for (const [i, extension] of extensions.entries()) {
+      const nt = await this.store.dumpGraph(this.graphs.extension(workspaceId, extension.id));
       quads.push(...new Parser({ format: 'N-Triples', blankNodePrefix: `x${i}_` }).parse(nt));
-    });
+    }
     return { matrixUri, extensions, quads };
   }
 

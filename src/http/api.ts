@@ -43,8 +43,8 @@ export interface HandlerContext<P, Q, B> {
 
 export interface Reply {
   status?: number;
-  /** Wrapped in the success envelope. */
-  data?: unknown;
+  /** Wrapped in the success envelope. Never a promise (await it: the type refuses a thenable). */
+  data?: string | number | boolean | null | (object & { then?: never });
   headers?: Record<string, string>;
   /** A non-JSON body (content negotiation); sent as is. */
   raw?: { contentType: string; body: string | Buffer };
@@ -64,6 +64,8 @@ export interface RouteDef<P extends z.ZodType = z.ZodType, Q extends z.ZodType =
   /** Accepts a body of these non-JSON media types instead (read as text into `body`). */
   textBody?: { mediaTypes: string[]; maxBytes: number };
   multipart?: MultipartSpec;
+  /** `none`: anonymous, no token read (the registry's reads); `auth` is then undefined. Default: a token is required. */
+  auth?: 'none';
   responses: Record<number, ResponseSpec>;
   handler: (ctx: HandlerContext<z.output<P>, z.output<Q>, z.output<B>>) => Promise<Reply>;
 }
@@ -108,7 +110,7 @@ export class ApiRegistry {
     const json = express.json({ limit: options.jsonLimit, type: ['application/json', 'application/*+json'] });
     for (const route of this.routes) {
       const middlewares: Array<(req: Request, res: Response, next: NextFunction) => void> = [];
-      middlewares.push((req, _res, next) => {
+      if (route.auth !== 'none') middlewares.push((req, _res, next) => {
         options.authenticate(req).then((auth) => {
           (req as Request & { auth?: AuthContext }).auth = auth;
           next();
@@ -199,7 +201,7 @@ export class ApiRegistry {
         ...(route.description ? { description: route.description } : {}),
         tags: [route.tag],
         parameters,
-        security: route.tag === 'Health' ? [] : [{ bearerAuth: [] }],
+        security: route.tag === 'Health' || route.auth === 'none' ? [] : [{ bearerAuth: [] }],
         responses: Object.fromEntries(
           Object.entries(route.responses).map(([status, spec]) => {
             const code = Number(status);

@@ -31,7 +31,7 @@ export function iamRoutes(workspaces: WorkspaceService, iam: IamService): RouteD
         403: { description: adminOnly }, 404: { description: 'Role or user not found' }, 409: { description: 'The user already has the role' },
       },
       handler: async ({ params, auth }) => {
-        const { workspace } = workspaces.requireAdmin(auth, params.workspace);
+        const { workspace } = await workspaces.requireAdmin(auth, params.workspace);
         return { data: await iam.assignToUser(workspace, params.roleId, params.userId) };
       },
     }),
@@ -46,7 +46,7 @@ export function iamRoutes(workspaces: WorkspaceService, iam: IamService): RouteD
         409: { description: 'Would remove the last administrator, or the owner\'s administrator role' },
       },
       handler: async ({ params, auth }) => {
-        const { workspace } = workspaces.requireAdmin(auth, params.workspace);
+        const { workspace } = await workspaces.requireAdmin(auth, params.workspace);
         return { data: await iam.removeFromUser(workspace, params.roleId, params.userId) };
       },
     }),
@@ -61,7 +61,7 @@ export function iamRoutes(workspaces: WorkspaceService, iam: IamService): RouteD
         409: { description: 'The principal already has the role (by assignment, or for an agent by its specification)' },
       },
       handler: async ({ params, auth }) => {
-        const { workspace } = workspaces.requireAdmin(auth, params.workspace);
+        const { workspace } = await workspaces.requireAdmin(auth, params.workspace);
         return { data: await iam.assignToPrincipal(workspace, params.roleId, params.principalId) };
       },
     }),
@@ -77,20 +77,20 @@ export function iamRoutes(workspaces: WorkspaceService, iam: IamService): RouteD
         409: { description: 'Would remove the last administrator, or the owner\'s administrator role' },
       },
       handler: async ({ params, auth }) => {
-        const { workspace } = workspaces.requireAdmin(auth, params.workspace);
+        const { workspace } = await workspaces.requireAdmin(auth, params.workspace);
         return { data: await iam.removeFromPrincipal(workspace, params.roleId, params.principalId) };
       },
     }),
     // I5
     defineRoute({
       method: 'get', path: `${base}/users`, tag,
-      summary: 'List the member users, one page at a time (ordered by username)',
+      summary: 'List the member users, one page at a time (ordered by username); username= finds one member by name',
       params: workspaceParams,
-      query: pageQuery,
+      query: pageQuery.extend({ username: z.string().min(1, 'username must not be empty').max(256, 'username must be at most 256 characters').optional() }),
       responses: { 200: { description: 'A page of users', data: pageSchema(userSchema) }, 400: { description: 'Bad page or pageSize' }, 404: { description: notMember } },
       handler: async ({ params, query, auth }) => {
-        const { workspace } = workspaces.requireMember(auth, params.workspace);
-        return { data: iam.listUsers(workspace, query) };
+        const { workspace } = await workspaces.requireMember(auth, params.workspace);
+        return { data: await iam.listUsers(workspace, query, query.username) };
       },
     }),
     // I8 (declared before I6 so `me` is never read as a user id)
@@ -100,8 +100,8 @@ export function iamRoutes(workspaces: WorkspaceService, iam: IamService): RouteD
       params: workspaceParams,
       responses: { 200: { description: 'The caller\'s principal', data: principalSchema }, 404: { description: 'Workspace not found, or the caller is not a member' } },
       handler: async ({ params, auth }) => {
-        const access = workspaces.requireMember(auth, params.workspace);
-        return { data: iam.principalOfUser(access.workspace, access.isMember ? access.user : null) };
+        const access = await workspaces.requireMember(auth, params.workspace);
+        return { data: await iam.principalOfUser(access.workspace, access.isMember ? access.user : null) };
       },
     }),
     // I6
@@ -111,8 +111,8 @@ export function iamRoutes(workspaces: WorkspaceService, iam: IamService): RouteD
       params: userParams,
       responses: { 200: { description: 'The user', data: userSchema }, 404: { description: 'User not in the workspace' } },
       handler: async ({ params, auth }) => {
-        const { workspace } = workspaces.requireMember(auth, params.workspace);
-        return { data: iam.getMemberUser(workspace, params.userId) };
+        const { workspace } = await workspaces.requireMember(auth, params.workspace);
+        return { data: await iam.getMemberUser(workspace, params.userId) };
       },
     }),
     // I7
@@ -122,8 +122,8 @@ export function iamRoutes(workspaces: WorkspaceService, iam: IamService): RouteD
       params: userParams,
       responses: { 200: { description: 'Roles', data: z.array(roleSchema) }, 404: { description: 'User not in the workspace' } },
       handler: async ({ params, auth }) => {
-        const { workspace } = workspaces.requireMember(auth, params.workspace);
-        return { data: iam.userRoles(workspace, params.userId) };
+        const { workspace } = await workspaces.requireMember(auth, params.workspace);
+        return { data: await iam.userRoles(workspace, params.userId) };
       },
     }),
     // I9
@@ -135,8 +135,8 @@ export function iamRoutes(workspaces: WorkspaceService, iam: IamService): RouteD
       query: roleListQuery,
       responses: { 200: { description: 'A page of roles', data: pageSchema(roleSchema) }, 400: { description: 'Bad paging value or filter' }, 404: { description: notMember } },
       handler: async ({ params, query, auth }) => {
-        const { workspace } = workspaces.requireMember(auth, params.workspace);
-        return { data: iam.listRoles(workspace, query) };
+        const { workspace } = await workspaces.requireMember(auth, params.workspace);
+        return { data: await iam.listRoles(workspace, query) };
       },
     }),
     // I10
@@ -146,8 +146,8 @@ export function iamRoutes(workspaces: WorkspaceService, iam: IamService): RouteD
       params: roleParams,
       responses: { 200: { description: 'The role', data: roleSchema }, 404: { description: 'Role not found' } },
       handler: async ({ params, auth }) => {
-        const { workspace } = workspaces.requireMember(auth, params.workspace);
-        return { data: iam.getRole(workspace, params.roleId) };
+        const { workspace } = await workspaces.requireMember(auth, params.workspace);
+        return { data: await iam.getRole(workspace, params.roleId) };
       },
     }),
     // I11
@@ -157,8 +157,8 @@ export function iamRoutes(workspaces: WorkspaceService, iam: IamService): RouteD
       params: roleParams,
       responses: { 200: { description: 'Principals', data: z.array(principalSchema) }, 404: { description: 'Role not found' } },
       handler: async ({ params, auth }) => {
-        const { workspace } = workspaces.requireMember(auth, params.workspace);
-        return { data: iam.roleAssignees(workspace, params.roleId) };
+        const { workspace } = await workspaces.requireMember(auth, params.workspace);
+        return { data: await iam.roleAssignees(workspace, params.roleId) };
       },
     }),
     // I12
@@ -169,8 +169,8 @@ export function iamRoutes(workspaces: WorkspaceService, iam: IamService): RouteD
       query: pageQuery,
       responses: { 200: { description: 'A page of agents', data: pageSchema(agentSchema) }, 400: { description: 'Bad page or pageSize' }, 404: { description: notMember } },
       handler: async ({ params, query, auth }) => {
-        const { workspace } = workspaces.requireMember(auth, params.workspace);
-        return { data: iam.listAgents(workspace, query) };
+        const { workspace } = await workspaces.requireMember(auth, params.workspace);
+        return { data: await iam.listAgents(workspace, query) };
       },
     }),
     // I13
@@ -180,8 +180,8 @@ export function iamRoutes(workspaces: WorkspaceService, iam: IamService): RouteD
       params: agentParams,
       responses: { 200: { description: 'The agent', data: agentSchema }, 404: { description: 'Agent not found' } },
       handler: async ({ params, auth }) => {
-        const { workspace } = workspaces.requireMember(auth, params.workspace);
-        return { data: iam.getAgent(workspace, params.agentId) };
+        const { workspace } = await workspaces.requireMember(auth, params.workspace);
+        return { data: await iam.getAgent(workspace, params.agentId) };
       },
     }),
     // I14
@@ -191,8 +191,8 @@ export function iamRoutes(workspaces: WorkspaceService, iam: IamService): RouteD
       params: agentParams,
       responses: { 200: { description: 'Roles', data: z.array(roleSchema) }, 404: { description: 'Agent not found' } },
       handler: async ({ params, auth }) => {
-        const { workspace } = workspaces.requireMember(auth, params.workspace);
-        return { data: iam.agentRoles(workspace, params.agentId) };
+        const { workspace } = await workspaces.requireMember(auth, params.workspace);
+        return { data: await iam.agentRoles(workspace, params.agentId) };
       },
     }),
   ];

@@ -83,22 +83,29 @@ export class IamService {
    * the order is kept between writes to the membership). The page's records
    * are read by IRI in one query.
    */
-  listUsers(workspace: Workspace, query: PageQuery): Page<User> {
-    const members = this.memberOrder.members(workspace.id);
+  async listUsers(workspace: Workspace, query: PageQuery, username?: string): Promise<Page<User>> {
+    if (username !== undefined) {
+      // One member by name (DESIGN.md section 11): a page of one, or of none when no member has that name.
+      const id = this.users.idOf(username);
+      const user = await this.workspaces.isMember(workspace.id, id) ? await this.users.get({ id }) : null;
+      const found = user && user.username === username ? [user] : [];
+      return page(query.page === 1 ? found : [], query, found.length);
+    }
+    const members = await this.memberOrder.members(workspace.id);
     const ids = members.slice(offsetOf(query), offsetOf(query) + query.pageSize);
-    const users = this.users.byIris(ids);
+    const users = await this.users.byIris(ids);
     const items = ids.map((u) => users.get(u)).filter((u): u is User => u !== undefined);
     return page(items, query, members.length);
   }
 
-  private userByIri(userIri: string): User | null {
+  private userByIri(userIri: string): Promise<User | null> {
     return this.users.byIri(userIri);
   }
 
   /** I6: a member user by id; 404 when the id names no member of this workspace. */
-  getMemberUser(workspace: Workspace, userId: string): User {
+  async getMemberUser(workspace: Workspace, userId: string): Promise<User> {
     const id = userId.toLowerCase();
-    const user = UUID_PATTERN.test(id) && this.workspaces.isMember(workspace.id, id) ? this.userByIri(this.users.userIri(id)) : null;
+    const user = UUID_PATTERN.test(id) && await this.workspaces.isMember(workspace.id, id) ? await this.userByIri(this.users.userIri(id)) : null;
     if (!user) {
       throw notFound(`User "${userId}" is not a member of workspace "${workspace.slug}"`);
     }
@@ -106,17 +113,17 @@ export class IamService {
   }
 
   /** I7: the roles assigned to a member user. */
-  userRoles(workspace: Workspace, userId: string): Role[] {
-    const user = this.getMemberUser(workspace, userId);
+  async userRoles(workspace: Workspace, userId: string): Promise<Role[]> {
+    const user = await this.getMemberUser(workspace, userId);
     const p = this.workspaces.principalIri(this.workspaces.userPrincipalId(workspace.id, user.id));
-    return this.locate(workspace, 'Role', this.assignedRoleIris(workspace, p)).map((r) => r.record);
+    return (await this.locate(workspace, 'Role', await this.assignedRoleIris(workspace, p))).map((r) => r.record);
   }
 
   // ----------------------------------------------------------- principals
 
   /** I8: the caller's own principal; 404 for a caller without one (a system admin who is not a member). */
-  principalOfUser(workspace: Workspace, user: User | null): Principal {
-    const found = user ? this.userPrincipal(workspace, this.workspaces.principalIri(this.workspaces.userPrincipalId(workspace.id, user.id))) : null;
+  async principalOfUser(workspace: Workspace, user: User | null): Promise<Principal> {
+    const found = user ? await this.userPrincipal(workspace, this.workspaces.principalIri(this.workspaces.userPrincipalId(workspace.id, user.id))) : null;
     if (!found) {
       throw notFound(`You are not a member of workspace "${workspace.slug}", so you have no principal in it (system administrators administer every workspace without one)`);
     }
@@ -124,17 +131,17 @@ export class IamService {
   }
 
   /** One USER principal of the workspace by IRI, with its User. */
-  private userPrincipal(workspace: Workspace, principalIri: string): Principal | null {
-    const rows = this.store.select(PREFIXES + sparql`SELECT ?principalId ?principalCreatedAt ?u WHERE { GRAPH ${iri(this.graphs.iam(workspace.id))} {
+  private async userPrincipal(workspace: Workspace, principalIri: string): Promise<Principal | null> {
+    const rows = await this.store.select(PREFIXES + sparql`SELECT ?principalId ?principalCreatedAt ?u WHERE { GRAPH ${iri(this.graphs.iam(workspace.id))} {
       ${iri(principalIri)} a wsm:Principal ; wsm:principalType "USER" ; wsm:actor ?u ; wsm:id ?principalId ; wsm:createdAt ?principalCreatedAt } } LIMIT 1`);
-    const user = rows[0] ? this.userByIri(req(rows[0], 'u')) : null;
+    const user = rows[0] ? await this.userByIri(req(rows[0], 'u')) : null;
     if (!rows[0] || !user) return null;
     return { id: req(rows[0], 'principalId'), workspaceId: workspace.id, type: 'USER', actor: user, createdAt: time(rows[0], 'principalCreatedAt') };
   }
 
   /** The USER principals holding a role by assignment, ordered by username. */
-  private userPrincipalsWithRole(workspace: Workspace, roleIri: string): Principal[] {
-    const rows = this.store.select(PREFIXES + sparql`SELECT ?principalId ?principalCreatedAt ?u WHERE {
+  private async userPrincipalsWithRole(workspace: Workspace, roleIri: string): Promise<Principal[]> {
+    const rows = await this.store.select(PREFIXES + sparql`SELECT ?principalId ?principalCreatedAt ?u WHERE {
       GRAPH ${iri(this.graphs.iam(workspace.id))} {
         ?asg wsm:role ${iri(roleIri)} ; wsm:principal ?p .
         ?p a wsm:Principal ; wsm:principalType "USER" ; wsm:actor ?u ; wsm:id ?principalId ; wsm:createdAt ?principalCreatedAt .
@@ -142,7 +149,7 @@ export class IamService {
     // Each user is read by its IRI: cheaper than joining with every user record of the system graph.
     const out: Principal[] = [];
     for (const b of rows) {
-      const user = this.userByIri(req(b, 'u'));
+      const user = await this.userByIri(req(b, 'u'));
       if (user) out.push({ id: req(b, 'principalId'), workspaceId: workspace.id, type: 'USER', actor: user, createdAt: time(b, 'principalCreatedAt') });
     }
     return out.sort((x, y) => ((x.actor as User).username < (y.actor as User).username ? -1 : 1));
@@ -164,15 +171,15 @@ export class IamService {
   }
 
   /** A principal of this workspace by id (USER in the IAM graph or AGENT in a derived graph). */
-  private resolvePrincipal(workspace: Workspace, principalId: string): ResolvedPrincipal | null {
+  private async resolvePrincipal(workspace: Workspace, principalId: string): Promise<ResolvedPrincipal | null> {
     if (!UUID_PATTERN.test(principalId)) return null;
     const pIri = this.workspaces.principalIri(principalId.toLowerCase());
     const p = iri(pIri);
-    const user = this.userPrincipal(workspace, pIri);
+    const user = await this.userPrincipal(workspace, pIri);
     if (user) return { principal: user, iri: pIri };
-    const rows = this.store.select(PREFIXES + sparql`SELECT ?g ?r WHERE { GRAPH ?g { ${p} a wsm:Principal ; wsm:principalType "AGENT" ; wsm:actor ?r } }`);
+    const rows = await this.store.select(PREFIXES + sparql`SELECT ?g ?r WHERE { GRAPH ?g { ${p} a wsm:Principal ; wsm:principalType "AGENT" ; wsm:actor ?r } }`);
     const found = rows.filter((b) => this.inScope(workspace, req(b, 'g')));
-    const agent = found.length ? this.hydrate(workspace, 'Agent', req(found[0]!, 'r'), minGraph(found)) : null;
+    const agent = found.length ? await this.hydrate(workspace, 'Agent', req(found[0]!, 'r'), minGraph(found)) : null;
     if (!agent) return null;
     return { principal: { ...this.agentPrincipal(workspace, agent), id: principalId.toLowerCase() }, iri: pIri, agentIri: agent.iri };
   }
@@ -180,108 +187,110 @@ export class IamService {
   // ---------------------------------------------------------------- roles
 
   /** I9: one page of roles, optionally only those of a user (`assignee`) or of a principal (`principal`). */
-  listRoles(workspace: Workspace, query: PageQuery & { assignee?: string | undefined; principal?: string | undefined }): Page<Role> {
+  async listRoles(workspace: Workspace, query: PageQuery & { assignee?: string | undefined; principal?: string | undefined }): Promise<Page<Role>> {
     if (!query.assignee && !query.principal) return this.pageOf(workspace, 'Role', query);
     // A filtered list holds the roles of one principal: few, so it is built, sorted and sliced here.
     let iris: string[] | null = null;
     const narrow = (next: string[]) => { iris = iris === null ? next : iris.filter((x) => next.includes(x)); };
     if (query.assignee) {
-      narrow(this.assignedRoleIris(workspace, this.workspaces.principalIri(this.workspaces.userPrincipalId(workspace.id, query.assignee.toLowerCase()))));
+      narrow(await this.assignedRoleIris(workspace, this.workspaces.principalIri(this.workspaces.userPrincipalId(workspace.id, query.assignee.toLowerCase()))));
     }
     if (query.principal) {
-      const resolved = this.resolvePrincipal(workspace, query.principal);
-      narrow(resolved ? this.roleIrisOfPrincipal(workspace, resolved) : []);
+      const resolved = await this.resolvePrincipal(workspace, query.principal);
+      narrow(resolved ? await this.roleIrisOfPrincipal(workspace, resolved) : []);
     }
-    const all = this.locate(workspace, 'Role', iris ?? []).map((r) => r.record);
+    const all = (await this.locate(workspace, 'Role', iris ?? [])).map((r) => r.record);
     return page(all.slice(offsetOf(query), offsetOf(query) + query.pageSize), query, all.length);
   }
 
   /** I10: one role by id. */
-  getRole(workspace: Workspace, roleId: string): Role {
-    return this.findRecord(workspace, 'Role', roleId).record;
+  async getRole(workspace: Workspace, roleId: string): Promise<Role> {
+    return (await this.findRecord(workspace, 'Role', roleId)).record;
   }
 
   /** I11: the principals holding a role: users by assignment, agents by specification or assignment. */
-  roleAssignees(workspace: Workspace, roleId: string): Principal[] {
-    const { iri: roleIri } = this.findRecord(workspace, 'Role', roleId);
+  async roleAssignees(workspace: Workspace, roleId: string): Promise<Principal[]> {
+    const { iri: roleIri } = await this.findRecord(workspace, 'Role', roleId);
     const r = iri(roleIri);
-    const users = this.userPrincipalsWithRole(workspace, roleIri);
+    const users = await this.userPrincipalsWithRole(workspace, roleIri);
     if (roleIri === this.workspaces.roleIri(this.workspaces.adminRoleId(workspace.id)) && !users.some((u) => (u.actor as User).id === workspace.owner.id)) {
       // The owner holds the built-in role by ownership, assigned or not.
-      const owner = this.userPrincipal(workspace, this.ownerPrincipalIri(workspace));
+      const owner = await this.userPrincipal(workspace, this.ownerPrincipalIri(workspace));
       if (owner) users.push(owner);
       users.sort((x, y) => ((x.actor as User).username < (y.actor as User).username ? -1 : 1));
     }
-    const bySpecification = this.store.select(PREFIXES + sparql`SELECT DISTINCT ?a WHERE { GRAPH ?g { ?a wsm:role ${r} ; a wsm:Agent } }`);
-    const byAssignment = this.store.select(PREFIXES + sparql`SELECT DISTINCT ?a WHERE {
+    const bySpecification = await this.store.select(PREFIXES + sparql`SELECT DISTINCT ?a WHERE { GRAPH ?g { ?a wsm:role ${r} ; a wsm:Agent } }`);
+    const byAssignment = await this.store.select(PREFIXES + sparql`SELECT DISTINCT ?a WHERE {
       GRAPH ${iri(this.graphs.iam(workspace.id))} { ?asg wsm:role ${r} ; wsm:principal ?q }
       GRAPH ?g { ?q wsm:principalType "AGENT" ; wsm:actor ?a } }`);
     const agentIris = [...new Set([...bySpecification, ...byAssignment].map((b) => req(b, 'a')))];
-    const agents = this.locate(workspace, 'Agent', agentIris);
-    return [...users, ...agents.filter((a) => this.holdsRole(workspace, a, roleIri)).map((a) => this.agentPrincipal(workspace, a))];
+    const agents = await this.locate(workspace, 'Agent', agentIris);
+    const holding: Principal[] = [];
+    for (const a of agents) if (await this.holdsRole(workspace, a, roleIri)) holding.push(this.agentPrincipal(workspace, a));
+    return [...users, ...holding];
   }
 
   /** Whether an agent (as located) holds a role, by its specification in scope or by an assignment to its principal. */
-  private holdsRole(workspace: Workspace, agent: RecordRow, roleIri: string): boolean {
+  private async holdsRole(workspace: Workspace, agent: RecordRow, roleIri: string): Promise<boolean> {
     const principalIri = this.workspaces.principalIri(agent.principalId ?? this.agentPrincipalId(workspace, agent.record.uri));
-    return this.roleIrisOfPrincipal(workspace, { principal: this.agentPrincipal(workspace, agent), iri: principalIri, agentIri: agent.iri }).includes(roleIri);
+    return (await this.roleIrisOfPrincipal(workspace, { principal: this.agentPrincipal(workspace, agent), iri: principalIri, agentIri: agent.iri })).includes(roleIri);
   }
 
   // --------------------------------------------------------------- agents
 
   /** I12: one page of agents. */
-  listAgents(workspace: Workspace, query: PageQuery): Page<Agent> {
+  listAgents(workspace: Workspace, query: PageQuery): Promise<Page<Agent>> {
     return this.pageOf(workspace, 'Agent', query);
   }
 
   /** I13: one agent by id. */
-  getAgent(workspace: Workspace, agentId: string): Agent {
-    return this.findRecord(workspace, 'Agent', agentId).record;
+  async getAgent(workspace: Workspace, agentId: string): Promise<Agent> {
+    return (await this.findRecord(workspace, 'Agent', agentId)).record;
   }
 
   /** I14: an agent's roles: those of its specification and those assigned to its principal. */
-  agentRoles(workspace: Workspace, agentId: string): Role[] {
-    const agent = this.findRecord(workspace, 'Agent', agentId);
+  async agentRoles(workspace: Workspace, agentId: string): Promise<Role[]> {
+    const agent = await this.findRecord(workspace, 'Agent', agentId);
     const resolved: ResolvedPrincipal = {
       principal: this.agentPrincipal(workspace, agent),
       iri: this.workspaces.principalIri(agent.principalId ?? this.agentPrincipalId(workspace, agent.record.uri)),
       agentIri: agent.iri,
     };
-    return this.locate(workspace, 'Role', this.roleIrisOfPrincipal(workspace, resolved)).map((r) => r.record);
+    return (await this.locate(workspace, 'Role', await this.roleIrisOfPrincipal(workspace, resolved))).map((r) => r.record);
   }
 
   // ---------------------------------------------------------- assignments
 
   /** I1: assigns a role to a member user. */
   async assignToUser(workspace: Workspace, roleId: string, userId: string, now = new Date()): Promise<string> {
-    const role = this.findRecord(workspace, 'Role', roleId);
-    const user = this.getMemberUser(workspace, userId);
-    const principal = this.resolvePrincipal(workspace, this.workspaces.userPrincipalId(workspace.id, user.id));
+    const role = await this.findRecord(workspace, 'Role', roleId);
+    const user = await this.getMemberUser(workspace, userId);
+    const principal = await this.resolvePrincipal(workspace, this.workspaces.userPrincipalId(workspace.id, user.id));
     if (!principal) throw notFound(`User "${userId}" is not a member of workspace "${workspace.slug}"`);
     return this.assign(workspace, role, principal, now);
   }
 
   /** I2: removes a role from a member user. */
   async removeFromUser(workspace: Workspace, roleId: string, userId: string): Promise<string> {
-    const role = this.findRecord(workspace, 'Role', roleId);
-    const user = this.getMemberUser(workspace, userId);
-    const principal = this.resolvePrincipal(workspace, this.workspaces.userPrincipalId(workspace.id, user.id));
+    const role = await this.findRecord(workspace, 'Role', roleId);
+    const user = await this.getMemberUser(workspace, userId);
+    const principal = await this.resolvePrincipal(workspace, this.workspaces.userPrincipalId(workspace.id, user.id));
     if (!principal) throw notFound(`User "${userId}" is not a member of workspace "${workspace.slug}"`);
     return this.unassign(workspace, role, principal);
   }
 
   /** I3: assigns a role to a principal (user or agent). */
   async assignToPrincipal(workspace: Workspace, roleId: string, principalId: string, now = new Date()): Promise<string> {
-    const role = this.findRecord(workspace, 'Role', roleId);
-    const principal = this.resolvePrincipal(workspace, principalId);
+    const role = await this.findRecord(workspace, 'Role', roleId);
+    const principal = await this.resolvePrincipal(workspace, principalId);
     if (!principal) throw notFound(`Principal "${principalId}" not found in workspace "${workspace.slug}"`);
     return this.assign(workspace, role, principal, now);
   }
 
   /** I4: removes a role from a principal (user or agent). */
   async removeFromPrincipal(workspace: Workspace, roleId: string, principalId: string): Promise<string> {
-    const role = this.findRecord(workspace, 'Role', roleId);
-    const principal = this.resolvePrincipal(workspace, principalId);
+    const role = await this.findRecord(workspace, 'Role', roleId);
+    const principal = await this.resolvePrincipal(workspace, principalId);
     if (!principal) throw notFound(`Principal "${principalId}" not found in workspace "${workspace.slug}"`);
     return this.unassign(workspace, role, principal);
   }
@@ -295,13 +304,13 @@ export class IamService {
     const assignmentId = this.workspaces.assignmentId(workspace.id, role.record.id, p.principal.id);
     const a = iri(this.workspaces.assignmentIri(assignmentId));
     const iam = iri(this.graphs.iam(workspace.id));
-    if (this.store.ask(PREFIXES + sparql`ASK { GRAPH ${iam} { ${a} a wsm:RoleAssignment } }`)) {
+    if (await this.store.ask(PREFIXES + sparql`ASK { GRAPH ${iam} { ${a} a wsm:RoleAssignment } }`)) {
       throw conflict(`${capitalize(this.describe(p))} already has the role "${role.record.label}"`);
     }
     if (role.record.uri === ADMIN_ROLE_URI && p.principal.type === 'USER' && (p.principal.actor as User).id === workspace.owner.id) {
       throw conflict(`User "${(p.principal.actor as User).username}" already has the role "${role.record.label}" as the workspace owner`);
     }
-    if (p.agentIri && this.hasSpecificationRole(workspace, p.agentIri, role.iri)) {
+    if (p.agentIri && await this.hasSpecificationRole(workspace, p.agentIri, role.iri)) {
       throw conflict(`Agent "${(p.principal.actor as Agent).label}" already has the role "${role.record.label}" from its matrix specification`);
     }
     await this.store.update(PREFIXES + sparql`INSERT DATA { GRAPH ${iam} {
@@ -316,12 +325,12 @@ export class IamService {
     const iam = iri(this.graphs.iam(workspace.id));
     if (p.principal.type === 'USER' && role.record.uri === ADMIN_ROLE_URI) {
       const userId = (p.principal.actor as User).id;
-      const remaining = this.workspaces.adminUserIds(workspace).filter((id) => id !== userId);
+      const remaining = (await this.workspaces.adminUserIds(workspace)).filter((id) => id !== userId);
       if (remaining.length === 0) throw conflict('This is the last administrator of the workspace; make another member an administrator first');
       if (workspace.owner.id === userId) throw conflict('The workspace owner is always an administrator; the administrator role cannot be removed from the owner');
     }
-    if (!this.store.ask(PREFIXES + sparql`ASK { GRAPH ${iam} { ${a} a wsm:RoleAssignment } }`)) {
-      if (p.agentIri && this.hasSpecificationRole(workspace, p.agentIri, role.iri)) {
+    if (!await this.store.ask(PREFIXES + sparql`ASK { GRAPH ${iam} { ${a} a wsm:RoleAssignment } }`)) {
+      if (p.agentIri && await this.hasSpecificationRole(workspace, p.agentIri, role.iri)) {
         throw notFound(`Agent "${(p.principal.actor as Agent).label}" holds the role "${role.record.label}" by its matrix specification, not by an assignment; it cannot be removed through the API`);
       }
       throw notFound(`${capitalize(this.describe(p))} has no assignment of the role "${role.record.label}"`);
@@ -337,11 +346,11 @@ export class IamService {
    * roles still exist or not; the workspace owner, while a member, also holds
    * the built-in administrator role by ownership (DESIGN.md section 3).
    */
-  private assignedRoleIris(workspace: Workspace, principalIri: string): string[] {
-    const rows = this.store.select(PREFIXES + sparql`SELECT DISTINCT ?r WHERE {
+  private async assignedRoleIris(workspace: Workspace, principalIri: string): Promise<string[]> {
+    const rows = await this.store.select(PREFIXES + sparql`SELECT DISTINCT ?r WHERE {
       GRAPH ${iri(this.graphs.iam(workspace.id))} { ?asg a wsm:RoleAssignment ; wsm:role ?r ; wsm:principal ${iri(principalIri)} } }`);
     const held = rows.map((b) => req(b, 'r'));
-    if (principalIri === this.ownerPrincipalIri(workspace) && this.workspaces.isMember(workspace.id, workspace.owner.id)) {
+    if (principalIri === this.ownerPrincipalIri(workspace) && await this.workspaces.isMember(workspace.id, workspace.owner.id)) {
       held.push(this.workspaces.roleIri(this.workspaces.adminRoleId(workspace.id)));
     }
     return [...new Set(held)];
@@ -352,16 +361,16 @@ export class IamService {
   }
 
   /** IRIs of the roles of a principal: assigned, and for an agent also those of its specification. */
-  private roleIrisOfPrincipal(workspace: Workspace, p: ResolvedPrincipal): string[] {
-    const assigned = this.assignedRoleIris(workspace, p.iri);
+  private async roleIrisOfPrincipal(workspace: Workspace, p: ResolvedPrincipal): Promise<string[]> {
+    const assigned = await this.assignedRoleIris(workspace, p.iri);
     if (!p.agentIri) return assigned;
-    const rows = this.store.select(PREFIXES + sparql`SELECT DISTINCT ?r ?g WHERE { GRAPH ?g { ${iri(p.agentIri)} wsm:role ?r } }`);
+    const rows = await this.store.select(PREFIXES + sparql`SELECT DISTINCT ?r ?g WHERE { GRAPH ?g { ${iri(p.agentIri)} wsm:role ?r } }`);
     const specified = rows.filter((b) => this.inScope(workspace, req(b, 'g'))).map((b) => req(b, 'r'));
     return [...new Set([...specified, ...assigned])];
   }
 
-  private hasSpecificationRole(workspace: Workspace, agentIri: string, roleIri: string): boolean {
-    return this.store.select(PREFIXES + sparql`SELECT ?g WHERE { GRAPH ?g { ${iri(agentIri)} wsm:role ${iri(roleIri)} } }`)
+  private async hasSpecificationRole(workspace: Workspace, agentIri: string, roleIri: string): Promise<boolean> {
+    return (await this.store.select(PREFIXES + sparql`SELECT ?g WHERE { GRAPH ?g { ${iri(agentIri)} wsm:role ${iri(roleIri)} } }`))
       .some((b) => this.inScope(workspace, req(b, 'g')));
   }
 
@@ -387,15 +396,19 @@ export class IamService {
    * defined in two graphs is read from the first), built-in role first, then
    * by label: paged and counted by the store, then each record read.
    */
-  private pageOf(workspace: Workspace, kind: Kind, query: PageQuery): Page<Role> {
+  private async pageOf(workspace: Workspace, kind: Kind, query: PageQuery): Promise<Page<Role>> {
     const ws = iri(this.workspaces.workspaceIri(workspace.id));
     const pattern = sparql`GRAPH ?g { ?r a ${raw(`wsm:${kind}`)} ; wsm:workspace ${ws} . OPTIONAL { ?r wsm:label ?label } OPTIONAL { ?r wsm:uri ?uri } }
       ${raw(this.scopeFilter(workspace, raw('?g')))}`;
-    const total = int(this.store.select(`${PREFIXES} SELECT (COUNT(DISTINCT ?r) AS ?n) WHERE { ${pattern} }`)[0] ?? {}, 'n');
-    const rows = this.store.select(`${PREFIXES} SELECT ?r (MIN(STR(?g)) AS ?gs) (MIN(IF(?g = ${iri(this.graphs.iam(workspace.id)).__sparql}, 0, 1)) AS ?builtin)
+    const total = int((await this.store.select(`${PREFIXES} SELECT (COUNT(DISTINCT ?r) AS ?n) WHERE { ${pattern} }`))[0] ?? {}, 'n');
+    const rows = await this.store.select(`${PREFIXES} SELECT ?r (MIN(STR(?g)) AS ?gs) (MIN(IF(?g = ${iri(this.graphs.iam(workspace.id)).__sparql}, 0, 1)) AS ?builtin)
       (MIN(LCASE(COALESCE(?label, STR(?uri), ""))) AS ?sort) WHERE { ${pattern} }
       GROUP BY ?r ORDER BY ?builtin ?sort ?r LIMIT ${query.pageSize} OFFSET ${offsetOf(query)}`);
-    const items = rows.map((b) => this.hydrate(workspace, kind, req(b, 'r'), req(b, 'gs'))).filter((r): r is RecordRow => r !== null);
+    const items: RecordRow[] = [];
+    for (const b of rows) {
+      const r = await this.hydrate(workspace, kind, req(b, 'r'), req(b, 'gs'));
+      if (r) items.push(r);
+    }
     return page(items.map((r) => r.record), query, total);
   }
 
@@ -404,12 +417,12 @@ export class IamService {
    * workspace that hold them; IRIs naming nothing (a vanished role) are
    * skipped. Sorted built-in first, then by label.
    */
-  private locate(workspace: Workspace, kind: Kind, iris: string[]): RecordRow[] {
+  private async locate(workspace: Workspace, kind: Kind, iris: string[]): Promise<RecordRow[]> {
     const out: RecordRow[] = [];
     for (const recordIri of new Set(iris)) {
-      const rows = this.store.select(PREFIXES + sparql`SELECT ?g WHERE { GRAPH ?g { ${iri(recordIri)} a ${raw(`wsm:${kind}`)} ; wsm:workspace ${iri(this.workspaces.workspaceIri(workspace.id))} } }`)
+      const rows = (await this.store.select(PREFIXES + sparql`SELECT ?g WHERE { GRAPH ?g { ${iri(recordIri)} a ${raw(`wsm:${kind}`)} ; wsm:workspace ${iri(this.workspaces.workspaceIri(workspace.id))} } }`))
         .filter((b) => this.inScope(workspace, req(b, 'g')));
-      const row = rows.length ? this.hydrate(workspace, kind, recordIri, minGraph(rows)) : null;
+      const row = rows.length ? await this.hydrate(workspace, kind, recordIri, minGraph(rows)) : null;
       if (row) out.push(row);
     }
     const key = (r: RecordRow) => [r.record.matrixId === null ? 0 : 1, r.record.label.toLowerCase(), r.record.id] as const;
@@ -420,12 +433,12 @@ export class IamService {
   }
 
   /** Reads one role or agent record from one graph (null when it is not there). */
-  private hydrate(workspace: Workspace, kind: Kind, recordIri: string, graph: string): RecordRow | null {
+  private async hydrate(workspace: Workspace, kind: Kind, recordIri: string, graph: string): Promise<RecordRow | null> {
     const r = iri(recordIri);
     const principal = kind === 'Agent'
       ? sparql`OPTIONAL { ?q a wsm:Principal ; wsm:principalType "AGENT" ; wsm:actor ${r} ; wsm:id ?principalId ; wsm:createdAt ?principalCreatedAt }`
       : '';
-    const rows = this.store.select(PREFIXES + sparql`SELECT * WHERE { GRAPH ${iri(graph)} {
+    const rows = await this.store.select(PREFIXES + sparql`SELECT * WHERE { GRAPH ${iri(graph)} {
       ${r} a ${raw(`wsm:${kind}`)} ; wsm:id ?id ; wsm:uri ?uri ; wsm:createdAt ?createdAt .
       OPTIONAL { ${r} wsm:updatedAt ?updatedAt } OPTIONAL { ${r} wsm:label ?label } OPTIONAL { ${r} wsm:description ?description } OPTIONAL { ${r} wsm:matrix ?m }
       ${raw(principal)} } } LIMIT 1`);
@@ -452,8 +465,8 @@ export class IamService {
     };
   }
 
-  private findRecord(workspace: Workspace, kind: Kind, id: string): RecordRow {
-    const found = UUID_PATTERN.test(id) ? this.locate(workspace, kind, [this.graphs.resource(kind.toLowerCase(), id.toLowerCase())])[0] : undefined;
+  private async findRecord(workspace: Workspace, kind: Kind, id: string): Promise<RecordRow> {
+    const found = UUID_PATTERN.test(id) ? (await this.locate(workspace, kind, [this.graphs.resource(kind.toLowerCase(), id.toLowerCase())]))[0] : undefined;
     if (!found) throw notFound(`${kind} "${id}" not found in workspace "${workspace.slug}"`);
     return found;
   }

@@ -6,6 +6,7 @@ import { sparql, iri, literal, dateTime, integer, boolean, raw, type SparqlFragm
 import { newId } from '../rdf/ids.js';
 import { req, str, int, bool, time } from '../rdf/bindings.js';
 import { AppError, conflict } from '../errors.js';
+import { countLifecycleCommand } from '../metrics.js';
 
 /**
  * Lifecycle commands as RDF (docs/rdf-model.md "Packages graph") and the
@@ -40,6 +41,8 @@ export interface LifecycleCommand {
   createdAt: string;
   updatedAt: string;
   packageInstallation: { id: string } | null;
+  /** The command that installed this package as its dependency (DESIGN.md section 10), else null. */
+  parentCommandId: string | null;
 }
 
 /** LifecycleCommandSummary, embedded in a package installation. */
@@ -130,6 +133,8 @@ interface Queued {
   id: string;
   version: string;
   request: CommandRequest;
+  /** Set when its final status write is issued: it no longer blocks exclusive requests. */
+  settled?: boolean;
 }
 
 const ACTIVE: CommandStatus[] = ['pending', 'in_progress'];
@@ -152,6 +157,7 @@ export class CommandStore {
     return sparql`${c} a wsm:LifecycleCommand ; wsm:id ?id ; wsm:packageName ?packageName ; wsm:version ?version ;
         wsm:commandType ?commandType ; wsm:status ?status ; wsm:createdAt ?createdAt ; wsm:updatedAt ?updatedAt .
       OPTIONAL { ${c} wsm:package ?pkg }
+      OPTIONAL { ${c} wsm:parentCommand ?parent }
       OPTIONAL { ${c} wsm:errorMessage ?errorMessage }
       OPTIONAL { ${c} wsm:validationConforms ?conforms ; wsm:validationViolationCount ?violations ;
                       wsm:validationWarningCount ?warnings ; wsm:validationInfoCount ?infos }
@@ -161,6 +167,7 @@ export class CommandStore {
   private static command(b: Binding): LifecycleCommand {
     const pkg = str(b, 'pkg');
     const packageId = pkg ? pkg.slice(pkg.lastIndexOf('/') + 1) : null;
+    const parent = str(b, 'parent');
     return {
       id: req(b, 'id'),
       packageInstallationId: packageId,
@@ -172,6 +179,7 @@ export class CommandStore {
       createdAt: time(b, 'createdAt'),
       updatedAt: time(b, 'updatedAt'),
       packageInstallation: packageId ? { id: packageId } : null,
+      parentCommandId: parent ? parent.slice(parent.lastIndexOf('/') + 1) : null,
     };
   }
 
@@ -188,38 +196,38 @@ export class CommandStore {
     };
   }
 
-  get(workspaceId: string, commandId: string): LifecycleCommand | null {
+  async get(workspaceId: string, commandId: string): Promise<LifecycleCommand | null> {
     const c = iri(this.commandIri(commandId));
-    const rows = this.store.select(PREFIXES + sparql`SELECT * WHERE { GRAPH ${iri(this.graphs.packages(workspaceId))} {
+    const rows = await this.store.select(PREFIXES + sparql`SELECT * WHERE { GRAPH ${iri(this.graphs.packages(workspaceId))} {
       ${raw(this.commandColumns(c))} } } LIMIT 1`);
     return rows[0] ? CommandStore.command(rows[0]) : null;
   }
 
   /** The report graph of a command, or null when it never reached validation. */
-  reportGraph(workspaceId: string, commandId: string): string | null {
+  async reportGraph(workspaceId: string, commandId: string): Promise<string | null> {
     const c = iri(this.commandIri(commandId));
-    const rows = this.store.select(PREFIXES + sparql`SELECT ?report WHERE { GRAPH ${iri(this.graphs.packages(workspaceId))} {
+    const rows = await this.store.select(PREFIXES + sparql`SELECT ?report WHERE { GRAPH ${iri(this.graphs.packages(workspaceId))} {
       ${c} wsm:validationReport ?report } } LIMIT 1`);
     return rows[0] ? req(rows[0], 'report') : null;
   }
 
   /** Commands of one package (by name), newest first. */
-  listForPackage(workspaceId: string, packageName: string, offset: number, limit: number): LifecycleCommand[] {
-    const rows = this.store.select(PREFIXES + sparql`SELECT * WHERE { GRAPH ${iri(this.graphs.packages(workspaceId))} {
+  async listForPackage(workspaceId: string, packageName: string, offset: number, limit: number): Promise<LifecycleCommand[]> {
+    const rows = await this.store.select(PREFIXES + sparql`SELECT * WHERE { GRAPH ${iri(this.graphs.packages(workspaceId))} {
       ?c wsm:packageName ${literal(packageName)} .
       ${raw(this.commandColumns(raw('?c')))} } }
       ORDER BY DESC(?createdAt) DESC(?id) OFFSET ${count(offset)} LIMIT ${count(limit)}`);
     return rows.map((b) => CommandStore.command(b));
   }
 
-  hasCommands(workspaceId: string, packageName: string): boolean {
-    return this.store.ask(PREFIXES + sparql`ASK { GRAPH ${iri(this.graphs.packages(workspaceId))} {
+  async hasCommands(workspaceId: string, packageName: string): Promise<boolean> {
+    return await this.store.ask(PREFIXES + sparql`ASK { GRAPH ${iri(this.graphs.packages(workspaceId))} {
       ?c wsm:packageName ${literal(packageName)} ; a wsm:LifecycleCommand } }`);
   }
 
   /** The newest command of a package, with its validation counts. */
-  latestSummary(workspaceId: string, packageName: string): LifecycleCommandSummary | null {
-    const rows = this.store.select(PREFIXES + sparql`SELECT * WHERE { GRAPH ${iri(this.graphs.packages(workspaceId))} {
+  async latestSummary(workspaceId: string, packageName: string): Promise<LifecycleCommandSummary | null> {
+    const rows = await this.store.select(PREFIXES + sparql`SELECT * WHERE { GRAPH ${iri(this.graphs.packages(workspaceId))} {
       ?c wsm:packageName ${literal(packageName)} .
       ${raw(this.commandColumns(raw('?c')))} } }
       ORDER BY DESC(?createdAt) DESC(?id) LIMIT 1`);
@@ -227,8 +235,8 @@ export class CommandStore {
   }
 
   /** Events of a command, oldest first. */
-  events(workspaceId: string, commandId: string): CommandEvent[] {
-    const rows = this.store.select(PREFIXES + sparql`SELECT ?id ?message ?level ?createdAt WHERE {
+  async events(workspaceId: string, commandId: string): Promise<CommandEvent[]> {
+    const rows = await this.store.select(PREFIXES + sparql`SELECT ?id ?message ?level ?createdAt WHERE {
       GRAPH ${iri(this.graphs.command(workspaceId, commandId))} {
         ?e a wsm:CommandEvent ; wsm:id ?id ; wsm:message ?message ; wsm:level ?level ; wsm:sequence ?seq ; wsm:createdAt ?createdAt } }
       ORDER BY ?seq`);
@@ -247,9 +255,10 @@ export class CommandStore {
   }
 
   /** Update op that creates a pending command record. */
-  createOp(input: { workspaceId: string; id: string; packageName: string; version: string; commandType: CommandType; packageInstallationId: string | null; now: string }): WriteOp {
+  createOp(input: { workspaceId: string; id: string; packageName: string; version: string; commandType: CommandType; packageInstallationId: string | null; now: string; parentCommandId?: string | undefined }): WriteOp {
     const c = iri(this.commandIri(input.id));
-    const pkg = input.packageInstallationId ? sparql`${c} wsm:package ${iri(this.packageIri(input.packageInstallationId))} .` : '';
+    const pkg = (input.packageInstallationId ? sparql`${c} wsm:package ${iri(this.packageIri(input.packageInstallationId))} .` : '')
+      + (input.parentCommandId ? sparql`${c} wsm:parentCommand ${iri(this.commandIri(input.parentCommandId))} .` : '');
     return { kind: 'update', sparql: PREFIXES + sparql`INSERT DATA { GRAPH ${iri(this.graphs.packages(input.workspaceId))} {
       ${c} a wsm:LifecycleCommand ; wsm:id ${literal(input.id)} ; wsm:packageName ${literal(input.packageName)} ;
         wsm:version ${literal(input.version)} ; wsm:commandType ${literal(input.commandType)} ; wsm:status "pending" ;
@@ -290,8 +299,8 @@ export class CommandStore {
   }
 
   /** Commands left pending or in progress (by a process that stopped), across workspaces. */
-  unfinished(): Array<{ workspaceId: string; commandId: string; status: CommandStatus }> {
-    const rows = this.store.select(PREFIXES + `SELECT ?wsId ?id ?status WHERE { GRAPH ?g {
+  async unfinished(): Promise<Array<{ workspaceId: string; commandId: string; status: CommandStatus }>> {
+    const rows = await this.store.select(PREFIXES + `SELECT ?wsId ?id ?status WHERE { GRAPH ?g {
       ?c a wsm:LifecycleCommand ; wsm:id ?id ; wsm:status ?status ; wsm:workspace ?ws .
       FILTER (?status IN ("pending", "in_progress")) }
       GRAPH ?sys { ?ws a wsm:Workspace ; wsm:id ?wsId } }`);
@@ -299,8 +308,8 @@ export class CommandStore {
   }
 
   /** Highest event sequence of a command (0 when none). */
-  lastSequence(workspaceId: string, commandId: string): number {
-    const rows = this.store.select(PREFIXES + sparql`SELECT (MAX(?s) AS ?max) WHERE { GRAPH ${iri(this.graphs.command(workspaceId, commandId))} {
+  async lastSequence(workspaceId: string, commandId: string): Promise<number> {
+    const rows = await this.store.select(PREFIXES + sparql`SELECT (MAX(?s) AS ?max) WHERE { GRAPH ${iri(this.graphs.command(workspaceId, commandId))} {
       ?e wsm:sequence ?s } }`);
     return rows[0]?.max ? Number(rows[0].max.value) : 0;
   }
@@ -345,16 +354,13 @@ export class CommandRunner {
   }
 
   /**
-   * The first queued command that has not finished. A command's final status
-   * is readable as soon as its write is applied, a moment before the write is
-   * fsynced and the command leaves its queue: a client that saw `completed`
-   * must not get a 409 for its next request.
+   * The first queued command that has not finished. A command is finished
+   * once its final status write is issued, a moment before it leaves its
+   * queue: a client that saw `completed` must not get a 409 for its next
+   * request. Kept in memory (`settled`), so the check needs no read.
    */
-  private liveHead(workspaceId: string, queue: Queued[] | undefined): Queued | undefined {
-    return queue?.find((item) => {
-      const status = this.commands.get(workspaceId, item.id)?.status;
-      return status !== 'completed' && status !== 'failed';
-    });
+  private liveHead(_workspaceId: string, queue: Queued[] | undefined): Queued | undefined {
+    return queue?.find((item) => !item.settled);
   }
 
   /** Number of commands queued or running, across packages. */
@@ -390,7 +396,7 @@ export class CommandRunner {
       if (queue.length === 0) this.queues.delete(key);
       throw err;
     }
-    const accepted = this.commands.get(request.workspaceId, id)!;
+    const accepted = (await this.commands.get(request.workspaceId, id))!;
     // Commands of one workspace run one at a time, in the order they were accepted: each reads the
     // workspace (installed matrices, roles) and then writes, so running them serially keeps those reads true.
     const previous = this.chains.get(request.workspaceId) ?? Promise.resolve();
@@ -402,6 +408,36 @@ export class CommandRunner {
     });
     this.chains.set(request.workspaceId, chain);
     return accepted;
+  }
+
+  /**
+   * Runs a command as part of a running one (a dependency installed for it,
+   * DESIGN.md section 10): the child gets its own record, with
+   * `parentCommandId`, statuses and events, and runs now, inside its parent's
+   * turn of the workspace (waiting in the workspace's line would wait for
+   * the parent itself). Resolves with the finished child (completed or failed).
+   * Fails when the child's package already has an active command.
+   */
+  async runChild(request: CommandRequest, parentCommandId: string): Promise<LifecycleCommand> {
+    const key = CommandRunner.key(request.workspaceId, request.packageName);
+    const queue = this.queues.get(key) ?? [];
+    const head = this.liveHead(request.workspaceId, queue);
+    if (head) {
+      throw new CommandFailure(`Package "${request.packageName}" has an active operation (command ${head.id}, version ${head.version})`,
+        'Wait for it to finish and run this command again.');
+    }
+    const id = newId();
+    const item: Queued = { id, version: request.version, request };
+    queue.push(item);
+    this.queues.set(key, queue);
+    try {
+      await this.store.write([this.commands.createOp({ ...request, id, now: this.now(), parentCommandId })]);
+      await this.execute(item);
+    } finally {
+      queue.splice(queue.indexOf(item), 1);
+      if (queue.length === 0 && this.queues.get(key) === queue) this.queues.delete(key);
+    }
+    return (await this.commands.get(request.workspaceId, id))!;
   }
 
   private async execute(item: Queued): Promise<void> {
@@ -423,6 +459,8 @@ export class CommandRunner {
         { kind: 'load', graph: this.commands.reportGraphName(ws, id), format: 'application/n-triples', data: report.ntriples },
       ]
       : [];
+    let type: string = request.commandType;
+    let outcome: 'completed' | 'failed' = 'failed';
     try {
       if (this.stopped) throw new CommandFailure('The service stopped before this command started', 'Run the command again.');
       await this.store.write([
@@ -430,6 +468,8 @@ export class CommandRunner {
         this.commands.eventOp(ws, id, ++sequence, 'INFO', `${request.commandType} of package "${request.packageName}" version ${request.version} started`, this.now()),
       ]);
       const result = await request.job(ctx);
+      type = result.commandType ?? request.commandType;
+      item.settled = true;
       await this.store.write([
         ...result.ops,
         ...reportOps(),
@@ -440,6 +480,7 @@ export class CommandRunner {
         }),
         this.commands.eventOp(ws, id, ++sequence, 'SUCCESS', result.message, this.now()),
       ]);
+      outcome = 'completed';
     } catch (err) {
       const failure = err instanceof CommandFailure ? err
         : err instanceof AppError ? new CommandFailure(err.message)
@@ -451,6 +492,7 @@ export class CommandRunner {
         this.commands.statusOp(ws, id, 'failed', this.now(), { errorMessage: failure.message, ...(withReport && report ? { report: report.counts } : {}) }),
         this.commands.eventOp(ws, id, ++sequence, 'ERROR', message, this.now()),
       ];
+      item.settled = true;
       try {
         await this.store.write(failedOps(true));
       } catch (writeErr) {
@@ -459,8 +501,9 @@ export class CommandRunner {
         await this.store.write(failedOps(false)).catch((err: unknown) => this.logger.error({ err, commandId: id }, 'could not record the failure of a lifecycle command'));
       }
     }
+    countLifecycleCommand(type, outcome);
     if (request.onOutcome) {
-      const done = this.commands.get(ws, id);
+      const done = await this.commands.get(ws, id);
       try {
         if (done) await request.onOutcome(done);
       } catch (err) {
@@ -476,12 +519,12 @@ export class CommandRunner {
    * fixing: failed, with an ERROR event saying "interrupted".
    */
   async recover(): Promise<number> {
-    const unfinished = this.commands.unfinished();
+    const unfinished = await this.commands.unfinished();
     for (const { workspaceId, commandId } of unfinished) {
       const now = this.now();
       await this.store.write([
         this.commands.statusOp(workspaceId, commandId, 'failed', now, { errorMessage: RECOVERY_MESSAGE }),
-        this.commands.eventOp(workspaceId, commandId, this.commands.lastSequence(workspaceId, commandId) + 1, 'ERROR', RECOVERY_MESSAGE, now),
+        this.commands.eventOp(workspaceId, commandId, (await this.commands.lastSequence(workspaceId, commandId)) + 1, 'ERROR', RECOVERY_MESSAGE, now),
       ]);
       this.logger.warn({ workspaceId, commandId }, 'marked an interrupted lifecycle command failed');
     }

@@ -70,3 +70,19 @@ export function engineAdmits(range: EngineRange | string, engineVersion: string)
   if (r.upper && cmp(v, r.upper) >= 0) return false;
   return true;
 }
+
+/**
+ * Whether two ranges admit a common MAJOR.MINOR (the registry's
+ * `engineVersion` filter: a version is kept when its range overlaps the
+ * asked one). Throws BAD_REQUEST on a bad range.
+ */
+export function rangesOverlap(a: EngineRange | string, b: EngineRange | string): boolean {
+  const x = typeof a === 'string' ? parseEngineRange(a) : a;
+  const y = typeof b === 'string' ? parseEngineRange(b) : b;
+  const lowers = [x.lower, y.lower].filter((v): v is MajorMinor => v !== null);
+  const uppers = [x.upper, y.upper].filter((v): v is MajorMinor => v !== null);
+  if (lowers.length === 0 || uppers.length === 0) return true;
+  const lower = lowers.reduce((m, v) => (cmp(v, m) > 0 ? v : m));
+  const upper = uppers.reduce((m, v) => (cmp(v, m) < 0 ? v : m));
+  return cmp(lower, upper) < 0;
+}

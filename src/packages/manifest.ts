@@ -80,8 +80,14 @@ const matrixSchema = z.object({
 const dependencySchema = z.object({
   publisher: slug('publisher'),
   name: slug('name'),
-  versionRange: z.string(required('versionRange', 'a string')).trim()
-    .min(1, 'versionRange is empty').max(100, 'versionRange is longer than 100 characters'),
+  // The engine-range grammar (DESIGN.md section 10): `>=1.0 <2.0` admits every 1.x.y of the dependency.
+  versionRange: z.string(required('versionRange', 'a string such as ">=1.0 <2.0"')).superRefine((text, ctx) => {
+    try {
+      parseEngineRange(text);
+    } catch (err) {
+      ctx.addIssue({ code: 'custom', message: (err as Error).message.replace(/^engineVersion/, 'versionRange') });
+    }
+  }),
 }, { error: 'each dependency must be an object {publisher, name, versionRange}' });
 
 const manifestSchema = z.object({
@@ -145,6 +151,6 @@ export function parseManifest(value: unknown): Manifest {
     engineVersion: parseEngineRange(m.engineVersion).text,
     description: m.description ?? null,
     matrices: m.matrices.map(({ name, path, uri }) => ({ name, path, uri })),
-    dependencies: (m.dependencies ?? []).map(({ publisher, name, versionRange }) => ({ publisher, name, versionRange })),
+    dependencies: (m.dependencies ?? []).map(({ publisher, name, versionRange }) => ({ publisher, name, versionRange: parseEngineRange(versionRange).text })),
   };
 }

@@ -5,7 +5,7 @@ import { z } from 'zod';
 import { AppError, badRequest, conflict, notFound } from '../errors.js';
 import { DEFAULT_ARCHIVE_LIMITS, readPackageArchive } from './archive.js';
 import { engineAdmits, parseEngineRange } from './engine-range.js';
-import { SLUG } from './manifest.js';
+import { SLUG, type Manifest } from './manifest.js';
 import { compareSemver, isSemver, parseSemver } from './semver.js';
 
 /**
@@ -18,7 +18,13 @@ export interface RegistryVersion {
   version: string;
   engineVersion: string;
   publishedAt: string | null;
+  /** A yanked version is never chosen as the newest, but installs when named (DESIGN.md section 10). */
+  yanked?: boolean;
+  /** The version's manifest dependencies, when the registry says (null: unknown until the archive is read). */
+  dependencies?: Dependency[] | null;
 }
+
+export type Dependency = Manifest['dependencies'][number];
 
 export interface Registry {
   /** The directory or base URL, as configured. */
@@ -43,25 +49,27 @@ function checkCoordinates(publisher: string, name: string, version?: string): vo
 class DirectoryRegistry implements Registry {
   readonly location: string;
   /** Engine range per archive file, kept while the file is unchanged. */
-  private readonly engineOf = new Map<string, { mtimeMs: number; size: number; engineVersion: string | null }>();
+  private readonly engineOf = new Map<string, { mtimeMs: number; size: number; engineVersion: string | null; dependencies: Dependency[] }>();
 
   constructor(location: string) {
     this.location = location;
   }
 
-  private async engineVersion(file: string, mtimeMs: number, size: number, version: string, name: string): Promise<string | null> {
+  private async engineVersion(file: string, mtimeMs: number, size: number, version: string, name: string): Promise<{ engineVersion: string | null; dependencies: Dependency[] }> {
     const cached = this.engineOf.get(file);
-    if (cached && cached.mtimeMs === mtimeMs && cached.size === size) return cached.engineVersion;
+    if (cached && cached.mtimeMs === mtimeMs && cached.size === size) return cached;
     let engineVersion: string | null = null;
+    let dependencies: Dependency[] = [];
     try {
       const { manifest } = await readPackageArchive(await readFile(file));
       // An archive whose manifest disagrees with its place is not offered.
-      if (manifest.version === version && manifest.name === name) engineVersion = manifest.engineVersion;
+      if (manifest.version === version && manifest.name === name) ({ engineVersion, dependencies } = manifest);
     } catch {
       engineVersion = null;
     }
-    this.engineOf.set(file, { mtimeMs, size, engineVersion });
-    return engineVersion;
+    const entry = { mtimeMs, size, engineVersion, dependencies };
+    this.engineOf.set(file, entry);
+    return entry;
   }
 
   async versions(publisher: string, name: string): Promise<RegistryVersion[]> {
@@ -79,9 +87,9 @@ class DirectoryRegistry implements Registry {
       const full = path.join(packageDir, file);
       const info = await stat(full).catch(() => null);
       if (!info?.isFile()) continue;
-      const engineVersion = await this.engineVersion(full, info.mtimeMs, info.size, version, name);
+      const { engineVersion, dependencies } = await this.engineVersion(full, info.mtimeMs, info.size, version, name);
       if (engineVersion === null) continue;
-      out.push({ version, engineVersion, publishedAt: info.mtime.toISOString() });
+      out.push({ version, engineVersion, publishedAt: info.mtime.toISOString(), yanked: false, dependencies });
     }
     if (out.length === 0) throw notFound(`Package "${publisher}/${name}" is not in the registry`);
     return out.sort(byVersion);
@@ -104,6 +112,8 @@ const versionsResponse = z.object({
     version: z.string(),
     engineVersion: z.string(),
     publishedAt: z.string().nullish(),
+    yanked: z.boolean().nullish(),
+    dependencies: z.array(z.object({ publisher: z.string(), name: z.string(), versionRange: z.string() })).nullish(),
   })),
 });
 
@@ -164,7 +174,10 @@ class HttpRegistry implements Registry {
         continue;
       }
       const at = v.publishedAt ? new Date(v.publishedAt) : null;
-      out.push({ version: v.version, engineVersion: v.engineVersion, publishedAt: at && !Number.isNaN(at.getTime()) ? at.toISOString() : null });
+      out.push({
+        version: v.version, engineVersion: v.engineVersion, publishedAt: at && !Number.isNaN(at.getTime()) ? at.toISOString() : null,
+        yanked: v.yanked ?? false, dependencies: v.dependencies ?? null,
+      });
     }
     if (out.length === 0) throw notFound(`Package "${publisher}/${name}" is not in the registry`);
     return out.sort(byVersion);
@@ -234,13 +247,13 @@ export function openRegistry(location: string): Registry {
 }
 
 /**
- * The newest release compatible with an engine version; pre-releases are
- * never chosen automatically. Null when there is none.
+ * The newest release compatible with an engine version; pre-releases and
+ * yanked versions are never chosen automatically. Null when there is none.
  */
 export function newestCompatible(versions: RegistryVersion[], engineVersion: string): RegistryVersion | null {
   let best: RegistryVersion | null = null;
   for (const v of versions) {
-    if (parseSemver(v.version)?.prerelease !== null) continue;
+    if (v.yanked || parseSemver(v.version)?.prerelease !== null) continue;
     let ok: boolean;
     try {
       ok = engineAdmits(v.engineVersion, engineVersion);
@@ -276,6 +289,9 @@ export function resolveVersion(versions: RegistryVersion[], engineVersion: strin
     return found;
   }
   if (versions.length === 0) throw notFound('The package has no versions in the registry');
+  if (versions.every((v) => v.yanked)) {
+    throw notFound(`Every version of the package is yanked (${versions.map((v) => v.version).join(', ')}); name one to install it anyway`);
+  }
   const newest = newestCompatible(versions, engineVersion);
   if (!newest) {
     const offered = [...versions].sort(byVersion).reverse().slice(0, 5).map((v) => `${v.version} requires "${v.engineVersion}"`).join(', ');

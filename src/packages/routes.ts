@@ -4,17 +4,22 @@ import { pageQuery, pageSchema, zeroPageQuery } from '../http/paging.js';
 import type { WorkspaceService } from '../workspaces/service.js';
 import type { PackageService } from './service.js';
 import type { LifecycleCommand } from './commands.js';
+import { StatusPresenter } from '../http/status-case.js';
+import { streamEvents, wantsEventStream } from './event-stream.js';
 import {
   autoUpdateBody, commandParams, commandSchema, eventSchema, installBody, installationSchema, packageParams,
   registryParams, reportSchema, uploadQuery, workspaceParams,
 } from './schema.js';
 
 /** Package endpoints P1 to P10 of INTERFACE.md (DESIGN.md sections 2 and 4). */
-export function packageRoutes(workspaces: WorkspaceService, packages: PackageService, options: { maxUploadBytes: number }): RouteDef[] {
+export function packageRoutes(
+  workspaces: WorkspaceService, packages: PackageService, options: { maxUploadBytes: number; statuses?: StatusPresenter; subscribe?: (listener: () => void) => () => void },
+): RouteDef[] {
   const tag = 'Packages';
+  const present = options.statuses ?? new StatusPresenter('lower');
   const accepted = (slug: string, command: LifecycleCommand) => ({
     status: 202,
-    data: command,
+    data: present.command(command),
     headers: { Location: `/api/v1/packages/${encodeURIComponent(slug)}/commands/${command.id}` },
   });
   return [
@@ -29,7 +34,7 @@ export function packageRoutes(workspaces: WorkspaceService, packages: PackageSer
         404: { description: 'Workspace, publisher, package or version not found' }, 409: { description: 'Package has an active operation' },
       },
       handler: async ({ params, body, auth }) => {
-        const { workspace } = workspaces.requireAdmin(auth, params.workspace);
+        const { workspace } = await workspaces.requireAdmin(auth, params.workspace);
         return accepted(params.workspace, await packages.installFromRegistry(workspace, params.publisher, params.name, body));
       },
     }),
@@ -46,7 +51,7 @@ export function packageRoutes(workspaces: WorkspaceService, packages: PackageSer
         404: { description: 'Workspace not found' }, 413: { description: 'File too large' },
       },
       handler: async ({ params, query, file, auth }) => {
-        const { workspace } = workspaces.requireAdmin(auth, params.workspace);
+        const { workspace } = await workspaces.requireAdmin(auth, params.workspace);
         return accepted(params.workspace, await packages.installUpload(workspace, file!.buffer, query.forceUpdate ?? false));
       },
     }),
@@ -55,7 +60,7 @@ export function packageRoutes(workspaces: WorkspaceService, packages: PackageSer
       summary: 'P8. One lifecycle command',
       params: commandParams,
       responses: { 200: { description: 'The command', data: commandSchema }, 404: { description: 'Workspace or command not found' } },
-      handler: async ({ params, auth }) => ({ data: packages.getCommand(workspaces.requireMember(auth, params.workspace).workspace, params.commandId) }),
+      handler: async ({ params, auth }) => ({ data: present.command(await packages.getCommand((await workspaces.requireMember(auth, params.workspace)).workspace, params.commandId)) }),
     }),
     defineRoute({
       method: 'get', path: '/api/v1/packages/{workspace}/commands/{commandId}/validation-report', tag,
@@ -66,33 +71,53 @@ export function packageRoutes(workspaces: WorkspaceService, packages: PackageSer
         404: { description: 'Workspace or command not found, or the command never reached validation' },
       },
       handler: async ({ params, auth, req }) => {
-        const { workspace } = workspaces.requireMember(auth, params.workspace);
+        const { workspace } = await workspaces.requireMember(auth, params.workspace);
         if (req.accepts(['application/json', 'text/turtle']) === 'text/turtle') {
-          return { raw: { contentType: 'text/turtle; charset=utf-8', body: packages.reportAsTurtle(workspace, params.commandId) } };
+          return { raw: { contentType: 'text/turtle; charset=utf-8', body: await packages.reportAsTurtle(workspace, params.commandId) } };
         }
-        return { data: packages.report(workspace, params.commandId) };
+        return { data: await packages.report(workspace, params.commandId) };
       },
     }),
     defineRoute({
       method: 'get', path: '/api/v1/packages/{workspace}/commands/{commandId}/events', tag,
-      summary: 'P10. Events of a command, oldest first',
+      summary: 'P10. Events of a command, oldest first; with Accept: text/event-stream, live as Server-Sent Events',
+      description: 'As SSE each event is one message (id: the event id, event: event, data: the event as JSON); Last-Event-ID resumes after '
+        + 'that event. Once the command has finished, a last message (event: end, data: {commandId, status}) and the stream ends.',
       params: commandParams,
-      responses: { 200: { description: 'Events', data: z.array(eventSchema) }, 404: { description: 'Workspace or command not found' } },
-      handler: async ({ params, auth }) => ({ data: packages.events(workspaces.requireMember(auth, params.workspace).workspace, params.commandId) }),
+      responses: {
+        200: { description: 'Events', data: z.array(eventSchema), mediaTypes: ['text/event-stream'] },
+        404: { description: 'Workspace or command not found' },
+      },
+      handler: async ({ params, auth, req, res }) => {
+        const { workspace } = await workspaces.requireMember(auth, params.workspace);
+        if (wantsEventStream(req) && options.subscribe) {
+          await streamEvents(req, res, {
+            command: async () => packages.getCommand(workspace, params.commandId),
+            events: async () => packages.events(workspace, params.commandId),
+            subscribe: options.subscribe,
+            presentStatus: (status) => present.status(status),
+          });
+          return {};
+        }
+        return { data: await packages.events(workspace, params.commandId) };
+      },
     }),
     defineRoute({
       method: 'get', path: '/api/v1/packages/{workspace}', tag,
       summary: 'P4. Installed packages, paged (1-indexed page, pageSize 1..100)',
       params: workspaceParams, query: pageQuery,
       responses: { 200: { description: 'One page', data: pageSchema(installationSchema) }, 400: { description: 'Bad page or pageSize' }, 404: { description: 'Workspace not found' } },
-      handler: async ({ params, query, auth }) => ({ data: await packages.list(workspaces.requireMember(auth, params.workspace).workspace, query) }),
+      handler: async ({ params, query, auth }) => {
+        const page = await packages.list((await workspaces.requireMember(auth, params.workspace)).workspace, query);
+        return { data: { ...page, items: page.items.map((i) => present.installation(i)) } };
+      },
     }),
     defineRoute({
       method: 'get', path: '/api/v1/packages/{workspace}/{packageName}', tag,
       summary: 'P5. One installed package',
       params: packageParams,
       responses: { 200: { description: 'The installation', data: installationSchema }, 404: { description: 'Workspace or package not found' } },
-      handler: async ({ params, auth }) => ({ data: await packages.get(workspaces.requireMember(auth, params.workspace).workspace, params.packageName) }),
+      handler: async ({ params, auth }) => ({ data: present.installation(await packages.get((await workspaces.requireMember(auth, params.workspace)).workspace, params.packageName)) }),
     }),
     defineRoute({
       method: 'patch', path: '/api/v1/packages/{workspace}/{packageName}/auto-update', tag,
@@ -103,8 +128,8 @@ export function packageRoutes(workspaces: WorkspaceService, packages: PackageSer
         403: { description: 'Not an administrator' }, 404: { description: 'Workspace or package not found' },
       },
       handler: async ({ params, body, auth }) => {
-        const { workspace } = workspaces.requireAdmin(auth, params.workspace);
-        return { data: await packages.setAutoUpdate(workspace, params.packageName, body.autoUpdate) };
+        const { workspace } = await workspaces.requireAdmin(auth, params.workspace);
+        return { data: present.installation(await packages.setAutoUpdate(workspace, params.packageName, body.autoUpdate)) };
       },
     }),
     defineRoute({
@@ -116,7 +141,7 @@ export function packageRoutes(workspaces: WorkspaceService, packages: PackageSer
         404: { description: 'Workspace or package not found' }, 409: { description: 'Package has an active operation' },
       },
       handler: async ({ params, auth }) => {
-        const { workspace } = workspaces.requireAdmin(auth, params.workspace);
+        const { workspace } = await workspaces.requireAdmin(auth, params.workspace);
         return accepted(params.workspace, await packages.uninstall(workspace, params.packageName));
       },
     }),
@@ -126,7 +151,7 @@ export function packageRoutes(workspaces: WorkspaceService, packages: PackageSer
       params: packageParams, query: zeroPageQuery,
       responses: { 200: { description: 'Commands', data: z.array(commandSchema) }, 400: { description: 'Bad page or size' }, 404: { description: 'Workspace or package not found' } },
       handler: async ({ params, query, auth }) => ({
-        data: packages.listCommands(workspaces.requireMember(auth, params.workspace).workspace, params.packageName, query.page, query.size),
+        data: present.commands(await packages.listCommands((await workspaces.requireMember(auth, params.workspace)).workspace, params.packageName, query.page, query.size)),
       }),
     }),
   ];

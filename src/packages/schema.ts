@@ -17,7 +17,8 @@ export const autoUpdateBody = z.strictObject({ autoUpdate: z.boolean({ error: 'a
 const queryBoolean = (field: string) => z.enum(['true', 'false'], { error: `${field} must be true or false` }).transform((v) => v === 'true');
 export const uploadQuery = z.strictObject({ forceUpdate: queryBoolean('forceUpdate').optional() });
 
-const status = z.enum(['pending', 'in_progress', 'completed', 'failed']);
+/** Lower-case by default; upper-case when WSM_STATUS_CASE=upper (src/http/status-case.ts). */
+const status = z.enum(['pending', 'in_progress', 'completed', 'failed', 'PENDING', 'IN_PROGRESS', 'COMPLETED', 'FAILED']);
 export const commandSchema = z.object({
   id: z.uuid(),
   packageInstallationId: z.uuid().nullable(),
@@ -29,6 +30,7 @@ export const commandSchema = z.object({
   createdAt: z.iso.datetime(),
   updatedAt: z.iso.datetime(),
   packageInstallation: z.object({ id: z.uuid() }).nullable(),
+  parentCommandId: z.uuid().nullable().describe('The command that installed this package as its dependency'),
 }).meta({ id: 'LifecycleCommand' });
 
 export const commandSummarySchema = z.object({
@@ -39,7 +41,7 @@ export const commandSummarySchema = z.object({
 }).meta({ id: 'LifecycleCommandSummary' });
 
 export const matrixSummarySchema = z.object({
-  id: z.uuid(), name: z.string(), description: z.string().nullable(), dependencyCount: z.number().int(),
+  id: z.uuid(), uri: z.string().describe('The matrix URI'), name: z.string(), description: z.string().nullable(), dependencyCount: z.number().int(),
 }).meta({ id: 'MatrixSummary' });
 
 export const installationSchema = z.object({

@@ -1,32 +1,37 @@
-import type { Quad } from 'n3';
-import type { QuadStore, WriteOp } from '../store/store.js';
+import { DataFactory, type Quad, type Term } from 'n3';
+import type { BindingValue, QuadStore, WriteOp } from '../store/store.js';
 import type { Graphs } from '../rdf/graphs.js';
 import type { Logger } from '../logger.js';
 import { PREFIXES, MTX, RDF, RDFS, DCTERMS, WSM } from '../rdf/vocab.js';
 import { sparql, iri, literal, dateTime, integer, boolean, raw, join } from '../rdf/sparql.js';
 import { stableId, UUID_PATTERN } from '../rdf/ids.js';
 import { req, str, int, bool, time } from '../rdf/bindings.js';
-import { AppError, badRequest, notFound } from '../errors.js';
+import { AppError, badRequest, conflict, notFound } from '../errors.js';
 import type { Workspace, WorkspaceService } from '../workspaces/service.js';
 import type { PageQuery, Page } from '../http/paging.js';
 import { offsetOf, page } from '../http/paging.js';
-import { parseTurtle, quadsToNTriples } from '../rdf/turtle.js';
-import { validateMatrices, reportFromNTriples, reportTurtle, type ValidationReport } from './validation.js';
-import { deriveMatrix, derivedIds } from './derive.js';
+import { quadsToNTriples } from '../rdf/turtle.js';
+import { reportFromResultRows, reportTurtle, type StoredResultRow, type ValidationReport } from './validation.js';
+import { derivedIds } from './derive.js';
+import { sharedPipelinePool, type PipelineJob, type PipelinePool } from './pipeline-pool.js';
+import type { ValidateOutput } from './pipeline.js';
 import { readPackageArchive, type PackageArchive } from './archive.js';
-import { resolveVersion, newestCompatible, type Registry, type RegistryVersion } from './registry.js';
+import { resolveVersion, newestCompatible, type Dependency, type Registry, type RegistryVersion } from './registry.js';
+import { ensureDependencies, type DependencyHost } from './dependencies.js';
 import { engineAdmits } from './engine-range.js';
-import { compareSemver } from './semver.js';
+import { compareSemver, parseSemver } from './semver.js';
 import { VersionCache } from '../store/version-cache.js';
 import type { Manifest } from './manifest.js';
 import {
   CommandFailure, CommandRunner, CommandStore,
-  type CommandType, type JobContext, type JobResult, type LifecycleCommand, type LifecycleCommandSummary, type CommandEvent,
+  type CommandType, type Job, type JobContext, type JobResult, type LifecycleCommand, type LifecycleCommandSummary, type CommandEvent,
 } from './commands.js';
 
 /** MatrixSummary of INTERFACE.md. */
 export interface MatrixSummary {
   id: string;
+  /** The matrix URI (DESIGN.md section 11). */
+  uri: string;
   name: string;
   description: string | null;
   dependencyCount: number;
@@ -93,6 +98,8 @@ interface InstalledRecord {
   registryPublisher: string | null;
   registryName: string | null;
   autoUpdate: boolean;
+  /** Installed at a version named explicitly: auto-update leaves it until P3 sets auto-update again. */
+  pinned: boolean;
 }
 
 interface MatrixRecord { id: string; uri: string; packageName: string; graph: string }
@@ -101,6 +108,8 @@ interface MatrixRecord { id: string; uri: string; packageName: string; graph: st
 export interface PackageServiceOptions {
   /** Limits of uploaded and downloaded archives. */
   maxArchiveBytes: number;
+  /** Worker pool of the deployment pipeline; the process's shared pool when absent. */
+  pipeline?: PipelinePool;
 }
 
 /** How long P4/P5 wait for the registry's versions before answering latestVersion null. */
@@ -129,7 +138,11 @@ export class PackageService {
     this.commands = new CommandStore(store, graphs);
     this.p5Reads = new VersionCache(store, 1000);
     this.runner = new CommandRunner(this.commands, store, logger);
+    this.pipeline = options.pipeline ?? sharedPipelinePool();
   }
+
+  /** Worker threads that parse, validate and derive packages off the event loop. */
+  private readonly pipeline: PipelinePool;
 
   /** See `ExtensionHook`. */
   setExtensionHook(hook: ExtensionHook): void { this.hook = hook; }
@@ -142,26 +155,28 @@ export class PackageService {
   // ---------------------------------------------------------------- reads
 
   /** `lead`, a pattern that narrows ?p, comes first: Oxigraph joins in the order written. */
-  private installedRecords(workspaceId: string, filter: string, modifiers = '', lead = ''): InstalledRecord[] {
-    const rows = this.store.select(PREFIXES + sparql`SELECT * WHERE { GRAPH ${iri(this.graphs.packages(workspaceId))} {
+  private async installedRecords(workspaceId: string, filter: string, modifiers = '', lead = ''): Promise<InstalledRecord[]> {
+    const rows = await this.store.select(PREFIXES + sparql`SELECT * WHERE { GRAPH ${iri(this.graphs.packages(workspaceId))} {
       ${raw(lead)}
       ?p a wsm:PackageInstallation ; wsm:id ?id ; wsm:name ?name ; wsm:currentVersion ?currentVersion ;
          wsm:autoUpdate ?autoUpdate ; wsm:createdAt ?createdAt ; wsm:updatedAt ?updatedAt .
       OPTIONAL { ?p wsm:registryPublisher ?registryPublisher } OPTIONAL { ?p wsm:registryName ?registryName }
+      OPTIONAL { ?p wsm:pinned ?pinned }
       ${raw(filter)} } } ${raw(modifiers)}`);
     return rows.map((b) => ({
       id: req(b, 'id'), name: req(b, 'name'), currentVersion: req(b, 'currentVersion'), createdAt: time(b, 'createdAt'), updatedAt: time(b, 'updatedAt'),
       registryPublisher: str(b, 'registryPublisher'), registryName: str(b, 'registryName'), autoUpdate: bool(b, 'autoUpdate') ?? false,
+      pinned: bool(b, 'pinned') ?? false,
     }));
   }
 
-  private installed(workspaceId: string, name: string): InstalledRecord | null {
-    return this.installedRecords(workspaceId, '', 'LIMIT 1', sparql`?p wsm:name ${literal(name)} .`)[0] ?? null;
+  private async installed(workspaceId: string, name: string): Promise<InstalledRecord | null> {
+    return (await this.installedRecords(workspaceId, '', 'LIMIT 1', sparql`?p wsm:name ${literal(name)} .`))[0] ?? null;
   }
 
   /** `lead`, a pattern that narrows ?m (or ?uri, ?p), comes first: Oxigraph joins in the order written. */
-  private matrixRecords(workspaceId: string, filter = '', lead = ''): MatrixRecord[] {
-    const rows = this.store.select(PREFIXES + sparql`SELECT ?id ?uri ?packageName ?graph WHERE { GRAPH ${iri(this.graphs.packages(workspaceId))} {
+  private async matrixRecords(workspaceId: string, filter = '', lead = ''): Promise<MatrixRecord[]> {
+    const rows = await this.store.select(PREFIXES + sparql`SELECT ?id ?uri ?packageName ?graph WHERE { GRAPH ${iri(this.graphs.packages(workspaceId))} {
       ${raw(lead)}
       ?m a wsm:Matrix ; wsm:id ?id ; wsm:uri ?uri ; wsm:graph ?graph ; wsm:package ?p . ?p wsm:name ?packageName .
       ${raw(filter)} } } ORDER BY ?uri`);
@@ -169,21 +184,22 @@ export class PackageService {
   }
 
   /** Installed matrix by URI, or null. */
-  findMatrix(workspaceId: string, matrixUri: string): MatrixRecord | null {
-    return this.matrixRecords(workspaceId, '', sparql`?m wsm:uri ${iri(matrixUri)} .`).find((m) => m.uri === matrixUri) ?? null;
+  async findMatrix(workspaceId: string, matrixUri: string): Promise<MatrixRecord | null> {
+    return (await this.matrixRecords(workspaceId, '', sparql`?m wsm:uri ${iri(matrixUri)} .`)).find((m) => m.uri === matrixUri) ?? null;
   }
 
   /** Installed matrices whose URI is one of `uris` (looked up by URI, a few hundred at a time). */
-  private matricesAmong(workspaceId: string, uris: Iterable<string>): MatrixRecord[] {
+  private async matricesAmong(workspaceId: string, uris: Iterable<string>): Promise<MatrixRecord[]> {
     const out: MatrixRecord[] = [];
-    for (const chunk of chunks([...new Set(uris)], 500)) {
-      out.push(...this.matrixRecords(workspaceId, '', sparql`VALUES ?uri { ${join(chunk.map((u) => iri(u)))} } ?m wsm:uri ?uri .`));
+    for (const [i, chunk] of chunks([...new Set(uris)], 500).entries()) {
+      if (i > 0) await nextTurn(); // a package names thousands of IRIs: let requests in between
+      out.push(...await this.matrixRecords(workspaceId, '', sparql`VALUES ?uri { ${join(chunk.map((u) => iri(u)))} } ?m wsm:uri ?uri .`));
     }
     return out.sort((a, b) => (a.uri < b.uri ? -1 : a.uri > b.uri ? 1 : 0));
   }
 
   /** Installed matrices of one package. */
-  private matricesOfPackage(workspaceId: string, name: string): MatrixRecord[] {
+  private matricesOfPackage(workspaceId: string, name: string): Promise<MatrixRecord[]> {
     return this.matrixRecords(workspaceId, '', sparql`?p wsm:name ${literal(name)} . ?m wsm:package ?p .`);
   }
 
@@ -232,7 +248,7 @@ export class PackageService {
       createdAt: rec.createdAt,
       updatedAt: rec.updatedAt,
       matrices,
-      latestCommand: latestCommand !== undefined ? latestCommand : this.commands.latestSummary(workspace.id, rec.name),
+      latestCommand: latestCommand !== undefined ? latestCommand : await this.commands.latestSummary(workspace.id, rec.name),
       registryPublisher: rec.registryPublisher,
       registryName: rec.registryName,
       latestVersion,
@@ -241,17 +257,17 @@ export class PackageService {
     };
   }
 
-  private matrixSummaries(workspaceId: string, packageIds: string[]): Map<string, MatrixSummary[]> {
+  private async matrixSummaries(workspaceId: string, packageIds: string[]): Promise<Map<string, MatrixSummary[]>> {
     const out = new Map<string, MatrixSummary[]>(packageIds.map((id) => [id, []]));
     if (packageIds.length === 0) return out;
     const values = join(packageIds.map((id) => iri(this.packageIri(id))));
-    const rows = this.store.select(PREFIXES + sparql`SELECT ?pid ?id ?name ?description ?dependencyCount WHERE {
+    const rows = await this.store.select(PREFIXES + sparql`SELECT ?pid ?id ?uri ?name ?description ?dependencyCount WHERE {
       GRAPH ${iri(this.graphs.packages(workspaceId))} {
         VALUES ?p { ${values} }
-        ?p wsm:id ?pid . ?m a wsm:Matrix ; wsm:package ?p ; wsm:id ?id ; wsm:name ?name ; wsm:dependencyCount ?dependencyCount .
+        ?p wsm:id ?pid . ?m a wsm:Matrix ; wsm:package ?p ; wsm:id ?id ; wsm:uri ?uri ; wsm:name ?name ; wsm:dependencyCount ?dependencyCount .
         OPTIONAL { ?m wsm:description ?description } } } ORDER BY ?name ?id`);
     for (const b of rows) {
-      out.get(req(b, 'pid'))?.push({ id: req(b, 'id'), name: req(b, 'name'), description: str(b, 'description'), dependencyCount: int(b, 'dependencyCount') });
+      out.get(req(b, 'pid'))?.push({ id: req(b, 'id'), uri: req(b, 'uri'), name: req(b, 'name'), description: str(b, 'description'), dependencyCount: int(b, 'dependencyCount') });
     }
     return out;
   }
@@ -259,9 +275,9 @@ export class PackageService {
   /** P4: one page of installations, by name. */
   async list(workspace: Workspace, query: PageQuery): Promise<Page<PackageInstallation>> {
     const g = iri(this.graphs.packages(workspace.id));
-    const total = Number(this.store.select(PREFIXES + sparql`SELECT (COUNT(?p) AS ?n) WHERE { GRAPH ${g} { ?p a wsm:PackageInstallation } }`)[0]?.n?.value ?? 0);
-    const records = this.installedRecords(workspace.id, '', `ORDER BY ?name LIMIT ${query.pageSize} OFFSET ${offsetOf(query)}`);
-    const matrices = this.matrixSummaries(workspace.id, records.map((r) => r.id));
+    const total = Number((await this.store.select(PREFIXES + sparql`SELECT (COUNT(?p) AS ?n) WHERE { GRAPH ${g} { ?p a wsm:PackageInstallation } }`))[0]?.n?.value ?? 0);
+    const records = await this.installedRecords(workspace.id, '', `ORDER BY ?name LIMIT ${query.pageSize} OFFSET ${offsetOf(query)}`);
+    const matrices = await this.matrixSummaries(workspace.id, records.map((r) => r.id));
     const items = await Promise.all(records.map((r) => this.toInstallation(workspace, r, matrices.get(r.id) ?? [])));
     return page(items, query, total);
   }
@@ -271,10 +287,10 @@ export class PackageService {
 
   /** P5. */
   async get(workspace: Workspace, name: string): Promise<PackageInstallation> {
-    const found = this.p5Reads.get(`${workspace.id}\n${name}`, () => {
-      const rec = this.installed(workspace.id, name);
+    const found = await this.p5Reads.get(`${workspace.id}\n${name}`, async () => {
+      const rec = await this.installed(workspace.id, name);
       if (!rec) return null;
-      return { rec, matrices: this.matrixSummaries(workspace.id, [rec.id]).get(rec.id) ?? [], latestCommand: this.commands.latestSummary(workspace.id, rec.name) };
+      return { rec, matrices: (await this.matrixSummaries(workspace.id, [rec.id])).get(rec.id) ?? [], latestCommand: await this.commands.latestSummary(workspace.id, rec.name) };
     });
     if (!found) throw notFound(`Package "${name}" is not installed in this workspace`);
     // Copies: the cached read stays as read whatever a caller does with its answer.
@@ -282,36 +298,65 @@ export class PackageService {
   }
 
   /** P7: 404 when the package is neither installed nor has any command. */
-  listCommands(workspace: Workspace, name: string, pageIndex: number, size: number): LifecycleCommand[] {
-    if (!this.installed(workspace.id, name) && !this.commands.hasCommands(workspace.id, name)) {
+  async listCommands(workspace: Workspace, name: string, pageIndex: number, size: number): Promise<LifecycleCommand[]> {
+    if (!await this.installed(workspace.id, name) && !await this.commands.hasCommands(workspace.id, name)) {
       throw notFound(`Package "${name}" is not installed in this workspace and has no commands`);
     }
-    return this.commands.listForPackage(workspace.id, name, pageIndex * size, size);
+    return await this.commands.listForPackage(workspace.id, name, pageIndex * size, size);
   }
 
   /** P8. */
-  getCommand(workspace: Workspace, commandId: string): LifecycleCommand {
-    const c = UUID_PATTERN.test(commandId) ? this.commands.get(workspace.id, commandId.toLowerCase()) : null;
+  async getCommand(workspace: Workspace, commandId: string): Promise<LifecycleCommand> {
+    const c = UUID_PATTERN.test(commandId) ? await this.commands.get(workspace.id, commandId.toLowerCase()) : null;
     if (!c) throw notFound(`Command ${commandId} not found in this workspace`);
     return c;
   }
 
   /** P10. */
-  events(workspace: Workspace, commandId: string): CommandEvent[] {
-    this.getCommand(workspace, commandId);
-    return this.commands.events(workspace.id, commandId);
+  async events(workspace: Workspace, commandId: string): Promise<CommandEvent[]> {
+    await this.getCommand(workspace, commandId);
+    return await this.commands.events(workspace.id, commandId);
   }
 
-  private reportNTriples(workspace: Workspace, commandId: string): string {
-    this.getCommand(workspace, commandId);
-    const graph = this.commands.reportGraph(workspace.id, commandId);
+  private async reportNTriples(workspace: Workspace, commandId: string): Promise<string> {
+    await this.getCommand(workspace, commandId);
+    const graph = await this.commands.reportGraph(workspace.id, commandId);
     if (!graph) throw notFound(`Command ${commandId} has no validation report: it never reached validation`);
-    return this.store.dumpGraph(graph);
+    return await this.store.dumpGraph(graph);
   }
 
-  /** P9 as JSON. */
-  report(workspace: Workspace, commandId: string): ValidationReportJson {
-    const r = reportFromNTriples(this.reportNTriples(workspace, commandId));
+  /**
+   * P9 as JSON. Read with SPARQL (one row per result, then the few blank
+   * nodes they point at), not by parsing the whole report graph: a package of
+   * 15,000 roles has a report of 15,000 results.
+   */
+  async report(workspace: Workspace, commandId: string): Promise<ValidationReportJson> {
+    await this.getCommand(workspace, commandId);
+    const graph = await this.commands.reportGraph(workspace.id, commandId);
+    if (!graph) throw notFound(`Command ${commandId} has no validation report: it never reached validation`);
+    const g = iri(graph);
+    const rows = await this.store.select(sparql`PREFIX sh: <http://www.w3.org/ns/shacl#>
+      SELECT ?r ?severity ?focus ?path ?value ?message ?shape WHERE { GRAPH ${g} {
+        ?report sh:result ?r .
+        OPTIONAL { ?r sh:resultSeverity ?severity } OPTIONAL { ?r sh:focusNode ?focus } OPTIONAL { ?r sh:resultPath ?path }
+        OPTIONAL { ?r sh:value ?value } OPTIONAL { ?r sh:resultMessage ?message } OPTIONAL { ?r sh:sourceShape ?shape } } }`);
+    const byResult = new Map<string, StoredResultRow>();
+    for (const b of rows) {
+      const key = b.r!.value;
+      let row = byResult.get(key);
+      if (!row) {
+        row = { severity: toTerm(b.severity), focusNode: toTerm(b.focus), path: toTerm(b.path), value: toTerm(b.value), messages: [], sourceShape: toTerm(b.shape) };
+        byResult.set(key, row);
+      }
+      const message = toTerm(b.message);
+      if (message && !row.messages.some((m) => m.equals(message))) row.messages.push(message);
+    }
+    // Blank nodes the results point at, and every blank node below them (a path's list, a node's label).
+    const blanks = await this.store.construct(sparql`PREFIX sh: <http://www.w3.org/ns/shacl#>
+      CONSTRUCT { ?s ?p ?o } WHERE {
+        { SELECT DISTINCT ?b WHERE { GRAPH ${g} { ?r sh:resultPath|sh:focusNode|sh:value ?b FILTER isBlank(?b) } } }
+        GRAPH ${g} { ?b (<urn:wsm:any>|!<urn:wsm:any>)* ?s . ?s ?p ?o FILTER isBlank(?s) } }`);
+    const r = reportFromResultRows([...byResult.values()], blanks);
     const entries = (severity: string) => r.results.filter((x) => x.severity === severity)
       .map((x) => ({ focusNode: x.focusNode, path: x.path, value: x.value, message: x.message }));
     return {
@@ -321,14 +366,14 @@ export class PackageService {
   }
 
   /** P9 as Turtle. */
-  reportAsTurtle(workspace: Workspace, commandId: string): string {
-    return reportTurtle(this.reportNTriples(workspace, commandId));
+  async reportAsTurtle(workspace: Workspace, commandId: string): Promise<string> {
+    return reportTurtle(await this.reportNTriples(workspace, commandId));
   }
 
   // ---------------------------------------------------------------- commands
 
-  private commandTypeFor(workspaceId: string, name: string, version: string): { type: CommandType; existing: InstalledRecord | null } {
-    const existing = this.installed(workspaceId, name);
+  private async commandTypeFor(workspaceId: string, name: string, version: string): Promise<{ type: CommandType; existing: InstalledRecord | null }> {
+    const existing = await this.installed(workspaceId, name);
     if (!existing) return { type: 'INSTALL', existing };
     return { type: existing.currentVersion === version ? 'REINSTALL' : 'UPDATE', existing };
   }
@@ -336,37 +381,62 @@ export class PackageService {
   /**
    * P1: resolves publisher, name and version now (404 unknown, 400
    * ENGINE_INCOMPATIBLE); download and archive checks run in the command.
+   * A version named explicitly pins the package (auto-update leaves it);
+   * `auto` marks auto-update's own UPDATE, which never pins.
    */
-  async installFromRegistry(workspace: Workspace, publisher: string, name: string, input: { version?: string; autoUpdate?: boolean }, commandType?: CommandType): Promise<LifecycleCommand> {
+  async installFromRegistry(workspace: Workspace, publisher: string, name: string, input: { version?: string | undefined; autoUpdate?: boolean | undefined }, commandType?: CommandType, options: { auto?: boolean } = {}): Promise<LifecycleCommand> {
     const versions = await this.registry.versions(publisher, name);
     const resolved = resolveVersion(versions, workspace.engineVersion, input.version);
-    const { type, existing } = this.commandTypeFor(workspace.id, name, resolved.version);
+    const { type, existing } = await this.commandTypeFor(workspace.id, name, resolved.version);
     const autoUpdate = input.autoUpdate ?? existing?.autoUpdate ?? false;
+    const pinned = input.version !== undefined && !options.auto;
     return this.runner.submit({
       workspaceId: workspace.id, packageName: name, version: resolved.version, commandType: commandType ?? type,
       packageInstallationId: existing?.id ?? null, exclusive: true,
-      job: async (ctx) => {
-        await ctx.event('INFO', `Downloading ${publisher}/${name} ${resolved.version} from the registry`);
-        let bytes: Buffer;
-        try {
-          bytes = await this.registry.download(publisher, name, resolved.version);
-        } catch (err) {
-          throw new CommandFailure(`Could not download ${publisher}/${name} ${resolved.version}: ${err instanceof Error ? err.message : String(err)}`,
-            'Check that the registry is reachable and still offers this version, then install again.');
-        }
-        const archive = await this.readArchive(bytes);
-        await ctx.event('INFO', `Read the archive (${bytes.length} bytes, sha256 ${archive.sha256}): ${this.describeManifest(archive.manifest)}`);
-        if (archive.manifest.name !== name || archive.manifest.version !== resolved.version) {
-          throw new CommandFailure(`The registry's archive holds ${archive.manifest.name} ${archive.manifest.version}, not ${name} ${resolved.version}`,
-            'Ask the publisher to fix the registry entry.');
-        }
-        if (!engineAdmits(archive.manifest.engineVersion, workspace.engineVersion)) {
-          throw new CommandFailure(`The package needs engine ${archive.manifest.engineVersion}; this workspace runs ${workspace.engineVersion}`, 'Choose a compatible version.');
-        }
-        return this.deployPackage(ctx, workspace, archive, { registry: { publisher, name }, autoUpdate, forceUpdate: false });
-      },
+      job: this.registryJob(workspace, publisher, name, resolved, { autoUpdate, pinned, named: input.version !== undefined && !options.auto, chain: [name] }),
     });
   }
+
+  /** The job of a registry install: download, check, dependencies, deploy. */
+  private registryJob(workspace: Workspace, publisher: string, name: string, resolved: RegistryVersion,
+    opts: { autoUpdate: boolean; pinned: boolean; named: boolean; chain: string[] }): Job {
+    return async (ctx) => {
+      if (resolved.yanked && opts.named) {
+        await ctx.event('WARNING', `Version ${resolved.version} of ${publisher}/${name} is yanked; it is installed because it was named explicitly`);
+      }
+      await ctx.event('INFO', `Downloading ${publisher}/${name} ${resolved.version} from the registry`);
+      let bytes: Buffer;
+      try {
+        bytes = await this.registry.download(publisher, name, resolved.version);
+      } catch (err) {
+        throw new CommandFailure(`Could not download ${publisher}/${name} ${resolved.version}: ${err instanceof Error ? err.message : String(err)}`,
+          'Check that the registry is reachable and still offers this version, then install again.');
+      }
+      const archive = await this.readArchive(bytes);
+      await ctx.event('INFO', `Read the archive (${bytes.length} bytes, sha256 ${archive.sha256}): ${this.describeManifest(archive.manifest)}`);
+      if (archive.manifest.name !== name || archive.manifest.version !== resolved.version) {
+        throw new CommandFailure(`The registry's archive holds ${archive.manifest.name} ${archive.manifest.version}, not ${name} ${resolved.version}`,
+          'Ask the publisher to fix the registry entry.');
+      }
+      if (!engineAdmits(archive.manifest.engineVersion, workspace.engineVersion)) {
+        throw new CommandFailure(`The package needs engine ${archive.manifest.engineVersion}; this workspace runs ${workspace.engineVersion}`, 'Choose a compatible version.');
+      }
+      await ensureDependencies(this.dependencyHost, ctx, workspace, archive.manifest, opts.chain);
+      return this.deployPackage(ctx, workspace, archive, { registry: { publisher, name }, autoUpdate: opts.autoUpdate, pinned: opts.pinned, forceUpdate: false });
+    };
+  }
+
+  /** How dependency resolution reads the workspace and runs child installs. */
+  private readonly dependencyHost: DependencyHost = ((service: PackageService) => ({
+    get registry() { return service.registry; },
+    installedVersion: async (workspaceId, name) => (await this.installed(workspaceId, name))?.currentVersion ?? null,
+    installChild: (workspace: Workspace, dependency: Dependency, version: RegistryVersion, parentCommandId: string, chain: string[]) =>
+      this.runner.runChild({
+        workspaceId: workspace.id, packageName: dependency.name, version: version.version, commandType: 'INSTALL',
+        packageInstallationId: null, exclusive: true,
+        job: this.registryJob(workspace, dependency.publisher, dependency.name, version, { autoUpdate: false, pinned: false, named: false, chain }),
+      }, parentCommandId),
+  }))(this);
 
   private async readArchive(bytes: Buffer): Promise<PackageArchive> {
     try {
@@ -393,25 +463,26 @@ export class PackageService {
       throw new AppError('ENGINE_INCOMPATIBLE', `Package ${m.name} ${m.version} needs engine ${m.engineVersion}; workspace "${workspace.slug}" runs ${workspace.engineVersion}`,
         { engineVersion: m.engineVersion, workspaceEngineVersion: workspace.engineVersion });
     }
-    const { type, existing } = this.commandTypeFor(workspace.id, m.name, m.version);
+    const { type, existing } = await this.commandTypeFor(workspace.id, m.name, m.version);
     return this.runner.submit({
       workspaceId: workspace.id, packageName: m.name, version: m.version, commandType: type,
       packageInstallationId: existing?.id ?? null, exclusive: false,
       job: async (ctx) => {
         await ctx.event('INFO', `Read the uploaded archive (${bytes.length} bytes, sha256 ${archive.sha256}): ${this.describeManifest(m)}${forceUpdate ? '; forceUpdate is on' : ''}`);
         // Queued behind another command of the package, the installed version may have changed meanwhile.
-        const actualType = this.commandTypeFor(workspace.id, m.name, m.version).type;
-        const result = await this.deployPackage(ctx, workspace, archive, { registry: null, autoUpdate: false, forceUpdate });
+        const actualType = (await this.commandTypeFor(workspace.id, m.name, m.version)).type;
+        await ensureDependencies(this.dependencyHost, ctx, workspace, m, [m.name]);
+        const result = await this.deployPackage(ctx, workspace, archive, { registry: null, autoUpdate: false, pinned: false, forceUpdate });
         return { ...result, commandType: actualType };
       },
     });
   }
 
   /** URIs of installed matrices (outside `exceptIds`) whose specification imports one of `uris`. */
-  private importers(workspaceId: string, uris: string[], exceptIds: Set<string>): string[] {
+  private async importers(workspaceId: string, uris: string[], exceptIds: Set<string>): Promise<string[]> {
     if (uris.length === 0) return [];
     // From the imported URIs to the graphs that import them: the cost follows the importers, not the matrices installed.
-    const rows = this.store.select(PREFIXES + sparql`SELECT DISTINCT ?m ?id WHERE {
+    const rows = await this.store.select(PREFIXES + sparql`SELECT DISTINCT ?m ?id WHERE {
       VALUES ?target { ${join(uris.map((u) => iri(u)))} }
       GRAPH ?g { ?m mtx:imports ?target }
       GRAPH ${iri(this.graphs.packages(workspaceId))} { ?rec wsm:graph ?g ; a wsm:Matrix ; wsm:id ?id } }`);
@@ -419,18 +490,18 @@ export class PackageService {
   }
 
   /** Roles defined in the derived graphs of these matrices. */
-  private rolesOf(workspaceId: string, matrixIds: string[]): Set<string> {
+  private async rolesOf(workspaceId: string, matrixIds: string[]): Promise<Set<string>> {
     if (matrixIds.length === 0) return new Set();
     const values = join(matrixIds.map((id) => iri(this.graphs.derived(workspaceId, id))));
-    const rows = this.store.select(PREFIXES + sparql`SELECT DISTINCT ?r WHERE { VALUES ?g { ${values} } GRAPH ?g { ?r a wsm:Role } }`);
+    const rows = await this.store.select(PREFIXES + sparql`SELECT DISTINCT ?r WHERE { VALUES ?g { ${values} } GRAPH ?g { ?r a wsm:Role } }`);
     return new Set(rows.map((b) => req(b, 'r')));
   }
 
   /** Agent principals defined in the derived graphs of these matrices. */
-  private principalsOf(workspaceId: string, matrixIds: string[]): Set<string> {
+  private async principalsOf(workspaceId: string, matrixIds: string[]): Promise<Set<string>> {
     if (matrixIds.length === 0) return new Set();
     const values = join(matrixIds.map((id) => iri(this.graphs.derived(workspaceId, id))));
-    const rows = this.store.select(PREFIXES + sparql`SELECT DISTINCT ?q WHERE { VALUES ?g { ${values} } GRAPH ?g { ?q a wsm:Principal } }`);
+    const rows = await this.store.select(PREFIXES + sparql`SELECT DISTINCT ?q WHERE { VALUES ?g { ${values} } GRAPH ?g { ?q a wsm:Principal } }`);
     return new Set(rows.map((b) => req(b, 'q')));
   }
 
@@ -439,11 +510,12 @@ export class PackageService {
    * `exceptIds` defines. Looked up by role (a few hundred at a time), so the
    * cost follows the candidates, not the number of installed matrices.
    */
-  private rolesOutside(workspaceId: string, exceptIds: Set<string>, roleIris: Iterable<string>): Set<string> {
+  private async rolesOutside(workspaceId: string, exceptIds: Set<string>, roleIris: Iterable<string>): Promise<Set<string>> {
     const out = new Set<string>();
     const pk = iri(this.graphs.packages(workspaceId));
-    for (const chunk of chunks([...new Set(roleIris)], 500)) {
-      const rows = this.store.select(PREFIXES + sparql`SELECT DISTINCT ?r ?id WHERE { VALUES ?r { ${join(chunk.map((r) => iri(r)))} }
+    for (const [i, chunk] of chunks([...new Set(roleIris)], 500).entries()) {
+      if (i > 0) await nextTurn(); // thousands of candidate roles: let requests in between
+      const rows = await this.store.select(PREFIXES + sparql`SELECT DISTINCT ?r ?id WHERE { VALUES ?r { ${join(chunk.map((r) => iri(r)))} }
         GRAPH ?g { ?r a wsm:Role } FILTER (STRENDS(STR(?g), "/derived"))
         BIND (IRI(SUBSTR(STR(?g), 1, STRLEN(STR(?g)) - 8)) AS ?mg)
         GRAPH ${pk} { ?m wsm:graph ?mg ; a wsm:Matrix ; wsm:id ?id } }`);
@@ -473,13 +545,9 @@ export class PackageService {
   }
 
   /** createdAt of resources in a derived graph, so a redeploy keeps them. */
-  private createdAtOf(workspaceId: string, matrixId: string): Map<string, string> {
-    const rows = this.store.select(PREFIXES + sparql`SELECT ?s ?t WHERE { GRAPH ${iri(this.graphs.derived(workspaceId, matrixId))} { ?s wsm:createdAt ?t } }`);
+  private async createdAtOf(workspaceId: string, matrixId: string): Promise<Map<string, string>> {
+    const rows = await this.store.select(PREFIXES + sparql`SELECT ?s ?t WHERE { GRAPH ${iri(this.graphs.derived(workspaceId, matrixId))} { ?s wsm:createdAt ?t } }`);
     return new Map(rows.map((b) => [req(b, 's'), req(b, 't')]));
-  }
-
-  private static objectsOf(quads: Quad[], subject: string, predicates: string[]): string[] {
-    return [...new Set(quads.filter((q) => q.subject.value === subject && predicates.includes(q.predicate.value)).map((q) => q.object.value))];
   }
 
   private matrixRecordOps(workspaceId: string, input: { id: string; uri: string; name: string; description: string | null; dependencyCount: number; packageId: string }): WriteOp {
@@ -510,32 +578,34 @@ export class PackageService {
    * change as ops for one atomic write.
    */
   private async deployPackage(ctx: JobContext, workspace: Workspace, archive: PackageArchive, opts: {
-    registry: { publisher: string; name: string } | null; autoUpdate: boolean; forceUpdate: boolean;
+    registry: { publisher: string; name: string } | null; autoUpdate: boolean; pinned: boolean; forceUpdate: boolean;
+  }): Promise<JobResult> {
+    return this.pipeline.run((job) => this.deployWith(job, ctx, workspace, archive, opts));
+  }
+
+  /** deployPackage on the worker of `job`: parsing, validation and derivation run there, store reads and events here. */
+  private async deployWith(job: PipelineJob, ctx: JobContext, workspace: Workspace, archive: PackageArchive, opts: {
+    registry: { publisher: string; name: string } | null; autoUpdate: boolean; pinned: boolean; forceUpdate: boolean;
   }): Promise<JobResult> {
     const m = archive.manifest;
     const ws = workspace.id;
     const packageId = this.packageId(ws, m.name);
-    // 1. Turtle.
-    const parsed: Array<{ name: string; uri: string; id: string; path: string; quads: Quad[] }> = [];
+    // 1. Turtle (and every term checked against what the store accepts).
+    const files: Array<{ uri: string; name: string; path: string; text: string }> = [];
     for (const entry of m.matrices) {
       const text = archive.files.get(entry.path);
       if (text === undefined) throw new CommandFailure(`The archive has no file ${entry.path} for matrix ${entry.name}`, 'Add the file or fix manifest.json.');
-      let quads: Quad[];
-      try {
-        quads = parseTurtle(text, { baseIri: entry.uri, source: entry.path });
-      } catch (err) {
-        if (err instanceof AppError) throw new CommandFailure(err.message, `Fix the Turtle in ${entry.path} and install again.`);
-        throw err;
-      }
-      parsed.push({ name: entry.name, uri: entry.uri, id: this.matrixId(ws, entry.uri), path: entry.path, quads });
-      await ctx.event('INFO', `Parsed matrix ${entry.name} <${entry.uri}> from ${entry.path}: ${plural(quads.length, 'triple')}`);
+      files.push({ uri: entry.uri, name: entry.name, path: entry.path, text });
     }
+    const parsedOut = await job.parse({ matrices: files, roleIrisOf: { graphsBase: this.graphs.base, workspaceId: ws } });
+    const parsed = m.matrices.map((entry, i) => ({ ...parsedOut.matrices[i]!, name: entry.name, uri: entry.uri, id: this.matrixId(ws, entry.uri), path: entry.path }));
+    for (const p of parsed) await ctx.event('INFO', `Parsed matrix ${p.name} <${p.uri}> from ${p.path}: ${plural(p.tripleCount, 'triple')}`);
     // 2. Matrices of other packages. Only installed matrices the package's triples mention (or
     // that it owns) matter below: the imports, the context of validation and the moves.
     const extensionQuads = new Map<string, Quad[]>();
-    const mentioned = mentionedIris(parsed.flatMap((p) => p.quads));
-    const previous = this.matricesOfPackage(ws, m.name);
-    const installedMatrices = [...this.matricesAmong(ws, [...mentioned, ...parsed.map((p) => p.uri)])
+    const mentioned = new Set(parsedOut.mentioned);
+    const previous = await this.matricesOfPackage(ws, m.name);
+    const installedMatrices = [...(await this.matricesAmong(ws, [...mentioned, ...parsed.map((p) => p.uri)]))
       .filter((x) => x.packageName !== m.name), ...previous];
     for (const p of parsed) {
       const owner = installedMatrices.find((x) => x.uri === p.uri && x.packageName !== m.name);
@@ -552,13 +622,12 @@ export class PackageService {
     // 3. Imports.
     const available = new Set([...newUris, ...outside.map((x) => x.uri)]);
     for (const p of parsed) {
-      const imports = PackageService.objectsOf(p.quads, p.uri, [MTX.imports]);
-      const missing = imports.filter((u) => !available.has(u));
+      const missing = p.imports.filter((u) => !available.has(u));
       if (missing.length) {
         throw new CommandFailure(`Matrix ${p.name} imports ${missing.map((u) => `<${u}>`).join(', ')}, which is neither in this package nor installed in the workspace`,
           'Install the package that provides it first, or remove the mtx:imports statement.');
       }
-      if (imports.length) await ctx.event('INFO', `Matrix ${p.name} imports ${imports.map((u) => `<${u}>`).join(', ')}: all available`);
+      if (p.imports.length) await ctx.event('INFO', `Matrix ${p.name} imports ${p.imports.map((u) => `<${u}>`).join(', ')}: all available`);
     }
     // 4. Extensions targeting these matrices.
     const extensionOps: WriteOp[] = [];
@@ -572,39 +641,41 @@ export class PackageService {
     }
     // 5. SHACL.
     const touched = new Set([...parsed.map((p) => p.id), ...dropped.map((x) => x.id)]);
-    const validated = parsed.map((p) => ({ uri: p.uri, name: p.name, quads: [...p.quads, ...(extensionQuads.get(p.uri) ?? [])] }));
     // Validation only types the workspace's roles and matrices the validated triples mention.
-    const allMentioned = mentionedIris(validated.flatMap((v) => v.quads));
-    const extraMatrices = this.matricesAmong(ws, [...allMentioned].filter((u) => !mentioned.has(u)))
+    const allMentioned = new Set([...mentioned, ...mentionedIris([...extensionQuads.values()].flat())]);
+    const extraMatrices = (await this.matricesAmong(ws, [...allMentioned].filter((u) => !mentioned.has(u))))
       .filter((x) => x.packageName !== m.name && !newUris.has(x.uri));
-    const mentionedRoles = this.rolesOutside(ws, touched, this.roleIrisFor(ws, allMentioned));
-    await this.validate(ctx, validated,
-      { roleUris: await this.roleUrisOf(ws, mentionedRoles), matrixUris: [...outside, ...extraMatrices].map((x) => x.uri).sort() });
+    const mentionedRoles = await this.rolesOutside(ws, touched, [...parsedOut.mentionedRoleIris, ...this.roleIrisFor(ws, [...allMentioned].filter((u) => !mentioned.has(u)))]);
+    const context = { roleUris: await this.roleUrisOf(ws, mentionedRoles), matrixUris: [...outside, ...extraMatrices].map((x) => x.uri).sort() };
+    const extensions = Object.fromEntries([...extensionQuads].map(([uri, quads]) => [uri, quads.length ? quadsToNTriples(quads) : '']));
+    await this.validate(ctx, () => job.validate({ extensions, context }));
     // 6. Derive and write.
     const now = this.runner.now();
+    const derivedAll = await job.derive({
+      graphsBase: this.graphs.base, workspaceId: ws, now,
+      matrices: await Promise.all(parsed.map(async (p) => ({ uri: p.uri, id: p.id, createdAt: [...await this.createdAtOf(ws, p.id)] }))),
+    });
     const ops: WriteOp[] = [];
     const newRoles = new Set<string>();
     const newPrincipals = new Set<string>();
     let roleCount = 0;
     let agentCount = 0;
     let tripleCount = 0;
-    for (const p of parsed) {
-      const quads = [...p.quads, ...(extensionQuads.get(p.uri) ?? [])];
-      const derived = deriveMatrix({ graphs: this.graphs, workspaceId: ws, matrixId: p.id, quads, now, createdAt: this.createdAtOf(ws, p.id) });
-      subjectsOfType(derived.ntriples, WSM.Role).forEach((r) => newRoles.add(r));
-      subjectsOfType(derived.ntriples, WSM.Principal).forEach((q) => newPrincipals.add(q));
-      roleCount += derived.roleIris.length;
-      agentCount += derived.agentIris.length;
-      tripleCount += p.quads.length;
-      const description = PackageService.objectsOf(p.quads, p.uri, [RDFS.comment, DCTERMS.description])[0] ?? null;
+    for (const [i, p] of parsed.entries()) {
+      const derived = derivedAll[i]!;
+      derived.roleIris.forEach((r) => newRoles.add(r));
+      derived.principalIris.forEach((q) => newPrincipals.add(q));
+      roleCount += derived.roleCount;
+      agentCount += derived.agentCount;
+      tripleCount += p.tripleCount;
       ops.push(
         { kind: 'update', sparql: sparql`DROP SILENT GRAPH ${iri(this.graphs.matrix(ws, p.id))}` },
-        { kind: 'load', graph: this.graphs.matrix(ws, p.id), format: 'application/n-triples', data: quadsToNTriples(p.quads) },
+        { kind: 'load', graph: this.graphs.matrix(ws, p.id), format: 'application/n-triples', data: derived.matrixNTriples },
         { kind: 'update', sparql: sparql`DROP SILENT GRAPH ${iri(this.graphs.derived(ws, p.id))}` },
-        { kind: 'load', graph: this.graphs.derived(ws, p.id), format: 'application/n-triples', data: derived.ntriples },
-        this.matrixRecordOps(ws, { id: p.id, uri: p.uri, name: p.name, description, dependencyCount: PackageService.objectsOf(p.quads, p.uri, [MTX.imports]).length, packageId }),
+        { kind: 'load', graph: this.graphs.derived(ws, p.id), format: 'application/n-triples', data: derived.derivedNTriples },
+        this.matrixRecordOps(ws, { id: p.id, uri: p.uri, name: p.name, description: p.description, dependencyCount: p.imports.length, packageId }),
       );
-      await ctx.event('INFO', `Matrix ${p.name}: ${plural(p.quads.length, 'triple')} for graph ${this.graphs.matrix(ws, p.id)}; derived ${plural(derived.roleIris.length, 'role')} and ${plural(derived.agentIris.length, 'agent')}`);
+      await ctx.event('INFO', `Matrix ${p.name}: ${plural(p.tripleCount, 'triple')} for graph ${this.graphs.matrix(ws, p.id)}; derived ${plural(derived.roleCount, 'role')} and ${plural(derived.agentCount, 'agent')}`);
     }
     for (const d of dropped) {
       ops.push(this.dropMatrixOps(ws, d.id));
@@ -612,15 +683,18 @@ export class PackageService {
     }
     if (dropped.length && this.hook?.undeploy) ops.push(...this.hook.undeploy({ workspaceId: ws, matrixUris: dropped.map((d) => d.uri), commandId: ctx.commandId }));
     // Role assignments of roles (and agent principals) that disappear.
-    const oldRoles = [...this.rolesOf(ws, [...touched])].filter((r) => !newRoles.has(r));
-    const outsideRoles = this.rolesOutside(ws, touched, oldRoles);
+    const oldRoles = [...await this.rolesOf(ws, [...touched])].filter((r) => !newRoles.has(r));
+    const outsideRoles = await this.rolesOutside(ws, touched, oldRoles);
     const goneRoles = oldRoles.filter((r) => !outsideRoles.has(r));
-    const gonePrincipals = [...this.principalsOf(ws, [...touched])].filter((q) => !newPrincipals.has(q));
+    const gonePrincipals = [...await this.principalsOf(ws, [...touched])].filter((q) => !newPrincipals.has(q));
     ops.push(...this.assignmentCleanup(ws, goneRoles, gonePrincipals));
     if (goneRoles.length || gonePrincipals.length) {
       await ctx.event('WARNING', `${plural(goneRoles.length, 'role')} and ${plural(gonePrincipals.length, 'agent principal')} no longer exist; their role assignments are removed`);
     }
-    ops.push(this.installationOps(ws, { id: packageId, name: m.name, version: m.version, registry: opts.registry, autoUpdate: opts.autoUpdate, now }));
+    ops.push(await this.installationOps(ws, {
+      id: packageId, name: m.name, version: m.version, registry: opts.registry, autoUpdate: opts.autoUpdate, now,
+      pinned: opts.pinned, dependsOn: m.dependencies.map((d) => d.name),
+    }));
     ops.push(...extensionOps);
     await ctx.event('INFO', `Writing ${plural(parsed.length, 'matrix graph')} (${plural(tripleCount, 'triple')}) and ${plural(parsed.length, 'derived graph')} in one atomic write`);
     return {
@@ -632,13 +706,14 @@ export class PackageService {
 
   private async roleUrisOf(workspaceId: string, roleIris: Set<string>): Promise<string[]> {
     if (roleIris.size === 0) return [];
-    const rows = this.store.select(PREFIXES + sparql`SELECT DISTINCT ?uri WHERE { VALUES ?r { ${join([...roleIris].map((r) => iri(r)))} }
+    const rows = await this.store.select(PREFIXES + sparql`SELECT DISTINCT ?uri WHERE { VALUES ?r { ${join([...roleIris].map((r) => iri(r)))} }
       GRAPH ?g { ?r wsm:uri ?uri } }`);
     return rows.map((b) => req(b, 'uri'));
   }
 
-  private async validate(ctx: JobContext, matrices: Array<{ uri: string; name: string; quads: Quad[] }>, context: { roleUris: string[]; matrixUris: string[] }): Promise<ValidationReport> {
-    const { report, ntriples } = await validateMatrices({ matrices, context });
+  /** Runs SHACL validation (in the job's worker), keeps the report on the command and fails it on a violation. */
+  private async validate(ctx: JobContext, run: () => Promise<ValidateOutput>): Promise<ValidationReport> {
+    const { report, ntriples } = await run();
     ctx.setReport(report, ntriples);
     const summary = `SHACL validation: ${report.conforms ? 'conforms' : 'does not conform'}; ${plural(report.violationCount, 'violation')}, ${plural(report.warningCount, 'warning')}, ${plural(report.infoCount, 'info')}`;
     await ctx.event(report.violationCount > 0 ? 'ERROR' : report.warningCount > 0 ? 'WARNING' : 'INFO', summary);
@@ -650,12 +725,17 @@ export class PackageService {
     return report;
   }
 
-  private installationOps(workspaceId: string, input: { id: string; name: string; version: string; registry: { publisher: string; name: string } | null; autoUpdate: boolean; now: string }): WriteOp {
+  private async installationOps(workspaceId: string, input: {
+    id: string; name: string; version: string; registry: { publisher: string; name: string } | null; autoUpdate: boolean; now: string;
+    pinned: boolean; dependsOn: string[];
+  }): Promise<WriteOp> {
     const g = iri(this.graphs.packages(workspaceId));
     const p = iri(this.packageIri(input.id));
-    const existing = this.installed(workspaceId, input.name);
+    const existing = await this.installed(workspaceId, input.name);
     const createdAt = existing?.createdAt ?? input.now;
-    const registry = input.registry ? sparql`${p} wsm:registryPublisher ${literal(input.registry.publisher)} ; wsm:registryName ${literal(input.registry.name)} .` : '';
+    const registry = (input.registry ? sparql`${p} wsm:registryPublisher ${literal(input.registry.publisher)} ; wsm:registryName ${literal(input.registry.name)} ;
+      wsm:pinned ${boolean(input.pinned)} .` : '')
+      + input.dependsOn.map((d) => sparql`${p} wsm:dependsOn ${literal(d)} .`).join('\n');
     return { kind: 'update', sparql: PREFIXES + [
       sparql`DELETE WHERE { GRAPH ${g} { ${p} ?pp ?o } }`,
       sparql`INSERT DATA { GRAPH ${g} { ${p} a wsm:PackageInstallation ; wsm:id ${literal(input.id)} ; wsm:name ${literal(input.name)} ;
@@ -665,29 +745,45 @@ export class PackageService {
     ].join(' ;\n') };
   }
 
+  /** Names of installed packages whose manifest depends on `name`. */
+  private async dependentsOf(workspaceId: string, name: string): Promise<string[]> {
+    const rows = await this.store.select(PREFIXES + sparql`SELECT DISTINCT ?name WHERE { GRAPH ${iri(this.graphs.packages(workspaceId))} {
+      ?p wsm:dependsOn ${literal(name)} ; a wsm:PackageInstallation ; wsm:name ?name } } ORDER BY ?name`);
+    return rows.map((b) => req(b, 'name')).filter((n) => n !== name);
+  }
+
   /** P6: removes matrices, their graphs, derived roles/agents/principals and the assignments of those roles. */
   async uninstall(workspace: Workspace, name: string): Promise<LifecycleCommand> {
     const ws = workspace.id;
-    const rec = this.installed(ws, name);
+    const rec = await this.installed(ws, name);
     const busy = this.runner.active(ws, name);
     if (!rec && !busy) throw notFound(`Package "${name}" is not installed in this workspace`);
+    const needed = await this.dependentsOf(ws, name);
+    if (needed.length) {
+      throw conflict(`Package "${name}" cannot be uninstalled: installed package${needed.length === 1 ? '' : 's'} ${needed.map((d) => `"${d}"`).join(', ')} depend${needed.length === 1 ? 's' : ''} on it; uninstall ${needed.length === 1 ? 'it' : 'them'} first`,
+        { dependents: needed });
+    }
     return this.runner.submit({
       workspaceId: ws, packageName: name, version: rec?.currentVersion ?? busy!.version, commandType: 'UNINSTALL',
       packageInstallationId: rec?.id ?? null, exclusive: true,
       job: async (ctx) => {
-        const current = this.installed(ws, name);
+        const current = await this.installed(ws, name);
         if (!current) throw new CommandFailure(`Package "${name}" is not installed`, 'Nothing to uninstall.');
-        const matrices = this.matricesOfPackage(ws, name);
+        const needing = await this.dependentsOf(ws, name);
+        if (needing.length) {
+          throw new CommandFailure(`Installed packages ${needing.map((d) => `"${d}"`).join(', ')} depend on "${name}"`, 'Uninstall them first.');
+        }
+        const matrices = await this.matricesOfPackage(ws, name);
         await ctx.event('INFO', `Removing ${plural(matrices.length, 'matrix')} of ${name} ${current.currentVersion}: ${matrices.map((x) => `<${x.uri}>`).join(', ')}`.replace(/matrixs/, 'matrices'));
         const ids = new Set(matrices.map((x) => x.id));
-        const dependents = this.importers(ws, matrices.map((x) => x.uri), ids);
+        const dependents = await this.importers(ws, matrices.map((x) => x.uri), ids);
         if (dependents.length) {
           await ctx.event('WARNING', `Installed matrices of other packages import matrices being removed: ${dependents.map((d) => `<${d}>`).join(', ')}; they keep working but their imports will not resolve until the package is installed again`);
         }
-        const ownRoles = [...this.rolesOf(ws, [...ids])];
-        const outsideRoles = this.rolesOutside(ws, ids, ownRoles);
+        const ownRoles = [...await this.rolesOf(ws, [...ids])];
+        const outsideRoles = await this.rolesOutside(ws, ids, ownRoles);
         const goneRoles = ownRoles.filter((r) => !outsideRoles.has(r));
-        const gonePrincipals = [...this.principalsOf(ws, [...ids])];
+        const gonePrincipals = [...await this.principalsOf(ws, [...ids])];
         const ops: WriteOp[] = matrices.map((x) => this.dropMatrixOps(ws, x.id));
         ops.push(...this.assignmentCleanup(ws, goneRoles, gonePrincipals));
         ops.push({ kind: 'update', sparql: PREFIXES + sparql`DELETE WHERE { GRAPH ${iri(this.graphs.packages(ws))} { ${iri(this.packageIri(current.id))} ?p ?o } }` });
@@ -707,42 +803,43 @@ export class PackageService {
    */
   async requestRedeploy(workspace: Workspace, matrixUri: string, reason: string, onOutcome?: (command: LifecycleCommand) => void | Promise<void>): Promise<LifecycleCommand> {
     const ws = workspace.id;
-    const matrix = this.findMatrix(ws, matrixUri);
+    const matrix = await this.findMatrix(ws, matrixUri);
     if (!matrix) throw notFound(`Matrix <${matrixUri}> is not installed in this workspace`);
-    const rec = this.installed(ws, matrix.packageName)!;
+    const rec = (await this.installed(ws, matrix.packageName))!;
     return this.runner.submit({
       workspaceId: ws, packageName: rec.name, version: rec.currentVersion, commandType: 'REDEPLOY',
       packageInstallationId: rec.id, exclusive: false, ...(onOutcome ? { onOutcome } : {}),
-      job: async (ctx) => {
+      job: (ctx) => this.pipeline.run(async (job) => {
         await ctx.event('INFO', `Redeploying matrix <${matrixUri}>: ${reason}`);
-        const current = this.findMatrix(ws, matrixUri);
+        const current = await this.findMatrix(ws, matrixUri);
         if (!current) throw new CommandFailure(`Matrix <${matrixUri}> is no longer installed`, 'Install its package again.');
-        const quads = parseTurtle(this.store.dumpGraph(current.graph), { source: 'installed matrix' });
+        const parsed = await job.parse({ matrices: [{ uri: matrixUri, name: current.uri, path: 'installed matrix', text: await this.store.dumpGraph(current.graph) }], roleIrisOf: { graphsBase: this.graphs.base, workspaceId: ws } });
         const ext = this.hook ? await this.hook.deploy({ workspaceId: ws, matrixUri, matrixId: current.id, commandId: ctx.commandId }) : { quads: [], ops: [] };
-        await ctx.event('INFO', `Read ${plural(quads.length, 'triple')} of the matrix and ${plural(ext.quads.length, 'triple')} of active extensions`);
-        const all = [...quads, ...ext.quads];
+        await ctx.event('INFO', `Read ${plural(parsed.matrices[0]!.tripleCount, 'triple')} of the matrix and ${plural(ext.quads.length, 'triple')} of active extensions`);
         // Validation only types the workspace's roles and matrices the validated triples mention.
-        const mentioned = mentionedIris(all);
-        const outside = this.matricesAmong(ws, mentioned).filter((x) => x.id !== current.id);
-        const mentionedRoles = this.rolesOutside(ws, new Set([current.id]), this.roleIrisFor(ws, mentioned));
-        await this.validate(ctx, [{ uri: matrixUri, name: current.uri, quads: all }], { roleUris: await this.roleUrisOf(ws, mentionedRoles), matrixUris: outside.map((x) => x.uri) });
+        const mentioned = new Set([...parsed.mentioned, ...mentionedIris(ext.quads)]);
+        const outside = (await this.matricesAmong(ws, mentioned)).filter((x) => x.id !== current.id);
+        const mentionedRoles = await this.rolesOutside(ws, new Set([current.id]), [...parsed.mentionedRoleIris, ...this.roleIrisFor(ws, mentionedIris(ext.quads))]);
+        const context = { roleUris: await this.roleUrisOf(ws, mentionedRoles), matrixUris: outside.map((x) => x.uri) };
+        const extensions = { [matrixUri]: ext.quads.length ? quadsToNTriples(ext.quads) : '' };
+        await this.validate(ctx, () => job.validate({ extensions, context }));
         const now = this.runner.now();
-        const derived = deriveMatrix({ graphs: this.graphs, workspaceId: ws, matrixId: current.id, quads: all, now, createdAt: this.createdAtOf(ws, current.id) });
-        const newPrincipals = subjectsOfType(derived.ntriples, WSM.Principal);
-        const newRoles = subjectsOfType(derived.ntriples, WSM.Role);
-        const candidates = [...this.rolesOf(ws, [current.id])].filter((r) => !newRoles.has(r));
-        const outsideRoles = this.rolesOutside(ws, new Set([current.id]), candidates);
+        const [derived] = await job.derive({ graphsBase: this.graphs.base, workspaceId: ws, now, matrices: [{ uri: matrixUri, id: current.id, createdAt: [...await this.createdAtOf(ws, current.id)] }] });
+        const newPrincipals = new Set(derived!.principalIris);
+        const newRoles = new Set(derived!.roleIris);
+        const candidates = [...await this.rolesOf(ws, [current.id])].filter((r) => !newRoles.has(r));
+        const outsideRoles = await this.rolesOutside(ws, new Set([current.id]), candidates);
         const goneRoles = candidates.filter((r) => !outsideRoles.has(r));
-        const gonePrincipals = [...this.principalsOf(ws, [current.id])].filter((q) => !newPrincipals.has(q));
+        const gonePrincipals = [...await this.principalsOf(ws, [current.id])].filter((q) => !newPrincipals.has(q));
         const ops: WriteOp[] = [
           { kind: 'update', sparql: sparql`DROP SILENT GRAPH ${iri(this.graphs.derived(ws, current.id))}` },
-          { kind: 'load', graph: this.graphs.derived(ws, current.id), format: 'application/n-triples', data: derived.ntriples },
+          { kind: 'load', graph: this.graphs.derived(ws, current.id), format: 'application/n-triples', data: derived!.derivedNTriples },
           ...this.assignmentCleanup(ws, goneRoles, gonePrincipals),
           ...ext.ops,
         ];
-        await ctx.event('INFO', `Derived ${plural(derived.roleIris.length, 'role')} and ${plural(derived.agentIris.length, 'agent')}; writing the derived graph`);
+        await ctx.event('INFO', `Derived ${plural(derived!.roleCount, 'role')} and ${plural(derived!.agentCount, 'agent')}; writing the derived graph`);
         return { ops, message: `Redeployed matrix <${matrixUri}>` };
-      },
+      }),
     });
   }
 
@@ -750,14 +847,16 @@ export class PackageService {
 
   /** P3. */
   async setAutoUpdate(workspace: Workspace, name: string, autoUpdate: boolean): Promise<PackageInstallation> {
-    const rec = this.installed(workspace.id, name);
+    const rec = await this.installed(workspace.id, name);
     if (!rec) throw notFound(`Package "${name}" is not installed in this workspace`);
     if (!rec.registryPublisher) throw badRequest(`Package "${name}" was installed by upload, not from the registry; only registry packages update themselves`);
     const g = iri(this.graphs.packages(workspace.id));
     const p = iri(this.packageIri(rec.id));
+    // Setting auto-update again lifts the pin of an explicitly named version (DESIGN.md section 10).
     await this.store.update(PREFIXES + [
       sparql`DELETE WHERE { GRAPH ${g} { ${p} wsm:autoUpdate ?a } }`,
-      sparql`INSERT DATA { GRAPH ${g} { ${p} wsm:autoUpdate ${boolean(autoUpdate)} } }`,
+      sparql`DELETE WHERE { GRAPH ${g} { ${p} wsm:pinned ?pinned } }`,
+      sparql`INSERT DATA { GRAPH ${g} { ${p} wsm:autoUpdate ${boolean(autoUpdate)} ; wsm:pinned ${boolean(false)} } }`,
     ].join(' ;\n'));
     return this.get(workspace, name);
   }
@@ -768,16 +867,16 @@ export class PackageService {
    * (skipped while the package has an active command). Returns the queued commands.
    */
   async autoUpdateOnce(): Promise<LifecycleCommand[]> {
-    const rows = this.store.select(PREFIXES + `SELECT ?wsId ?name WHERE { GRAPH ?g {
+    const rows = await this.store.select(PREFIXES + `SELECT ?wsId ?name WHERE { GRAPH ?g {
       ?p a wsm:PackageInstallation ; wsm:name ?name ; wsm:autoUpdate true ; wsm:registryPublisher ?pub ; wsm:workspace ?ws }
       GRAPH ?sys { ?ws a wsm:Workspace ; wsm:id ?wsId } }`);
     const queued: LifecycleCommand[] = [];
     for (const b of rows) {
-      const workspace = this.workspaces.find(req(b, 'wsId'));
+      const workspace = await this.workspaces.find(req(b, 'wsId'));
       const name = req(b, 'name');
       if (!workspace || this.runner.active(workspace.id, name)) continue;
-      const rec = this.installed(workspace.id, name);
-      if (!rec?.registryPublisher || !rec.registryName || !rec.autoUpdate) continue;
+      const rec = await this.installed(workspace.id, name);
+      if (!rec?.registryPublisher || !rec.registryName || !rec.autoUpdate || rec.pinned) continue;
       let versions: RegistryVersion[];
       try {
         versions = await this.registry.versions(rec.registryPublisher, rec.registryName);
@@ -785,10 +884,15 @@ export class PackageService {
         this.logger.warn({ err, package: name }, 'auto-update: registry not reachable');
         continue;
       }
-      const newest = newestCompatible(versions, workspace.engineVersion);
+      // Patch releases only: the newest compatible version of the same MAJOR.MINOR.
+      const current = parseSemver(rec.currentVersion);
+      const newest = current && newestCompatible(versions.filter((v) => {
+        const x = parseSemver(v.version);
+        return x !== null && x.major === current.major && x.minor === current.minor;
+      }), workspace.engineVersion);
       if (!newest || compareSemver(newest.version, rec.currentVersion) <= 0) continue;
       try {
-        queued.push(await this.installFromRegistry(workspace, rec.registryPublisher, rec.registryName, { version: newest.version }, 'UPDATE'));
+        queued.push(await this.installFromRegistry(workspace, rec.registryPublisher, rec.registryName, { version: newest.version }, 'UPDATE', { auto: true }));
         this.logger.info({ workspace: workspace.slug, package: name, version: newest.version }, 'auto-update queued');
       } catch (err) {
         this.logger.warn({ err, package: name }, 'auto-update could not queue an update');
@@ -810,17 +914,6 @@ export class PackageService {
   }
 }
 
-/** Subjects typed `type` in N-Triples text (the derived graphs are written by deriveMatrix as N-Triples). */
-function subjectsOfType(nt: string, type: string): Set<string> {
-  const suffix = ` <${RDF.type}> <${type}> .`;
-  const out = new Set<string>();
-  for (const line of nt.split('\n')) {
-    const l = line.trim();
-    if (l.startsWith('<') && l.endsWith(suffix)) out.add(l.slice(1, l.indexOf('>')));
-  }
-  return out;
-}
-
 /** IRIs a set of triples names as subject or object. */
 function mentionedIris(quads: Quad[]): Set<string> {
   const out = new Set<string>();
@@ -830,6 +923,18 @@ function mentionedIris(quads: Quad[]): Set<string> {
   }
   return out;
 }
+
+/** An n3 term for a SPARQL JSON binding value (blank nodes keep the store's label). */
+function toTerm(v: BindingValue | undefined): Term | null {
+  if (!v) return null;
+  if (v.type === 'uri') return DataFactory.namedNode(v.value);
+  if (v.type === 'bnode') return DataFactory.blankNode(v.value);
+  if (v.type === 'literal') return DataFactory.literal(v.value, v['xml:lang'] || (v.datatype ? DataFactory.namedNode(v.datatype) : undefined));
+  return null;
+}
+
+/** Lets the event loop turn (timers, sockets) before going on. */
+const nextTurn = () => new Promise<void>((resolve) => setImmediate(resolve));
 
 function chunks<T>(items: T[], size: number): T[][] {
   const out: T[][] = [];

@@ -405,3 +405,37 @@ function sortedQuads(quads: Quad[], lookup: Lookup): Quad[] {
     || a.predicate.value.localeCompare(b.predicate.value)
     || (isResult(a) && isResult(b) ? compareResults(readResult(a.object, lookup), readResult(b.object, lookup)) : 0));
 }
+
+/** One `sh:result` of a stored report as a SPARQL SELECT answers it (see `reportFromResultRows`). */
+export interface StoredResultRow {
+  severity: Term | null;
+  focusNode: Term | null;
+  path: Term | null;
+  value: Term | null;
+  messages: Term[];
+  sourceShape: Term | null;
+}
+
+/**
+ * The JSON report from a stored report read by SPARQL: one row per result
+ * plus, as N-Triples, the triples of the blank nodes the results point at
+ * (paths, blank focus nodes and values). Gives what `reportFromNTriples`
+ * gives for the whole graph, without parsing every result's triples into a
+ * JavaScript store (seconds for a report of 15,000 results).
+ */
+export function reportFromResultRows(rows: StoredResultRow[], blankNodesNTriples: string): ValidationReport {
+  const store = new Store(new Parser({ format: 'application/n-triples', blankNodePrefix: '' }).parse(blankNodesNTriples));
+  const lookup = storeLookup(store);
+  const results = rows.map((row): ValidationResult => {
+    const message = (row.messages.find((m) => m.termType === 'Literal' && (m as { language?: string }).language === 'en') ?? row.messages[0])?.value;
+    return {
+      severity: SEVERITIES[row.severity?.value ?? ''] ?? 'VIOLATION',
+      focusNode: termText(row.focusNode ?? undefined, lookup),
+      path: pathText(row.path ?? undefined, lookup),
+      value: termText(row.value ?? undefined, lookup),
+      message: message ?? 'Constraint not satisfied.',
+      sourceShape: termText(row.sourceShape ?? undefined, lookup),
+    };
+  });
+  return summarize(results);
+}

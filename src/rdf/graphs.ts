@@ -4,6 +4,7 @@
  * one place:
  *
  *   <base>system                                   workspaces and users
+ *   <base>registry                                 the hosted registry: publishers, packages, versions
  *   <base>workspaces/<ws>/iam                      memberships, principals, role assignments, built-in role
  *   <base>workspaces/<ws>/packages                 installations, matrices (records), lifecycle commands
  *   <base>workspaces/<ws>/commands/<cmd>           events of one lifecycle command
@@ -19,6 +20,7 @@ export class Graphs {
     if (!base.endsWith('/')) this.base = `${base}/`;
   }
   get system(): string { return `${this.base}system`; }
+  get registry(): string { return `${this.base}registry`; }
   workspacePrefix(ws: string): string { return `${this.base}workspaces/${ws}/`; }
   iam(ws: string): string { return `${this.base}workspaces/${ws}/iam`; }
   packages(ws: string): string { return `${this.base}workspaces/${ws}/packages`; }

@@ -4,6 +4,7 @@
  * line and column) and never leak a stack or a parser internal.
  */
 import { DataFactory, Parser, Writer, type Quad } from 'n3';
+import oxigraph from 'oxigraph';
 import { badRequest } from '../errors.js';
 
 export interface ParseTurtleOptions {
@@ -78,7 +79,58 @@ export function parseTurtle(text: string, options: ParseTurtleOptions = {}): Qua
       throw badRequest(`${source}: RDF 1.2 triple terms and reifiers (<<( )>>, << >>, ~) are not supported`, { source });
     }
   }
+  checkIrisForStore(quads, text, options, source);
   return quads;
+}
+
+/**
+ * n3 accepts some IRIs the store (Oxigraph) refuses, such as a bad percent
+ * escape (`<http://example.org/a%zz>`). Every distinct IRI is checked the
+ * way the store checks it, so such a document is refused here with the IRI
+ * and its line, before anything is written.
+ */
+function checkIrisForStore(quads: readonly Quad[], text: string, options: ParseTurtleOptions, source: string): void {
+  const seen = new Set<string>();
+  for (const quad of quads) {
+    for (const term of [quad.subject, quad.predicate, quad.object, quad.object.termType === 'Literal' ? quad.object.datatype : null]) {
+      if (!term || term.termType !== 'NamedNode' || seen.has(term.value)) continue;
+      seen.add(term.value);
+      let problem: string | null = null;
+      try {
+        oxigraph.namedNode(term.value);
+      } catch (err) {
+        problem = err instanceof Error ? err.message : String(err);
+      }
+      if (problem === null) continue;
+      const line = refusedLine(text, options.baseIri) ?? lineOf(text, term.value);
+      const where = line ? ` at line ${line}` : '';
+      throw badRequest(`${source}: the IRI <${term.value}>${where} is not accepted by the store: ${problem}`,
+        { source, iri: term.value, ...(line ? { line } : {}) });
+    }
+  }
+}
+
+/** The line the store's own Turtle parser stops at, if it refuses the document. */
+function refusedLine(text: string, baseIri: string | undefined): number | null {
+  try {
+    new oxigraph.Store().load(text, { format: 'text/turtle', ...(baseIri ? { base_iri: baseIri } : {}), to_graph_name: oxigraph.defaultGraph() });
+    return null;
+  } catch (err) {
+    const m = /line (\d+)/.exec(err instanceof Error ? err.message : String(err));
+    return m ? Number(m[1]) : null;
+  }
+}
+
+/** The first line holding `iri` (or its last segment), if any. */
+function lineOf(text: string, iri: string): number | null {
+  const lines = text.split(/\r\n|\r|\n/);
+  const tail = iri.slice(Math.max(iri.lastIndexOf('/'), iri.lastIndexOf('#')) + 1);
+  for (const needle of [iri, tail]) {
+    if (!needle) continue;
+    const at = lines.findIndex((l) => l.includes(needle));
+    if (at >= 0) return at + 1;
+  }
+  return null;
 }
 
 /** Writes quads as N-Triples (the graph of each quad is dropped). */

@@ -35,6 +35,13 @@ export const WSM = namespace('https://w3id.org/wsm/ns#', [
   'validationReport', 'validationConforms', 'validationViolationCount', 'validationWarningCount', 'validationInfoCount',
   'alias', 'interpretation', 'scriptType', 'scriptContent',
   'targetMatrix', 'active', 'content', 'lastCommand', 'dependencyCount', 'matrixName', 'manifest',
+  // slash command parameters (DESIGN.md section 11)
+  'Parameter', 'parameter', 'kind', 'datatype', 'required', 'position',
+  // API keys (DESIGN.md section 10)
+  'ApiKey', 'keyHash', 'keyPrefix', 'expiresAt', 'lastUsedAt', 'systemAdmin',
+  // the hosted registry, dependencies and pins (docs/packages.md)
+  'Publisher', 'RegistryPackage', 'PackageVersion', 'publisher', 'ownerUsername', 'registryPackage', 'sha256', 'archiveSize',
+  'publishedAt', 'publishedBy', 'yanked', 'yankReason', 'providesMatrix', 'definesRole', 'dependsOn', 'pinned', 'parentCommand',
 ] as const);
 
 export const PREFIXES = `PREFIX wsm: <${WSM.ns}>

@@ -105,7 +105,7 @@ export function sparqlRoutes(sandbox: QuerySandbox, workspaces: WorkspaceService
     503: { description: 'QUERY_TIMEOUT: the time limit passed' },
   };
   const handle = async ({ params, query, body, auth, req }: { params: { workspace: string }; query: ProtocolParams; body: unknown; auth: Parameters<WorkspaceService['requireAdmin']>[0]; req: Request }) => {
-    const access = workspaces.requireAdmin(auth, params.workspace);
+    const access = await workspaces.requireAdmin(auth, params.workspace);
     const request = protocolRequest(req, query, typeof body === 'string' ? body : undefined);
     const parsed = parseReadQuery(request.query, 'query');
     const offered = parsed.form === 'SELECT' ? BINDINGS_TYPES : parsed.form === 'ASK' ? BOOLEAN_TYPES : GRAPH_TYPES;

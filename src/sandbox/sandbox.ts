@@ -331,17 +331,18 @@ export class QuerySandbox {
    * which graphs it sees when records changed, and gives a new version to
    * each graph that may have changed, so workers reload just those.
    */
-  private refresh(view: View): void {
+  private async refresh(view: View): Promise<void> {
     const { stale } = view;
     if (!stale.everything && !stale.names && stale.graphs.size === 0) return;
-    const names = stale.everything || stale.names ? this.workspaceViews.names(view.workspaceId, view.kind) : [...view.graphs.keys()];
+    // Reset first: writes made while the names are read mark the view stale again.
+    view.stale = { everything: false, names: false, graphs: new Set() };
+    const names = stale.everything || stale.names ? await this.workspaceViews.names(view.workspaceId, view.kind) : [...view.graphs.keys()];
     const next = new Map<string, number>();
     for (const name of names) {
       const version = view.graphs.get(name);
       next.set(name, version !== undefined && !stale.everything && !stale.graphs.has(name) ? version : ++this.graphVersion);
     }
     view.graphs = next;
-    view.stale = { everything: false, names: false, graphs: new Set() };
   }
 
   private newWorker(): QueryWorker {
@@ -410,8 +411,8 @@ export class QuerySandbox {
     clearTimeout(job.timer);
     job.timer = setTimeout(() => this.expire(view, job), this.opts.timeoutMs);
     try {
-      // Same tick: refresh, compare and dump, so what is sent is the store's state now.
-      this.refresh(view);
+      // A write while refreshing or dumping marks the view stale again: the next query syncs again.
+      await this.refresh(view);
       const drop = [...worker.held.keys()].filter((name) => !view.graphs.has(name));
       const load = [...view.graphs].filter(([name, version]) => worker.held.get(name) !== version);
       if (drop.length || load.length) {
@@ -422,7 +423,7 @@ export class QuerySandbox {
           type: 'sync',
           id: nextMessageId++,
           drop,
-          load: load.map(([name]) => ({ name, ntriples: this.workspaceViews.dump(view.workspaceId, view.kind, name) })),
+          load: await Promise.all(load.map(async ([name]) => ({ name, ntriples: await this.workspaceViews.dump(view.workspaceId, view.kind, name) }))),
         });
         if (synced.type === 'error') throw new Error(`syncing the workspace's graphs failed: ${synced.message}`);
         // A write while syncing bumps versions: the next query syncs again.

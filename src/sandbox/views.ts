@@ -19,9 +19,9 @@ export class WorkspaceViews {
   constructor(private readonly store: QuadStore, private readonly graphs: Graphs) {}
 
   /** Names of the graphs slash commands of the workspace see. */
-  knowledgeGraphs(workspaceId: string): string[] {
+  async knowledgeGraphs(workspaceId: string): Promise<string[]> {
     const prefix = this.graphs.workspacePrefix(workspaceId);
-    const rows = this.store.select(PREFIXES + sparql`
+    const rows = await this.store.select(PREFIXES + sparql`
       SELECT DISTINCT ?g ?xid ?active WHERE {
         { GRAPH ${iri(this.graphs.packages(workspaceId))} { ?m a wsm:Matrix ; wsm:graph ?g } }
         UNION
@@ -43,16 +43,16 @@ export class WorkspaceViews {
   }
 
   /** Names of every graph of the workspace (its records included). */
-  workspaceGraphs(workspaceId: string): string[] {
+  async workspaceGraphs(workspaceId: string): Promise<string[]> {
     const prefix = this.graphs.workspacePrefix(workspaceId);
-    const rows = this.store.select(sparql`SELECT DISTINCT ?g WHERE { GRAPH ?g { } FILTER(STRSTARTS(STR(?g), ${literal(prefix)})) }`);
+    const rows = await this.store.select(sparql`SELECT DISTINCT ?g WHERE { GRAPH ?g { } FILTER(STRSTARTS(STR(?g), ${literal(prefix)})) }`);
     return rows.map((r) => r.g!.value).sort();
   }
 
   /** The workspace's own record and its members' user records, as N-Triples. */
-  systemExcerpt(workspaceId: string): string {
+  async systemExcerpt(workspaceId: string): Promise<string> {
     const ws = iri(this.graphs.resource('workspace', workspaceId));
-    return this.store.construct(PREFIXES + sparql`
+    return await this.store.construct(PREFIXES + sparql`
       CONSTRUCT { ?s ?p ?o } WHERE {
         { GRAPH ${iri(this.graphs.iam(workspaceId))} { ?member a wsm:Principal ; wsm:actor ?s } }
         UNION { VALUES ?s { ${ws} } }
@@ -61,14 +61,14 @@ export class WorkspaceViews {
   }
 
   /** The graphs a view holds. */
-  names(workspaceId: string, kind: ViewKind): string[] {
+  async names(workspaceId: string, kind: ViewKind): Promise<string[]> {
     if (kind === 'knowledge') return this.knowledgeGraphs(workspaceId);
-    return [...this.workspaceGraphs(workspaceId), this.graphs.system];
+    return [...await this.workspaceGraphs(workspaceId), this.graphs.system];
   }
 
   /** One graph of a view as N-Triples, for a query worker (the system graph: only the workspace's excerpt). */
-  dump(workspaceId: string, kind: ViewKind, name: string): string {
+  async dump(workspaceId: string, kind: ViewKind, name: string): Promise<string> {
     if (kind === 'all' && name === this.graphs.system) return this.systemExcerpt(workspaceId);
-    return this.store.dumpGraph(name);
+    return await this.store.dumpGraph(name);
   }
 }

@@ -4,9 +4,10 @@ import { AppError } from '../errors.js';
 import type { WorkspaceService } from '../workspaces/service.js';
 import type { UserService } from '../users/service.js';
 import type { AuthContext } from '../auth/context.js';
+import type { WorkspaceAccess } from '../workspaces/service.js';
 import { negotiate } from '../sandbox/negotiate.js';
 import type { SlashCommandService, SlashCommand, Execution } from './service.js';
-import { aliasParams, commandParams, createBody, executionSchema, slashCommandSchema, updateBody, workspaceParams } from './schema.js';
+import { aliasParams, commandParams, createBody, executeBody, executionSchema, listQuery, slashCommandSchema, updateBody, workspaceParams } from './schema.js';
 
 const EXECUTION_TYPES = ['application/json', 'text/turtle', 'application/n-triples', 'application/ld+json'] as const;
 
@@ -36,8 +37,8 @@ function executionReply(execution: Execution, mediaType: (typeof EXECUTION_TYPES
 /** Slash commands C1 to C5 (INTERFACE.md) and their execution (DESIGN.md section 5). */
 export function slashCommandRoutes(commands: SlashCommandService, workspaces: WorkspaceService, users: UserService): RouteDef[] {
   const tag = 'Slash commands';
-  const caller = (auth: AuthContext) => {
-    const user = users.get({ username: auth.username });
+  const caller = async (auth: AuthContext) => {
+    const user = await users.get({ username: auth.username });
     if (!user) throw new AppError('INTERNAL', 'The caller has no user record');
     return user;
   };
@@ -48,20 +49,29 @@ export function slashCommandRoutes(commands: SlashCommandService, workspaces: Wo
     406: { description: 'Unsupported Accept' },
     503: { description: 'QUERY_TIMEOUT: the time limit passed' },
   };
-  const execute = async (access: ReturnType<WorkspaceService['requireMember']>, command: SlashCommand, accept: (typeof EXECUTION_TYPES)[number]) => {
-    const execution = await commands.execute(access, command, accept === 'application/json' ? 'envelope' : accept);
+  const execute = async (access: WorkspaceAccess, command: SlashCommand, accept: (typeof EXECUTION_TYPES)[number], args: Record<string, unknown> = {}) => {
+    const execution = await commands.execute(access, command, accept === 'application/json' ? 'envelope' : accept, args);
     return executionReply(execution, accept);
   };
   return [
     defineRoute({
       method: 'get', path: '/api/v1/commands/{workspace}', tag,
-      summary: "C4: the caller's own slash commands in the workspace",
-      params: workspaceParams,
-      responses: { 200: { description: 'Commands (bare array, by alias)', data: z.array(slashCommandSchema) }, 404: { description: 'Workspace not found' } },
-      handler: async ({ params, auth }) => {
-        const access = workspaces.requireMember(auth, params.workspace);
-        return { data: commands.listOwn(access, access.user ?? caller(auth)) };
+      summary: "C4: the caller's own slash commands in the workspace; with scope=all every command of the workspace",
+      description: 'scope=all (any member) lists every slash command of the workspace, each with its owner, so an agent can discover what it may run.',
+      params: workspaceParams, query: listQuery,
+      responses: { 200: { description: 'Commands (bare array, by alias)', data: z.array(slashCommandSchema) }, 400: { description: 'Bad scope' }, 404: { description: 'Workspace not found' } },
+      handler: async ({ params, query, auth }) => {
+        const access = await workspaces.requireMember(auth, params.workspace);
+        if (query.scope === 'all') return { data: await commands.listAll(access) };
+        return { data: await commands.listOwn(access, access.user ?? await caller(auth)) };
       },
+    }),
+    defineRoute({
+      method: 'get', path: '/api/v1/commands/{workspace}/alias/{alias}', tag,
+      summary: 'One slash command by its alias (any member)',
+      params: aliasParams,
+      responses: { 200: { description: 'The command', data: slashCommandSchema }, 404: { description: 'Workspace or command not found' } },
+      handler: async ({ params, auth }) => ({ data: await commands.byAlias(await workspaces.requireMember(auth, params.workspace), params.alias) }),
     }),
     defineRoute({
       method: 'post', path: '/api/v1/commands/{workspace}', tag,
@@ -71,8 +81,8 @@ export function slashCommandRoutes(commands: SlashCommandService, workspaces: Wo
       body: createBody,
       responses: { 200: { description: 'Created', data: slashCommandSchema }, 400: { description: 'Invalid data' }, 404: { description: 'Workspace not found' }, 409: { description: 'Alias already exists' } },
       handler: async ({ params, body, auth }) => {
-        const access = workspaces.requireMember(auth, params.workspace);
-        return { data: await commands.create(access, access.user ?? caller(auth), body) };
+        const access = await workspaces.requireMember(auth, params.workspace);
+        return { data: await commands.create(access, access.user ?? await caller(auth), body) };
       },
     }),
     defineRoute({
@@ -80,7 +90,7 @@ export function slashCommandRoutes(commands: SlashCommandService, workspaces: Wo
       summary: 'C1: one slash command',
       params: commandParams,
       responses: { 200: { description: 'The command', data: slashCommandSchema }, 404: { description: 'Not found' } },
-      handler: async ({ params, auth }) => ({ data: commands.get(workspaces.requireMember(auth, params.workspace), params.id) }),
+      handler: async ({ params, auth }) => ({ data: await commands.get(await workspaces.requireMember(auth, params.workspace), params.id) }),
     }),
     defineRoute({
       method: 'put', path: '/api/v1/commands/{workspace}/{id}', tag,
@@ -88,7 +98,7 @@ export function slashCommandRoutes(commands: SlashCommandService, workspaces: Wo
       params: commandParams,
       body: updateBody,
       responses: { 200: { description: 'Updated', data: slashCommandSchema }, 400: { description: 'Invalid data' }, 403: { description: 'Neither owner nor administrator' }, 404: { description: 'Not found' }, 409: { description: 'Alias already exists' } },
-      handler: async ({ params, body, auth }) => ({ data: await commands.update(workspaces.requireMember(auth, params.workspace), params.id, body) }),
+      handler: async ({ params, body, auth }) => ({ data: await commands.update(await workspaces.requireMember(auth, params.workspace), params.id, body) }),
     }),
     defineRoute({
       method: 'delete', path: '/api/v1/commands/{workspace}/{id}', tag,
@@ -96,30 +106,30 @@ export function slashCommandRoutes(commands: SlashCommandService, workspaces: Wo
       params: commandParams,
       responses: { 200: { description: 'Deleted', data: z.string() }, 403: { description: 'Neither owner nor administrator' }, 404: { description: 'Not found' } },
       handler: async ({ params, auth }) => {
-        const deleted = await commands.delete(workspaces.requireMember(auth, params.workspace), params.id);
+        const deleted = await commands.delete(await workspaces.requireMember(auth, params.workspace), params.id);
         return { data: `Slash command "${deleted.alias}" deleted` };
       },
     }),
     defineRoute({
       method: 'post', path: '/api/v1/commands/{workspace}/{id}/execute', tag,
       summary: "Run a slash command over the workspace's knowledge (any member)",
-      params: commandParams,
+      params: commandParams, body: executeBody,
       responses: executeResponses,
-      handler: async ({ params, auth, req }) => {
-        const access = workspaces.requireMember(auth, params.workspace);
+      handler: async ({ params, body, auth, req }) => {
+        const access = await workspaces.requireMember(auth, params.workspace);
         const accept = negotiate(req, EXECUTION_TYPES);
-        return execute(access, commands.get(access, params.id), accept);
+        return execute(access, await commands.get(access, params.id), accept, body.arguments);
       },
     }),
     defineRoute({
       method: 'post', path: '/api/v1/commands/{workspace}/alias/{alias}/execute', tag,
       summary: 'Run a slash command given by its alias (any member)',
-      params: aliasParams,
+      params: aliasParams, body: executeBody,
       responses: executeResponses,
-      handler: async ({ params, auth, req }) => {
-        const access = workspaces.requireMember(auth, params.workspace);
+      handler: async ({ params, body, auth, req }) => {
+        const access = await workspaces.requireMember(auth, params.workspace);
         const accept = negotiate(req, EXECUTION_TYPES);
-        return execute(access, commands.byAlias(access, params.alias), accept);
+        return execute(access, await commands.byAlias(access, params.alias), accept, body.arguments);
       },
     }),
   ];

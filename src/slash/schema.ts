@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { userSchema } from '../users/schema.js';
+import { parameterSchema, parametersSchema } from './parameters.js';
 
 /** Limits of the text fields of a slash command. */
 export const LIMITS = { description: 4_000, interpretation: 20_000, scriptContent: 100_000 } as const;
@@ -11,6 +12,7 @@ export const slashCommandSchema = z.object({
   interpretation: z.string().nullable(),
   scriptType: z.enum(['CONSTRUCT', 'DESCRIBE']),
   scriptContent: z.string(),
+  parameters: z.array(parameterSchema).describe('Declared parameters: each names a variable of the script, bound from the arguments of an execution'),
   workspaceId: z.uuid(),
   owner: userSchema,
   createdAt: z.iso.datetime(),
@@ -35,6 +37,7 @@ export const createBody = z.strictObject({
   interpretation: fields.interpretation.optional(),
   scriptType: fields.scriptType.optional(),
   scriptContent: fields.scriptContent.optional(),
+  parameters: parametersSchema.optional(),
 });
 
 export const updateBody = createBody;
@@ -43,6 +46,15 @@ export type SlashCommandBody = z.infer<typeof createBody>;
 
 export const workspaceParams = z.object({ workspace: z.string().min(1).max(200) });
 export const commandParams = z.object({ workspace: z.string().min(1).max(200), id: z.string().min(1).max(200) });
+export const listQuery = z.object({
+  scope: z.enum(['own', 'all'], { error: 'scope must be "own" (the default: the caller\'s commands) or "all" (every command of the workspace)' }).default('own'),
+});
+
+/** The body of an execution: values of the command's declared parameters, by name. */
+export const executeBody = z.strictObject({
+  arguments: z.record(z.string(), z.unknown(), { error: 'arguments must be an object: {"name": value}' }).optional(),
+});
+
 export const aliasParams = z.object({ workspace: z.string().min(1).max(200), alias: z.string().min(1).max(200) });
 
 export const executionSchema = z.object({

@@ -1,7 +1,7 @@
 import type { QuadStore } from '../store/store.js';
 import type { Graphs } from '../rdf/graphs.js';
 import { PREFIXES } from '../rdf/vocab.js';
-import { sparql, iri, literal, dateTime, raw } from '../rdf/sparql.js';
+import { sparql, iri, literal, dateTime, raw, boolean, integer } from '../rdf/sparql.js';
 import { newId, UUID_PATTERN } from '../rdf/ids.js';
 import { req, str, time } from '../rdf/bindings.js';
 import { badRequest, conflict, forbidden, notFound } from '../errors.js';
@@ -13,6 +13,8 @@ import type { QuerySandbox } from '../sandbox/sandbox.js';
 import type { RunResult } from '../sandbox/protocol.js';
 import { limitedText, parseScript, type ReadQuery, type ScriptType } from '../sandbox/script.js';
 import type { SlashCommandBody } from './schema.js';
+import { argumentTerms, checkParameters, type Parameter } from './parameters.js';
+import { bindValues, queryVariables } from '../sandbox/bind.js';
 
 /** The Slash command shape of INTERFACE.md. */
 export interface SlashCommand {
@@ -22,6 +24,8 @@ export interface SlashCommand {
   interpretation: string | null;
   scriptType: ScriptType;
   scriptContent: string;
+  /** Declared parameters, in declaration order (DESIGN.md section 11). */
+  parameters: Parameter[];
   workspaceId: string;
   owner: User;
   createdAt: string;
@@ -90,9 +94,9 @@ export class SlashCommandService {
    * joins patterns in the order written, and a leading bound pattern turns a
    * scan of every command into an index lookup.
    */
-  private select(workspaceId: string, lead: string, extra = ''): SlashCommand[] {
+  private async select(workspaceId: string, lead: string, extra = ''): Promise<SlashCommand[]> {
     const g = iri(this.graphs.slashCommands(workspaceId));
-    const rows = this.store.select(`${PREFIXES} SELECT * WHERE {
+    const rows = await this.store.select(`${PREFIXES} SELECT * WHERE {
       GRAPH ${g.__sparql} {
         ${lead}
         ?c a wsm:SlashCommand ; wsm:id ?id ; wsm:alias ?alias ; wsm:scriptType ?scriptType ; wsm:scriptContent ?scriptContent ;
@@ -102,7 +106,41 @@ export class SlashCommandService {
       }
       GRAPH ${iri(this.graphs.system).__sparql} { ${userPattern(raw('?u'))} }
     } ${extra}`);
-    return rows.map((b) => this.fromBinding(workspaceId, b));
+    const commands = rows.map((b) => this.fromBinding(workspaceId, b));
+    if (commands.length === 0) return commands;
+    // Parameters in a second read, by the same lead pattern: few commands declare any.
+    const params = await this.store.select(`${PREFIXES} SELECT ?id ?name ?kind ?datatype ?required ?description ?position WHERE {
+      GRAPH ${g.__sparql} {
+        ${lead}
+        ?c wsm:id ?id ; wsm:parameter ?p . ?p wsm:name ?name ; wsm:kind ?kind ; wsm:required ?required ; wsm:position ?position .
+        OPTIONAL { ?p wsm:datatype ?datatype }
+        OPTIONAL { ?p wsm:description ?description }
+      }
+    } ORDER BY ?id ?position`);
+    const byId = new Map(commands.map((c) => [c.id, c]));
+    for (const b of params) {
+      const command = byId.get(req(b, 'id'));
+      if (!command) continue;
+      const datatype = str(b, 'datatype');
+      const description = str(b, 'description');
+      command.parameters.push({
+        name: req(b, 'name'), kind: req(b, 'kind') as Parameter['kind'], required: req(b, 'required') === 'true',
+        ...(datatype !== null ? { datatype } : {}), ...(description !== null ? { description } : {}),
+      });
+    }
+    return commands;
+  }
+
+  /** The triples of declared parameters, for an INSERT. */
+  private parameterTriples(commandIri: string, parameters: Parameter[]): string {
+    const c = iri(commandIri);
+    return parameters.map((p, i) => {
+      const node = iri(`${commandIri}#parameter-${p.name}`);
+      return sparql`${c} wsm:parameter ${node} . ${node} a wsm:Parameter ; wsm:name ${literal(p.name)} ; wsm:kind ${literal(p.kind)} ;
+        wsm:required ${boolean(p.required)} ; wsm:position ${integer(i)} .`
+        + (p.datatype ? sparql` ${node} wsm:datatype ${iri(p.datatype)} .` : '')
+        + (p.description !== undefined ? sparql` ${node} wsm:description ${literal(p.description)} .` : '');
+    }).join('\n');
   }
 
   private fromBinding(workspaceId: string, b: Binding): SlashCommand {
@@ -113,6 +151,7 @@ export class SlashCommandService {
       interpretation: str(b, 'interpretation'),
       scriptType: req(b, 'scriptType') as ScriptType,
       scriptContent: req(b, 'scriptContent'),
+      parameters: [],
       workspaceId,
       owner: userFromBinding(b),
       createdAt: time(b, 'createdAt'),
@@ -121,8 +160,13 @@ export class SlashCommandService {
   }
 
   /** C4: the caller's own commands in the workspace, by alias. */
-  listOwn(access: WorkspaceAccess, user: User): SlashCommand[] {
+  async listOwn(access: WorkspaceAccess, user: User): Promise<SlashCommand[]> {
     return this.select(access.workspace.id, sparql`?c wsm:owner ${iri(this.users.userIri(user.id))} .`, 'ORDER BY ?alias');
+  }
+
+  /** C4 with `scope=all`: every command of the workspace, whoever owns it, by alias. */
+  async listAll(access: WorkspaceAccess): Promise<SlashCommand[]> {
+    return this.select(access.workspace.id, '', 'ORDER BY ?alias');
   }
 
   /**
@@ -132,38 +176,40 @@ export class SlashCommandService {
    */
   private readonly recent = { version: -1, entries: new Map<string, SlashCommand | null>() };
 
-  private lookup(workspaceId: string, key: string, read: () => SlashCommand | null): SlashCommand | null {
+  private async lookup(workspaceId: string, key: string, read: () => Promise<SlashCommand | null>): Promise<SlashCommand | null> {
     if (this.recent.version !== this.store.version || this.recent.entries.size > 10_000) {
       this.recent.version = this.store.version;
       this.recent.entries.clear();
     }
     const cacheKey = `${workspaceId}\n${key}`;
     if (this.recent.entries.has(cacheKey)) return this.recent.entries.get(cacheKey)!;
-    const found = read();
-    this.recent.entries.set(cacheKey, found);
+    const version = this.store.version;
+    const found = await read();
+    // Kept only when nothing was written while it was read.
+    if (version === this.store.version && this.recent.version === version) this.recent.entries.set(cacheKey, found);
     return found;
   }
 
   /** C1: one command of the workspace (404 when it is not one of this workspace's). */
-  get(access: WorkspaceAccess, id: string): SlashCommand {
+  async get(access: WorkspaceAccess, id: string): Promise<SlashCommand> {
     if (!UUID_PATTERN.test(id)) throw notFound(`Slash command "${id}" not found`);
     const ws = access.workspace.id;
-    const found = this.lookup(ws, `id\n${id.toLowerCase()}`, () => this.select(ws, sparql`?c wsm:id ${literal(id.toLowerCase())} .`, 'LIMIT 1')[0] ?? null);
+    const found = await this.lookup(ws, `id\n${id.toLowerCase()}`, async () => (await this.select(ws, sparql`?c wsm:id ${literal(id.toLowerCase())} .`, 'LIMIT 1'))[0] ?? null);
     if (!found) throw notFound(`Slash command "${id}" not found`);
     return found;
   }
 
-  byAlias(access: WorkspaceAccess, alias: string): SlashCommand {
+  async byAlias(access: WorkspaceAccess, alias: string): Promise<SlashCommand> {
     const ws = access.workspace.id;
-    const found = this.lookup(ws, `alias\n${alias}`, () => this.select(ws, sparql`?c wsm:alias ${literal(alias)} .`, 'LIMIT 1')[0] ?? null);
+    const found = await this.lookup(ws, `alias\n${alias}`, async () => (await this.select(ws, sparql`?c wsm:alias ${literal(alias)} .`, 'LIMIT 1'))[0] ?? null);
     if (!found) throw notFound(`No slash command with alias "${alias}" in this workspace`);
     return found;
   }
 
-  private aliasTaken(workspaceId: string, alias: string, except?: string): boolean {
+  private async aliasTaken(workspaceId: string, alias: string, except?: string): Promise<boolean> {
     const g = iri(this.graphs.slashCommands(workspaceId));
     const other = except ? sparql`FILTER (?c != ${iri(this.commandIri(except))})` : '';
-    return this.store.ask(PREFIXES + sparql`ASK { GRAPH ${g} { ?c wsm:alias ${literal(alias)} ; a wsm:SlashCommand . ${raw(other)} } }`);
+    return await this.store.ask(PREFIXES + sparql`ASK { GRAPH ${g} { ?c wsm:alias ${literal(alias)} ; a wsm:SlashCommand . ${raw(other)} } }`);
   }
 
   /** Parses a script once; later runs of the same text reuse the result. */
@@ -186,9 +232,10 @@ export class SlashCommandService {
     const alias = body.alias!;
     checkAlias(alias);
     const scriptType = checkScriptType(body.scriptType!);
-    this.script(body.scriptContent!, scriptType);
+    const { query } = this.script(body.scriptContent!, scriptType);
+    const parameters = checkParameters(body.parameters ?? [], queryVariables(query));
     const ws = access.workspace.id;
-    if (this.aliasTaken(ws, alias)) throw conflict(`A slash command with alias "${alias}" already exists in this workspace`, { alias });
+    if (await this.aliasTaken(ws, alias)) throw conflict(`A slash command with alias "${alias}" already exists in this workspace`, { alias });
     const id = newId();
     const c = iri(this.commandIri(id));
     const g = iri(this.graphs.slashCommands(ws));
@@ -205,22 +252,23 @@ export class SlashCommandService {
           wsm:owner ${iri(this.users.userIri(owner.id))} ; wsm:workspace ${iri(this.graphs.resource('workspace', ws))} ;
           wsm:createdAt ${t} ; wsm:updatedAt ${t} .
         ${raw(optional)}
+        ${raw(this.parameterTriples(this.commandIri(id), parameters))}
       } }
       WHERE { FILTER NOT EXISTS { GRAPH ${g} { ?other wsm:alias ${literal(alias)} } } }`);
     const taken = () => conflict(`A slash command with alias "${alias}" already exists in this workspace`, { alias });
     const texts = [alias, body.description, body.interpretation, body.scriptContent];
     if (texts.some((text) => text != null && LONE_SURROGATE.test(text))) {
       // Lone surrogates come back from the store replaced: answer what was stored.
-      const created = this.select(ws, sparql`?c wsm:id ${literal(id)} .`)[0];
+      const created = (await this.select(ws, sparql`?c wsm:id ${literal(id)} .`))[0];
       if (!created) throw taken();
       return created;
     }
     // The record is what was just written; a cheap check that the conditional insert took place.
-    if (!this.store.ask(PREFIXES + sparql`ASK { GRAPH ${g} { ${c} wsm:alias ${literal(alias)} } }`)) throw taken();
+    if (!await this.store.ask(PREFIXES + sparql`ASK { GRAPH ${g} { ${c} wsm:alias ${literal(alias)} } }`)) throw taken();
     const createdAt = now.toISOString();
     return {
       id, alias, description: body.description ?? null, interpretation: body.interpretation ?? null,
-      scriptType, scriptContent: body.scriptContent!, workspaceId: ws, owner, createdAt, updatedAt: createdAt,
+      scriptType, scriptContent: body.scriptContent!, parameters, workspaceId: ws, owner, createdAt, updatedAt: createdAt,
     };
   }
 
@@ -232,14 +280,19 @@ export class SlashCommandService {
 
   /** C2: updates any subset of the fields, with the same checks as create. */
   async update(access: WorkspaceAccess, id: string, body: SlashCommandBody, now = new Date()): Promise<SlashCommand> {
-    const current = this.get(access, id);
+    const current = await this.get(access, id);
     this.requireOwnerOrAdmin(access, current, 'update');
     if (body.alias !== undefined) checkAlias(body.alias);
     const scriptType = body.scriptType !== undefined ? checkScriptType(body.scriptType) : current.scriptType;
     const scriptContent = body.scriptContent ?? current.scriptContent;
-    if (body.scriptType !== undefined || body.scriptContent !== undefined) this.script(scriptContent, scriptType);
+    const scriptChanged = body.scriptType !== undefined || body.scriptContent !== undefined;
+    const { query } = this.script(scriptContent, scriptType);
+    // New parameters, or the kept ones against a new script: each must still name one of its variables.
+    const parameters = body.parameters !== undefined || scriptChanged
+      ? checkParameters(body.parameters ?? current.parameters, queryVariables(query))
+      : current.parameters;
     const ws = access.workspace.id;
-    if (body.alias !== undefined && body.alias !== current.alias && this.aliasTaken(ws, body.alias, current.id)) {
+    if (body.alias !== undefined && body.alias !== current.alias && await this.aliasTaken(ws, body.alias, current.id)) {
       throw conflict(`A slash command with alias "${body.alias}" already exists in this workspace`, { alias: body.alias });
     }
     const c = iri(this.commandIri(current.id));
@@ -255,6 +308,10 @@ export class SlashCommandService {
     if (body.interpretation !== undefined) set('interpretation', body.interpretation === null ? null : literal(body.interpretation));
     if (body.scriptType !== undefined) set('scriptType', literal(scriptType));
     if (body.scriptContent !== undefined) set('scriptContent', literal(scriptContent));
+    if (body.parameters !== undefined) {
+      ops.push(sparql`DELETE WHERE { GRAPH ${g} { ${c} wsm:parameter ?p . ?p ?pp ?po } }`);
+      if (parameters.length) ops.push(sparql`INSERT DATA { GRAPH ${g} { ${raw(this.parameterTriples(this.commandIri(current.id), parameters))} } }`);
+    }
     set('updatedAt', dateTime(now));
     // One atomic write, applied in this tick right after the alias check.
     await this.store.write(ops.map((op) => ({ kind: 'update' as const, sparql: PREFIXES + op })));
@@ -263,20 +320,30 @@ export class SlashCommandService {
 
   /** C3. */
   async delete(access: WorkspaceAccess, id: string): Promise<SlashCommand> {
-    const current = this.get(access, id);
+    const current = await this.get(access, id);
     this.requireOwnerOrAdmin(access, current, 'delete');
     const g = iri(this.graphs.slashCommands(access.workspace.id));
-    await this.store.update(PREFIXES + sparql`DELETE WHERE { GRAPH ${g} { ${iri(this.commandIri(current.id))} ?p ?o } }`);
+    const c = iri(this.commandIri(current.id));
+    await this.store.write([
+      sparql`DELETE WHERE { GRAPH ${g} { ${c} wsm:parameter ?p . ?p ?pp ?po } }`,
+      sparql`DELETE WHERE { GRAPH ${g} { ${c} ?p ?o } }`,
+    ].map((op) => ({ kind: 'update' as const, sparql: PREFIXES + op })));
     return current;
   }
 
   /**
    * Runs a command in the sandbox over the workspace's knowledge (installed
    * matrices and active extensions). Rejects with QUERY_TIMEOUT at the time
-   * limit; a result over the limit is cut (`truncated`).
+   * limit; a result over the limit is cut (`truncated`). `args` are the
+   * values of declared parameters: 400 for an undeclared one, a missing
+   * required one or a value of the wrong kind; they reach the query only as
+   * RDF terms of a VALUES block (`bindValues`).
    */
-  async execute(access: WorkspaceAccess, command: SlashCommand, format: ExecutionFormat): Promise<Execution> {
-    const { query, limited } = this.script(command.scriptContent, command.scriptType);
+  async execute(access: WorkspaceAccess, command: SlashCommand, format: ExecutionFormat, args: Record<string, unknown> = {}): Promise<Execution> {
+    const script = this.script(command.scriptContent, command.scriptType);
+    const { query } = script;
+    const terms = argumentTerms(command.parameters, args, command.alias);
+    const limited = Object.keys(terms).length === 0 ? script.limited : limitedText(bindValues(query, terms), this.sandbox.maxResults + 1);
     const result = await this.sandbox.run(access.workspace.id, 'knowledge', {
       query: limited,
       kind: 'graph',

@@ -1,23 +1,23 @@
-import { mkdir, readdir, rm } from 'node:fs/promises';
+import { access, mkdir, open, readdir, rename, rm, stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import oxigraph from 'oxigraph';
 import { fsyncDir } from './fsutil.js';
-import { Journal, readJournalFile, type JournalStats } from './journal.js';
+import { Journal, cutJournal, readJournalFile, type JournalRecord, type JournalStats } from './journal.js';
 import { acquireLock, type DirLock } from './lock.js';
-import { OxigraphStore, applyOp } from './oxigraph-store.js';
-import { loadLatestSnapshot, removeOldSnapshots, writeSnapshot } from './snapshot.js';
-import type { WriteOp } from './store.js';
+import { OxigraphStore, applyOp, coalesceUpdates } from './oxigraph-store.js';
+import { listSnapshots, loadLatestSnapshot, removeSnapshotsExcept, writeSnapshot } from './snapshot.js';
 
 /*
- * Data directory layout:
+ * Data directory layout (docs/decisions.md, Durability):
  *   lock                          pid of the process using the directory
- *   snapshot-<seq>.nq             whole store up to journal record <seq>
- *   journal-<first seq>.log       records from <first seq> on
- * At open: newest valid snapshot, then every journal file in order, records
- * after the snapshot's seq replayed. Snapshotting writes a new snapshot, and
- * in the same tick as the dump switches the journal to a new file, so writes
- * racing the snapshot land in the new file; older files go once the snapshot
- * is in place.
+ *   store.json                    written when the store is created here; marks that history must exist
+ *   snapshot-<seq>.trig           whole store up to journal record <seq>; the newest two sound ones are kept
+ *   journal-<first seq>.log       records from <first seq> on; kept back to the older kept snapshot
+ * At open: the newest sound snapshot (a corrupt one falls back to the one
+ * before it), then the journal files that hold records after it, in order.
+ * A torn tail (nothing valid after the bad spot) of the last file is cut;
+ * damage followed by valid records refuses to open, leaving the files as
+ * they are, until `wsm journal accept-loss` cuts it deliberately.
  */
 
 export interface DurableStoreOptions {
@@ -25,8 +25,24 @@ export interface DurableStoreOptions {
   onWarning?: (message: string) => void;
   /** Normal events worth a log line (replay summary, stale lock taken over). */
   onInfo?: (message: string) => void;
-  /** Snapshot automatically once the current journal file grows past this. Default 64 MiB. */
+  /**
+   * Snapshot automatically once the current journal file grows past an
+   * eighth of the last snapshot's size (at least 4 MiB), and at most this.
+   * Default 64 MiB. Replaying a journal byte costs several times loading a
+   * snapshot byte, so this keeps a restart between two snapshots within
+   * about twice a restart right after one.
+   */
   snapshotAfterBytes?: number;
+  /**
+   * Instead of refusing to open on damage followed by valid records, cut the
+   * journal at the damage (the cut bytes kept beside it as
+   * `<file>.dropped-at-<offset>`, later journal files renamed `<file>.dropped`)
+   * and report what was dropped through `onWarning`. Used by
+   * `wsm journal accept-loss` only.
+   */
+  acceptJournalLoss?: boolean;
+  /** First wait before retrying a failed automatic snapshot (doubles per failure, at most 10 min). Default 1 s. */
+  snapshotRetryMs?: number;
 }
 
 /** What opening the store found and did; for logs. */
@@ -35,15 +51,22 @@ export interface ReplayInfo {
   snapshotSeq: number;
   /** Quads loaded from the snapshot. */
   snapshotQuads: number;
+  /** Journal files read (files wholly covered by the snapshot are not read). */
   journalFiles: number;
   /** Journal records applied on top of the snapshot. */
   recordsReplayed: number;
   /** Records already in the snapshot, skipped. */
   recordsSkipped: number;
-  /** Bytes of torn or corrupt journal tail cut off. */
+  /** Bytes of torn journal tail cut off. */
   cutBytes: number;
+  /** Bytes dropped at damage by `acceptJournalLoss` (including later journal files). */
+  droppedBytes: number;
   /** Seq of the last durable write; the next write gets this plus one. */
   lastSeq: number;
+  /** Milliseconds spent loading the snapshot. */
+  snapshotMillis: number;
+  /** Milliseconds spent reading and replaying the journal. */
+  replayMillis: number;
   millis: number;
 }
 
@@ -51,17 +74,53 @@ export interface ReplayInfo {
 export interface DurabilityStats extends JournalStats {
   /** Snapshots written by this store since it was opened. */
   snapshots: number;
-  /** Seq of the newest snapshot on disk (0 when none). */
+  /** Seq of the newest sound snapshot on disk (0 when none). */
   snapshotSeq: number;
+  /** Journal bytes after which the next automatic snapshot is taken. */
+  snapshotThresholdBytes: number;
+  /** Automatic snapshots that failed since the last one that worked. */
+  snapshotFailures: number;
+  /** Message of the last failed snapshot, if the last attempt failed. */
+  lastSnapshotError?: string;
 }
 
-const JOURNAL_NAME = /^journal-(\d{16})\.log$/;
+/** The journal is damaged and valid records follow the damage: opening would lose them silently. */
+export class JournalCorruptError extends Error {
+  constructor(
+    message: string,
+    readonly file: string,
+    readonly offset: number,
+  ) {
+    super(message);
+    this.name = 'JournalCorruptError';
+  }
+}
 
-function journalFileName(firstSeq: number): string {
+/** The data directory once held a store but its journal and snapshots are gone. */
+export class LostHistoryError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = 'LostHistoryError';
+  }
+}
+
+/** Marker written when a store is created in a directory. */
+export const STORE_MARKER = 'store.json';
+const JOURNAL_NAME = /^journal-(\d{16})\.log$/;
+/** The journal may always grow this far before an automatic snapshot. */
+const MIN_SNAPSHOT_AFTER_BYTES = 4 * 1024 * 1024;
+const MAX_SNAPSHOT_RETRY_MS = 10 * 60 * 1000;
+
+/** The automatic snapshot threshold for a last snapshot of `snapshotBytes` (see `snapshotAfterBytes`). */
+export function snapshotThresholdFor(snapshotBytes: number, maxBytes: number): number {
+  return Math.min(maxBytes, Math.max(MIN_SNAPSHOT_AFTER_BYTES, Math.floor(snapshotBytes / 8)));
+}
+
+export function journalFileName(firstSeq: number): string {
   return `journal-${String(firstSeq).padStart(16, '0')}.log`;
 }
 
-async function listJournals(dir: string): Promise<{ firstSeq: number; file: string }[]> {
+export async function listJournals(dir: string): Promise<{ firstSeq: number; file: string }[]> {
   const found: { firstSeq: number; file: string }[] = [];
   for (const name of await readdir(dir)) {
     const m = JOURNAL_NAME.exec(name);
@@ -70,12 +129,35 @@ async function listJournals(dir: string): Promise<{ firstSeq: number; file: stri
   return found.sort((a, b) => a.firstSeq - b.firstSeq);
 }
 
+async function exists(path: string): Promise<boolean> {
+  return access(path).then(() => true, () => false);
+}
+
+async function writeMarker(dataDir: string): Promise<void> {
+  const file = join(dataDir, STORE_MARKER);
+  const temp = `${file}.tmp`;
+  const handle = await open(temp, 'w');
+  try {
+    await handle.writeFile(`${JSON.stringify({ format: 1, created: new Date().toISOString() })}\n`);
+    await handle.sync();
+  } finally {
+    await handle.close();
+  }
+  await rename(temp, file);
+  await fsyncDir(dataDir);
+}
+
 /** The embedded store made durable by a journal, snapshots and a directory lock. */
 export class DurableStore extends OxigraphStore {
   private closed = false;
   private snapshotChain: Promise<void> = Promise.resolve();
   private autoSnapshotRunning = false;
   private snapshotsWritten = 0;
+  private snapshotFailures = 0;
+  private lastSnapshotError: string | undefined;
+  private nextAutoSnapshotAt = 0;
+  /** Set while a snapshot dumps the store: writes wait for it, reads go on. */
+  private writeGate: Promise<void> | null = null;
 
   /** Use `openDurableStore`. */
   constructor(
@@ -85,28 +167,41 @@ export class DurableStore extends OxigraphStore {
     readonly dataDir: string,
     readonly replayInfo: ReplayInfo,
     private snapshotSeq: number,
-    private readonly options: Required<DurableStoreOptions>,
+    private snapshotBytes: number,
+    private readonly options: Required<Omit<DurableStoreOptions, 'acceptJournalLoss'>>,
   ) {
     super(raw, journal);
   }
 
-  override async write(ops: WriteOp[]): Promise<void> {
+  override async write(...args: Parameters<OxigraphStore['write']>): Promise<void> {
     if (this.closed) throw new Error('store is closed');
-    const durable = super.write(ops); // applied and journaled synchronously
+    // A snapshot is reading the store piece by piece: changes wait until it has it all.
+    while (this.writeGate) await this.writeGate;
+    if (this.closed) throw new Error('store is closed');
+    const durable = super.write(...args); // applied and journaled synchronously
     this.maybeAutoSnapshot();
     return durable;
   }
 
   /** Counters: fsyncs, appends, journal bytes, snapshots. */
   stats(): DurabilityStats {
-    return { ...this.journal.stats(), snapshots: this.snapshotsWritten, snapshotSeq: this.snapshotSeq };
+    return {
+      ...this.journal.stats(),
+      snapshots: this.snapshotsWritten,
+      snapshotSeq: this.snapshotSeq,
+      snapshotFailures: this.snapshotFailures,
+      snapshotThresholdBytes: this.snapshotThreshold(),
+      ...(this.lastSnapshotError ? { lastSnapshotError: this.lastSnapshotError } : {}),
+    };
   }
 
   /**
-   * Compacts: writes a snapshot of everything written so far, rotates the
-   * journal, then removes the journal files and snapshots it supersedes.
-   * Writes made while it runs are kept (they go to the new journal file).
-   * Snapshots run one at a time; a call made during one runs after it.
+   * Compacts: writes a snapshot of everything written so far (streamed to
+   * disk graph by graph, then read back to check it), rotates the journal,
+   * then removes what the two newest snapshots no longer need. Writes made
+   * while the store is being dumped wait for the dump (reads go on); they
+   * go to the new journal file. Snapshots run one at a time; a call made
+   * during one runs after it.
    */
   snapshot(): Promise<void> {
     if (this.closed) return Promise.reject(new Error('store is closed'));
@@ -116,31 +211,65 @@ export class DurableStore extends OxigraphStore {
   }
 
   private async takeSnapshot(): Promise<void> {
-    // Same tick: the seq, the dump and the journal switch. Every write
-    // before this point is in the dump, every write after it goes to the
-    // new journal file.
+    // Same tick: the seq, the write gate and the journal switch. Every write
+    // before this point is in the dump, every write after it waits for the
+    // dump and goes to the new journal file.
     const seq = this.journal.lastSeq;
     if (seq === this.snapshotSeq) return;
-    const nquads = this.raw.dump({ format: 'application/n-quads' });
-    const rotated = this.journal.rotate(join(this.dataDir, journalFileName(seq + 1)));
-    rotated.catch(() => {}); // awaited below; avoid an unhandled rejection meanwhile
-    await writeSnapshot(this.dataDir, seq, nquads);
-    await rotated;
+    let openGate!: () => void;
+    this.writeGate = new Promise<void>((resolve) => {
+      openGate = () => {
+        if (this.writeGate) {
+          this.writeGate = null;
+          resolve();
+        }
+      };
+    });
+    try {
+      const rotated = this.journal.rotate(join(this.dataDir, journalFileName(seq + 1)));
+      rotated.catch(() => {}); // awaited below; avoid an unhandled rejection meanwhile
+      const written = await writeSnapshot(this.dataDir, seq, this.raw, openGate);
+      this.snapshotBytes = written.bytes;
+      await rotated;
+    } finally {
+      openGate();
+    }
+    const previous = this.snapshotSeq;
     this.snapshotSeq = seq;
     this.snapshotsWritten++;
-    for (const { firstSeq, file } of await listJournals(this.dataDir)) {
-      if (firstSeq <= seq) await rm(file, { force: true });
+    // Keep the previous snapshot and the journal after it: if the new one is
+    // found corrupt at the next start, that is what recovery falls back to.
+    await removeSnapshotsExcept(this.dataDir, previous > 0 ? [seq, previous] : [seq]);
+    const journals = await listJournals(this.dataDir);
+    for (const [i, { file }] of journals.entries()) {
+      const next = journals[i + 1];
+      if (next && next.firstSeq <= previous + 1) await rm(file, { force: true });
     }
-    await removeOldSnapshots(this.dataDir, seq);
     await fsyncDir(this.dataDir);
+  }
+
+  /** Journal bytes after which the next automatic snapshot is taken. */
+  snapshotThreshold(): number {
+    return snapshotThresholdFor(this.snapshotBytes, this.options.snapshotAfterBytes);
   }
 
   private maybeAutoSnapshot(): void {
     if (this.autoSnapshotRunning) return;
-    if (this.journal.stats().currentFileBytes < this.options.snapshotAfterBytes) return;
+    if (this.journal.stats().currentFileBytes < this.snapshotThreshold()) return;
+    if (Date.now() < this.nextAutoSnapshotAt) return;
     this.autoSnapshotRunning = true;
     this.snapshot()
-      .catch((err: Error) => this.options.onWarning(`automatic snapshot failed: ${err.message}`))
+      .then(() => {
+        this.snapshotFailures = 0;
+        this.lastSnapshotError = undefined;
+      })
+      .catch((err: Error) => {
+        this.snapshotFailures++;
+        this.lastSnapshotError = err.message;
+        const wait = Math.min(this.options.snapshotRetryMs * 2 ** (this.snapshotFailures - 1), MAX_SNAPSHOT_RETRY_MS);
+        this.nextAutoSnapshotAt = Date.now() + wait;
+        this.options.onWarning(`automatic snapshot failed (${this.snapshotFailures} in a row): ${err.message}; next attempt in ${Math.round(wait / 1000)} s at the earliest`);
+      })
       .finally(() => {
         this.autoSnapshotRunning = false;
       });
@@ -159,29 +288,59 @@ export class DurableStore extends OxigraphStore {
   }
 }
 
+function replayRecord(raw: oxigraph.Store, record: JournalRecord, file: string): void {
+  try {
+    for (const op of coalesceUpdates(record.ops)) applyOp(raw, op);
+  } catch (err) {
+    throw new Error(`journal ${file}: record ${record.seq} does not replay: ${(err as Error).message}`, { cause: err });
+  }
+}
+
 /**
  * Opens the durable embedded store in `dataDir` (created if needed): takes
- * the directory lock, loads the newest valid snapshot, replays the journal
- * records after it (cutting off a torn or corrupt tail, reported through
- * `onWarning`), and returns a store whose writes resolve once fsynced.
+ * the directory lock, loads the newest sound snapshot (falling back to an
+ * older one), replays the journal records after it (cutting off a torn
+ * tail, reported through `onWarning`), and returns a store whose writes
+ * resolve once fsynced.
  *
- * Throws if another process holds the directory, or if the history is not
- * whole (a journal record missing between the snapshot and later records),
- * rather than start from a silently incomplete state.
+ * Throws, leaving the files as they are, if another process holds the
+ * directory, if the journal is damaged with valid records after the damage
+ * (`JournalCorruptError`), if the history is not whole (a journal record
+ * missing between the snapshot and later records), or if the directory held
+ * a store whose journal and snapshots are gone (`LostHistoryError`).
  */
 export async function openDurableStore(dataDir: string, options: DurableStoreOptions = {}): Promise<DurableStore> {
-  const opts: Required<DurableStoreOptions> = {
+  const opts: Required<Omit<DurableStoreOptions, 'acceptJournalLoss'>> = {
     onWarning: options.onWarning ?? (() => {}),
     onInfo: options.onInfo ?? (() => {}),
     snapshotAfterBytes: options.snapshotAfterBytes ?? 64 * 1024 * 1024,
+    snapshotRetryMs: options.snapshotRetryMs ?? 1000,
   };
   const started = performance.now();
   await mkdir(dataDir, { recursive: true });
   const lock = await acquireLock(dataDir, opts.onInfo);
   try {
-    const raw = new oxigraph.Store();
-    const snapshot = await loadLatestSnapshot(dataDir, raw, opts.onWarning);
+    const journals = await listJournals(dataDir);
+    const snapshots = await listSnapshots(dataDir);
+    const hadMarker = await exists(join(dataDir, STORE_MARKER));
+    if (journals.length === 0 && snapshots.length === 0 && hadMarker) {
+      throw new LostHistoryError(
+        `Data directory ${dataDir} held a store (${STORE_MARKER} is there) but has no journal-*.log and no snapshot-*.trig: ` +
+          'its history is lost. Refusing to start an empty service in its place (that would create a new demo workspace and administrator token). ' +
+          'Restore the journal and snapshot files from a backup; or, to start fresh deliberately, point WSM_DATA_DIR at a new, empty directory ' +
+          `(or move this one aside, or remove ${join(dataDir, STORE_MARKER)}).`,
+      );
+    }
+    if (!hadMarker) await writeMarker(dataDir);
+    // Leftovers of a snapshot interrupted by a crash.
+    for (const name of await readdir(dataDir)) {
+      if (/^snapshot-\d{16}\.(nq|trig)\.tmp$/.test(name)) await rm(join(dataDir, name), { force: true });
+    }
+
+    const snapshot = await loadLatestSnapshot(dataDir, opts.onWarning);
+    const raw = snapshot?.raw ?? new oxigraph.Store();
     const snapshotSeq = snapshot?.seq ?? 0;
+    const snapshotDone = performance.now();
     const info: ReplayInfo = {
       snapshotSeq,
       snapshotQuads: raw.size,
@@ -189,16 +348,64 @@ export async function openDurableStore(dataDir: string, options: DurableStoreOpt
       recordsReplayed: 0,
       recordsSkipped: 0,
       cutBytes: 0,
+      droppedBytes: 0,
       lastSeq: snapshotSeq,
+      snapshotMillis: Math.round(snapshotDone - started),
+      replayMillis: 0,
       millis: 0,
     };
 
-    const journals = await listJournals(dataDir);
-    info.journalFiles = journals.length;
     let appendTo: string | undefined;
-    for (const { firstSeq, file } of journals) {
-      const { records, cutBytes } = await readJournalFile(file, opts.onWarning);
-      info.cutBytes += cutBytes;
+    for (const [i, { firstSeq, file }] of journals.entries()) {
+      const later = journals.slice(i + 1);
+      // Wholly covered by the snapshot (the next file starts at or before the record after it): not needed.
+      if (later.length > 0 && later[0]!.firstSeq <= snapshotSeq + 1) continue;
+      info.journalFiles++;
+      const contents = await readJournalFile(file);
+      const records = contents.records;
+      let stop = false;
+      if (contents.validBytes < contents.size) {
+        const offset = contents.validBytes;
+        const laterBytes = await Promise.all(later.map(async (l) => (await open(l.file, 'r').then(async (h) => {
+          try { return (await h.stat()).size; } finally { await h.close(); }
+        }))));
+        const laterTotal = laterBytes.reduce((a, b) => a + b, 0);
+        if (!contents.after && laterTotal === 0) {
+          // A torn tail: the last write was cut by a crash and never acknowledged.
+          opts.onWarning(`journal ${file}: ${contents.problem}; cutting ${contents.size - offset} bytes after the last good record (seq ${records.at(-1)?.seq ?? 'none'})`);
+          await cutJournal(file, offset);
+          info.cutBytes += contents.size - offset;
+        } else {
+          const what = [
+            contents.after ? `${contents.after.count} valid record(s) (seq ${contents.after.firstSeq}-${contents.after.lastSeq}, the first at byte ${contents.after.firstOffset}) follow it in this file` : '',
+            laterTotal > 0 ? `${later.length} later journal file(s) (${laterTotal} bytes) follow it` : '',
+          ].filter(Boolean).join(', and ');
+          if (!options.acceptJournalLoss) {
+            throw new JournalCorruptError(
+              `journal ${file} is damaged at byte ${offset} (${contents.problem}) and ${what}: this is not a torn tail, ` +
+                `so refusing to start and leaving the file as it is. Restore the data directory from a backup, or accept losing ` +
+                `every write after byte ${offset} (last good record: seq ${records.at(-1)?.seq ?? 'none'}) with: npm run wsm -- journal accept-loss`,
+              file,
+              offset,
+            );
+          }
+          const keptAs = `${file}.dropped-at-${offset}`;
+          await cutJournal(file, offset, keptAs);
+          let dropped = contents.size - offset;
+          for (const l of later) await rename(l.file, `${l.file}.dropped`);
+          dropped += laterTotal;
+          await fsyncDir(dataDir);
+          info.droppedBytes += dropped;
+          opts.onWarning(
+            `accepted loss: journal ${file} cut at byte ${offset} (${contents.problem}); dropped ${contents.size - offset} bytes` +
+              (contents.after ? ` holding ${contents.after.count} valid record(s) (seq ${contents.after.firstSeq}-${contents.after.lastSeq})` : '') +
+              `, kept in ${keptAs}` +
+              (later.length ? `; later journal files renamed aside: ${later.map((l) => `${l.file}.dropped`).join(', ')} (${laterTotal} bytes)` : '') +
+              `. The store now ends at record ${records.at(-1)?.seq ?? firstSeq - 1}.`,
+          );
+          stop = true;
+        }
+      }
       for (const record of records) {
         if (record.seq <= info.lastSeq) {
           info.recordsSkipped++;
@@ -206,29 +413,30 @@ export async function openDurableStore(dataDir: string, options: DurableStoreOpt
         }
         if (record.seq !== info.lastSeq + 1) {
           throw new Error(
-            `journal ${file}: record ${record.seq} follows ${info.lastSeq}; records in between are missing, refusing to open an incomplete history`,
+            `journal ${file}: record ${record.seq} follows ${info.lastSeq}; records in between are missing` +
+              (snapshots.length > 0 && snapshotSeq === 0 ? ' (no snapshot could be loaded, see the warnings above)' : '') +
+              ', refusing to open an incomplete history',
           );
         }
-        try {
-          for (const op of record.ops) applyOp(raw, op);
-        } catch (err) {
-          throw new Error(`journal ${file}: record ${record.seq} does not replay: ${(err as Error).message}`, { cause: err });
-        }
+        replayRecord(raw, record, file);
         info.recordsReplayed++;
         info.lastSeq = record.seq;
       }
       // Keep appending to the last file if it ends exactly where history ends.
-      const endSeq = records.at(-1)?.seq ?? firstSeq - 1;
+      const endSeq = contents.records.at(-1)?.seq ?? firstSeq - 1;
       appendTo = endSeq === info.lastSeq ? file : undefined;
+      if (stop) break;
     }
     const journal = await Journal.open(appendTo ?? join(dataDir, journalFileName(info.lastSeq + 1)), info.lastSeq);
-    await removeOldSnapshots(dataDir, snapshotSeq);
-    info.millis = Math.round(performance.now() - started);
+    const done = performance.now();
+    info.replayMillis = Math.round(done - snapshotDone);
+    info.millis = Math.round(done - started);
     opts.onInfo(
-      `store opened: snapshot seq ${snapshotSeq} (${info.snapshotQuads} quads), ${info.recordsReplayed} journal records replayed` +
-        `, ${info.recordsSkipped} skipped, ${info.cutBytes} bytes cut, last seq ${info.lastSeq}, ${info.millis} ms`,
+      `store opened: snapshot seq ${snapshotSeq} (${info.snapshotQuads} quads, ${info.snapshotMillis} ms), ${info.recordsReplayed} journal records replayed` +
+        ` (${info.replayMillis} ms), ${info.recordsSkipped} skipped, ${info.cutBytes} bytes cut, last seq ${info.lastSeq}, ${info.millis} ms`,
     );
-    return new DurableStore(raw, journal, lock, dataDir, info, snapshotSeq, opts);
+    const snapshotBytes = snapshot ? (await stat(snapshot.file)).size : 0;
+    return new DurableStore(raw, journal, lock, dataDir, info, snapshotSeq, snapshotBytes, opts);
   } catch (err) {
     await lock.release();
     throw err;

@@ -2,6 +2,7 @@ import { createHash } from 'node:crypto';
 import { open, readFile, type FileHandle } from 'node:fs/promises';
 import { dirname } from 'node:path';
 import { fsyncDir } from './fsutil.js';
+import { observeFsync } from '../metrics.js';
 import type { WriteSink } from './oxigraph-store.js';
 import type { WriteOp } from './store.js';
 
@@ -34,6 +35,52 @@ export function encodeRecord(seq: number, ops: WriteOp[]): Buffer {
   record.writeBigUInt64LE(BigInt(seq), 12);
   payload.copy(record, HEADER_BYTES);
   return record;
+}
+
+/** A record holding a load of more characters than this is encoded in slices (`encodeRecordInSlices`). */
+export const ENCODE_SLICE_CHARS = 1 << 20;
+
+const nextTurn = () => new Promise<void>((resolve) => setImmediate(resolve));
+
+/**
+ * `encodeRecord`, the same bytes, made in bounded steps with an event-loop
+ * turn between them: the JSON of a large load's text piece by piece (JSON
+ * escaping is per character, so the pieces' escapes join into the whole
+ * string's; a piece never ends inside a surrogate pair), then the checksum
+ * piece by piece. An install journals tens of megabytes in one record.
+ */
+export async function encodeRecordInSlices(seq: number, ops: WriteOp[]): Promise<Buffer> {
+  const pieces: Buffer[] = [Buffer.from('[')];
+  for (const [i, op] of ops.entries()) {
+    if (i > 0) pieces.push(Buffer.from(','));
+    if (op.kind !== 'load' || op.data.length <= ENCODE_SLICE_CHARS) {
+      pieces.push(Buffer.from(JSON.stringify(op), 'utf8'));
+      continue;
+    }
+    const head = JSON.stringify({ kind: op.kind, graph: op.graph, format: op.format, data: '' });
+    pieces.push(Buffer.from(head.slice(0, -2), 'utf8')); // up to and with the opening quote of data
+    for (let at = 0; at < op.data.length;) {
+      await nextTurn();
+      let end = Math.min(op.data.length, at + ENCODE_SLICE_CHARS);
+      const last = op.data.charCodeAt(end - 1);
+      if (end < op.data.length && last >= 0xd800 && last <= 0xdbff) end--;
+      pieces.push(Buffer.from(JSON.stringify(op.data.slice(at, end)).slice(1, -1), 'utf8'));
+      at = end;
+    }
+    pieces.push(Buffer.from('"}'));
+  }
+  pieces.push(Buffer.from(']'));
+  const length = pieces.reduce((n, p) => n + p.length, 0);
+  const hash = createHash('sha256').update(lengthAndSeqBytes(length, seq));
+  for (const [i, piece] of pieces.entries()) {
+    if (piece.length > 64 * 1024 && i > 0) await nextTurn();
+    hash.update(piece);
+  }
+  const header = Buffer.allocUnsafe(HEADER_BYTES);
+  header.writeUInt32LE(length, 0);
+  hash.digest().subarray(0, 8).copy(header, 4);
+  header.writeBigUInt64LE(BigInt(seq), 12);
+  return Buffer.concat([header, ...pieces], HEADER_BYTES + length);
 }
 
 /** One decoded journal record. */
@@ -103,37 +150,102 @@ export function scanJournal(bytes: Buffer): JournalScan {
   return { records, validBytes: offset };
 }
 
-/** A journal file after reading it (and cutting a bad tail off). */
-export interface JournalFileContents {
-  records: JournalRecord[];
-  /** Bytes cut off the end of the file (0 when it was clean). */
-  cutBytes: number;
+/** Valid records found after a bad spot (which tells mid-file corruption from a torn tail). */
+export interface RecordsAfter {
+  count: number;
+  /** Byte offset of the first valid record after the bad spot. */
+  firstOffset: number;
+  firstSeq: number;
+  lastSeq: number;
 }
 
 /**
- * Reads every valid record of a journal file. A torn or corrupt tail is cut
- * off the file (truncated at the last good record, then fsynced) and
- * reported through `onWarning`; it is never returned.
+ * Looks for whole records with a matching checksum and a sequence number
+ * above `afterSeq` anywhere in `bytes` from `from` on (every byte offset is
+ * tried; cheap checks on the sequence and length come before the checksum).
  */
-export async function readJournalFile(path: string, onWarning: (message: string) => void): Promise<JournalFileContents> {
+export function findRecordsAfter(bytes: Buffer, from: number, afterSeq: number): RecordsAfter | undefined {
+  let found: RecordsAfter | undefined;
+  // No more records can follow than fit in the bytes left.
+  const maxSeq = afterSeq + Math.ceil(bytes.length / HEADER_BYTES) + 1;
+  let offset = from;
+  while (offset + HEADER_BYTES <= bytes.length) {
+    const seq = bytes.readUInt32LE(offset + 16) * 2 ** 32 + bytes.readUInt32LE(offset + 12);
+    const length = bytes.readUInt32LE(offset);
+    if (seq > afterSeq && seq <= maxSeq && length <= bytes.length - offset - HEADER_BYTES) {
+      const payload = bytes.subarray(offset + HEADER_BYTES, offset + HEADER_BYTES + length);
+      if (checksum(lengthAndSeqBytes(length, seq), payload).equals(bytes.subarray(offset + 4, offset + 12))) {
+        if (found) {
+          found.count++;
+          found.lastSeq = seq;
+        } else {
+          found = { count: 1, firstOffset: offset, firstSeq: seq, lastSeq: seq };
+        }
+        offset += HEADER_BYTES + length;
+        continue;
+      }
+    }
+    offset++;
+  }
+  return found;
+}
+
+/** A journal file as read from disk (never changed by reading). */
+export interface JournalFileContents {
+  records: JournalRecord[];
+  /** Size of the file in bytes. */
+  size: number;
+  /** Bytes from the start that hold whole, valid records. */
+  validBytes: number;
+  /** Why reading stopped before the end, if it did. */
+  problem?: string;
+  /** Valid records after the bad spot: present means the damage is not a torn tail. */
+  after?: RecordsAfter;
+}
+
+/**
+ * Reads every valid record of a journal file from its start up to the first
+ * bad spot, and looks for valid records after that spot. The file is not
+ * changed; see `cutJournal`.
+ */
+export async function readJournalFile(path: string): Promise<JournalFileContents> {
   const bytes = await readFile(path);
   const scan = scanJournal(bytes);
-  const cutBytes = bytes.length - scan.validBytes;
-  if (cutBytes > 0) {
-    onWarning(`journal ${path}: ${scan.problem}; cutting ${cutBytes} bytes after the last good record (seq ${scan.records.at(-1)?.seq ?? 'none'})`);
-    const handle = await open(path, 'r+');
+  const contents: JournalFileContents = { records: scan.records, size: bytes.length, validBytes: scan.validBytes, problem: scan.problem };
+  if (scan.validBytes < bytes.length) {
+    contents.after = findRecordsAfter(bytes, scan.validBytes + 1, scan.records.at(-1)?.seq ?? 0);
+  }
+  return contents;
+}
+
+/**
+ * Cuts a journal file at `offset` (truncate, fsync). With `keepCutBytesIn`,
+ * the bytes cut off are first written (and fsynced) to that file, so that
+ * nothing is destroyed without a copy.
+ */
+export async function cutJournal(path: string, offset: number, keepCutBytesIn?: string): Promise<void> {
+  if (keepCutBytesIn) {
+    const bytes = await readFile(path);
+    const copy = await open(keepCutBytesIn, 'w');
     try {
-      await handle.truncate(scan.validBytes);
-      await handle.sync();
+      await copy.writeFile(bytes.subarray(offset));
+      await copy.sync();
     } finally {
-      await handle.close();
+      await copy.close();
     }
   }
-  return { records: scan.records, cutBytes };
+  const handle = await open(path, 'r+');
+  try {
+    await handle.truncate(offset);
+    await handle.sync();
+  } finally {
+    await handle.close();
+  }
+  await fsyncDir(dirname(path));
 }
 
 type QueueEntry =
-  | { kind: 'record'; bytes: Buffer; resolve: () => void; reject: (err: Error) => void }
+  | { kind: 'record'; bytes: Buffer | Promise<Buffer>; resolve: () => void; reject: (err: Error) => void }
   | { kind: 'switch'; path: string; resolve: () => void; reject: (err: Error) => void };
 
 /** Counters for logs and tests. */
@@ -225,9 +337,11 @@ export class Journal implements WriteSink {
   append(ops: WriteOp[]): Promise<void> {
     if (this.closed) return Promise.reject(new Error('journal is closed'));
     if (this.failure) return Promise.reject(this.failure);
-    const bytes = encodeRecord(++this.seq, ops);
+    // A large record (an install) is encoded in slices; its place in the queue is taken now.
+    const large = ops.some((op) => op.kind === 'load' && op.data.length > ENCODE_SLICE_CHARS);
+    const bytes = large ? encodeRecordInSlices(++this.seq, ops) : encodeRecord(++this.seq, ops);
     this.appends++;
-    this.fileBytes += bytes.length;
+    this.fileBytes += Buffer.isBuffer(bytes) ? bytes.length : ops.reduce((n, op) => n + (op.kind === 'load' ? op.data.length : op.sparql.length), 0);
     return new Promise<void>((resolve, reject) => {
       this.queue.push({ kind: 'record', bytes, resolve, reject });
       this.schedule();
@@ -298,8 +412,11 @@ export class Journal implements WriteSink {
       while (n < this.queue.length && this.queue[n]!.kind === 'record') n++;
       const batch = this.queue.splice(0, n) as Extract<QueueEntry, { kind: 'record' }>[];
       try {
-        await writeAll(this.handle, batch.length === 1 ? batch[0]!.bytes : Buffer.concat(batch.map((e) => e.bytes)));
+        const records = await Promise.all(batch.map((e) => e.bytes));
+        await writeAll(this.handle, records.length === 1 ? records[0]! : Buffer.concat(records));
+        const started = process.hrtime.bigint();
         await this.handle.datasync();
+        observeFsync(Number(process.hrtime.bigint() - started) / 1e9);
         this.fsyncs++;
         for (const entry of batch) entry.resolve();
       } catch (err) {

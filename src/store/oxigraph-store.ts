@@ -1,5 +1,5 @@
 import oxigraph from 'oxigraph';
-import type { Binding, QuadStore, QueryScope, RdfFormat, WriteOp } from './store.js';
+import { WriteRefusedError, type Binding, type QuadStore, type QueryScope, type RdfFormat, type WriteOp } from './store.js';
 
 /**
  * Where applied writes go to become durable. The journal implements it; the
@@ -10,6 +10,16 @@ import type { Binding, QuadStore, QueryScope, RdfFormat, WriteOp } from './store
 export interface WriteSink {
   append(ops: WriteOp[]): Promise<void>;
   close(): Promise<void>;
+}
+
+/**
+ * The test read-delay mode (`WSM_TEST_READ_DELAY=1`): not a user setting.
+ * The suite runs once normally and once in this mode (.ci/run), so code
+ * that relied on a read answering before some other request's write fails
+ * there. Read when a store is opened.
+ */
+export function readDelayFromEnv(): boolean {
+  return process.env.WSM_TEST_READ_DELAY === '1';
 }
 
 const RESULTS_JSON = 'application/sparql-results+json';
@@ -79,6 +89,46 @@ export function coalesceUpdates(ops: WriteOp[]): WriteOp[] {
   return out;
 }
 
+/**
+ * A write whose N-Triples loads hold more than this many bytes is applied in
+ * slices of about this size, with an event-loop turn between slices (see
+ * `OxigraphStore.write`). About 700 triples: a few milliseconds each.
+ */
+export const SLICE_BYTES = 64 * 1024;
+
+/** N-Triples text cut at line ends into pieces of about `size` bytes (a triple never spans lines). */
+export function* nTriplesSlices(data: string, size: number): Generator<string> {
+  let start = 0;
+  while (start < data.length) {
+    let end = start + size;
+    if (end >= data.length) end = data.length;
+    else {
+      const newline = data.indexOf('\n', end);
+      end = newline === -1 ? data.length : newline + 1;
+    }
+    yield data.slice(start, end);
+    start = end;
+  }
+}
+
+const loadBytes = (ops: WriteOp[]) => ops.reduce((n, op) => n + (op.kind === 'load' && op.format === 'application/n-triples' ? op.data.length : 0), 0);
+const nextTurn = () => new Promise<void>((resolve) => setImmediate(resolve));
+
+/**
+ * Applies engine calls to an empty scratch store, in order; throws
+ * `WriteRefusedError` for the first one the engine refuses.
+ */
+function checkOnScratch(calls: WriteOp[], firstIndex: number): void {
+  const scratch = new oxigraph.Store();
+  calls.forEach((op, i) => {
+    try {
+      applyOp(scratch, op);
+    } catch (err) {
+      throw new WriteRefusedError(firstIndex + i, (err as Error).message);
+    }
+  });
+}
+
 /** Most answers kept between writes, and most rows of a kept SELECT answer. */
 const MAX_KEPT_ANSWERS = 5000;
 const MAX_KEPT_ROWS = 200;
@@ -104,16 +154,33 @@ export class OxigraphStore implements QuadStore {
    */
   private readonly answers = new Map<string, Binding[] | boolean>();
 
+  /** Test mode: every read resolves only after a random macrotask delay (see `readDelayFromEnv`). */
+  private readonly readDelay: boolean;
+
   constructor(
     readonly raw: oxigraph.Store = new oxigraph.Store(),
     private readonly sink?: WriteSink,
-  ) {}
+    options: { readDelay?: boolean } = {},
+  ) {
+    this.readDelay = options.readDelay ?? readDelayFromEnv();
+  }
+
+  /**
+   * In the test read-delay mode, waits 0-3 ms (a timer: other requests'
+   * reads and writes run meanwhile) before a read is answered, as a remote
+   * engine would; the read then sees the store as it is at that moment.
+   */
+  private readGate(): Promise<void> | undefined {
+    if (!this.readDelay) return undefined;
+    return new Promise((resolve) => setTimeout(resolve, Math.floor(Math.random() * 4)));
+  }
 
   get version(): number {
     return this.versionCounter;
   }
 
-  select(query: string, scope?: QueryScope): Binding[] {
+  async select(query: string, scope?: QueryScope): Promise<Binding[]> {
+    await this.readGate();
     const key = answerKey('select', query, scope);
     const known = this.answers.get(key);
     if (known !== undefined) return (known as Binding[]).slice();
@@ -132,7 +199,8 @@ export class OxigraphStore implements QuadStore {
     return bindings;
   }
 
-  ask(query: string, scope?: QueryScope): boolean {
+  async ask(query: string, scope?: QueryScope): Promise<boolean> {
+    await this.readGate();
     const key = answerKey('ask', query, scope);
     const known = this.answers.get(key);
     if (known !== undefined) return known as boolean;
@@ -148,46 +216,102 @@ export class OxigraphStore implements QuadStore {
     this.answers.set(key, answer);
   }
 
-  construct(query: string, scope?: QueryScope): string {
+  async construct(query: string, scope?: QueryScope): Promise<string> {
+    await this.readGate();
     return this.raw.query(query, { results_format: 'application/n-triples', ...scopeOptions(scope) }) as string;
   }
 
-  queryRaw(query: string, resultsFormat: string, scope?: QueryScope): string | boolean {
+  async queryRaw(query: string, resultsFormat: string, scope?: QueryScope): Promise<string | boolean> {
+    await this.readGate();
     return this.raw.query(query, { results_format: resultsFormat, ...scopeOptions(scope) }) as string | boolean;
   }
 
+  /** The sliced write being applied, if any: later writes wait for it. */
+  private slicing: Promise<void> | null = null;
+
   async write(ops: WriteOp[]): Promise<void> {
     if (ops.length === 0) return;
-    // Before anything changes (an op that throws may follow one that applied).
+    // Writes apply one after another: none starts while a sliced write is under way.
+    while (this.slicing) await this.slicing;
+    // Consecutive updates run as one SPARQL request, which Oxigraph applies
+    // atomically, and a load is atomic on its own: so only a write of several
+    // engine calls can half-apply. Each call after the first is checked on a
+    // scratch store before the first is applied; a refusal changes nothing.
+    // A large write (an install) is applied in slices with event-loop turns
+    // between them; its updates are checked on the scratch store first, and
+    // its loads hold N-Triples the deployment pipeline already checked term
+    // by term against what the store accepts (src/packages/pipeline.ts).
+    const calls = coalesceUpdates(ops);
+    const sliced = loadBytes(ops) > SLICE_BYTES * 4;
+    if (sliced) checkOnScratch(calls.filter((op) => op.kind === 'update'), 0);
+    else if (calls.length > 1) checkOnScratch(calls.slice(1), 1);
     this.answers.clear();
     this.sizeAt = undefined;
-    // Apply in memory first, then hand to the journal in the same tick so
-    // journal order = apply order. Consecutive updates run as one SPARQL
-    // request, which Oxigraph applies atomically: a malformed one throws
-    // before any of them changed the store. Loads carry N-Triples/Turtle
-    // the service serialized itself.
-    for (const op of coalesceUpdates(ops)) applyOp(this.raw, op);
+    if (sliced) {
+      const applying = this.applyInSlices(ops);
+      this.slicing = applying.catch(() => {}).finally(() => { this.slicing = null; });
+      try {
+        await applying;
+      } finally {
+        // Answers read between slices saw part of the write.
+        this.answers.clear();
+        this.sizeAt = undefined;
+      }
+    } else {
+      try {
+        applyOp(this.raw, calls[0]!);
+      } catch (err) {
+        throw new WriteRefusedError(0, (err as Error).message);
+      }
+      for (const op of calls.slice(1)) applyOp(this.raw, op);
+    }
+    // Apply in memory, then hand to the journal in the same tick so journal
+    // order = apply order.
     this.versionCounter++;
     const durable = this.sink ? this.sink.append(ops) : Promise.resolve();
     for (const listener of this.listeners) listener(ops);
     await durable;
   }
 
+  /**
+   * Applies a large write (an install's graphs: hundreds of thousands of
+   * triples) in bounded steps, each its own short synchronous call with an
+   * event-loop turn before it, so requests keep being answered meanwhile.
+   * Its loads must hold data the store accepts (the deployment pipeline
+   * checks every term with the store's own constructors before): a slice
+   * refused part-way would leave the slices before it applied.
+   */
+  private async applyInSlices(ops: WriteOp[]): Promise<void> {
+    for (const op of coalesceUpdates(ops)) {
+      if (op.kind === 'load' && op.format === 'application/n-triples' && op.data.length > SLICE_BYTES) {
+        for (const piece of nTriplesSlices(op.data, SLICE_BYTES)) {
+          await nextTurn();
+          this.raw.load(piece, { format: op.format, to_graph_name: oxigraph.namedNode(op.graph) });
+        }
+      } else {
+        await nextTurn();
+        applyOp(this.raw, op);
+      }
+    }
+  }
+
   update(sparql: string): Promise<void> {
     return this.write([{ kind: 'update', sparql }]);
   }
 
-  dumpGraph(graph: string): string {
+  async dumpGraph(graph: string): Promise<string> {
+    await this.readGate();
     return this.raw.dump({ format: 'application/n-triples', from_graph_name: oxigraph.namedNode(graph) });
   }
 
-  graphNames(): string[] {
-    const bindings = this.select('SELECT DISTINCT ?g WHERE { GRAPH ?g { ?s ?p ?o } }');
+  async graphNames(): Promise<string[]> {
+    const bindings = await this.select('SELECT DISTINCT ?g WHERE { GRAPH ?g { ?s ?p ?o } }');
     return bindings.map((b) => b.g!.value);
   }
 
   /** Oxigraph counts every quad on each call: remember the count until the next write (/health asks often). */
-  size(): number {
+  async size(): Promise<number> {
+    await this.readGate();
     if (this.sizeAt?.version !== this.versionCounter) this.sizeAt = { version: this.versionCounter, size: this.raw.size };
     return this.sizeAt.size;
   }

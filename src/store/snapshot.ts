@@ -1,22 +1,47 @@
 import { createHash } from 'node:crypto';
-import { open, readFile, readdir, rename, rm } from 'node:fs/promises';
+import { closeSync, fstatSync, openSync, readSync } from 'node:fs';
+import { open, readdir, rename, rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import oxigraph from 'oxigraph';
 import { fsyncDir } from './fsutil.js';
 
 /*
- * A snapshot is one file `snapshot-<seq>.nq`: a header line
- *   # wsm-snapshot v1 seq=<seq> sha256=<hex of the body>
- * then the whole store as N-Quads. `seq` is the last journal record the
- * snapshot includes. The file appears under its name only by an atomic
- * rename, after its bytes were fsynced.
+ * A snapshot is one file `snapshot-<seq>.trig`: TriG of the whole store up
+ * to journal record <seq>, between two comment lines:
+ *
+ *   # wsm-snapshot v2 seq=<seq>
+ *   <graph> {
+ *   <N-Triples lines of that graph, as Oxigraph dumps them>
+ *   }
+ *   ... one block per graph (a large graph: one block per predicate)
+ *   # wsm-snapshot-end quads=<16 digits> sha256=<64 hex>
+ *
+ * The last line has a fixed length; its sha256 covers every byte before it,
+ * and `quads` is the number of quads the body holds. It is written and read
+ * in bounded memory: the store is dumped one graph (or predicate) at a
+ * time, each piece written before the next is dumped, and read back through
+ * one streaming parse (so blank nodes keep their identity across graphs),
+ * so no single string ever holds the whole store. The file appears under
+ * its name only by an atomic rename, after its bytes were fsynced.
+ *
+ * Version 1 (`snapshot-<seq>.nq`, still read): `# wsm-snapshot v1 seq=<seq>
+ * sha256=<hex of the body>` then the body as N-Quads.
  */
-const HEADER = /^# wsm-snapshot v1 seq=(\d+) sha256=([0-9a-f]{64})$/;
-const NAME = /^snapshot-(\d{16})\.nq$/;
+const HEADER_V1 = /^# wsm-snapshot v1 seq=(\d+) sha256=([0-9a-f]{64})$/;
+const HEADER_V2 = /^# wsm-snapshot v2 seq=(\d+)$/;
+const TRAILER = /^# wsm-snapshot-end quads=(\d{16}) sha256=([0-9a-f]{64})\n$/;
+const TRAILER_BYTES = '# wsm-snapshot-end quads=0000000000000000 sha256=\n'.length + 64;
+const NAME = /^snapshot-(\d{16})\.(nq|trig)$/;
+const TEMP_NAME = /^snapshot-\d{16}\.(nq|trig)\.tmp$/;
+
+/** A graph holding more quads than this is dumped one predicate at a time. */
+const GRAPH_CHUNK_QUADS = 200_000;
+/** Bytes read from a snapshot file per step of the streaming load. */
+const READ_CHUNK_BYTES = 4 * 1024 * 1024;
 
 /** The file name of the snapshot that includes journal records up to `seq`. */
 export function snapshotFileName(seq: number): string {
-  return `snapshot-${String(seq).padStart(16, '0')}.nq`;
+  return `snapshot-${String(seq).padStart(16, '0')}.trig`;
 }
 
 /** Snapshots in `dir`, newest (highest seq) first. */
@@ -29,76 +54,249 @@ export async function listSnapshots(dir: string): Promise<{ seq: number; file: s
   return found.sort((a, b) => b.seq - a.seq);
 }
 
+function selectValues(raw: oxigraph.Store, query: string, variable: string): { type: string; value: string }[] {
+  const text = raw.query(query, { results_format: 'application/sparql-results+json' }) as string;
+  return (JSON.parse(text) as { results: { bindings: Record<string, { type: string; value: string }>[] } }).results.bindings.map((b) => b[variable]!);
+}
+
+function lineCount(text: string): number {
+  let n = 0;
+  for (let i = text.indexOf('\n'); i !== -1; i = text.indexOf('\n', i + 1)) n++;
+  return n;
+}
+
+/** One piece of the store as TriG: its bytes and how many quads they hold. */
+interface Piece {
+  bytes: Buffer[];
+  quads: number;
+}
+
+function block(graph: string | null, ntriples: string): Piece {
+  // N-Triples lines are valid inside a TriG graph block.
+  const body = Buffer.from(ntriples, 'utf8');
+  const quads = lineCount(ntriples);
+  if (graph === null) return { bytes: [body], quads };
+  return { bytes: [Buffer.from(`<${graph}> {\n`, 'utf8'), body, Buffer.from('}\n', 'utf8')], quads };
+}
+
 /**
- * Writes a snapshot durably: to a temporary file, fsynced, renamed into
- * place, then the directory fsynced. Returns the snapshot's path.
+ * The pieces that together are the whole store, made one at a time as they
+ * are asked for: the default graph, then each named graph (a large one one
+ * predicate at a time).
  */
-export async function writeSnapshot(dir: string, seq: number, nquads: string): Promise<string> {
-  const body = Buffer.from(nquads, 'utf8');
-  const sha = createHash('sha256').update(body).digest('hex');
-  const header = Buffer.from(`# wsm-snapshot v1 seq=${seq} sha256=${sha}\n`, 'utf8');
+function* pieces(raw: oxigraph.Store): Generator<Piece> {
+  yield block(null, raw.dump({ format: 'application/n-triples', from_graph_name: oxigraph.defaultGraph() }));
+  const mayBeLarge = raw.size > GRAPH_CHUNK_QUADS;
+  const graphs = selectValues(raw, 'SELECT ?g WHERE { GRAPH ?g { } }', 'g').filter((g) => g.type === 'uri').map((g) => g.value);
+  for (const graph of graphs) {
+    const large = mayBeLarge
+      && Number(selectValues(raw, `SELECT (COUNT(*) AS ?n) WHERE { GRAPH <${graph}> { ?s ?p ?o } }`, 'n')[0]!.value) > GRAPH_CHUNK_QUADS;
+    if (!large) {
+      yield block(graph, raw.dump({ format: 'application/n-triples', from_graph_name: oxigraph.namedNode(graph) }));
+      continue;
+    }
+    for (const p of selectValues(raw, `SELECT DISTINCT ?p WHERE { GRAPH <${graph}> { ?s ?p ?o } }`, 'p')) {
+      // Blank nodes keep their stored identifiers in a CONSTRUCT of stored terms.
+      yield block(graph, raw.query(`CONSTRUCT { ?s <${p.value}> ?o } WHERE { GRAPH <${graph}> { ?s <${p.value}> ?o } }`, { results_format: 'application/n-triples' }) as string);
+    }
+  }
+}
+
+/** What writing a snapshot did. */
+export interface WrittenSnapshot {
+  file: string;
+  quads: number;
+  bytes: number;
+}
+
+/**
+ * Writes a snapshot of `raw` (which must not change until `dumped` is
+ * called) durably and in bounded memory: piece by piece to a temporary
+ * file, each piece written before the next is dumped; then fsynced, renamed
+ * into place, the directory fsynced, and the file read back to check its
+ * checksum. `dumped` is called as soon as the store's content is no longer
+ * needed (before the fsync). On any failure the temporary file is removed.
+ */
+export async function writeSnapshot(dir: string, seq: number, raw: oxigraph.Store, dumped: () => void = () => {}): Promise<WrittenSnapshot> {
   const file = join(dir, snapshotFileName(seq));
   const temp = `${file}.tmp`;
-  const handle = await open(temp, 'w');
+  let released = false;
+  const release = () => {
+    if (!released) {
+      released = true;
+      dumped();
+    }
+  };
   try {
-    await handle.writeFile(Buffer.concat([header, body]));
-    await handle.sync();
-  } finally {
-    await handle.close();
+    const expectedQuads = raw.size;
+    const hash = createHash('sha256');
+    let bytes = 0;
+    let quads = 0;
+    const handle = await open(temp, 'w');
+    try {
+      const write = async (buffer: Buffer) => {
+        hash.update(buffer);
+        bytes += buffer.length;
+        let offset = 0;
+        while (offset < buffer.length) offset += (await handle.write(buffer, offset, buffer.length - offset, null)).bytesWritten;
+      };
+      await write(Buffer.from(`# wsm-snapshot v2 seq=${seq}\n`, 'utf8'));
+      for (const piece of pieces(raw)) {
+        quads += piece.quads;
+        for (const buffer of piece.bytes) await write(buffer);
+      }
+      release();
+      if (quads !== expectedQuads) throw new Error(`snapshot dump holds ${quads} quads, the store ${expectedQuads}`);
+      const trailer = Buffer.from(`# wsm-snapshot-end quads=${String(quads).padStart(16, '0')} sha256=${hash.digest('hex')}\n`, 'utf8');
+      let offset = 0;
+      while (offset < trailer.length) offset += (await handle.write(trailer, offset, trailer.length - offset, null)).bytesWritten;
+      bytes += trailer.length;
+      await handle.sync();
+    } finally {
+      await handle.close();
+    }
+    await rename(temp, file);
+    await fsyncDir(dir);
+    const problem = await verifySnapshot(file);
+    if (problem) throw new Error(`snapshot ${file} does not read back: ${problem}`);
+    return { file, quads, bytes };
+  } catch (err) {
+    release();
+    await rm(temp, { force: true }).catch(() => {});
+    throw err;
   }
-  await rename(temp, file);
-  await fsyncDir(dir);
-  return file;
+}
+
+/**
+ * Streams over a snapshot file's bytes (bounded memory), hashing them.
+ * Returns the header's seq, the expected and computed digests, and the quad
+ * count the file claims (v2 only).
+ */
+function* snapshotChunks(file: string, state: { seq?: number; problem?: string; quads?: number }): Generator<Buffer> {
+  const fd = openSync(file, 'r');
+  try {
+    const size = fstatSync(fd).size;
+    const first = Buffer.alloc(Math.min(size, 200));
+    readSync(fd, first, 0, first.length, 0);
+    const newline = first.indexOf(0x0a);
+    const headerText = newline < 0 ? '' : first.subarray(0, newline).toString('utf8');
+    const v1 = HEADER_V1.exec(headerText);
+    const v2 = HEADER_V2.exec(headerText);
+    let end = size;
+    let start = 0;
+    let expected: string;
+    if (v1) {
+      state.seq = Number(v1[1]);
+      expected = v1[2]!;
+      start = newline + 1; // v1 hashes the body only
+    } else if (v2) {
+      state.seq = Number(v2[1]);
+      if (size < newline + 1 + TRAILER_BYTES) {
+        state.problem = 'too short to hold its end line';
+        return;
+      }
+      const trailer = Buffer.alloc(TRAILER_BYTES);
+      readSync(fd, trailer, 0, TRAILER_BYTES, size - TRAILER_BYTES);
+      const m = TRAILER.exec(trailer.toString('utf8'));
+      if (!m) {
+        state.problem = 'missing or damaged end line (the file is cut short or corrupt)';
+        return;
+      }
+      state.quads = Number(m[1]);
+      expected = m[2]!;
+      end = size - TRAILER_BYTES;
+    } else {
+      state.problem = 'missing or wrong header';
+      return;
+    }
+    const hash = createHash('sha256');
+    const buffer = Buffer.allocUnsafe(READ_CHUNK_BYTES);
+    for (let position = start; position < end;) {
+      const n = readSync(fd, buffer, 0, Math.min(READ_CHUNK_BYTES, end - position), position);
+      if (n === 0) break;
+      position += n;
+      const chunk = buffer.subarray(0, n);
+      hash.update(chunk);
+      // The consumer uses each chunk before asking for the next one.
+      yield chunk;
+    }
+    if (hash.digest('hex') !== expected) state.problem = 'checksum mismatch';
+  } finally {
+    closeSync(fd);
+  }
+}
+
+/** Reads a snapshot through and checks its checksum; returns the problem, or undefined when it is sound. */
+export async function verifySnapshot(file: string): Promise<string | undefined> {
+  const state: { problem?: string } = {};
+  // eslint-disable-next-line @typescript-eslint/no-unused-vars
+  for (const _ of snapshotChunks(file, state)) { /* hashing only */ }
+  return state.problem;
 }
 
 /** The snapshot that was loaded. */
 export interface LoadedSnapshot {
   seq: number;
   file: string;
+  /** The store holding its content. */
+  raw: oxigraph.Store;
+}
+
+function freeStore(raw: oxigraph.Store): void {
+  (raw as unknown as { free?: () => void }).free?.();
 }
 
 /**
- * Loads the newest valid snapshot of `dir` into `raw` (an empty store).
- * A snapshot whose header or checksum is wrong, or that does not parse, is
- * reported through `onWarning` and the next older one is tried. Returns
- * null when there is no valid snapshot.
+ * Loads one snapshot into a new store in one streaming pass (one parse, so
+ * blank nodes keep their identity; bounded memory), checking its checksum
+ * and quad count on the way. Throws an Error naming the problem.
  */
-export async function loadLatestSnapshot(
-  dir: string,
-  raw: oxigraph.Store,
-  onWarning: (message: string) => void,
-): Promise<LoadedSnapshot | null> {
-  for (const { seq, file } of await listSnapshots(dir)) {
-    const bytes = await readFile(file);
-    const newline = bytes.indexOf(0x0a);
-    const header = HEADER.exec(newline < 0 ? '' : bytes.subarray(0, newline).toString('utf8'));
-    const body = bytes.subarray(newline + 1);
-    if (!header || Number(header[1]) !== seq) {
-      onWarning(`snapshot ${file}: missing or wrong header; ignored`);
-      continue;
-    }
-    if (createHash('sha256').update(body).digest('hex') !== header[2]) {
-      onWarning(`snapshot ${file}: checksum mismatch; ignored`);
-      continue;
-    }
+export function loadSnapshot(file: string, expectedSeq: number): oxigraph.Store {
+  const raw = new oxigraph.Store();
+  const state: { seq?: number; problem?: string; quads?: number } = {};
+  try {
+    raw.load(snapshotChunks(file, state), { format: file.endsWith('.nq') ? 'application/n-quads' : 'application/trig', no_transaction: true });
+  } catch (err) {
+    freeStore(raw);
+    throw new Error(state.problem ?? `does not load (${(err as Error).message})`);
+  }
+  let problem = state.problem;
+  if (!problem && state.seq !== expectedSeq) problem = `header names seq ${state.seq}, the file name ${expectedSeq}`;
+  if (!problem && state.quads !== undefined && raw.size !== state.quads) problem = `holds ${raw.size} quads, its end line says ${state.quads}`;
+  if (problem) {
+    freeStore(raw);
+    throw new Error(problem);
+  }
+  return raw;
+}
+
+/**
+ * Loads the newest sound snapshot of `dir` into a new store. A snapshot
+ * whose header, checksum or content is wrong is reported through
+ * `onWarning` (and left on disk) and the next older one is tried. Returns
+ * null when there is no sound snapshot.
+ */
+export async function loadLatestSnapshot(dir: string, onWarning: (message: string) => void): Promise<LoadedSnapshot | null> {
+  const all = await listSnapshots(dir);
+  for (const [i, { seq, file }] of all.entries()) {
     try {
-      raw.load(body, { format: 'application/n-quads' });
+      return { seq, file, raw: loadSnapshot(file, seq) };
     } catch (err) {
-      onWarning(`snapshot ${file}: does not load (${(err as Error).message}); ignored`);
-      // A failed load may have added part of the file: start again from empty.
-      for (const quad of raw.match()) raw.delete(quad);
-      continue;
+      const next = all[i + 1];
+      onWarning(`snapshot ${file}: ${(err as Error).message}; ${next ? `falling back to ${next.file} and the journal after it` : 'no older snapshot to fall back to'}`);
     }
-    return { seq, file };
   }
   return null;
 }
 
-/** Removes snapshots older than `keepSeq` and leftover temporary files. */
-export async function removeOldSnapshots(dir: string, keepSeq: number): Promise<void> {
+/**
+ * Removes every snapshot except those whose seq is in `keep`, and leftover
+ * temporary files.
+ */
+export async function removeSnapshotsExcept(dir: string, keep: number[]): Promise<void> {
   for (const name of await readdir(dir)) {
     const m = NAME.exec(name);
-    if ((m && Number(m[1]) < keepSeq) || /^snapshot-\d{16}\.nq\.tmp$/.test(name)) {
+    if ((m && !keep.includes(Number(m[1]))) || TEMP_NAME.test(name)) {
       await rm(join(dir, name), { force: true });
     }
   }

@@ -6,17 +6,33 @@
  * the same interface, so callers use standard SPARQL only.
  *
  * Contract:
- * - Reads are synchronous on the embedded store and see every write whose
- *   promise was created before them.
+ * - Reads return promises and see at least every write whose promise
+ *   resolved before the read was made. Nothing may rely on a read and a
+ *   later write happening in the same tick: a read's answer may be stale by
+ *   the time it arrives (see the test read-delay mode in
+ *   docs/architecture.md).
  * - `write(ops)` applies all ops as one atomic, durable change: the returned
  *   promise resolves once the change is on disk (journal fsynced), and a
  *   crash before that loses the whole change, never part of it.
  * - Updates must be deterministic (no NOW(), RAND(), UUID(), STRUUID(),
  *   BNODE()): journal records replay to the same state.
- * - A malformed update or load throws (synchronously, before anything is
- *   written) an Error; callers build SPARQL with `rdf/sparql.ts` so that
- *   this is a programming error, never a user error.
+ * - A write is all or nothing: everything it will send is checked before
+ *   any of it is applied. An op the engine refuses (a malformed update, an
+ *   IRI it does not accept in a load) rejects the write with
+ *   `WriteRefusedError` and leaves the store, the journal and every cache
+ *   as they were. Callers check user input first (`rdf/turtle.ts` checks
+ *   every IRI the way the engine does), so a refusal here is a programming
+ *   error, never a user error. Graph management must use the SILENT forms
+ *   (`DROP SILENT GRAPH`): the check runs on an empty scratch store.
  */
+
+/** The engine refused an op of a write; nothing of the write was applied. */
+export class WriteRefusedError extends Error {
+  constructor(readonly opIndex: number, readonly engineMessage: string) {
+    super(`the store refused part ${opIndex + 1} of a write, nothing of it was applied: ${engineMessage}`);
+    this.name = 'WriteRefusedError';
+  }
+}
 
 /** One SPARQL JSON results binding value. */
 export interface BindingValue {
@@ -44,23 +60,23 @@ export type WriteOp =
 
 export interface QuadStore {
   /** SELECT: the bindings, in the query's order. */
-  select(query: string, scope?: QueryScope): Binding[];
+  select(query: string, scope?: QueryScope): Promise<Binding[]>;
   /** ASK. */
-  ask(query: string, scope?: QueryScope): boolean;
+  ask(query: string, scope?: QueryScope): Promise<boolean>;
   /** CONSTRUCT / DESCRIBE: the result as N-Triples text. */
-  construct(query: string, scope?: QueryScope): string;
+  construct(query: string, scope?: QueryScope): Promise<string>;
   /** Any query, answered in a serialization format (SPARQL results or RDF media type). */
-  queryRaw(query: string, resultsFormat: string, scope?: QueryScope): string | boolean;
+  queryRaw(query: string, resultsFormat: string, scope?: QueryScope): Promise<string | boolean>;
   /** Atomic, durable write of several ops. */
   write(ops: WriteOp[]): Promise<void>;
   /** One SPARQL update, durably. */
   update(sparql: string): Promise<void>;
   /** Dumps one named graph as N-Triples. */
-  dumpGraph(graph: string): string;
+  dumpGraph(graph: string): Promise<string>;
   /** Names of all named graphs holding at least one quad. */
-  graphNames(): string[];
+  graphNames(): Promise<string[]>;
   /** Number of quads in the store. */
-  size(): number;
+  size(): Promise<number>;
   /** Flushes and releases resources (journal handle, lock). */
   close(): Promise<void>;
   /**

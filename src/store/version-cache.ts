@@ -13,16 +13,16 @@ export class VersionCache<T> {
 
   constructor(private readonly store: QuadStore, private readonly maxEntries = 10_000) {}
 
-  /** The value read for `key` at the current store version, reading it (synchronously) when missing. */
-  get(key: string, read: () => T): T {
+  /** The value read for `key` at the current store version, reading it when missing; kept only if no write happened during the read. */
+  async get(key: string, read: () => Promise<T>): Promise<T> {
     if (this.version !== this.store.version || this.entries.size >= this.maxEntries) {
       this.version = this.store.version;
       this.entries.clear();
     }
     if (this.entries.has(key)) return this.entries.get(key)!;
-    const value = read();
-    // The read is synchronous, so no write happened in between.
-    this.entries.set(key, value);
+    const at = this.store.version;
+    const value = await read();
+    if (this.store.version === at && this.version === at) this.entries.set(key, value);
     return value;
   }
 }

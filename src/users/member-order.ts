@@ -29,25 +29,31 @@ export class MemberOrder {
   }
 
   /** The user IRIs of the workspace's members, ordered by username. */
-  members(workspaceId: string): readonly string[] {
+  async members(workspaceId: string): Promise<readonly string[]> {
     let order = this.cache.get(workspaceId);
     if (order) {
       this.cache.delete(workspaceId); // refresh its place in the LRU order
     } else {
-      order = this.store.select(PREFIXES + sparql`SELECT ?u WHERE {
+      const at = this.epoch;
+      order = (await this.store.select(PREFIXES + sparql`SELECT ?u WHERE {
         GRAPH ${iri(this.graphs.iam(workspaceId))} { ?p wsm:principalType "USER" ; wsm:actor ?u }
-        GRAPH ${iri(this.graphs.system)} { ?u wsm:username ?username } } ORDER BY ?username`).map((b) => req(b, 'u'));
+        GRAPH ${iri(this.graphs.system)} { ?u wsm:username ?username } } ORDER BY ?username`)).map((b) => req(b, 'u'));
+      // A write that may change an order happened while it was read: answer it, keep nothing.
+      if (this.epoch !== at) return order;
       if (this.cache.size >= this.capacity) this.cache.delete(this.cache.keys().next().value!);
     }
     this.cache.set(workspaceId, order);
     return order;
   }
 
+  /** Bumped by every write that may change some order (see `members`). */
+  private epoch = 0;
+
   private invalidate(op: WriteOp): void {
-    if (this.cache.size === 0) return;
     const reach = affectedBy(op, this.graphs);
     // A load into the system graph, or an update there that writes usernames, can change any order.
     const usernames = op.kind === 'load' || op.sparql.includes('wsm:username') || op.sparql.includes(`<${WSM.username}>`);
+    if (reach.all || (reach.system && usernames) || [...reach.workspaces.values()].some((paths) => paths.has('iam'))) this.epoch++;
     if (reach.all || (reach.system && usernames)) {
       this.cache.clear();
       return;

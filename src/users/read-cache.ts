@@ -29,9 +29,18 @@ export class ReadCache<V> {
     }
   }
 
-  get(key: string, compute: () => V): V {
+  /**
+   * The value for `key`, computing it when missing. The computed value is
+   * kept only if no write that matters happened while it was read (reads are
+   * asynchronous: the answer may be older than the store by then).
+   */
+  async get(key: string, compute: () => Promise<V>): Promise<V> {
     const hit = this.peek(key);
-    return hit.found ? hit.value : this.set(key, compute());
+    if (hit.found) return hit.value;
+    const at = this.stamp();
+    const value = await compute();
+    this.setIfCurrent(key, value, at);
+    return value;
   }
 
   peek(key: string): { found: true; value: V } | { found: false } {
@@ -39,12 +48,18 @@ export class ReadCache<V> {
     return this.entries.has(key) ? { found: true, value: this.entries.get(key)! } : { found: false };
   }
 
-  /** Stores a value read at the current version (no write in between). */
-  set(key: string, value: V): V {
+  /** The version a read started at; pass it to `setIfCurrent` with what the read found. */
+  stamp(): number {
     this.sync();
+    return this.version;
+  }
+
+  /** Keeps a value read since `stamp()` returned `at`, unless a write that matters happened meanwhile. */
+  setIfCurrent(key: string, value: V, at: number): void {
+    this.sync();
+    if (this.version !== at) return;
     if (this.entries.size >= this.max) this.entries.clear();
     this.entries.set(key, deepFreeze(value));
-    return value;
   }
 
   /** Drops everything when a write happened that was not found irrelevant. */

@@ -77,18 +77,18 @@ export class UserService {
   }
 
   /** Reads one user by id or username (by its computed IRI). */
-  get(key: { id?: string; username?: string }): User | null {
+  async get(key: { id?: string; username?: string }): Promise<User | null> {
     if (key.id !== undefined) {
       return UUID_PATTERN.test(key.id) ? this.byIri(this.userIri(key.id.toLowerCase())) : null;
     }
     if (key.username === undefined) return null;
-    const user = this.byIri(this.userIri(this.idOf(key.username)));
+    const user = await this.byIri(this.userIri(this.idOf(key.username)));
     return user && user.username === key.username ? user : null;
   }
 
   /** Reads one user record by IRI; null when there is none. */
-  byIri(userIri: string): User | null {
-    return this.cache.get(userIri, () => this.read([userIri]).get(userIri) ?? null);
+  byIri(userIri: string): Promise<User | null> {
+    return this.cache.get(userIri, async () => (await this.read([userIri])).get(userIri) ?? null);
   }
 
   /**
@@ -97,26 +97,29 @@ export class UserService {
    * IRIs without a user record are absent from the answer. Records read
    * since the last write come from the cache.
    */
-  byIris(userIris: readonly string[]): Map<string, User> {
+  async byIris(userIris: readonly string[]): Promise<Map<string, User>> {
+    const out = new Map<string, User>();
     const missing: string[] = [];
     for (const u of userIris) {
       const hit = this.cache.peek(u);
       if (!hit.found) missing.push(u);
+      else if (hit.value) out.set(u, hit.value);
     }
-    const read = missing.length ? this.read(missing) : new Map<string, User>();
-    for (const u of missing) this.cache.set(u, read.get(u) ?? null);
-    const out = new Map<string, User>();
-    for (const u of userIris) {
-      const user = this.cache.peek(u);
-      if (user.found && user.value) out.set(u, user.value);
+    if (missing.length === 0) return out;
+    const at = this.cache.stamp();
+    const read = await this.read(missing);
+    for (const u of missing) {
+      const user = read.get(u) ?? null;
+      this.cache.setIfCurrent(u, user, at);
+      if (user) out.set(u, user);
     }
     return out;
   }
 
-  private read(userIris: readonly string[]): Map<string, User> {
+  private async read(userIris: readonly string[]): Promise<Map<string, User>> {
     const out = new Map<string, User>();
     if (userIris.length === 0) return out;
-    const rows = this.store.select(PREFIXES + sparql`SELECT ?u ?p ?o WHERE {
+    const rows = await this.store.select(PREFIXES + sparql`SELECT ?u ?p ?o WHERE {
       VALUES ?u { ${join(userIris.map(iri), ' ')} } GRAPH ${iri(this.graphs.system)} { ?u ?p ?o } }`);
     const columns = new Map<string, Binding>();
     const typed = new Set<string>();
@@ -145,8 +148,8 @@ export class UserService {
    * left undefined keep their value). Returns the user.
    */
   /** Whether the user's record exists and says what `profile` says (then `upsert` would write nothing). */
-  isCurrent(username: string, profile: UserProfile): boolean {
-    const existing = this.get({ username });
+  async isCurrent(username: string, profile: UserProfile): Promise<boolean> {
+    const existing = await this.get({ username });
     if (!existing) return false;
     for (const field of PROFILE_FIELDS) {
       if (profile[field] !== undefined && profile[field] !== existing[field]) return false;
@@ -155,7 +158,7 @@ export class UserService {
   }
 
   async upsert(username: string, profile: UserProfile, now = new Date()): Promise<User> {
-    const existing = this.get({ username });
+    const existing = await this.get({ username });
     const id = existing?.id ?? this.idOf(username);
     const u = iri(this.userIri(id));
     const g = iri(this.graphs.system);
@@ -186,6 +189,6 @@ export class UserService {
       ops.push(sparql`INSERT DATA { GRAPH ${g} { ${u} wsm:updatedAt ${dateTime(now)} } }`);
     }
     await this.store.update(PREFIXES + join(ops.map(raw), ' ;\n').__sparql);
-    return this.get({ username })!;
+    return (await this.get({ username }))!;
   }
 }

@@ -24,14 +24,14 @@ export function workspaceRoutes(workspaces: WorkspaceService): RouteDef[] {
       method: 'get', path: '/api/v1/workspaces', tag,
       summary: "The caller's workspaces (all of them for a system admin)",
       responses: { 200: { description: 'Workspaces', data: z.array(workspaceSchema) } },
-      handler: async ({ auth }) => ({ data: workspaces.list(auth) }),
+      handler: async ({ auth }) => ({ data: await workspaces.list(auth) }),
     }),
     defineRoute({
       method: 'get', path: '/api/v1/workspaces/{workspace}', tag,
       summary: 'One workspace, by slug or id',
       params: workspaceParams,
       responses: { 200: { description: 'The workspace', data: workspaceSchema }, 404: { description: 'Not found or not a member' } },
-      handler: async ({ params, auth }) => ({ data: workspaces.requireMember(auth, params.workspace).workspace }),
+      handler: async ({ params, auth }) => ({ data: (await workspaces.requireMember(auth, params.workspace)).workspace }),
     }),
     defineRoute({
       method: 'put', path: '/api/v1/workspaces/{workspace}/members/{username}', tag,
@@ -40,7 +40,7 @@ export function workspaceRoutes(workspaces: WorkspaceService): RouteDef[] {
       body: putMemberBody,
       responses: { 200: { description: 'The member', data: userSchema }, 403: { description: 'Not an administrator' }, 404: { description: 'Workspace not found' }, 409: { description: 'Would remove the last administrator' } },
       handler: async ({ params, body, auth }) => {
-        const { workspace } = workspaces.requireAdmin(auth, params.workspace);
+        const { workspace } = await workspaces.requireAdmin(auth, params.workspace);
         return { data: await workspaces.putMember(workspace, params.username, body) };
       },
     }),
@@ -50,7 +50,7 @@ export function workspaceRoutes(workspaces: WorkspaceService): RouteDef[] {
       params: memberParams,
       responses: { 200: { description: 'Removed', data: z.string() }, 403: { description: 'Not an administrator' }, 404: { description: 'Not a member' }, 409: { description: 'Last administrator' } },
       handler: async ({ params, auth }) => {
-        const { workspace } = workspaces.requireAdmin(auth, params.workspace);
+        const { workspace } = await workspaces.requireAdmin(auth, params.workspace);
         await workspaces.removeMember(workspace, params.username);
         return { data: `User "${params.username}" is no longer a member of workspace "${workspace.slug}"` };
       },

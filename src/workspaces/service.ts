@@ -66,8 +66,8 @@ export class WorkspaceService {
   assignmentIri(id: string): string { return this.graphs.resource('assignment', id); }
 
   /** Workspace records; `first` is a pattern binding ?w evaluated before the record pattern (a selective one). */
-  private query(where: string, extra = '', first = ''): Workspace[] {
-    const rows = this.store.select(`${PREFIXES}
+  private async query(where: string, extra = '', first = ''): Promise<Workspace[]> {
+    const rows = await this.store.select(`${PREFIXES}
       SELECT ?id ?slug ?name ?engineVersion ?ownerId ?ownerUsername ?createdAt ?updatedAt WHERE {
         ${first}
         GRAPH ${iri(this.graphs.system).__sparql} {
@@ -90,17 +90,17 @@ export class WorkspaceService {
   }
 
   /** Finds a workspace by slug or id (every {workspace} segment takes both). */
-  find(segment: string): Workspace | null {
+  find(segment: string): Promise<Workspace | null> {
     return this.found.get(segment, () => this.lookup(segment));
   }
 
-  private lookup(segment: string): Workspace | null {
+  private async lookup(segment: string): Promise<Workspace | null> {
     const key = UUID_PATTERN.test(segment) ? sparql`?w wsm:id ${literal(segment.toLowerCase())} .` : sparql`?w wsm:slug ${literal(segment)} .`;
-    return this.query(key, 'LIMIT 1')[0] ?? null;
+    return (await this.query(key, 'LIMIT 1'))[0] ?? null;
   }
 
   /** The workspaces the caller is a member of; all of them for a system admin. */
-  list(auth: AuthContext): Workspace[] {
+  list(auth: AuthContext): Promise<Workspace[]> {
     if (auth.systemAdmin) return this.query('', 'ORDER BY ?slug');
     const userIri = iri(this.users.userIri(this.users.idOf(auth.username)));
     // The caller's principals first (a lookup by actor), as a subquery: joined the other way round,
@@ -115,7 +115,7 @@ export class WorkspaceService {
     }
     const engineVersion = input.engineVersion ?? this.defaultEngineVersion;
     if (!SEMVER.test(engineVersion)) throw badRequest(`engineVersion must be a full semver version like 1.0.0, not "${engineVersion}"`);
-    if (this.find(input.slug)) throw conflict(`A workspace with slug "${input.slug}" already exists`);
+    if (await this.find(input.slug)) throw conflict(`A workspace with slug "${input.slug}" already exists`);
     const owner = await this.users.upsert(input.owner, {}, now);
     const id = newId();
     const ws = iri(this.workspaceIri(id));
@@ -142,26 +142,26 @@ export class WorkspaceService {
                    wsm:role ${iri(this.roleIri(roleId))} ; wsm:principal ${iri(this.principalIri(principalId))} ; wsm:createdAt ${t} .
                } }
       WHERE { FILTER NOT EXISTS { GRAPH ${sys} { ?other wsm:slug ${slug} } } }`);
-    const created = this.find(id);
+    const created = await this.find(id);
     if (!created || created.slug !== input.slug || created.owner.id !== owner.id) throw conflict(`A workspace with slug "${input.slug}" already exists`);
     return created;
   }
 
-  isMember(workspaceId: string, userId: string): boolean {
+  isMember(workspaceId: string, userId: string): Promise<boolean> {
     return this.checks.get(`member ${workspaceId} ${userId}`, () => this.askMember(workspaceId, userId));
   }
 
-  private askMember(workspaceId: string, userId: string): boolean {
+  private async askMember(workspaceId: string, userId: string): Promise<boolean> {
     const p = iri(this.principalIri(this.userPrincipalId(workspaceId, userId)));
-    return this.store.ask(`${PREFIXES} ASK { GRAPH ${iri(this.graphs.iam(workspaceId)).__sparql} { ${p.__sparql} a wsm:Principal } }`);
+    return await this.store.ask(`${PREFIXES} ASK { GRAPH ${iri(this.graphs.iam(workspaceId)).__sparql} { ${p.__sparql} a wsm:Principal } }`);
   }
 
   /** Member ids of the workspace's administrators (owner or holder of the built-in role). */
-  adminUserIds(workspace: Workspace): string[] {
+  async adminUserIds(workspace: Workspace): Promise<string[]> {
     const iam = iri(this.graphs.iam(workspace.id));
     const role = iri(this.roleIri(this.adminRoleId(workspace.id)));
     const ownerIri = iri(this.users.userIri(workspace.owner.id));
-    const rows = this.store.select(PREFIXES + sparql`SELECT DISTINCT ?userId WHERE {
+    const rows = await this.store.select(PREFIXES + sparql`SELECT DISTINCT ?userId WHERE {
       GRAPH ${iam} { ?p a wsm:Principal ; wsm:principalType "USER" ; wsm:actor ?u .
         OPTIONAL { ?a wsm:role ${role} ; wsm:principal ?p } }
       FILTER (BOUND(?a) || ?u = ${ownerIri})
@@ -170,36 +170,36 @@ export class WorkspaceService {
   }
 
   /** Same answer as `adminUserIds(workspace).includes(userId)`, without listing every member. */
-  isAdmin(workspace: Workspace, userId: string): boolean {
+  isAdmin(workspace: Workspace, userId: string): Promise<boolean> {
     return this.checks.get(`admin ${workspace.id} ${userId}`, () => this.askAdmin(workspace, userId));
   }
 
-  private askAdmin(workspace: Workspace, userId: string): boolean {
-    if (!this.isMember(workspace.id, userId)) return false;
+  private async askAdmin(workspace: Workspace, userId: string): Promise<boolean> {
+    if (!await this.isMember(workspace.id, userId)) return false;
     if (workspace.owner.id === userId) return true;
     const a = iri(this.assignmentIri(this.assignmentId(workspace.id, this.adminRoleId(workspace.id), this.userPrincipalId(workspace.id, userId))));
-    return this.store.ask(PREFIXES + sparql`ASK { GRAPH ${iri(this.graphs.iam(workspace.id))} { ${a} a wsm:RoleAssignment } }`);
+    return await this.store.ask(PREFIXES + sparql`ASK { GRAPH ${iri(this.graphs.iam(workspace.id))} { ${a} a wsm:RoleAssignment } }`);
   }
 
   /**
    * Resolves the {workspace} segment for a caller. A caller who is not a
    * member (and not a system admin) gets 404, as if it did not exist.
    */
-  access(auth: AuthContext, segment: string): WorkspaceAccess {
-    const workspace = this.find(segment);
-    const user = this.users.get({ username: auth.username });
-    const isMember = !!(workspace && user && this.isMember(workspace.id, user.id));
+  async access(auth: AuthContext, segment: string): Promise<WorkspaceAccess> {
+    const workspace = await this.find(segment);
+    const user = await this.users.get({ username: auth.username });
+    const isMember = !!(workspace && user && await this.isMember(workspace.id, user.id));
     if (!workspace || (!isMember && !auth.systemAdmin)) throw notFound(`Workspace "${segment}" not found`);
-    const isAdmin = auth.systemAdmin || (isMember && this.isAdmin(workspace, user!.id));
+    const isAdmin = auth.systemAdmin || (isMember && await this.isAdmin(workspace, user!.id));
     return { workspace, user, isMember, isAdmin, principalId: isMember ? this.userPrincipalId(workspace.id, user!.id) : null };
   }
 
-  requireMember(auth: AuthContext, segment: string): WorkspaceAccess {
+  requireMember(auth: AuthContext, segment: string): Promise<WorkspaceAccess> {
     return this.access(auth, segment);
   }
 
-  requireAdmin(auth: AuthContext, segment: string): WorkspaceAccess {
-    const access = this.access(auth, segment);
+  async requireAdmin(auth: AuthContext, segment: string): Promise<WorkspaceAccess> {
+    const access = await this.access(auth, segment);
     if (!access.isAdmin) throw forbidden('Only administrators of this workspace may do this');
     return access;
   }
@@ -214,7 +214,7 @@ export class WorkspaceService {
     const p = iri(this.principalIri(principalId));
     const a = iri(this.assignmentIri(this.assignmentId(workspace.id, roleId, principalId)));
     const ops: string[] = [];
-    if (!this.isMember(workspace.id, user.id)) {
+    if (!await this.isMember(workspace.id, user.id)) {
       ops.push(sparql`INSERT DATA { GRAPH ${iam} { ${p} a wsm:Principal ; wsm:id ${literal(principalId)} ; wsm:principalType "USER" ;
         wsm:actor ${iri(this.users.userIri(user.id))} ; wsm:workspace ${iri(this.workspaceIri(workspace.id))} ; wsm:createdAt ${dateTime(now)} . } }`);
     }
@@ -223,7 +223,7 @@ export class WorkspaceService {
         wsm:role ${iri(this.roleIri(roleId))} ; wsm:principal ${p} ; wsm:createdAt ${dateTime(now)} . } }
         WHERE { FILTER NOT EXISTS { GRAPH ${iam} { ${a} a wsm:RoleAssignment } } }`);
     } else if (admin === false) {
-      const remaining = this.adminUserIds(workspace).filter((id) => id !== user.id);
+      const remaining = (await this.adminUserIds(workspace)).filter((id) => id !== user.id);
       if (remaining.length === 0) throw conflict('This is the last administrator of the workspace; make another member an administrator first');
       if (workspace.owner.id === user.id) throw conflict('The workspace owner is always an administrator');
       ops.push(sparql`DELETE WHERE { GRAPH ${iam} { ${a} ?p ?o } }`);
@@ -234,9 +234,9 @@ export class WorkspaceService {
 
   /** Removes a member with its role assignments. */
   async removeMember(workspace: Workspace, username: string): Promise<void> {
-    const user = this.users.get({ username });
-    if (!user || !this.isMember(workspace.id, user.id)) throw notFound(`User "${username}" is not a member of this workspace`);
-    const admins = this.adminUserIds(workspace);
+    const user = await this.users.get({ username });
+    if (!user || !await this.isMember(workspace.id, user.id)) throw notFound(`User "${username}" is not a member of this workspace`);
+    const admins = await this.adminUserIds(workspace);
     if (admins.includes(user.id) && admins.length === 1) {
       throw conflict('This is the last administrator of the workspace; make another member an administrator first');
     }

@@ -15,6 +15,7 @@ export interface CommandJson {
   createdAt: string;
   updatedAt: string;
   packageInstallation: { id: string } | null;
+  parentCommandId: string | null;
 }
 
 /** P2: uploads an archive. */
@@ -60,14 +61,14 @@ export function publish(t: TestServer, publisher: string, name: string, version:
  * Every graph of a workspace as sorted N-Triples lines, leaving out the
  * records and logs of lifecycle commands (a failed command leaves those).
  */
-export function workspaceDump(t: TestServer, workspaceId: string): Record<string, string[]> {
+export async function workspaceDump(t: TestServer, workspaceId: string): Promise<Record<string, string[]>> {
   const { store, graphs } = t.server.services;
   const prefix = graphs.workspacePrefix(workspaceId);
   const commandSubject = `<${graphs.resource('command', '')}`;
   const out: Record<string, string[]> = {};
-  for (const g of store.graphNames().filter((name) => name.startsWith(prefix)).sort()) {
+  for (const g of (await store.graphNames()).filter((name) => name.startsWith(prefix)).sort()) {
     if (g.startsWith(`${prefix}commands/`)) continue;
-    out[g] = store.dumpGraph(g).split('\n').filter((l) => l && !l.startsWith(commandSubject)).sort();
+    out[g] = (await store.dumpGraph(g)).split('\n').filter((l) => l && !l.startsWith(commandSubject)).sort();
   }
   return out;
 }

@@ -225,19 +225,19 @@ describe('extensions: deployment with real packages', function () {
   const matrixId = (uri: string) => stableId('matrix', workspace.id, uri);
   const derivedGraph = (uri: string) => graphs().derived(workspace.id, matrixId(uri));
   /** Role and agent URIs of a matrix's derived graph, and each agent's role URIs. */
-  const derived = (uri: string) => {
+  const derived = async (uri: string) => {
     const g = `<${derivedGraph(uri)}>`;
-    const roles = store().select(`${PREFIXES} SELECT ?uri ?label ?m WHERE { GRAPH ${g} { ?r a wsm:Role ; wsm:uri ?uri ; wsm:label ?label ; wsm:matrix ?m } } ORDER BY ?uri`)
+    const roles = (await store().select(`${PREFIXES} SELECT ?uri ?label ?m WHERE { GRAPH ${g} { ?r a wsm:Role ; wsm:uri ?uri ; wsm:label ?label ; wsm:matrix ?m } } ORDER BY ?uri`))
       .map((b) => ({ uri: b.uri!.value, label: b.label!.value, matrix: b.m!.value }));
-    const agents = store().select(`${PREFIXES} SELECT ?uri ?principal WHERE { GRAPH ${g} {
-        ?a a wsm:Agent ; wsm:uri ?uri . OPTIONAL { ?p a wsm:Principal ; wsm:principalType "AGENT" ; wsm:actor ?a ; wsm:id ?principal } } } ORDER BY ?uri`)
+    const agents = (await store().select(`${PREFIXES} SELECT ?uri ?principal WHERE { GRAPH ${g} {
+        ?a a wsm:Agent ; wsm:uri ?uri . OPTIONAL { ?p a wsm:Principal ; wsm:principalType "AGENT" ; wsm:actor ?a ; wsm:id ?principal } } } ORDER BY ?uri`))
       .map((b) => ({ uri: b.uri!.value, principal: b.principal?.value ?? null }));
-    const hasRole = store().select(`${PREFIXES} SELECT ?agent ?role WHERE { GRAPH ${g} { ?a a wsm:Agent ; wsm:uri ?agent ; wsm:role ?r } GRAPH ?rg { ?r a wsm:Role ; wsm:uri ?role } } ORDER BY ?agent ?role`)
+    const hasRole = (await store().select(`${PREFIXES} SELECT ?agent ?role WHERE { GRAPH ${g} { ?a a wsm:Agent ; wsm:uri ?agent ; wsm:role ?r } GRAPH ?rg { ?r a wsm:Role ; wsm:uri ?role } } ORDER BY ?agent ?role`))
       .map((b) => `${b.agent!.value} -> ${b.role!.value}`);
     return { roles, agents, hasRole };
   };
   /** Every graph of the workspace (lifecycle command records and logs left out) but the extensions' own. */
-  const dumpAll = () => Object.fromEntries(Object.entries(workspaceDump(t, workspace.id))
+  const dumpAll = async () => Object.fromEntries(Object.entries(await workspaceDump(t, workspace.id))
     .filter(([g]) => !g.startsWith(graphs().extensions(workspace.id))));
   /** Roles (I9) and agents (I12) of the workspace as the IAM endpoints list them, and an agent's roles (I14). */
   const iamView = async () => {
@@ -266,9 +266,9 @@ describe('extensions: deployment with real packages', function () {
   const getExtension = async (id: string) => (await t.http.get(`${EXT}/acme/${id}`).set(bearer(tokens.owner))).body.data;
 
   it('X5 answers at once with the extension, inactive, and a queued REDEPLOY that activates it', async () => {
-    const before = derived(TRACKING_URI);
+    const before = await derived(TRACKING_URI);
     expect(before.roles.map((r) => r.uri)).to.deep.equal(['https://example.org/tracking#Reviewer']);
-    const notesBefore = store().dumpGraph(derivedGraph(NOTES_URI));
+    const notesBefore = await store().dumpGraph(derivedGraph(NOTES_URI));
     const res = await createExtension(AUDIT_TTL, 'Audit');
     expect(res.status, JSON.stringify(res.body)).to.equal(200);
     const ext = res.body.data;
@@ -296,7 +296,7 @@ describe('extensions: deployment with real packages', function () {
     const after = await getExtension(ext.id);
     expect(after).to.include({ active: true, content: AUDIT_TTL, lastCommandId: ext.lastCommandId });
     expect(await agentsSeen()).to.deep.equal(['https://example.org/tracking#auditbot', 'https://example.org/tracking#bot']);
-    const now = derived(TRACKING_URI);
+    const now = await derived(TRACKING_URI);
     expect(now.roles.map((r) => r.uri)).to.deep.equal(['https://example.org/tracking#Auditor', 'https://example.org/tracking#Reviewer']);
     expect(new Set(now.roles.map((r) => r.matrix))).to.deep.equal(new Set([graphs().resource('matrix', matrixId(TRACKING_URI))]));
     expect(now.agents.map((a) => a.uri)).to.deep.equal(['https://example.org/tracking#auditbot', 'https://example.org/tracking#bot']);
@@ -307,7 +307,7 @@ describe('extensions: deployment with real packages', function () {
       'https://example.org/tracking#bot -> https://example.org/tracking#Reviewer',
     ]);
     // Partial: the other matrix of the package was not re-derived.
-    expect(store().dumpGraph(derivedGraph(NOTES_URI))).to.equal(notesBefore);
+    expect(await store().dumpGraph(derivedGraph(NOTES_URI))).to.equal(notesBefore);
     // Through the IAM endpoints: the role (I9), the agent (I12) with its AGENT principal, and the new iam:hasRole (I14).
     const iam = await iamView();
     const auditor = iam.roles.find((r) => r.uri === 'https://example.org/tracking#Auditor');
@@ -339,7 +339,7 @@ describe('extensions: deployment with real packages', function () {
     const command = await waitForCommand(t, tokens.owner, 'acme', res.body.data.lastCommandId);
     expect(command).to.include({ commandType: 'REDEPLOY', status: 'completed' });
     expect(await getExtension(ext.id)).to.include({ active: true, label: 'Inspection', content: replacement });
-    const now = derived(TRACKING_URI);
+    const now = await derived(TRACKING_URI);
     expect(now.roles.map((r) => r.uri)).to.deep.equal(['https://example.org/tracking#Inspector', 'https://example.org/tracking#Reviewer']);
     expect(now.agents.map((a) => a.uri)).to.deep.equal(['https://example.org/tracking#bot']);
     expect(now.hasRole).to.deep.equal([
@@ -347,7 +347,7 @@ describe('extensions: deployment with real packages', function () {
       'https://example.org/tracking#bot -> https://example.org/tracking#Reviewer',
     ]);
     // The content graph holds the new triples only.
-    const content = store().dumpGraph(graphs().extension(workspace.id, ext.id));
+    const content = await store().dumpGraph(graphs().extension(workspace.id, ext.id));
     expect(content).to.include('Inspector').and.not.include('Auditor');
 
     // A label alone (query parameter) also re-deploys.
@@ -381,8 +381,8 @@ describe('extensions: deployment with real packages', function () {
     const memberPrincipal = t.server.services.workspaces.userPrincipalId(workspace.id, stableId('user', 'acme-member'));
     const assignment = await t.http.post(`/api/v1/iam/acme/roles/${inspector}/assignees/principals/${memberPrincipal}`).set(bearer(tokens.owner));
     expect(assignment.status, JSON.stringify(assignment.body)).to.equal(200);
-    const assignments = () => store().select(`${PREFIXES} SELECT ?a WHERE { GRAPH <${graphs().iam(workspace.id)}> { ?a wsm:role <${t.server.services.workspaces.roleIri(inspector)}> } }`).length;
-    expect(assignments()).to.equal(1);
+    const assignments = async () => (await store().select(`${PREFIXES} SELECT ?a WHERE { GRAPH <${graphs().iam(workspace.id)}> { ?a wsm:role <${t.server.services.workspaces.roleIri(inspector)}> } }`)).length;
+    expect(await assignments()).to.equal(1);
 
     const res = await t.http.delete(`${EXT}/acme/${ext.id}`).set(bearer(tokens.owner));
     expect(res.status).to.equal(200);
@@ -392,11 +392,11 @@ describe('extensions: deployment with real packages', function () {
     expect((await waitForCommand(t, tokens.owner, 'acme', commandId!)).status).to.equal('completed');
     expect((await t.http.get(`${EXT}/acme/${ext.id}`).set(bearer(tokens.owner))).status).to.equal(404);
     expect((await t.http.get(`${EXT}/acme`).set(bearer(tokens.owner))).body.data).to.deep.equal([]);
-    expect(store().dumpGraph(graphs().extension(workspace.id, ext.id))).to.equal('');
-    const now = derived(TRACKING_URI);
+    expect(await store().dumpGraph(graphs().extension(workspace.id, ext.id))).to.equal('');
+    const now = await derived(TRACKING_URI);
     expect(now.roles.map((r) => r.uri)).to.deep.equal(['https://example.org/tracking#Reviewer']);
     expect(now.hasRole).to.deep.equal(['https://example.org/tracking#bot -> https://example.org/tracking#Reviewer']);
-    expect(assignments()).to.equal(0);
+    expect(await assignments()).to.equal(0);
     const iam = await iamView();
     expect(iam.roles.map((r) => r.uri)).to.not.include('https://example.org/tracking#Inspector');
     expect((await t.http.get(`/api/v1/iam/acme/roles/${inspector}`).set(bearer(tokens.member))).status).to.equal(404);
@@ -417,7 +417,7 @@ describe('extensions: deployment with real packages', function () {
     },
   ]) {
     it(`a REDEPLOY failing validation (${failing.name}) leaves every graph as it was and the extension inactive`, async () => {
-      const before = dumpAll();
+      const before = await dumpAll();
       const iamBefore = await iamView().then((v) => [v.roles, v.agents]);
       const res = await createExtension(failing.turtle, 'Broken');
       expect(res.status, JSON.stringify(res.body)).to.equal(200);
@@ -433,13 +433,13 @@ describe('extensions: deployment with real packages', function () {
       const events = await t.http.get(`/api/v1/packages/acme/commands/${ext.lastCommandId}/events`).set(bearer(tokens.owner));
       expect(events.body.data.map((e: { level: string }) => e.level)).to.include('ERROR');
 
-      expect(dumpAll()).to.deep.equal(before);
+      expect(await dumpAll()).to.deep.equal(before);
       expect(await iamView().then((v) => [v.roles, v.agents])).to.deep.equal(iamBefore);
       const stored = await getExtension(ext.id);
       expect(stored).to.include({ active: false, content: failing.turtle });
       // Stored as its own graph, but nothing of it reaches the matrix's roles and agents.
-      expect(store().dumpGraph(graphs().extension(workspace.id, ext.id))).to.include(failing.focus);
-      const now = derived(TRACKING_URI);
+      expect(await store().dumpGraph(graphs().extension(workspace.id, ext.id))).to.include(failing.focus);
+      const now = await derived(TRACKING_URI);
       expect(JSON.stringify(now)).to.not.include(failing.focus);
       expect(await agentsSeen()).to.not.include(failing.focus);
       // Deleting the broken extension re-deploys cleanly.
@@ -461,7 +461,7 @@ describe('extensions: deployment with real packages', function () {
     expect(uninstalled.status, JSON.stringify(uninstalled)).to.equal('completed');
     const list = await t.http.get(`${EXT}/acme`).set(bearer(tokens.owner));
     expect(list.body.data.map((e: { id: string; active: boolean }) => [e.id, e.active])).to.deep.equal([[ext.id, false]]);
-    expect(store().dumpGraph(derivedGraph(TRACKING_URI))).to.equal('');
+    expect(await store().dumpGraph(derivedGraph(TRACKING_URI))).to.equal('');
     expect((await getExtension(ext.id)).content).to.equal(AUDIT_TTL);
     // A new extension cannot target the matrix now (404); changes to this one are kept, inactive, without a command.
     const orphan = await createExtension(AUDIT_TTL);
@@ -480,7 +480,7 @@ describe('extensions: deployment with real packages', function () {
     const reinstalled = await uploadAndWait(t, tokens.owner, 'acme', archive);
     expect(reinstalled.status, JSON.stringify(reinstalled)).to.equal('completed');
     expect(await getExtension(ext.id)).to.include({ active: true, label: 'Audit again' });
-    expect(derived(TRACKING_URI).roles.map((r) => r.uri)).to.deep.equal(['https://example.org/tracking#Auditor', 'https://example.org/tracking#Reviewer']);
+    expect((await derived(TRACKING_URI)).roles.map((r) => r.uri)).to.deep.equal(['https://example.org/tracking#Auditor', 'https://example.org/tracking#Reviewer']);
   });
 
   it('takes targetMatrix and label as form fields (the ecosystem client), names an unlabelled extension after its file', async () => {
@@ -502,17 +502,17 @@ describe('extensions: deployment with real packages', function () {
     }
     const list = (await t.http.get(`${EXT}/acme`).set(bearer(tokens.owner))).body.data as Array<{ label: string; active: boolean }>;
     expect(list.map((e) => [e.label, e.active])).to.deep.equal([['Audit again', true], ['Observers', true], ['observer-notes', true]]);
-    expect(derived(TRACKING_URI).roles.map((r) => r.uri)).to.include('https://example.org/tracking#Observer');
+    expect((await derived(TRACKING_URI)).roles.map((r) => r.uri)).to.include('https://example.org/tracking#Observer');
   });
 
   it('keeps extensions, their state and what they derived across a restart', async () => {
     const before = (await t.http.get(`${EXT}/acme`).set(bearer(tokens.owner))).body.data;
-    const derivedBefore = derived(TRACKING_URI);
+    const derivedBefore = await derived(TRACKING_URI);
     await t.close();
     t = await startTestServer({}, t.dataDir);
     const after = (await t.http.get(`${EXT}/acme`).set(bearer(tokens.owner))).body.data;
     expect(after).to.deep.equal(before);
-    expect(derived(TRACKING_URI)).to.deep.equal(derivedBefore);
+    expect(await derived(TRACKING_URI)).to.deep.equal(derivedBefore);
     const one = await getExtension(before[0].id);
     expect(one.content).to.equal(AUDIT_TTL);
   });
@@ -528,13 +528,13 @@ describe('extensions: deployment with real packages', function () {
         { name: 'notes', uri: NOTES_URI, turtle: NOTES_TTL },
       ],
     });
-    const before = dumpAll();
+    const before = await dumpAll();
     const extensionsBefore = (await t.http.get(`${EXT}/acme`).set(bearer(tokens.owner))).body.data;
     const failed = await uploadAndWait(t, tokens.owner, 'acme', v2);
     expect(failed.status).to.equal('failed');
     const report = await t.http.get(`/api/v1/packages/acme/commands/${failed.id}/validation-report`).set(bearer(tokens.owner));
     expect(report.body.data.violations.map((v: { focusNode: string }) => v.focusNode)).to.include('https://example.org/tracking#helper');
-    expect(dumpAll()).to.deep.equal(before);
+    expect(await dumpAll()).to.deep.equal(before);
     expect((await t.http.get(`${EXT}/acme`).set(bearer(tokens.owner))).body.data).to.deep.equal(extensionsBefore);
     expect((await t.http.get('/api/v1/packages/acme/tracking').set(bearer(tokens.owner))).body.data.currentVersion).to.equal('1.0.0');
 
@@ -545,7 +545,7 @@ describe('extensions: deployment with real packages', function () {
     expect(updated.status, JSON.stringify(updated)).to.equal('completed');
     const list = (await t.http.get(`${EXT}/acme`).set(bearer(tokens.owner))).body.data as Array<{ active: boolean }>;
     expect(list.every((e) => e.active)).to.equal(true);
-    expect(derived(TRACKING_URI).roles.map((r) => r.uri)).to.deep.equal([
+    expect((await derived(TRACKING_URI)).roles.map((r) => r.uri)).to.deep.equal([
       'https://example.org/tracking#Approver', 'https://example.org/tracking#Auditor', 'https://example.org/tracking#Observer',
     ]);
   });

@@ -150,7 +150,7 @@ describe('identity and access (I1-I14)', () => {
     for (const u of users.body.data.items) userIds[u.username] = u.id;
     const outsider = await t.http.get('/api/v1/workspaces').set(bearer(tokens.outsider));
     expect(outsider.status).to.equal(200);
-    userIds['acme-outsider'] = t.server.services.users.get({ username: 'acme-outsider' })!.id;
+    userIds['acme-outsider'] = (await t.server.services.users.get({ username: 'acme-outsider' }))!.id;
     const roles = await t.http.get(url('/roles')).set(bearer(tokens.owner));
     adminRoleId = roles.body.data.items[0].id;
   });
@@ -590,7 +590,7 @@ describe('identity and access (I1-I14)', () => {
       // Reinstalling replaces the specification graph: the forged records go.
       const reinstall = await installMatrix(t, tokens.owner, 'acme', 'sales', matrixA);
       expect(reinstall.commandType).to.equal('REINSTALL');
-      expect(store.ask(`ASK { GRAPH <${specGraph}> { ?s <https://w3id.org/wsm/ns#id> "${UNKNOWN}" } }`)).to.equal(false);
+      expect(await store.ask(`ASK { GRAPH <${specGraph}> { ?s <https://w3id.org/wsm/ns#id> "${UNKNOWN}" } }`)).to.equal(false);
       expect((await t.http.get(url(`/agents/${bot()}/roles`)).set(bearer(tokens.owner))).body.data.map((r: { id: string }) => r.id))
         .to.deep.equal([adminRoleId, viewer()]);
     });
@@ -694,7 +694,7 @@ describe('identity and access: concurrency and restart', () => {
     await installMatrix(t, tokens.owner, 'race', 'sales', matrixA);
     const fixture = await idsOf(t, tokens.owner, 'race', matrixA);
     const editorId = fixture.roleIds[`${EX}sales#Editor`]!;
-    const member = t.server.services.users.get({ username: 'race-member' })!;
+    const member = (await t.server.services.users.get({ username: 'race-member' }))!;
     const path = `/api/v1/iam/race/roles/${editorId}/assignees/${member.id}`;
     const answers = await Promise.all(Array.from({ length: 6 }, () => t.http.post(path).set(bearer(tokens.owner))));
     expect(answers.map((r) => r.status).sort()).to.deep.equal([200, 409, 409, 409, 409, 409]);

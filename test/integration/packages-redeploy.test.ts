@@ -40,7 +40,7 @@ describe('packages: redeploy of a matrix for extensions (requestRedeploy and the
   let workspace: Workspace;
   let ext: Extensions;
   let matrixId: string;
-  const derived = () => t.server.services.store.dumpGraph(t.server.services.graphs.derived(workspace.id, matrixId));
+  const derived = async () => await t.server.services.store.dumpGraph(t.server.services.graphs.derived(workspace.id, matrixId));
   const redeploy = (reason: string) => new Promise<{ accepted: LifecycleCommand; outcome: Promise<LifecycleCommand> }>((resolve, reject) => {
     let settle!: (c: LifecycleCommand) => void;
     const outcome = new Promise<LifecycleCommand>((r) => { settle = r; });
@@ -50,7 +50,7 @@ describe('packages: redeploy of a matrix for extensions (requestRedeploy and the
   before(async () => {
     t = await startTestServer();
     ({ tokens } = await seedWorkspace(t, 'acme'));
-    workspace = t.server.services.workspaces.find('acme')!;
+    workspace = (await t.server.services.workspaces.find('acme'))!;
     ext = new Extensions(t, workspace.id);
     ext.install();
     const done = await uploadAndWait(t, tokens.owner, 'acme', await tinyPackage({ name: 'alpha' }));
@@ -66,15 +66,15 @@ describe('packages: redeploy of a matrix for extensions (requestRedeploy and the
   });
 
   it('derives roles again from the matrix plus extension quads, writes the hook ops with it, and reports the outcome', async () => {
-    const matrixBefore = t.server.services.store.dumpGraph(t.server.services.graphs.matrix(workspace.id, matrixId));
+    const matrixBefore = await t.server.services.store.dumpGraph(t.server.services.graphs.matrix(workspace.id, matrixId));
     ext.content.set(MATRIX, turtle(`<${MATRIX}#extra> a iam:Role ; rdfs:label "Extra" ; rdfs:comment "Added by an extension." .`));
     const { accepted, outcome } = await redeploy('extension "extra" created');
     expect(accepted).to.include({ commandType: 'REDEPLOY', packageName: 'alpha', version: '1.0.0', status: 'pending' });
     const done = await outcome;
     expect(done.status, done.errorMessage ?? '').to.equal('completed');
-    expect(derived()).to.contain(`<${MATRIX}#extra>`);
-    expect(t.server.services.store.dumpGraph(t.server.services.graphs.matrix(workspace.id, matrixId))).to.equal(matrixBefore);
-    expect(t.server.services.store.ask(`ASK { GRAPH ?g { <${ext.marker(done.id)}> ?p ?o } }`)).to.equal(true);
+    expect(await derived()).to.contain(`<${MATRIX}#extra>`);
+    expect(await t.server.services.store.dumpGraph(t.server.services.graphs.matrix(workspace.id, matrixId))).to.equal(matrixBefore);
+    expect(await t.server.services.store.ask(`ASK { GRAPH ?g { <${ext.marker(done.id)}> ?p ?o } }`)).to.equal(true);
     const events = await eventsOf(t, tokens.member, 'acme', done.id);
     expect(events[1]!.message).to.match(/extension "extra" created/);
     expect(events.map((e) => e.message).join('\n')).to.match(/3 triples of active extensions/);
@@ -83,27 +83,27 @@ describe('packages: redeploy of a matrix for extensions (requestRedeploy and the
   });
 
   it('a redeploy that fails validation leaves the derived graph as it was and writes no hook ops', async () => {
-    const before = derived();
+    const before = await derived();
     ext.content.set(MATRIX, turtle(`<${MATRIX}#nameless> a iam:Role .`));
     const { outcome } = await redeploy('extension "bad" updated');
     const done = await outcome;
     expect(done.status).to.equal('failed');
     expect(done.errorMessage).to.match(/violation/);
-    expect(derived()).to.equal(before);
-    expect(t.server.services.store.ask(`ASK { GRAPH ?g { <${ext.marker(done.id)}> ?p ?o } }`)).to.equal(false);
+    expect(await derived()).to.equal(before);
+    expect(await t.server.services.store.ask(`ASK { GRAPH ?g { <${ext.marker(done.id)}> ?p ?o } }`)).to.equal(false);
     const report = await t.http.get(`/api/v1/packages/acme/commands/${done.id}/validation-report`).set(bearer(tokens.member));
     expect(report.body.data.violations[0].focusNode).to.equal(`${MATRIX}#nameless`);
   });
 
   it('removes assignments of a role an extension no longer adds', async () => {
     const { store, graphs } = t.server.services;
-    const extraRole = store.select(`SELECT ?r WHERE { GRAPH <${graphs.derived(workspace.id, matrixId)}> { ?r <${WSM}uri> <${MATRIX}#extra> } }`)[0]!.r!.value;
+    const extraRole = (await store.select(`SELECT ?r WHERE { GRAPH <${graphs.derived(workspace.id, matrixId)}> { ?r <${WSM}uri> <${MATRIX}#extra> } }`))[0]!.r!.value;
     await store.update(`INSERT DATA { GRAPH <${graphs.iam(workspace.id)}> { <urn:test:assign> a <${WSM}RoleAssignment> ; <${WSM}role> <${extraRole}> ; <${WSM}principal> <urn:test:p> } }`);
     ext.content.delete(MATRIX);
     const done = await (await redeploy('extension "extra" deleted')).outcome;
     expect(done.status).to.equal('completed');
-    expect(derived()).not.to.contain('#extra>');
-    expect(store.ask('ASK { GRAPH ?g { <urn:test:assign> ?p ?o } }')).to.equal(false);
+    expect(await derived()).not.to.contain('#extra>');
+    expect(await store.ask('ASK { GRAPH ?g { <urn:test:assign> ?p ?o } }')).to.equal(false);
   });
 
   it('deploys extension quads with a later install, and queues a REDEPLOY behind an active command (P1/P6 answer 409 meanwhile)', async () => {
@@ -117,7 +117,7 @@ describe('packages: redeploy of a matrix for extensions (requestRedeploy and the
     expect(del.body.existing.commandId).to.equal(heavy.body.data.id);
     const update = await waitForCommand(t, tokens.owner, 'acme', heavy.body.data.id);
     expect(update.status, update.errorMessage ?? '').to.equal('completed');
-    expect(derived()).to.contain(`<${MATRIX}#extra>`);
+    expect(await derived()).to.contain(`<${MATRIX}#extra>`);
     const redone = await outcome;
     expect(redone.status).to.equal('completed');
     expect(redone.version).to.equal('1.0.0');

@@ -130,8 +130,8 @@ describe('packages: registry install, auto-update toggle, uninstall and conflict
     const { store, graphs, workspaces } = t.server.services;
     const p = (await t.http.get('/api/v1/packages/acme/alpha').set(bearer(tokens.owner))).body.data;
     const matrixId = p.matrices[0].id;
-    const role = store.select(`SELECT ?r WHERE { GRAPH <${graphs.derived(workspace.id, matrixId)}> { ?r a <${WSM}Role> } }`)[0]!.r!.value;
-    const agentPrincipal = store.select(`SELECT ?q WHERE { GRAPH <${graphs.derived(workspace.id, matrixId)}> { ?q a <${WSM}Principal> } }`)[0]!.q!.value;
+    const role = (await store.select(`SELECT ?r WHERE { GRAPH <${graphs.derived(workspace.id, matrixId)}> { ?r a <${WSM}Role> } }`))[0]!.r!.value;
+    const agentPrincipal = (await store.select(`SELECT ?q WHERE { GRAPH <${graphs.derived(workspace.id, matrixId)}> { ?q a <${WSM}Principal> } }`))[0]!.q!.value;
     const memberPrincipal = workspaces.principalIri(workspaces.userPrincipalId(workspace.id, (await t.http.get('/api/v1/workspaces/acme').set(bearer(tokens.owner))).body.data.owner.id));
     const adminRole = workspaces.roleIri(workspaces.adminRoleId(workspace.id));
     await store.update(`INSERT DATA { GRAPH <${graphs.iam(workspace.id)}> {
@@ -148,13 +148,13 @@ describe('packages: registry install, auto-update toggle, uninstall and conflict
     expect((await waitForCommand(t, tokens.owner, 'acme', res.body.data.id)).status).to.equal('completed');
 
     expect((await t.http.get('/api/v1/packages/acme/alpha').set(bearer(tokens.owner))).status).to.equal(404);
-    expect(store.graphNames().filter((g) => g.includes(matrixId))).to.deep.equal([]);
-    expect(store.ask(`ASK { GRAPH ?g { <urn:test:a1> ?p ?o } }`)).to.equal(false);
-    expect(store.ask(`ASK { GRAPH ?g { <urn:test:a2> ?p ?o } }`)).to.equal(false);
-    expect(store.ask(`ASK { GRAPH ?g { <${role}> ?p ?o } }`)).to.equal(false);
-    expect(store.ask(`ASK { GRAPH <${graphs.extensions(workspace.id)}> { <urn:test:ext> a <${WSM}Extension> } }`)).to.equal(true);
+    expect((await store.graphNames()).filter((g) => g.includes(matrixId))).to.deep.equal([]);
+    expect(await store.ask(`ASK { GRAPH ?g { <urn:test:a1> ?p ?o } }`)).to.equal(false);
+    expect(await store.ask(`ASK { GRAPH ?g { <urn:test:a2> ?p ?o } }`)).to.equal(false);
+    expect(await store.ask(`ASK { GRAPH ?g { <${role}> ?p ?o } }`)).to.equal(false);
+    expect(await store.ask(`ASK { GRAPH <${graphs.extensions(workspace.id)}> { <urn:test:ext> a <${WSM}Extension> } }`)).to.equal(true);
     // The built-in role and the owner's administrator assignment stay.
-    expect(store.ask(`ASK { GRAPH ?g { ?a <${WSM}role> <${adminRole}> ; <${WSM}principal> <${memberPrincipal}> } }`)).to.equal(true);
+    expect(await store.ask(`ASK { GRAPH ?g { ?a <${WSM}role> <${adminRole}> ; <${WSM}principal> <${memberPrincipal}> } }`)).to.equal(true);
     // History stays readable.
     const cmds = await t.http.get('/api/v1/packages/acme/alpha/commands').set(bearer(tokens.member));
     expect(cmds.status).to.equal(200);
@@ -175,23 +175,33 @@ describe('packages: the auto-update scheduler', function () {
   });
   after(async () => { await t.close(); removeDir(t.dataDir); });
 
-  it('queues an UPDATE to the newest compatible version for a package with autoUpdate, and nothing once it is current', async () => {
+  it('moves within MAJOR.MINOR only, and leaves an explicitly named version until P3 sets auto-update again', async () => {
+    for (const version of ['1.0.1', '1.0.2']) publish(t, 'acme-pub', 'alpha', version, await tinyPackage({ name: 'alpha', version }));
+    const commands = async () => (await t.http.get('/api/v1/packages/acme/alpha/commands').set(bearer(tokens.owner))).body.data as Array<{ commandType: string; version: string; status: string }>;
     const on = await t.http.post('/api/v1/packages/acme/registry/acme-pub/alpha/install').set(bearer(tokens.owner)).send({ version: '1.0.0', autoUpdate: true });
     expect(on.status).to.equal(202);
+    await waitForCommand(t, tokens.owner, 'acme', on.body.data.id);
+    // Pinned: several rounds (one a second) and nothing moves.
+    await new Promise((r) => setTimeout(r, 3000));
+    let p = (await t.http.get('/api/v1/packages/acme/alpha').set(bearer(tokens.owner))).body.data;
+    expect(p).to.include({ currentVersion: '1.0.0', autoUpdate: true, latestVersion: '1.1.0', updateAvailable: true });
+    expect((await commands()).map((c) => c.commandType)).to.deep.equal(['INSTALL']);
+    // P3 lifts the pin: the next round updates to the newest patch of 1.0, not to 1.1.0.
+    expect((await t.http.patch('/api/v1/packages/acme/alpha/auto-update').set(bearer(tokens.owner)).send({ autoUpdate: true })).status).to.equal(200);
     const deadline = Date.now() + 20_000;
-    let p: { currentVersion: string } = { currentVersion: '' };
     while (Date.now() < deadline) {
       p = (await t.http.get('/api/v1/packages/acme/alpha').set(bearer(tokens.owner))).body.data ?? p;
-      if (p.currentVersion === '1.1.0') break;
+      if (p.currentVersion !== '1.0.0') break;
       await new Promise((r) => setTimeout(r, 100));
     }
-    expect(p.currentVersion).to.equal('1.1.0');
-    const cmds = (await t.http.get('/api/v1/packages/acme/alpha/commands').set(bearer(tokens.owner))).body.data;
-    expect(cmds.map((c: { commandType: string }) => c.commandType)).to.deep.equal(['UPDATE', 'INSTALL']);
-    expect(cmds[0]).to.include({ version: '1.1.0', status: 'completed' });
-    // Nothing newer: no further command after more rounds.
+    expect(p.currentVersion).to.equal('1.0.2');
+    const cmds = await commands();
+    expect(cmds.map((c) => c.commandType)).to.deep.equal(['UPDATE', 'INSTALL']);
+    expect(cmds[0]).to.include({ version: '1.0.2', status: 'completed' });
+    // Nothing newer within 1.0: no further command after more rounds.
     await new Promise((r) => setTimeout(r, 2500));
-    expect((await t.http.get('/api/v1/packages/acme/alpha/commands').set(bearer(tokens.owner))).body.data).to.have.length(2);
+    expect(await commands()).to.have.length(2);
+    expect((await t.http.get('/api/v1/packages/acme/alpha').set(bearer(tokens.owner))).body.data.currentVersion).to.equal('1.0.2');
   });
 });
 

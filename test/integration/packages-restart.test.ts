@@ -80,10 +80,10 @@ describe('packages across restarts', function () {
       const { openDurableStore } = await import('../../src/store/durable.js');
       const store = await openDurableStore(dataDir);
       try {
-        const graphs = store.graphNames();
+        const graphs = await store.graphNames();
         expect(graphs.filter((g) => g.includes('/matrices/'))).to.deep.equal([]);
-        expect(store.ask(`ASK { GRAPH ?g { ?s ?p <${uri}> } }`)).to.equal(false);
-        expect(store.ask(`ASK { GRAPH ?g { <${uri}> ?p ?o } }`)).to.equal(false);
+        expect(await store.ask(`ASK { GRAPH ?g { ?s ?p <${uri}> } }`)).to.equal(false);
+        expect(await store.ask(`ASK { GRAPH ?g { <${uri}> ?p ?o } }`)).to.equal(false);
       } finally {
         await store.close();
       }
@@ -98,23 +98,24 @@ describe('packages across restarts', function () {
     }
   });
 
-  it('on the first start publishes the examples into the empty registry and prints a request that installs one', async () => {
+  it('on the first start publishes the examples into the hosted registry (the default) and prints a request that installs one', async () => {
     const dataDir = tempDir();
     const port = await freePort();
     const proc = spawn(process.execPath, ['--import', 'tsx', path.join(root, 'src/cli.ts'), 'serve'], {
       cwd: root,
-      env: { ...process.env, PORT: String(port), HOST: '127.0.0.1', WSM_DATA_DIR: dataDir, WSM_REGISTRY: path.join(dataDir, 'registry'), WSM_LOG_LEVEL: 'warn', WSM_DEMO: 'true' },
+      // WSM_REGISTRY unset: the README's quick start.
+      env: { ...process.env, PORT: String(port), HOST: '127.0.0.1', WSM_DATA_DIR: dataDir, WSM_REGISTRY: '', WSM_LOG_LEVEL: 'warn', WSM_DEMO: 'true' },
     });
     let out = '';
     proc.stdout!.on('data', (d) => { out += d; });
     const exited = new Promise((resolve) => proc.on('exit', resolve));
     try {
-      for (let i = 0; i < 1200 && !/API docs/.test(out); i++) await new Promise((r) => setTimeout(r, 25));
+      for (let i = 0; i < 4800 && !/API docs/.test(out); i++) await new Promise((r) => setTimeout(r, 25));
       const token = out.split('\n').map((l) => l.trim()).find((l) => /^ey[\w-]+\.[\w-]+\.[\w-]+$/.test(l))!;
       const line = out.split('\n').find((l) => l.includes('/registry/') && l.includes('curl -X POST'));
       expect(line, out).to.be.a('string');
       const url = /(http:\/\/\S+\/install)/.exec(line!)![1]!;
-      expect(url).to.match(/\/api\/v1\/packages\/demo\/registry\/examples\/project-tracking\/install$/);
+      expect(url).to.match(/\/api\/v1\/packages\/demo\/registry\/examples\/incident-response\/install$/);
       const res = await fetch(url, { method: 'POST', headers: { Authorization: `Bearer ${token}`, 'Content-Type': 'application/json' }, body: '{}' });
       expect(res.status).to.equal(202);
       const id = ((await res.json()) as { data: { id: string } }).data.id;
@@ -125,9 +126,12 @@ describe('packages across restarts', function () {
         await new Promise((r) => setTimeout(r, 50));
       }
       expect(cmd.status, cmd.errorMessage ?? '').to.equal('completed');
-      const pkg = (await http.get('/api/v1/packages/demo/project-tracking').set(bearer(token))).body.data;
-      expect(pkg).to.include({ registryPublisher: 'examples', registryName: 'project-tracking', latestVersion: pkg.currentVersion, updateAvailable: false });
+      const pkg = (await http.get('/api/v1/packages/demo/incident-response').set(bearer(token))).body.data;
+      expect(pkg).to.include({ registryPublisher: 'examples', registryName: 'incident-response', latestVersion: pkg.currentVersion, updateAvailable: false });
       expect(pkg.matrices.length).to.be.greaterThan(0);
+      // Its dependency came first, as a child of that command.
+      const dep = (await http.get('/api/v1/packages/demo/project-tracking/commands').set(bearer(token))).body.data;
+      expect(dep[0]).to.include({ commandType: 'INSTALL', status: 'completed', version: '1.1.0', parentCommandId: id });
     } finally {
       proc.kill('SIGTERM');
       await exited;

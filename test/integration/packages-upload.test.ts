@@ -114,7 +114,7 @@ describe('packages: upload install, reads and re-installs (P2, P4, P5, P7-P10)',
   });
 
   it('fails a command on a Turtle error and leaves the workspace exactly as it was (no report: 404)', async () => {
-    const before = workspaceDump(t, workspace.id);
+    const before = await workspaceDump(t, workspace.id);
     const done = await uploadAndWait(t, tokens.owner, 'acme', await tinyPackage({ name: 'alpha', version: '1.0.1', matrices: [{ name: 'main', uri: 'https://example.org/packages/alpha/main', turtle: `${PREFIXES}\n<https://example.org/packages/alpha/main> a mtx:Matrix ;\n  rdfs:label "broken \n` }] }));
     expect(done.status).to.equal('failed');
     expect(done.errorMessage).to.match(/line \d+/);
@@ -123,14 +123,14 @@ describe('packages: upload install, reads and re-installs (P2, P4, P5, P7-P10)',
     expect(events.at(-1)!.message).to.match(/Fix the Turtle/);
     const report = await t.http.get(`/api/v1/packages/acme/commands/${done.id}/validation-report`).set(bearer(tokens.owner));
     expect(report.status).to.equal(404);
-    expect(workspaceDump(t, workspace.id)).to.deep.equal(before);
+    expect(await workspaceDump(t, workspace.id)).to.deep.equal(before);
     const pkg = await t.http.get('/api/v1/packages/acme/alpha').set(bearer(tokens.owner));
     expect(pkg.body.data.currentVersion).to.equal('1.0.0');
     expect(pkg.body.data.latestCommand).to.include({ id: done.id, status: 'failed' });
   });
 
   it('fails a command on a SHACL violation, keeps the report, and changes nothing', async () => {
-    const before = workspaceDump(t, workspace.id);
+    const before = await workspaceDump(t, workspace.id);
     const uri = 'https://example.org/packages/alpha/main';
     const bad = `${PREFIXES}\n<${uri}> a mtx:Matrix ; rdfs:label "M" .\n<${uri}#nameless> a iam:Role ; rdfs:comment "no label" .\n`;
     const done = await uploadAndWait(t, tokens.owner, 'acme', await tinyPackage({ name: 'alpha', version: '2.0.0', matrices: [{ name: 'main', uri, turtle: bad }] }));
@@ -141,7 +141,7 @@ describe('packages: upload install, reads and re-installs (P2, P4, P5, P7-P10)',
     expect(report.body.data.conforms).to.equal(false);
     expect(report.body.data.violationCount).to.be.greaterThan(0);
     expect(report.body.data.violations[0].focusNode).to.equal(`${uri}#nameless`);
-    expect(workspaceDump(t, workspace.id)).to.deep.equal(before);
+    expect(await workspaceDump(t, workspace.id)).to.deep.equal(before);
     const pkg = await t.http.get('/api/v1/packages/acme/alpha').set(bearer(tokens.owner));
     expect(pkg.body.data.latestCommand).to.include({ validationConforms: false, status: 'failed' });
     expect(pkg.body.data.latestCommand.validationViolationCount).to.be.greaterThan(0);
@@ -170,21 +170,21 @@ describe('packages: upload install, reads and re-installs (P2, P4, P5, P7-P10)',
     // Assign both roles to the owner (the IAM area's I1 does the same write).
     const { store, graphs, workspaces } = t.server.services;
     const ownerPrincipal = workspaces.userPrincipalId(workspace.id, (await t.http.get('/api/v1/workspaces/acme').set(bearer(tokens.owner))).body.data.owner.id);
-    const roleIri = (uri: string) => {
-      const rows = store.select(`SELECT ?r WHERE { GRAPH ?g { ?r <https://w3id.org/wsm/ns#uri> <${uri}> ; a <https://w3id.org/wsm/ns#Role> } }`);
+    const roleIri = async (uri: string) => {
+      const rows = await store.select(`SELECT ?r WHERE { GRAPH ?g { ?r <https://w3id.org/wsm/ns#uri> <${uri}> ; a <https://w3id.org/wsm/ns#Role> } }`);
       return rows[0]!.r!.value;
     };
-    const editor = roleIri(`${base}/core#editor`);
-    const auditor = roleIri(`${base}/audit#auditor`);
+    const editor = await roleIri(`${base}/core#editor`);
+    const auditor = await roleIri(`${base}/audit#auditor`);
     for (const r of [editor, auditor]) {
       const a = `${graphs.base}id/assignment/${r.slice(-36)}`;
       await store.update(`INSERT DATA { GRAPH <${graphs.iam(workspace.id)}> { <${a}> a <https://w3id.org/wsm/ns#RoleAssignment> ; <https://w3id.org/wsm/ns#role> <${r}> ; <https://w3id.org/wsm/ns#principal> <${workspaces.principalIri(ownerPrincipal)}> } }`);
     }
-    const assigned = () => store.select(`SELECT ?r WHERE { GRAPH <${graphs.iam(workspace.id)}> { ?a a <https://w3id.org/wsm/ns#RoleAssignment> ; <https://w3id.org/wsm/ns#role> ?r } }`).map((b) => b.r!.value);
+    const assigned = async () => (await store.select(`SELECT ?r WHERE { GRAPH <${graphs.iam(workspace.id)}> { ?a a <https://w3id.org/wsm/ns#RoleAssignment> ; <https://w3id.org/wsm/ns#role> ?r } }`)).map((b) => b.r!.value);
 
     const again = await uploadAndWait(t, tokens.owner, 'acme', v1);
     expect(again).to.include({ commandType: 'REINSTALL', status: 'completed' });
-    expect(assigned()).to.include.members([editor, auditor]);
+    expect(await assigned()).to.include.members([editor, auditor]);
 
     const v2 = await tinyPackage({ name: 'beta', version: '1.1.0', matrices: [{ name: 'core', uri: `${base}/core`, turtle: roleMatrix(`${base}/core`, 'editor') }] });
     const update = await uploadAndWait(t, tokens.owner, 'acme', v2);
@@ -195,10 +195,10 @@ describe('packages: upload install, reads and re-installs (P2, P4, P5, P7-P10)',
     expect(p2.createdAt).to.equal(p1.createdAt);
     expect(p2.matrices).to.deep.equal([p1.matrices.find((m: { name: string }) => m.name === 'core')]);
     const auditId = p1.matrices.find((m: { name: string }) => m.name === 'audit').id;
-    expect(store.graphNames().filter((g) => g.includes(auditId))).to.deep.equal([]);
-    expect(roleIri(`${base}/core#editor`)).to.equal(editor);
-    expect(assigned()).to.include(editor);
-    expect(assigned()).not.to.include(auditor);
+    expect((await store.graphNames()).filter((g) => g.includes(auditId))).to.deep.equal([]);
+    expect(await roleIri(`${base}/core#editor`)).to.equal(editor);
+    expect(await assigned()).to.include(editor);
+    expect(await assigned()).not.to.include(auditor);
   });
 
   it('refuses a matrix installed by another package unless forceUpdate=true, which moves it', async () => {

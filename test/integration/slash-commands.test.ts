@@ -229,7 +229,7 @@ describe('slash commands: C1 to C5', () => {
       expect((await t.http.delete(`${base}/${id}`).set(bearer(tokens.member))).status).to.equal(404);
       expect((await t.http.put(`${base}/${id}`).set(bearer(tokens.member)).send({})).status).to.equal(404);
       const graph = t.server.services.graphs.resource('slash-command', id);
-      expect(t.server.services.store.ask(`ASK { GRAPH ?g { <${graph}> ?p ?o } }`)).to.equal(false);
+      expect(await t.server.services.store.ask(`ASK { GRAPH ?g { <${graph}> ?p ?o } }`)).to.equal(false);
     });
   });
 });

@@ -116,7 +116,7 @@ describe('slash commands: execution in the sandbox', () => {
     const { store, graphs } = t.server.services;
     // The install wrote the matrix's derived records (roles, agents, principals) beside it.
     const derivedGraph = graphs.derived(ws.id, stableId('matrix', ws.id, S));
-    const derivedSubjects = new Set([...triples(store.dumpGraph(derivedGraph))].map((line) => line.split(' ')[0]!));
+    const derivedSubjects = new Set([...triples(await store.dumpGraph(derivedGraph))].map((line) => line.split(' ')[0]!));
     expect(derivedSubjects.size).to.be.greaterThan(5);
     const res = await run('graphs-seen', 'application/n-triples');
     expect(res.status).to.equal(200);
@@ -144,7 +144,7 @@ describe('slash commands: execution in the sandbox', () => {
       expect(out.status, script).to.equal(200);
       expect(out.text, script).to.equal('');
     }
-    const otherGraphs = t.server.services.store.select(`SELECT DISTINCT ?g WHERE { GRAPH ?g { ?s a <https://poliglot.io/os/spec/matrix#Matrix> } FILTER(CONTAINS(STR(?g), "${other.workspace.id}")) }`);
+    const otherGraphs = await t.server.services.store.select(`SELECT DISTINCT ?g WHERE { GRAPH ?g { ?s a <https://poliglot.io/os/spec/matrix#Matrix> } FILTER(CONTAINS(STR(?g), "${other.workspace.id}")) }`);
     expect(otherGraphs).to.have.length(1);
     await define('reach-other', `CONSTRUCT { ?s ?p ?o } FROM <${otherGraphs[0]!.g!.value}> WHERE { ?s ?p ?o }`);
     expect((await run('reach-other', 'application/n-triples')).text).to.equal('');
@@ -164,7 +164,7 @@ describe('slash commands: execution in the sandbox', () => {
     expect(created.command).to.include({ commandType: 'REDEPLOY', status: 'failed' });
     expect(created.active).to.equal(false);
     const graph = graphs.extension(ws.id, created.id);
-    expect(store.dumpGraph(graph)).to.include('Escalation');
+    expect(await store.dumpGraph(graph)).to.include('Escalation');
     const hidden = await run('agent-roles', 'application/n-triples');
     expect(hidden.status).to.equal(200);
     expect(hidden.text).to.not.include('Escalation');
@@ -196,7 +196,7 @@ describe('slash commands: execution in the sandbox', () => {
     const rebroken = await replaceExtension(t, tokens.owner, 'acme', created.id, broken);
     expect(rebroken.command.status).to.equal('failed');
     expect(rebroken.active).to.equal(false);
-    expect(store.dumpGraph(graph)).to.include('Escalation');
+    expect(await store.dumpGraph(graph)).to.include('Escalation');
     const after = await run('agent-roles', 'application/n-triples');
     expect(after.text).to.not.include('billing');
     expect(after.text).to.not.include('Escalation');

@@ -25,7 +25,7 @@ describe('slash commands and SPARQL endpoint: injection', function () {
   /** Every quad of the store, sorted: the whole state. */
   const dump = () => (t.server.services.store as unknown as { raw: oxigraph.Store }).raw
     .dump({ format: 'application/n-quads' }).split('\n').filter(Boolean).sort();
-  const graphCount = () => t.server.services.store.graphNames().length;
+  const graphCount = async () => (await t.server.services.store.graphNames()).length;
 
   before(async () => {
     t = await startTestServer();
@@ -39,7 +39,7 @@ describe('slash commands and SPARQL endpoint: injection', function () {
 
   it('stores every text field verbatim, changes nothing else, and refuses payloads where a field has rules', async () => {
     const before = dump();
-    const graphsBefore = graphCount();
+    const graphsBefore = await graphCount();
     const created: string[] = [];
     for (const [i, payload] of PAYLOADS.entries()) {
       // Free-text fields: stored and returned verbatim.
@@ -90,13 +90,13 @@ describe('slash commands and SPARQL endpoint: injection', function () {
       expect([200, 406]).to.include(accept.status);
     }
     // Verbatim in the store too, as literals of the command records.
-    const stored = t.server.services.store.select(`SELECT ?d WHERE { GRAPH <${t.server.services.graphs.slashCommands(ws.id)}> { ?c <https://w3id.org/wsm/ns#description> ?d } }`)
+    const stored = (await t.server.services.store.select(`SELECT ?d WHERE { GRAPH <${t.server.services.graphs.slashCommands(ws.id)}> { ?c <https://w3id.org/wsm/ns#description> ?d } }`))
       .map((b) => b.d!.value);
     expect(stored.sort()).to.deep.equal(PAYLOADS.map((p) => `${p}!`).sort());
 
     // Remove what was created: the store is exactly as before.
     for (const id of created) expect((await t.http.delete(`/api/v1/commands/acme/${id}`).set(bearer(tokens.member))).status).to.equal(200);
-    expect(graphCount()).to.equal(graphsBefore);
+    expect(await graphCount()).to.equal(graphsBefore);
     expect(dump()).to.deep.equal(before);
   });
 });

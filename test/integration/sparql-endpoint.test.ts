@@ -75,7 +75,7 @@ describe('SPARQL endpoint for administrators', function () {
         await fetcher(tokens.owner).fetchUpdate(endpoint, `INSERT DATA { GRAPH <urn:g> { <urn:a> <urn:b> <urn:c> } }`);
       } catch (err) { failure = err as Error; }
       expect(failure?.message).to.match(/HTTP status 400/);
-      expect(t.server.services.store.ask('ASK { GRAPH <urn:g> { ?s ?p ?o } }')).to.equal(false);
+      expect(await t.server.services.store.ask('ASK { GRAPH <urn:g> { ?s ?p ?o } }')).to.equal(false);
     });
   });
 
@@ -145,7 +145,7 @@ describe('SPARQL endpoint for administrators', function () {
       const { graphs } = t.server.services;
       const res = await t.http.get('/api/v1/sparql/acme').set(bearer(tokens.owner))
         .query({ query: 'SELECT (COUNT(*) AS ?n) WHERE { ?s ?p ?o }', 'default-graph-uri': graphs.iam(ws.id) });
-      const iamSize = t.server.services.store.select(`SELECT (COUNT(*) AS ?n) WHERE { GRAPH <${graphs.iam(ws.id)}> { ?s ?p ?o } }`)[0]!.n!.value;
+      const iamSize = (await t.server.services.store.select(`SELECT (COUNT(*) AS ?n) WHERE { GRAPH <${graphs.iam(ws.id)}> { ?s ?p ?o } }`))[0]!.n!.value;
       expect(res.body.results.bindings[0].n.value).to.equal(iamSize);
       const outside = await t.http.get('/api/v1/sparql/acme').set(bearer(tokens.owner))
         .query({ query: 'SELECT (COUNT(*) AS ?n) WHERE { ?s ?p ?o }', 'default-graph-uri': graphs.iam(other.workspace.id) });
@@ -165,13 +165,13 @@ describe('SPARQL endpoint for administrators', function () {
         [() => t.http.post('/api/v1/sparql/acme').set(bearer(tokens.owner)).type('form').send({ update: 'DROP ALL' }), /read-only/],
         [() => t.http.post('/api/v1/sparql/acme').set(bearer(tokens.owner)).set('Content-Type', 'application/sparql-update').send('DROP ALL'), /read-only/],
       ];
-      const before = t.server.services.store.size();
+      const before = await t.server.services.store.size();
       for (const [request, message] of cases) {
         const res = await request();
         expect(res.status, String(message)).to.equal(400);
         expect(res.body.error.message).to.match(message);
       }
-      expect(t.server.services.store.size()).to.equal(before);
+      expect(await t.server.services.store.size()).to.equal(before);
       const odd = await t.http.post('/api/v1/sparql/acme').set(bearer(tokens.owner)).set('Content-Type', 'text/plain').send('ASK {}');
       expect(odd.status).to.equal(415);
     });

@@ -52,13 +52,13 @@ describe('user records from token claims', () => {
 
   it('finds a user by username and by id, and nothing for an unknown id or a non-UUID', async () => {
     const users = t.server.services.users;
-    const owner = users.get({ username: 'acme-owner' });
+    const owner = await users.get({ username: 'acme-owner' });
     expect(owner).to.include({ username: 'acme-owner', firstName: 'Olive' });
-    expect(users.get({ id: owner!.id })).to.deep.equal(owner);
-    expect(users.get({ id: owner!.id.toUpperCase() })).to.deep.equal(owner);
-    expect(users.get({ username: 'nobody' })).to.equal(null);
-    expect(users.get({ id: '00000000-0000-4000-8000-000000000000' })).to.equal(null);
-    expect(users.get({ id: 'not-a-uuid' })).to.equal(null);
+    expect(await users.get({ id: owner!.id })).to.deep.equal(owner);
+    expect(await users.get({ id: owner!.id.toUpperCase() })).to.deep.equal(owner);
+    expect(await users.get({ username: 'nobody' })).to.equal(null);
+    expect(await users.get({ id: '00000000-0000-4000-8000-000000000000' })).to.equal(null);
+    expect(await users.get({ id: 'not-a-uuid' })).to.equal(null);
   });
 });
 
@@ -161,9 +161,9 @@ describe('access checks right after writes', () => {
 
   it('answers records a caller cannot change through the shared cache', async () => {
     const users = t.server.services.users;
-    const owner = users.get({ username: 'acme-owner' })!;
+    const owner = (await users.get({ username: 'acme-owner' }))!;
     expect(Object.isFrozen(owner)).to.equal(true);
-    expect(users.get({ username: 'acme-owner' })).to.equal(owner);
+    expect(await users.get({ username: 'acme-owner' })).to.equal(owner);
   });
 });
 

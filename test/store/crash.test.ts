@@ -39,7 +39,7 @@ describe('crash', function () {
       total += acknowledged.length;
 
       const { store, warnings } = await openCollecting(dir);
-      const { a, b } = numbers(store);
+      const { a, b } = await numbers(store);
       const missing = acknowledged.filter((n) => !a.has(n) || !b.has(n));
       expect(missing, 'acknowledged writes lost').to.deep.equal([]);
       // Each update inserted two triples at once: both or neither.

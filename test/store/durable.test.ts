@@ -23,7 +23,7 @@ describe('durable store', () => {
 
     const { store, warnings } = await openCollecting(dir);
     expect(content(store)).to.deep.equal(before);
-    expect(store.graphNames().sort()).to.deep.equal(['urn:g:loaded', 'urn:g:test']);
+    expect((await store.graphNames()).sort()).to.deep.equal(['urn:g:loaded', 'urn:g:test']);
     expect(store.replayInfo.recordsReplayed).to.equal(6);
     expect(warnings).to.deep.equal([]);
     await store.close();
@@ -39,9 +39,10 @@ describe('durable store', () => {
     expect(first.stats().snapshots).to.equal(1);
     await first.close();
 
+    // The journal from the start stays: it is what a corrupt snapshot would fall back to.
     const files = (await readdir(dir)).sort();
-    expect(files.filter((f) => f.startsWith('journal-'))).to.have.length(1);
-    expect(files.filter((f) => f.startsWith('snapshot-'))).to.have.length(1);
+    expect(files.filter((f) => f.startsWith('journal-'))).to.deep.equal(['journal-0000000000000001.log', 'journal-0000000000000011.log']);
+    expect(files.filter((f) => f.startsWith('snapshot-'))).to.deep.equal(['snapshot-0000000000000010.trig']);
 
     const { store, warnings } = await openCollecting(dir);
     expect(content(store)).to.deep.equal(before);
@@ -50,9 +51,13 @@ describe('durable store', () => {
     // A second snapshot after reopening supersedes the first.
     await store.snapshot();
     await store.close();
+    // Two snapshots now: the older one and the journal after it are kept, the journal before it goes.
+    const after = (await readdir(dir)).sort();
+    expect(after.filter((f) => f.startsWith('snapshot-'))).to.deep.equal(['snapshot-0000000000000010.trig', 'snapshot-0000000000000016.trig']);
+    expect(after.filter((f) => f.startsWith('journal-'))).to.deep.equal(['journal-0000000000000011.log', 'journal-0000000000000017.log']);
     const again = await openDurableStore(dir);
     expect(content(again)).to.deep.equal(before);
-    expect(again.replayInfo).to.include({ snapshotSeq: 16, recordsReplayed: 0 });
+    expect(again.replayInfo).to.include({ snapshotSeq: 16, recordsReplayed: 0, journalFiles: 1 });
     await again.close();
   });
 
@@ -69,7 +74,7 @@ describe('durable store', () => {
     await store.close();
 
     const reopened = await openDurableStore(dir);
-    const { a, b } = numbers(reopened);
+    const { a, b } = await numbers(reopened);
     expect(a.size).to.equal(160);
     expect(b.size).to.equal(160);
     expect(reopened.replayInfo.snapshotSeq).to.be.greaterThan(0);
@@ -89,7 +94,7 @@ describe('durable store', () => {
     await store.close();
     const reopened = await openDurableStore(dir);
     expect(content(reopened)).to.deep.equal(before);
-    expect(numbers(reopened).a.size).to.equal(300);
+    expect((await numbers(reopened)).a.size).to.equal(300);
     await reopened.close();
   });
 
@@ -113,7 +118,7 @@ describe('durable store', () => {
     await store.close();
 
     const reopened = await openDurableStore(dir);
-    const { a, b } = numbers(reopened);
+    const { a, b } = await numbers(reopened);
     expect([a.size, b.size]).to.deep.equal([400, 400]);
     await reopened.close();
   });
@@ -166,16 +171,16 @@ describe('durable store: multi-update writes', () => {
       { kind: 'update', sparql: 'PREFIX ex: <urn:ex:>\nPREFIX other: <urn:other:> INSERT DATA { GRAPH <urn:g:a> { ex:s other:p 2 } }' },
       { kind: 'update', sparql: 'PREFIX ex: <urn:different:> INSERT DATA { GRAPH <urn:g:a> { ex:s ex:p 3 } }' },
     ]);
-    const count = () => Number(store.select('SELECT (COUNT(*) AS ?n) WHERE { GRAPH <urn:g:a> { ?s ?p ?o } }')[0]!.n!.value);
-    expect(count()).to.equal(3);
-    expect(store.size()).to.equal(3);
+    const count = async () => Number((await store.select('SELECT (COUNT(*) AS ?n) WHERE { GRAPH <urn:g:a> { ?s ?p ?o } }'))[0]!.n!.value);
+    expect(await count()).to.equal(3);
+    expect(await store.size()).to.equal(3);
     await store.update('INSERT DATA { GRAPH <urn:g:b> { <urn:x> <urn:y> <urn:z> } }');
-    expect(store.size(), 'the count follows every write').to.equal(4);
+    expect(await store.size(), 'the count follows every write').to.equal(4);
     await store.update('DROP GRAPH <urn:g:b>');
-    expect(store.ask('ASK { GRAPH <urn:g:a> { <urn:different:s> <urn:different:p> 3 } }')).to.equal(true);
+    expect(await store.ask('ASK { GRAPH <urn:g:a> { <urn:different:s> <urn:different:p> 3 } }')).to.equal(true);
     await store.close();
     const reopened = await openDurableStore(dir);
-    expect(Number(reopened.select('SELECT (COUNT(*) AS ?n) WHERE { GRAPH <urn:g:a> { ?s ?p ?o } }')[0]!.n!.value)).to.equal(3);
+    expect(Number((await reopened.select('SELECT (COUNT(*) AS ?n) WHERE { GRAPH <urn:g:a> { ?s ?p ?o } }'))[0]!.n!.value)).to.equal(3);
     await reopened.close();
   });
 
@@ -189,7 +194,7 @@ describe('durable store: multi-update writes', () => {
       ]);
     } catch (err) { error = err; }
     expect(error).to.be.instanceOf(Error);
-    expect(store.size()).to.equal(0);
+    expect(await store.size()).to.equal(0);
     await store.close();
   });
 });

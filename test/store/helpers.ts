@@ -25,8 +25,8 @@ export function insertPair(n: number): string {
 }
 
 /** The numbers having an `a` triple and those having a `b` triple. */
-export function numbers(store: DurableStore): { a: Set<number>; b: Set<number> } {
-  const rows = store.select('SELECT ?p ?n WHERE { GRAPH <urn:g:test> { ?s ?p ?n } }');
+export async function numbers(store: DurableStore): Promise<{ a: Set<number>; b: Set<number> }> {
+  const rows = await store.select('SELECT ?p ?n WHERE { GRAPH <urn:g:test> { ?s ?p ?n } }');
   const a = new Set<number>();
   const b = new Set<number>();
   for (const row of rows) {

@@ -6,7 +6,7 @@ describe('config', () => {
     const config = loadConfig({});
     expect(config.PORT).to.equal(8080);
     expect(config.HOST).to.equal('127.0.0.1');
-    expect(config.WSM_REGISTRY).to.equal('./registry');
+    expect(config.WSM_REGISTRY).to.equal('self');
     expect(config.dataDir).to.match(/data$/);
   });
 

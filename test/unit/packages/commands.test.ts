@@ -16,9 +16,9 @@ async function open(dir: string): Promise<{ store: DurableStore; runner: Command
   return { store, commands, runner: new CommandRunner(commands, store, createLogger('silent')) };
 }
 
-async function waitFor(get: () => LifecycleCommand | null, done: (c: LifecycleCommand) => boolean): Promise<LifecycleCommand> {
+async function waitFor(get: () => Promise<LifecycleCommand | null>, done: (c: LifecycleCommand) => boolean): Promise<LifecycleCommand> {
   for (let i = 0; i < 400; i++) {
-    const c = get();
+    const c = await get();
     if (c && done(c)) return c;
     await new Promise((r) => setTimeout(r, 10));
   }
@@ -49,12 +49,12 @@ describe('lifecycle command runner', () => {
     expect(cmd.packageInstallation).to.equal(null);
     const running = await waitFor(() => s.commands.get(WS, cmd.id), (c) => c.status === 'in_progress');
     expect(running.status).to.equal('in_progress');
-    expect(s.store.dumpGraph('urn:g:data')).to.equal('');
+    expect(await s.store.dumpGraph('urn:g:data')).to.equal('');
     release();
     const done = await waitFor(() => s.commands.get(WS, cmd.id), (c) => c.status === 'completed');
     expect(done.packageInstallationId).to.equal('22222222-2222-4222-8222-222222222222');
-    expect(s.store.dumpGraph('urn:g:data')).to.contain('<urn:a>');
-    const events = s.commands.events(WS, cmd.id);
+    expect(await s.store.dumpGraph('urn:g:data')).to.contain('<urn:a>');
+    const events = await s.commands.events(WS, cmd.id);
     expect(events.map((e) => e.level)).to.deep.equal(['INFO', 'INFO', 'SUCCESS']);
     expect(events[1]!.message).to.equal('read 3 triples');
     expect(events.every((e) => e.command.id === cmd.id)).to.equal(true);
@@ -72,12 +72,12 @@ describe('lifecycle command runner', () => {
     expect((caught as { code: string }).code).to.equal('CONFLICT');
     expect((caught as { details: unknown }).details).to.deep.equal({ existing: { commandId: first.id, version: '1.0.0' }, requested: { version: '2.0.0' } });
     const second = await s.runner.submit({ ...base, commandType: 'REDEPLOY', exclusive: false, job: async () => { order.push('second'); return { ops: [], message: 'ok' }; } });
-    expect(s.commands.get(WS, second.id)!.status).to.equal('pending');
+    expect((await s.commands.get(WS, second.id))!.status).to.equal('pending');
     release();
     await s.runner.whenIdle();
     expect(order).to.deep.equal(['first', 'second']);
-    expect(s.commands.get(WS, second.id)!.status).to.equal('completed');
-    const listed = s.commands.listForPackage(WS, 'pkg', 0, 10);
+    expect((await s.commands.get(WS, second.id))!.status).to.equal('completed');
+    const listed = await s.commands.listForPackage(WS, 'pkg', 0, 10);
     expect(listed.map((c) => c.id)).to.deep.equal([second.id, first.id]);
   });
 
@@ -87,15 +87,15 @@ describe('lifecycle command runner', () => {
       throw new CommandFailure('Validation found 1 violation', 'Fix the matrix and install again.');
     } });
     await s.runner.whenIdle();
-    const failed = s.commands.get(WS, cmd.id)!;
+    const failed = (await s.commands.get(WS, cmd.id))!;
     expect(failed.status).to.equal('failed');
     expect(failed.errorMessage).to.equal('Validation found 1 violation');
-    const last = s.commands.events(WS, cmd.id).at(-1)!;
+    const last = (await s.commands.events(WS, cmd.id)).at(-1)!;
     expect(last.level).to.equal('ERROR');
     expect(last.message).to.contain('Fix the matrix');
-    expect(s.commands.reportGraph(WS, cmd.id)).to.equal(graphs.report(WS, cmd.id));
-    expect(s.store.dumpGraph(graphs.report(WS, cmd.id))).to.contain('urn:r');
-    expect(s.commands.latestSummary(WS, 'pkg')).to.include({ validationConforms: false, validationViolationCount: 1 });
+    expect(await s.commands.reportGraph(WS, cmd.id)).to.equal(graphs.report(WS, cmd.id));
+    expect(await s.store.dumpGraph(graphs.report(WS, cmd.id))).to.contain('urn:r');
+    expect(await s.commands.latestSummary(WS, 'pkg')).to.include({ validationConforms: false, validationViolationCount: 1 });
   });
 
   it('marks a command left in progress by a stopped process failed ("interrupted") at the next start', async () => {
@@ -103,12 +103,12 @@ describe('lifecycle command runner', () => {
     await waitFor(() => s.commands.get(WS, cmd.id), (c) => c.status === 'in_progress');
     await s.store.close();
     s = await open(dir);
-    expect(s.commands.get(WS, cmd.id)!.status).to.equal('in_progress');
+    expect((await s.commands.get(WS, cmd.id))!.status).to.equal('in_progress');
     expect(await s.runner.recover()).to.equal(1);
-    const failed = s.commands.get(WS, cmd.id)!;
+    const failed = (await s.commands.get(WS, cmd.id))!;
     expect(failed.status).to.equal('failed');
     expect(failed.errorMessage).to.match(/interrupted/i);
-    const events = s.commands.events(WS, cmd.id);
+    const events = await s.commands.events(WS, cmd.id);
     expect(events.at(-1)!.level).to.equal('ERROR');
     expect(events.at(-1)!.message).to.match(/interrupted/i);
     expect(events.length).to.equal(2);

@@ -64,7 +64,7 @@ describe('example packages', () => {
     const pkg = await readPackageArchive(await examplePackage('incident-response-1.0.0'));
     const quads = quadsOf(pkg.files.get('incident-response/assembly.ttl')!);
     expect(valueOf(quads, pkg.manifest.matrices[0]!.uri, MTX.imports)).to.deep.equal(['https://example.org/operating-models/project-tracking']);
-    expect(pkg.manifest.dependencies).to.deep.equal([{ publisher: 'examples', name: 'project-tracking', versionRange: '>=1.0.0 <2.0.0' }]);
+    expect(pkg.manifest.dependencies).to.deep.equal([{ publisher: 'examples', name: 'project-tracking', versionRange: '>=1.0 <2.0' }]);
   });
 
   describe('publishing them', () => {

@@ -11,7 +11,7 @@ const valid = () => ({
     { name: 'projects', path: 'projects/assembly.ttl', uri: 'https://example.org/matrices/projects' },
     { name: 'tasks', path: 'tasks/assembly.ttl', uri: 'urn:example:tasks' },
   ],
-  dependencies: [{ publisher: 'examples', name: 'base', versionRange: '^1.0.0' }],
+  dependencies: [{ publisher: 'examples', name: 'base', versionRange: '>=1.0 <2' }],
 });
 
 function problems(value: unknown): string {
@@ -85,7 +85,10 @@ describe('package manifest', () => {
     ['a duplicate matrix name', (m) => ({ ...m, matrices: [m.matrices[0], { ...m.matrices[1], name: 'projects' }] }), /name "projects" is used by more than one matrix/],
     ['a bad matrix name', (m) => ({ ...m, matrices: [{ ...m.matrices[0], name: '../x' }] }), /matrices\[0\]\.name: must start with a letter or digit/],
     ['a bad dependency publisher', (m) => ({ ...m, dependencies: [{ publisher: 'A B', name: 'x', versionRange: '1' }] }), /dependencies\[0\]\.publisher: publisher must be a lower-case slug/],
-    ['an empty dependency range', (m) => ({ ...m, dependencies: [{ publisher: 'a', name: 'x', versionRange: ' ' }] }), /versionRange is empty/],
+    ['an empty dependency range', (m) => ({ ...m, dependencies: [{ publisher: 'a', name: 'x', versionRange: ' ' }] }), /dependencies\[0\]\.versionRange: versionRange is empty/],
+    ['a dependency range that is not a range', (m) => ({ ...m, dependencies: [{ publisher: 'a', name: 'x', versionRange: 'banana' }] }), /dependencies\[0\]\.versionRange: versionRange "banana": "banana" is not a bound/],
+    ['a caret dependency range', (m) => ({ ...m, dependencies: [{ publisher: 'a', name: 'x', versionRange: '^1.0.0' }] }), /versionRange "\^1\.0\.0": bound "\^1\.0\.0" uses an unsupported operator/],
+    ['a dependency range with a patch number', (m) => ({ ...m, dependencies: [{ publisher: 'a', name: 'x', versionRange: '>=1.0.0 <2.0.0' }] }), /bound ">=1\.0\.0" has a patch number/],
   ];
   for (const [what, change, message] of refusals) {
     it(`refuses ${what}`, () => {

@@ -1,0 +1,69 @@
+import autocannon from 'autocannon';
+import { api, figure, installPackage, serviceWithWorkspace, type Figure } from '../lib.js';
+import { packageArchive } from '../data.js';
+
+/**
+ * A mixed load at 64 connections (issue 12, acceptance 11): each connection
+ * cycles through a read (P5), a write (C5, a new slash command), a slash
+ * execution (default answer) and a workspace read, while a 100,000-triple
+ * matrix installs in the same workspace. Target: no error, p99 <= 1 s.
+ * The baseline column is the same load on the service with no install.
+ */
+const CONNECTIONS = 64;
+const DURATION_S = 10;
+const QUERY = `PREFIX rdfs: <http://www.w3.org/2000/01/rdf-schema#>
+PREFIX iam: <https://poliglot.io/os/spec/iam#>
+CONSTRUCT { ?agent rdfs:label ?label ; iam:hasRole ?role . ?role rdfs:label ?roleLabel }
+WHERE { ?agent a iam:Agent ; rdfs:label ?label ; iam:hasRole ?role . ?role rdfs:label ?roleLabel }`;
+
+interface Mixed { rps: number; p50: number; p99: number; max: number; errors: number; non2xx: number }
+
+export async function run(): Promise<Figure[]> {
+  const env = await serviceWithWorkspace();
+  try {
+    const { svc, token, slug } = env;
+    await installPackage(svc.url, token, slug, await packageArchive('reads', '1.0.0', 'https://bench.example/matrix/reads', 10_000));
+    const created = await api(svc.url, token, 'POST', `/api/v1/commands/${slug}`, {
+      alias: 'agents-and-roles', description: 'Agents with their roles', interpretation: 'Each agent with the roles its specification gives it.',
+      scriptType: 'CONSTRUCT', scriptContent: QUERY,
+    });
+    if (created.status !== 200) throw new Error(`C5 answered ${created.status}: ${created.text.slice(0, 200)}`);
+    const commandId: string = created.json.data.id;
+    let n = 0;
+    const auth = { Authorization: `Bearer ${token}` };
+    const mixed = async (duration: number): Promise<Mixed> => {
+      const result = await autocannon({
+        url: svc.url, connections: CONNECTIONS, duration,
+        requests: [
+          { method: 'GET', path: `/api/v1/packages/${slug}/reads`, headers: auth },
+          {
+            method: 'POST', path: `/api/v1/commands/${slug}`, headers: { ...auth, 'Content-Type': 'application/json' },
+            setupRequest: (req: any) => ({ ...req, body: JSON.stringify({
+              alias: `mixed-${process.pid}-${n++}`, description: 'Mixed load', interpretation: 'Lists every labelled thing.',
+              scriptType: 'CONSTRUCT', scriptContent: 'PREFIX rdfs: <http://www.w3.org/2000/01/rdf-schema#> CONSTRUCT { ?s rdfs:label ?l } WHERE { ?s rdfs:label ?l } LIMIT 10',
+            }) }),
+          },
+          { method: 'POST', path: `/api/v1/commands/${slug}/${commandId}/execute`, headers: auth },
+          { method: 'GET', path: `/api/v1/workspaces/${slug}`, headers: auth },
+        ],
+      });
+      return { rps: result.requests.average, p50: result.latency.p50, p99: result.latency.p99, max: result.latency.max, errors: result.errors + result.timeouts, non2xx: result.non2xx };
+    };
+    const quiet = await mixed(DURATION_S);
+    const big = await packageArchive('big', '1.0.0', 'https://bench.example/matrix/big', 100_000);
+    // The install starts a second into the load and runs on past it if it must.
+    const install = new Promise((r) => setTimeout(r, 1000)).then(() => installPackage(svc.url, token, slug, big));
+    install.catch(() => {});
+    const busy = await mixed(DURATION_S);
+    const { ms: installMs } = await install;
+    const note = `${busy.errors} errors, ${busy.non2xx} non-2xx (quiet: ${quiet.errors}, ${quiet.non2xx}); install took ${(installMs / 1000).toFixed(1)} s`;
+    return [
+      figure({ name: `mixed load at ${CONNECTIONS} connections with an install, errors + non-2xx`, unit: '', value: busy.errors + busy.non2xx, baseline: quiet.errors + quiet.non2xx, target: '0', check: (_r, v) => v === 0, note }),
+      figure({ name: 'mixed load with an install, p50 latency', unit: 'ms', value: busy.p50, baseline: quiet.p50, target: 'report', check: () => true }),
+      figure({ name: 'mixed load with an install, p99 latency', unit: 'ms', value: busy.p99, baseline: quiet.p99, target: '<= 1000 ms', check: (_r, v) => v <= 1000, note: `max ${busy.max} ms (quiet ${quiet.max} ms)` }),
+      figure({ name: 'mixed load with an install, throughput', unit: 'req/s', value: busy.rps, baseline: quiet.rps, target: 'report', check: () => true }),
+    ];
+  } finally {
+    await env.close();
+  }
+}

@@ -1,0 +1,143 @@
+import type { Server } from '@modelcontextprotocol/sdk/server/index.js';
+import type { CallToolResult, Tool } from '@modelcontextprotocol/sdk/types.js';
+import type { Request, Response } from 'express';
+import { AppError } from '../errors.js';
+import type { WorkspaceAccess } from '../workspaces/service.js';
+import type { SlashCommand, SlashCommandService } from '../slash/service.js';
+import { argumentsJsonSchema } from '../slash/parameters.js';
+import type { QuerySandbox } from '../sandbox/sandbox.js';
+import { limitedText, parseReadQuery } from '../sandbox/script.js';
+
+/**
+ * The Model Context Protocol endpoint of a workspace (DESIGN.md section 11),
+ * with the official SDK over Streamable HTTP, stateless: every POST gets a
+ * fresh server bound to the caller, so a tool call runs as the caller with
+ * the caller's rights, and nothing is kept between requests.
+ *
+ * Tools: one per slash command of the workspace (any member may run any
+ * command), named from its alias, described by its description and
+ * interpretation, taking its declared parameters; a call answers the result
+ * as JSON-LD text. Administrators of the workspace also get `sparql`, a
+ * read-only query over every graph of the workspace (as the SPARQL endpoint).
+ */
+
+export const SPARQL_TOOL = 'sparql';
+
+/** The SDK, loaded on the first MCP request: starting the service (and the CLI) does not pay for it. */
+let sdkModules: Promise<{
+  server: typeof import('@modelcontextprotocol/sdk/server/index.js');
+  http: typeof import('@modelcontextprotocol/sdk/server/streamableHttp.js');
+  types: typeof import('@modelcontextprotocol/sdk/types.js');
+}> | undefined;
+const sdk = () => (sdkModules ??= Promise.all([
+  import('@modelcontextprotocol/sdk/server/index.js'),
+  import('@modelcontextprotocol/sdk/server/streamableHttp.js'),
+  import('@modelcontextprotocol/sdk/types.js'),
+]).then(([server, http, types]) => ({ server, http, types })));
+const NAME_MAX = 64;
+
+/** Tool names: letters, digits, "_" and "-" (what MCP clients accept everywhere); ":" of an alias becomes "_". */
+export function toolNames(commands: SlashCommand[]): Map<string, SlashCommand> {
+  const taken = new Set<string>([SPARQL_TOOL]);
+  const byName = new Map<string, SlashCommand>();
+  for (const command of [...commands].sort((a, b) => (a.alias < b.alias ? -1 : a.alias > b.alias ? 1 : 0))) {
+    const base = command.alias.replace(/[^A-Za-z0-9_-]/g, '_').slice(0, NAME_MAX - 4);
+    let name = base;
+    for (let i = 2; taken.has(name); i++) name = `${base}_${i}`;
+    taken.add(name);
+    byName.set(name, command);
+  }
+  return byName;
+}
+
+function describe(command: SlashCommand): string {
+  const parts = [command.description ?? `Slash command /${command.alias}`];
+  if (command.interpretation) parts.push(`Interpretation: ${command.interpretation}`);
+  parts.push(`Runs the ${command.scriptType} script of /${command.alias} over the workspace's knowledge and answers the result graph as JSON-LD.`);
+  return parts.join('\n\n');
+}
+
+const text = (value: string, isError = false): CallToolResult => ({ content: [{ type: 'text', text: value }], ...(isError ? { isError: true } : {}) });
+
+export interface McpDeps {
+  commands: SlashCommandService;
+  sandbox: QuerySandbox;
+}
+
+/** A server for one request of one caller in one workspace. */
+async function buildServer(deps: McpDeps, access: WorkspaceAccess): Promise<Server> {
+  const { server: { Server }, types: { CallToolRequestSchema, ErrorCode, ListToolsRequestSchema, McpError } } = await sdk();
+  const server = new Server({ name: 'workspace-service', version: '1.0.0' }, { capabilities: { tools: {} } });
+  const tools = async () => toolNames(await deps.commands.listAll(access));
+
+  server.setRequestHandler(ListToolsRequestSchema, async () => {
+    const list: Tool[] = [];
+    for (const [name, command] of await tools()) {
+      list.push({
+        name,
+        title: `/${command.alias}`,
+        description: describe(command),
+        inputSchema: argumentsJsonSchema(command.parameters) as Tool['inputSchema'],
+        annotations: { readOnlyHint: true, openWorldHint: false },
+      });
+    }
+    if (access.isAdmin) {
+      list.push({
+        name: SPARQL_TOOL,
+        title: 'SPARQL query (read-only)',
+        description: 'Runs a read-only SPARQL query (SELECT, ASK, CONSTRUCT or DESCRIBE) over every graph of the workspace, its records included. '
+          + 'SELECT and ASK answer SPARQL JSON results; CONSTRUCT and DESCRIBE answer JSON-LD. Updates are refused.',
+        inputSchema: { type: 'object', properties: { query: { type: 'string', description: 'The SPARQL query' } }, required: ['query'], additionalProperties: false },
+        annotations: { readOnlyHint: true, openWorldHint: false },
+      });
+    }
+    return { tools: list };
+  });
+
+  server.setRequestHandler(CallToolRequestSchema, async (request) => {
+    const { name } = request.params;
+    const args = (request.params.arguments ?? {}) as Record<string, unknown>;
+    try {
+      if (name === SPARQL_TOOL && access.isAdmin) return await runSparql(deps.sandbox, access, args);
+      const command = (await tools()).get(name);
+      if (!command) throw new McpError(ErrorCode.InvalidParams, `Unknown tool "${name}"`);
+      const execution = await deps.commands.execute(access, command, 'application/ld+json', args);
+      return text(execution.body);
+    } catch (err) {
+      // What the caller got wrong (bad arguments, a time-out) is a tool error the model can read; anything else stays a protocol error.
+      if (err instanceof AppError && err.code !== 'INTERNAL') return text(err.message, true);
+      throw err;
+    }
+  });
+  return server;
+}
+
+async function runSparql(sandbox: QuerySandbox, access: WorkspaceAccess, args: Record<string, unknown>): Promise<CallToolResult> {
+  if (typeof args.query !== 'string') return text('query is required: a SPARQL query as a string', true);
+  const parsed = parseReadQuery(args.query, 'query');
+  const graph = parsed.form === 'CONSTRUCT' || parsed.form === 'DESCRIBE';
+  const result = await sandbox.run(access.workspace.id, 'all', {
+    query: parsed.form === 'ASK' ? parsed.text : limitedText(parsed, sandbox.maxResults + 1),
+    kind: graph ? 'graph' : 'bindings',
+    format: graph ? 'application/ld+json' : 'application/sparql-results+json',
+    prefixes: parsed.prefixes,
+    union: !parsed.hasDataset,
+  });
+  return text(result.body);
+}
+
+/** Answers one MCP POST for the caller, and resolves once the answer is sent. */
+export async function handleMcpPost(deps: McpDeps, access: WorkspaceAccess, req: Request, res: Response, body: unknown): Promise<void> {
+  const server = await buildServer(deps, access);
+  const { http: { StreamableHTTPServerTransport } } = await sdk();
+  const transport = new StreamableHTTPServerTransport({ sessionIdGenerator: undefined, enableJsonResponse: true });
+  const finished = new Promise<void>((resolve) => { res.once('close', resolve); res.once('finish', resolve); });
+  try {
+    await server.connect(transport);
+    await transport.handleRequest(req, res, body);
+    if (!res.headersSent) await finished;
+  } finally {
+    await transport.close().catch(() => {});
+    await server.close().catch(() => {});
+  }
+}

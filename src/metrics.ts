@@ -1,0 +1,126 @@
+import client from 'prom-client';
+import type { RequestHandler, Request } from 'express';
+
+/**
+ * Prometheus metrics (DESIGN.md section 11), served at `GET /metrics` to
+ * system administrators. Two parts:
+ * - process-wide figures fed by small hooks where things happen (requests,
+ *   lifecycle commands, journal fsyncs), in `processRegistry`;
+ * - figures read from one running service when scraped (quads, sandbox
+ *   workers and time-outs), in the registry `serviceMetrics` makes for it.
+ * Label values are bounded: routes are route patterns, never raw paths.
+ */
+
+export const processRegistry = new client.Registry();
+
+const requestDuration = new client.Histogram({
+  name: 'wsm_http_request_duration_seconds',
+  help: 'HTTP requests by method, route pattern and status: latency in seconds (its _count is the number of requests)',
+  labelNames: ['method', 'route', 'status'] as const,
+  buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10],
+  registers: [processRegistry],
+});
+
+const requests = new client.Counter({
+  name: 'wsm_http_requests_total',
+  help: 'HTTP requests by method, route pattern and status',
+  labelNames: ['method', 'route', 'status'] as const,
+  registers: [processRegistry],
+});
+
+const lifecycleCommands = new client.Counter({
+  name: 'wsm_lifecycle_commands_total',
+  help: 'Finished lifecycle commands by type (INSTALL, UPDATE, UNINSTALL, REDEPLOY) and outcome (completed, failed)',
+  labelNames: ['type', 'outcome'] as const,
+  registers: [processRegistry],
+});
+
+const fsyncSeconds = new client.Histogram({
+  name: 'wsm_journal_fsync_seconds',
+  help: 'Time of one journal fsync (one batch of group-committed writes), in seconds',
+  buckets: [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1],
+  registers: [processRegistry],
+});
+
+/** Hook: one journal fsync took `seconds`. */
+export function observeFsync(seconds: number): void {
+  fsyncSeconds.observe(seconds);
+}
+
+/** Hook: a lifecycle command finished. */
+export function countLifecycleCommand(type: string, outcome: 'completed' | 'failed'): void {
+  lifecycleCommands.inc({ type, outcome });
+}
+
+/** The route pattern of a request (`/api/v1/packages/:workspace`), or `unmatched`. */
+function routeOf(req: Request): string {
+  const route = (req as Request & { route?: { path?: unknown } }).route;
+  return typeof route?.path === 'string' ? route.path : 'unmatched';
+}
+
+/** Middleware: times every request and counts it by route pattern and status. */
+export function requestMetrics(): RequestHandler {
+  return (req, res, next) => {
+    const started = process.hrtime.bigint();
+    res.once('finish', () => {
+      const labels = { method: req.method, route: routeOf(req), status: String(res.statusCode) };
+      requests.inc(labels);
+      requestDuration.observe(labels, Number(process.hrtime.bigint() - started) / 1e9);
+    });
+    next();
+  };
+}
+
+export interface ServiceSources {
+  /** Quads in the store (may cost a full count: called at most once a `quadsRefreshMs`). */
+  quads(): number | Promise<number>;
+  /** A counter bumped on every write, so an unchanged store is never counted again. */
+  storeVersion(): number;
+  sandbox(): { workers: number; timeouts: number };
+  /** Default 60 s. */
+  quadsRefreshMs?: number;
+}
+
+/** Metrics read from one running service at scrape time, in a registry of its own. */
+export function serviceMetrics(sources: ServiceSources): client.Registry {
+  const registry = new client.Registry();
+  const refreshMs = sources.quadsRefreshMs ?? 60_000;
+  let counted: { at: number; version: number; quads: number } | null = null;
+  new client.Gauge({
+    name: 'wsm_store_quads',
+    help: 'Quads in the store (recounted at most once a minute, and only after a write)',
+    registers: [registry],
+    async collect() {
+      const version = sources.storeVersion();
+      const now = Date.now();
+      if (!counted || (counted.version !== version && now - counted.at >= refreshMs)) {
+        counted = { at: now, version, quads: await sources.quads() };
+      }
+      this.set(counted.quads);
+    },
+  });
+  new client.Gauge({
+    name: 'wsm_sandbox_workers',
+    help: 'Query worker threads of the sandbox (started, busy or idle)',
+    registers: [registry],
+    collect() { this.set(sources.sandbox().workers); },
+  });
+  let timeoutsSeen = 0;
+  new client.Counter({
+    name: 'wsm_query_timeouts_total',
+    help: 'User queries (slash commands, SPARQL endpoint, MCP) stopped at the time limit',
+    registers: [registry],
+    collect() {
+      const total = sources.sandbox().timeouts;
+      if (total > timeoutsSeen) this.inc(total - timeoutsSeen);
+      timeoutsSeen = total;
+    },
+  });
+  return registry;
+}
+
+/** The Prometheus text of the process-wide and the service's metrics. */
+export async function renderMetrics(service: client.Registry): Promise<{ contentType: string; body: string }> {
+  const merged = client.Registry.merge([processRegistry, service]);
+  return { contentType: merged.contentType, body: await merged.metrics() };
+}

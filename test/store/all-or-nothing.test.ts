@@ -1,0 +1,75 @@
+import { expect } from 'chai';
+import { readFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { WriteRefusedError, type WriteOp } from '../../src/store/store.js';
+import { openDurableStore } from '../../src/store/durable.js';
+import { tempDir, content } from './helpers.js';
+
+/** A write is all or nothing: an op the engine refuses leaves store, journal and caches as they were. */
+describe('store: all-or-nothing writes', () => {
+  let dir: string;
+  let cleanup: () => Promise<void>;
+  beforeEach(async () => ({ dir, cleanup } = await tempDir()));
+  afterEach(async () => cleanup());
+
+  const journalBytes = async () => {
+    const { readdir } = await import('node:fs/promises');
+    const files = (await readdir(dir)).filter((f) => f.startsWith('journal-')).sort();
+    return Buffer.concat(await Promise.all(files.map((f) => readFile(join(dir, f)))));
+  };
+
+  it('refuses a multi-op write whose last op the engine refuses, changing nothing', async () => {
+    const store = await openDurableStore(dir);
+    await store.update('INSERT DATA { GRAPH <urn:g> { <urn:s> <urn:p> "kept" } }');
+    const ask = 'ASK { GRAPH <urn:g> { <urn:s> <urn:p> "kept" } }';
+    const select = 'SELECT ?o WHERE { GRAPH <urn:g> { <urn:s> <urn:p> ?o } } ORDER BY ?o';
+    // Read once so the store's answer cache holds these answers.
+    expect(await store.ask(ask)).to.equal(true);
+    expect((await store.select(select)).map((b) => b.o!.value)).to.deep.equal(['kept']);
+    const before = { quads: content(store), journal: await journalBytes(), version: store.version, size: await store.size() };
+    const writes: WriteOp[][] = [];
+    const off = store.onWrite((ops) => writes.push(ops));
+    const ops: WriteOp[] = [
+      { kind: 'update', sparql: 'DELETE DATA { GRAPH <urn:g> { <urn:s> <urn:p> "kept" } }' },
+      { kind: 'load', graph: 'urn:g', format: 'application/n-triples', data: '<urn:s> <urn:p> "added" .\n' },
+      { kind: 'update', sparql: 'INSERT DATA { GRAPH <urn:g> { <urn:s> <urn:p> "more" } }' },
+      { kind: 'load', graph: 'urn:g', format: 'application/n-triples', data: '<urn:s> <urn:p> "x" .\n<http://example.org/a%zz> <urn:p> "refused" .\n' },
+    ];
+    let refused: unknown;
+    try {
+      await store.write(ops);
+    } catch (err) {
+      refused = err;
+    }
+    off();
+    expect(refused).to.be.instanceOf(WriteRefusedError);
+    expect((refused as Error).message).to.contain('%zz');
+    expect(content(store)).to.deep.equal(before.quads);
+    expect(await journalBytes()).to.deep.equal(before.journal);
+    expect(store.version).to.equal(before.version);
+    expect(writes).to.deep.equal([]);
+    // The cached answers are still the store's answers.
+    expect(await store.ask(ask)).to.equal(true);
+    expect((await store.select(select)).map((b) => b.o!.value)).to.deep.equal(['kept']);
+    expect(await store.size()).to.equal(before.size);
+    await store.close();
+    const reopened = await openDurableStore(dir);
+    expect(content(reopened)).to.deep.equal(before.quads);
+    await reopened.close();
+  });
+
+  it('refuses a write whose first op the engine refuses, changing nothing', async () => {
+    const store = await openDurableStore(dir);
+    const before = content(store);
+    let refused: unknown;
+    try {
+      await store.write([{ kind: 'update', sparql: 'INSERT DATA { GRAPH <urn:g> { <http://example.org/a%zz> <urn:p> 1 } }' },
+        { kind: 'load', graph: 'urn:g', format: 'application/n-triples', data: '<urn:s> <urn:p> "fine" .\n' }]);
+    } catch (err) {
+      refused = err;
+    }
+    expect(refused).to.be.instanceOf(WriteRefusedError);
+    expect(content(store)).to.deep.equal(before);
+    await store.close();
+  });
+});
