@@ -1,7 +1,6 @@
 import { randomUUID } from 'node:crypto';
-import type { Binding, QuadStore, QueryScope, WriteOp } from './store.js';
-import { SparqlClient, insertOperations, type SparqlEndpointOptions } from './sparql-client.js';
-import { coalesceUpdates } from './oxigraph-store.js';
+import { WriteRefusedError, type Binding, type QuadStore, type QueryScope, type WriteOp } from './store.js';
+import { EngineError, SparqlClient, insertOperations, type SparqlEndpointOptions } from './sparql-client.js';
 
 const RESULTS_JSON = 'application/sparql-results+json';
 
@@ -74,34 +73,50 @@ export class SparqlStore implements QuadStore {
 
   async write(ops: WriteOp[]): Promise<void> {
     if (ops.length === 0) return;
-    if (this.client.options.dialect === 'standard') {
-      const parts: string[] = [];
-      for (const op of coalesceUpdates(ops)) {
-        parts.push(op.kind === 'update' ? op.sparql : insertOperations(op.graph, op.data, op.format).join(' ;\n'));
+    // Everything is compiled (loads parsed) before anything is sent: a load that does not parse changes nothing.
+    const compiled = ops.map((op, index) => {
+      if (op.kind === 'update') return { op, inserts: null as string[] | null };
+      try {
+        return { op, inserts: insertOperations(op.graph, op.data, op.format) };
+      } catch (err) {
+        throw new WriteRefusedError(index, err instanceof Error ? err.message : String(err));
       }
-      await this.client.update(parts.join(' ;\n'));
+    });
+    if (this.client.options.dialect === 'standard') {
+      const parts = compiled.map(({ op, inserts }) => (op.kind === 'update' ? op.sparql : inserts!.join(' ;\n')));
+      try {
+        await this.client.update(parts.join(' ;\n'));
+      } catch (err) {
+        // A conforming engine applies an update request atomically and says not which operation it refused.
+        if (err instanceof EngineError && err.status >= 400 && err.status < 500) throw new WriteRefusedError(0, err.engineText.slice(0, 500));
+        throw err;
+      }
     } else {
-      await this.writeVirtuoso(ops);
+      await this.writeVirtuoso(compiled);
     }
     this.versionCounter++;
     for (const listener of this.listeners) listener(ops);
   }
 
-  private async writeVirtuoso(ops: WriteOp[]): Promise<void> {
+  /** Maps an engine refusal inside WSM_APPLY (`op N refused`) to the write op that sent operation N. */
+  private static refusal(err: unknown, owners: number[]): unknown {
+    if (!(err instanceof EngineError)) return err;
+    const match = /WSM01.*?op (\d+) refused: ([\s\S]*)/.exec(err.engineText);
+    if (!match) return err;
+    return new WriteRefusedError(owners[Number(match[1])] ?? 0, match[2]!.trim().slice(0, 500));
+  }
+
+  private async writeVirtuoso(compiled: Array<{ op: WriteOp; inserts: string[] | null }>): Promise<void> {
     const operations: string[] = [];
+    /** For each operation, the index of the write op it comes from. */
+    const owners: number[] = [];
     const staging: string[] = [];
-    let bytes = 0;
-    const compiled = ops.map((op) => {
-      if (op.kind === 'update') return { op, inserts: null as string[] | null };
-      const inserts = insertOperations(op.graph, op.data, op.format);
-      bytes += inserts.reduce((n, s) => n + s.length, 0);
-      return { op, inserts };
-    });
+    const bytes = compiled.reduce((n, c) => n + (c.inserts ?? []).reduce((m, s) => m + s.length, 0), 0);
     try {
-      for (const { op, inserts } of compiled) {
-        if (op.kind === 'update') { operations.push(op.sparql); continue; }
-        if (bytes <= MAX_CALL_BYTES) { operations.push(...inserts!); continue; }
-        // Large: stage in bounded calls, then add to the target inside the transaction.
+      for (const [index, { op, inserts }] of compiled.entries()) {
+        if (op.kind === 'update') { operations.push(op.sparql); owners.push(index); continue; }
+        if (bytes <= MAX_CALL_BYTES) { for (const i of inserts!) { operations.push(i); owners.push(index); } continue; }
+        // Large: stage in bounded calls, then add to the target inside the final transaction.
         const stage = `${this.base}staging/${randomUUID()}`;
         staging.push(stage);
         const staged = insertOperations(stage, op.data, op.format);
@@ -109,11 +124,20 @@ export class SparqlStore implements QuadStore {
           const call: string[] = [];
           let size = 0;
           while (i < staged.length && (call.length === 0 || size + staged[i]!.length <= MAX_CALL_BYTES)) { size += staged[i]!.length; call.push(staged[i++]!); }
-          await this.client.applyAtomically(call);
+          try {
+            await this.client.applyAtomically(call);
+          } catch (err) {
+            throw SparqlStore.refusal(err, call.map(() => index));
+          }
         }
         operations.push(`ADD SILENT <${stage}> TO <${op.graph}>`, `DROP SILENT GRAPH <${stage}>`);
+        owners.push(index, index);
       }
-      await this.client.applyAtomically(operations);
+      try {
+        await this.client.applyAtomically(operations);
+      } catch (err) {
+        throw SparqlStore.refusal(err, owners);
+      }
     } catch (err) {
       if (staging.length > 0) {
         await this.client.applyAtomically(staging.map((g) => `DROP SILENT GRAPH <${g}>`)).catch(() => undefined);
