@@ -65,9 +65,21 @@ export class SparqlClient {
     return text;
   }
 
-  /** A query answered in the given media type. */
-  query(query: string, accept: string): Promise<string> {
-    return this.post(this.options.queryUrl, { query }, accept);
+  /**
+   * A query answered in the given media type. Serializable isolation answers
+   * a conflict between concurrent transactions (reads included) with a
+   * deadlock that rolled the loser back whole: it is sent again. (A write
+   * through `applyAtomically` is a query too, and all or nothing.)
+   */
+  async query(query: string, accept: string): Promise<string> {
+    for (let attempt = 0; ; attempt++) {
+      try {
+        return await this.post(this.options.queryUrl, { query }, accept);
+      } catch (err) {
+        if (!(err instanceof EngineError) || !isDeadlock(err.engineText) || attempt >= DEADLOCK_RETRIES) throw err;
+        await new Promise((resolve) => setTimeout(resolve, 20 * 2 ** Math.min(attempt, 6) * (0.5 + Math.random())));
+      }
+    }
   }
 
   /** One update request (several operations may be joined with `;`). */
@@ -88,6 +100,14 @@ export class SparqlClient {
     const call = `SELECT (<sql:WSM_APPLY>(${stringLiteral(sep)}, ${stringLiteral(operations.join(sep))}) AS ?n) {}`;
     await this.query(call, 'application/sparql-results+json');
   }
+}
+
+/** How often a transaction rolled back by a deadlock is sent again. */
+const DEADLOCK_RETRIES = 12;
+
+/** Virtuoso's answer when serializable isolation rolled a transaction back (SR172, SQL state 40001). */
+export function isDeadlock(engineText: string): boolean {
+  return /\bSR172\b|\b40001\b|deadlock/i.test(engineText);
 }
 
 /** A SPARQL long string literal holding any text. */
