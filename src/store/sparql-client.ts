@@ -94,6 +94,9 @@ export class SparqlClient {
    */
   async applyAtomically(operations: string[]): Promise<void> {
     if (operations.length === 0) return;
+    // Virtuoso turns a call with text beyond ASCII into a wide string that exec() narrows to '?':
+    // such characters go as SPARQL codepoint escapes (\uXXXX, \UXXXXXXXX), decoded by the engine's parser.
+    operations = operations.map(asciiOnly);
     const body = operations.join('\n');
     let sep = `#wsm-op-${randomBytes(8).toString('hex')}#`;
     while (body.includes(sep)) sep = `#wsm-op-${randomBytes(8).toString('hex')}#`;
@@ -108,6 +111,14 @@ const DEADLOCK_RETRIES = 12;
 /** Virtuoso's answer when serializable isolation rolled a transaction back (SR172, SQL state 40001). */
 export function isDeadlock(engineText: string): boolean {
   return /\bSR172\b|\b40001\b|deadlock/i.test(engineText);
+}
+
+/** SPARQL text with every character beyond ASCII written as a codepoint escape. */
+export function asciiOnly(text: string): string {
+  return text.replace(/[^\x00-\x7f]/gu, (c) => {
+    const code = c.codePointAt(0)!;
+    return code > 0xffff ? `\\U${code.toString(16).padStart(8, '0')}` : `\\u${code.toString(16).padStart(4, '0')}`;
+  });
 }
 
 /** A SPARQL long string literal holding any text. */

@@ -1,4 +1,5 @@
 import { randomUUID } from 'node:crypto';
+import sparqljs from 'sparqljs';
 import { WriteRefusedError, type Binding, type QuadStore, type QueryScope, type WriteOp } from './store.js';
 import { EngineError, SparqlClient, insertOperations, type SparqlEndpointOptions } from './sparql-client.js';
 
@@ -114,7 +115,7 @@ export class SparqlStore implements QuadStore {
     const bytes = compiled.reduce((n, c) => n + (c.inserts ?? []).reduce((m, s) => m + s.length, 0), 0);
     try {
       for (const [index, { op, inserts }] of compiled.entries()) {
-        if (op.kind === 'update') { operations.push(op.sparql); owners.push(index); continue; }
+        if (op.kind === 'update') { for (const one of splitUpdate(op.sparql)) { operations.push(one); owners.push(index); } continue; }
         if (bytes <= MAX_CALL_BYTES) { for (const i of inserts!) { operations.push(i); owners.push(index); } continue; }
         // Large: stage in bounded calls, then add to the target inside the final transaction.
         const stage = `${this.base}staging/${randomUUID()}`;
@@ -174,3 +175,22 @@ export class SparqlStore implements QuadStore {
     // Nothing held: the engine keeps the data; fetch's connections close on their own.
   }
 }
+
+/**
+ * Virtuoso runs one operation per call inside WSM_APPLY: an update request
+ * of several operations (`op ; op`) is split into single operations, each
+ * with the request's prologue. A text that does not parse goes as it is, for
+ * the engine to refuse.
+ */
+export function splitUpdate(text: string): string[] {
+  let parsed: sparqljs.SparqlQuery;
+  try {
+    parsed = new sparqljs.Parser().parse(text);
+  } catch {
+    return [text];
+  }
+  if (parsed.type !== 'update' || parsed.updates.length <= 1) return [text];
+  const generator = new sparqljs.Generator();
+  return parsed.updates.map((one) => generator.stringify({ ...parsed, updates: [one] } as sparqljs.Update));
+}
+

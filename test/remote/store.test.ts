@@ -70,6 +70,15 @@ describe('store: remote SPARQL engine (WSM_STORE=sparql)', function () {
     expect(dumped).to.have.length(7);
   });
 
+  it('keeps text beyond ASCII intact through updates, loads and queries', async () => {
+    const graph = g('unicode');
+    await store.update(`INSERT DATA { GRAPH <${graph}> { <urn:a> <urn:name> "émile 😀" } }`);
+    await store.write([{ kind: 'load', graph, format: 'text/turtle', data: '<urn:b> <urn:name> "zoë"@fr .' }]);
+    const rows = await store.select(`SELECT ?o WHERE { GRAPH <${graph}> { ?s <urn:name> ?o } } ORDER BY ?s`);
+    expect(rows.map((r) => r.o!.value)).to.deep.equal(['émile 😀', 'zoë']);
+    expect(await store.ask(`ASK { GRAPH <${graph}> { <urn:a> <urn:name> "émile 😀" } }`)).to.equal(true);
+  });
+
   it('a multi-op write whose later op the engine refuses leaves nothing applied', async () => {
     const graph = g('atomic');
     await store.update(`INSERT DATA { GRAPH <${graph}> { <urn:s> <urn:p> "kept" } }`);
