@@ -4,13 +4,14 @@ import type { Config } from './config.js';
 import type { Logger } from './logger.js';
 import type { QuadStore } from './store/store.js';
 import { Graphs } from './rdf/graphs.js';
-import { ApiRegistry } from './http/api.js';
+import { ApiRegistry, type Access } from './http/api.js';
+import { forbidden } from './errors.js';
 import { errorHandler, notFoundHandler } from './http/errors.js';
 import { requestLogger } from './http/request-log.js';
 import { bearerToken } from './auth/tokens.js';
 import type { AuthContext } from './auth/context.js';
 import { UserService } from './users/service.js';
-import { WorkspaceService } from './workspaces/service.js';
+import { WorkspaceService, type WorkspaceAccess } from './workspaces/service.js';
 import { workspaceRoutes } from './workspaces/routes.js';
 import { PackageService } from './packages/service.js';
 import { packageRoutes } from './packages/routes.js';
@@ -24,15 +25,16 @@ import { QuerySandbox } from './sandbox/sandbox.js';
 import { SlashCommandService } from './slash/service.js';
 import { slashCommandRoutes } from './slash/routes.js';
 import { sparqlRoutes } from './sandbox/routes.js';
+import { consoleRouter } from './console/routes.js';
 import { ApiKeyService } from './auth/api-keys.js';
 import { apiKeyRoutes } from './auth/routes.js';
 import { StatusPresenter } from './http/status-case.js';
 import { mcpRoutes } from './mcp/routes.js';
 import { renderMetrics, requestMetrics, serviceMetrics } from './metrics.js';
-import { forbidden } from './errors.js';
 import path from 'node:path';
 import { HostedRegistry } from './registry/hosted.js';
 import { registryRoutes } from './registry/routes.js';
+import { QueryParser } from './sparql-parse/parser.js';
 
 /** Everything the areas need, built once in `createServices`. */
 export interface Services {
@@ -54,6 +56,8 @@ export interface Services {
   apiKeys: ApiKeyService;
   /** The registry this service hosts (DESIGN.md section 10); installs use it when WSM_REGISTRY=self. */
   hostedRegistry: HostedRegistry;
+  /** Parses user SPARQL off the event loop, bounded in size, depth and time. */
+  queryParser: QueryParser;
   /** Started background work (schedulers, workers) to stop at shutdown. */
   closers: Array<() => Promise<void> | void>;
 }
@@ -75,14 +79,17 @@ export function createServices(deps: { config: Config; logger: Logger; store: Qu
   const sandbox = new QuerySandbox(deps.store, graphs, new WorkspaceViews(deps.store, graphs), deps.logger, {
     timeoutMs: deps.config.WSM_QUERY_TIMEOUT_MS,
     maxResults: deps.config.WSM_QUERY_MAX_TRIPLES,
+    maxMemoryMb: deps.config.WSM_QUERY_MAX_MEMORY_MB,
     // Not yet on the remote store (docs/remote-store.md): refused rather than answered from a stale copy.
     ...(deps.config.WSM_STORE === 'sparql'
       ? { unavailable: 'User queries (slash commands, the SPARQL endpoint) are not available yet when the service runs on a remote SPARQL engine (WSM_STORE=sparql)' }
       : {}),
   });
-  const slashCommands = new SlashCommandService(deps.store, graphs, users, sandbox);
   const apiKeys = new ApiKeyService(deps.store, graphs, users);
-  return { ...deps, graphs, users, workspaces, packages, extensions, iam, sandbox, slashCommands, apiKeys, hostedRegistry, closers: [() => sandbox.close()] };
+  const queryParser = new QueryParser();
+  const slashCommands = new SlashCommandService(deps.store, graphs, users, sandbox, queryParser);
+  return { ...deps, graphs, users, workspaces, packages, extensions, iam, sandbox, slashCommands, apiKeys, hostedRegistry, queryParser,
+    closers: [() => sandbox.close(), () => queryParser.close()] };
 }
 
 /** Collects the routes of every area, in matching order. */
@@ -99,7 +106,7 @@ export function buildRegistry(services: Services): ApiRegistry {
   registry.add(...apiKeyRoutes(services.apiKeys));
   registry.add(...mcpRoutes(services.workspaces, { commands: services.slashCommands, sandbox: services.sandbox }));
   registry.add(...registryRoutes(services.hostedRegistry, { maxUploadBytes: services.config.WSM_MAX_UPLOAD_BYTES }));
-  registry.add(...sparqlRoutes(services.sandbox, services.workspaces, services.config.WSM_MAX_BODY_BYTES));
+  registry.add(...sparqlRoutes(services.sandbox, services.workspaces, services.config.WSM_MAX_BODY_BYTES, services.queryParser));
   return registry;
 }
 
@@ -146,9 +153,19 @@ export function createApp(services: Services): Express {
 
   app.get('/api/v1/openapi.json', (_req, res) => { res.json(openapi); });
   app.use('/docs', swaggerUi.serve, swaggerUi.setup(openapi, { customSiteTitle: 'Workspace service API' }));
+  // The web console: static files, bundled on first request (src/console/assets.ts).
+  app.use(consoleRouter());
 
   const router = express.Router();
-  registry.mount(router, { jsonLimit: config.WSM_MAX_BODY_BYTES, authenticate });
+  const authorize = async (auth: AuthContext, access: Access, segment: string | undefined): Promise<WorkspaceAccess | undefined> => {
+    if (access === 'system-admin') {
+      if (!auth.systemAdmin) throw forbidden('Only system administrators may do this');
+      return undefined;
+    }
+    if (segment === undefined) throw new Error('a route declaring workspace access needs a {workspace} parameter');
+    return access === 'admin' ? services.workspaces.requireAdmin(auth, segment) : services.workspaces.requireMember(auth, segment);
+  };
+  registry.mount(router, { jsonLimit: config.WSM_MAX_BODY_BYTES, authenticate, authorize });
   app.use(router);
   // Unknown paths still need a valid token, so probing reveals nothing.
   app.use((req, _res, next) => { authenticate(req).then(() => next(), next); });

@@ -33,6 +33,7 @@ export const configSchema = z.object({
   WSM_MAX_UPLOAD_BYTES: positiveInt.default(20 * 1024 * 1024),
   WSM_QUERY_TIMEOUT_MS: positiveInt.default(10_000),
   WSM_QUERY_MAX_TRIPLES: positiveInt.default(100_000),
+  WSM_QUERY_MAX_MEMORY_MB: positiveInt.default(384),
   WSM_DEMO: bool.default(true),
   /** Case of command statuses in answers (DESIGN.md section 10): `upper` for the ecosystem's client. */
   WSM_STATUS_CASE: z.enum(['lower', 'upper']).default('lower'),

@@ -15,6 +15,7 @@ export type ErrorCode =
   /** A registry publish whose archive fails its checks; details hold the validation report. */
   | 'VALIDATION_FAILED'
   | 'QUERY_TIMEOUT'
+  | 'QUERY_MEMORY_LIMIT'
   | 'SERVICE_UNAVAILABLE'
   | 'INTERNAL';
 

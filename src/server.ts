@@ -1,4 +1,5 @@
 import http from 'node:http';
+import type { Duplex } from 'node:stream';
 import type { AddressInfo } from 'node:net';
 import type { Config } from './config.js';
 import type { Logger } from './logger.js';
@@ -34,6 +35,8 @@ export async function startServer(config: Config, logger: Logger): Promise<Runni
   const app = createApp(services);
   const server = http.createServer(app);
   server.requestTimeout = 120_000;
+  // Requests Node refuses before Express sees them (headers too large, malformed) still get the envelope.
+  server.on('clientError', (err: NodeJS.ErrnoException, socket) => answerClientError(err, socket));
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
     server.listen(config.PORT, config.HOST, () => resolve());
@@ -55,4 +58,18 @@ export async function startServer(config: Config, logger: Logger): Promise<Runni
       return closing;
     },
   };
+}
+
+/** The answer to a request Node's HTTP parser refused, as the JSON envelope (DESIGN.md section 2). */
+function answerClientError(err: NodeJS.ErrnoException, socket: Duplex): void {
+  if (!socket.writable || (socket as Duplex & { _httpMessage?: unknown })._httpMessage) {
+    socket.destroy();
+    return;
+  }
+  const [status, code, reason, message] =
+    err.code === 'HPE_HEADER_OVERFLOW' ? [431, 'REQUEST_HEADER_FIELDS_TOO_LARGE', 'Request Header Fields Too Large', 'The request headers are larger than the service accepts']
+    : err.code === 'ERR_HTTP_REQUEST_TIMEOUT' ? [408, 'REQUEST_TIMEOUT', 'Request Timeout', 'The request was not received in time']
+    : [400, 'BAD_REQUEST', 'Bad Request', 'The request is not valid HTTP'];
+  const body = JSON.stringify({ success: false, error: { code, message } });
+  socket.end(`HTTP/1.1 ${status} ${reason}\r\nContent-Type: application/json; charset=utf-8\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`);
 }

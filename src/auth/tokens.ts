@@ -146,11 +146,14 @@ function readClaim(payload: JWTPayload, dotted: string): unknown {
 
 const optionalString = (v: unknown): string | undefined => (typeof v === 'string' && v.length > 0 ? v : undefined);
 
+/** In a `u` regular expression only a surrogate that is not half of a pair matches. */
+const LONE_SURROGATE = /[\uD800-\uDFFF]/u;
+
 /** Maps verified claims to the caller (DESIGN.md section 3). */
 export function contextFromClaims(payload: JWTPayload, adminClaim: string, adminValue: string): AuthContext {
   const username = optionalString(payload.preferred_username) ?? optionalString(payload.sub);
   if (!username) throw unauthorized('The token names no user (neither preferred_username nor sub)');
-  if (username.length > 256 || /[\u0000-\u001f]/.test(username)) throw unauthorized('The token\'s user name is not acceptable');
+  if (username.length > 256 || /[\u0000-\u001f]/.test(username) || LONE_SURROGATE.test(username)) throw unauthorized('The token\'s user name is not acceptable');
   const admin = readClaim(payload, adminClaim);
   const systemAdmin = admin === true || admin === 'true' || (Array.isArray(admin) && admin.includes(adminValue));
   return {
@@ -193,12 +196,15 @@ export async function createVerifier(settings: VerifierSettings): Promise<(token
     let payload: JWTPayload;
     try {
       ({ payload } = await jwtVerify(token, key as CryptoKey, {
-        issuer, audience, algorithms, clockTolerance: CLOCK_TOLERANCE_S, ...(settings.clock ? { currentDate: new Date(now) } : {}),
+        // A token without an expiry would be good for ever (issue 12, item 13): `exp` is required.
+        issuer, audience, algorithms, requiredClaims: ['exp'], clockTolerance: CLOCK_TOLERANCE_S, ...(settings.clock ? { currentDate: new Date(now) } : {}),
       }));
     } catch (err) {
       const code = (err as { code?: string }).code;
       const reason =
         code === 'ERR_JWT_EXPIRED' ? 'the token has expired'
+        : code === 'ERR_JWT_CLAIM_VALIDATION_FAILED' && (err as { claim?: string; reason?: string }).reason === 'missing'
+          ? `the token has no ${(err as { claim?: string }).claim} claim${(err as { claim?: string }).claim === 'exp' ? ' (tokens must expire)' : ''}`
         : code === 'ERR_JWT_CLAIM_VALIDATION_FAILED' ? `the token's ${(err as { claim?: string }).claim ?? 'claims'} claim is not accepted`
         : code === 'ERR_JWS_SIGNATURE_VERIFICATION_FAILED' ? 'the token signature is not valid'
         : code === 'ERR_JOSE_ALG_NOT_ALLOWED' ? 'the token algorithm is not allowed'

@@ -1,4 +1,5 @@
 import { badRequest, payloadTooLarge, unsupportedMediaType } from '../errors.js';
+import { ReservedTerms } from '../rdf/reserved.js';
 import { parseTurtle, quadsToNTriples, looksLikeRdfXml } from '../rdf/turtle.js';
 
 /** The uploaded `file` part as multer gives it (only what is read here). */
@@ -32,7 +33,7 @@ const ACCEPTED_TYPES = new Set([
  * Every problem is a 4xx whose message says what to fix; a syntax error
  * names its line and column.
  */
-export function readExtensionTurtle(file: UploadedTurtle, options: { baseIri: string; maxBytes: number }): ExtensionTurtle {
+export function readExtensionTurtle(file: UploadedTurtle, options: { baseIri: string; maxBytes: number; reserved?: ReservedTerms }): ExtensionTurtle {
   const type = (file.mimetype ?? '').split(';')[0]!.trim().toLowerCase();
   if (!ACCEPTED_TYPES.has(type)) {
     throw unsupportedMediaType(`The extension file must be Turtle (text/turtle), not ${type}`);
@@ -55,6 +56,8 @@ export function readExtensionTurtle(file: UploadedTurtle, options: { baseIri: st
     throw badRequest('The extension file looks like JSON(-LD); only Turtle is accepted');
   }
   const quads = parseTurtle(text, { baseIri: options.baseIri, source: file.originalname || 'extension' });
+  const reserved = options.reserved?.uses(quads, 1)[0];
+  if (reserved) throw badRequest(ReservedTerms.message(reserved), { statement: reserved.statement, term: reserved.term });
   if (quads.length === 0) throw badRequest('The extension file holds no triples; an extension adds statements to its target matrix');
   return { text, ntriples: quadsToNTriples(quads), tripleCount: quads.length };
 }

@@ -31,12 +31,12 @@ export function extensionRoutes(workspaces: WorkspaceService, extensions: Extens
   };
   return [
     defineRoute({
-      method: 'get', path: '/api/v1/extensions/{workspace}', tag,
+      method: 'get', path: '/api/v1/extensions/{workspace}', tag, access: 'admin',
       summary: "List the workspace's extensions (X4)",
       params: workspaceParams,
       responses: { 200: { description: 'Extensions, oldest first (content is null here; X1 gives it)', data: z.array(extensionSchema) }, ...common, 404: { description: 'Workspace not found' } },
-      handler: async ({ params, auth }) => {
-        const { workspace } = await workspaces.requireAdmin(auth, params.workspace);
+      handler: async ({ params, auth, access }) => {
+        const { workspace } = access!;
         return { data: await extensions.list(workspace) };
       },
     }),
@@ -47,6 +47,7 @@ export function extensionRoutes(workspaces: WorkspaceService, extensions: Extens
         'the file part is the Turtle. Answers at once with active: false; the REDEPLOY command (lastCommandId) makes it active.',
       params: workspaceParams,
       query: extensionQuery,
+      access: 'admin',
       multipart: multipart('Turtle of the extension (required)'),
       responses: {
         200: { description: 'The extension, inactive until its REDEPLOY completes', data: extensionSchema },
@@ -56,9 +57,8 @@ export function extensionRoutes(workspaces: WorkspaceService, extensions: Extens
         413: { description: 'File too large' },
         415: { description: 'Not multipart, or a file declared as another RDF syntax' },
       },
-      handler: async ({ params, query, body, file, auth }) => {
-        const { workspace } = await workspaces.requireAdmin(auth, params.workspace);
-        const created = await extensions.create(workspace, {
+      handler: async ({ query, body, file, auth, access }) => {
+        const created = await extensions.create(access!.workspace, {
           username: auth.username,
           targetMatrix: field('targetMatrix', query.targetMatrix, body),
           label: field('label', query.label, body),
@@ -68,12 +68,12 @@ export function extensionRoutes(workspaces: WorkspaceService, extensions: Extens
       },
     }),
     defineRoute({
-      method: 'get', path: '/api/v1/extensions/{workspace}/{id}', tag,
+      method: 'get', path: '/api/v1/extensions/{workspace}/{id}', tag, access: 'admin',
       summary: 'One extension with its Turtle content (X1)',
       params: extensionParams,
       responses: { 200: { description: 'The extension', data: extensionSchema }, ...common, 404: { description: 'Workspace or extension not found' } },
-      handler: async ({ params, auth }) => {
-        const { workspace } = await workspaces.requireAdmin(auth, params.workspace);
+      handler: async ({ params, auth, access }) => {
+        const { workspace } = access!;
         return { data: await extensions.get(workspace, params.id) };
       },
     }),
@@ -83,6 +83,7 @@ export function extensionRoutes(workspaces: WorkspaceService, extensions: Extens
       description: 'label as query parameter or form field, an optional Turtle file part. The extension becomes inactive until its REDEPLOY completes.',
       params: extensionParams,
       query: extensionQuery,
+      access: 'admin',
       multipart: multipart('New Turtle of the extension (optional)'),
       responses: {
         200: { description: 'The extension, inactive until its REDEPLOY completes', data: extensionSchema },
@@ -92,10 +93,9 @@ export function extensionRoutes(workspaces: WorkspaceService, extensions: Extens
         413: { description: 'File too large' },
         415: { description: 'Not multipart, or a file declared as another RDF syntax' },
       },
-      handler: async ({ params, query, body, file, auth }) => {
-        const { workspace } = await workspaces.requireAdmin(auth, params.workspace);
+      handler: async ({ params, query, body, file, access }) => {
         return {
-          data: await extensions.update(workspace, params.id, {
+          data: await extensions.update(access!.workspace, params.id, {
             targetMatrix: field('targetMatrix', query.targetMatrix, body),
             label: field('label', query.label, body),
             file,
@@ -104,12 +104,12 @@ export function extensionRoutes(workspaces: WorkspaceService, extensions: Extens
       },
     }),
     defineRoute({
-      method: 'delete', path: '/api/v1/extensions/{workspace}/{id}', tag,
+      method: 'delete', path: '/api/v1/extensions/{workspace}/{id}', tag, access: 'admin',
       summary: 'Delete an extension (X3); re-deploys its target without it',
       params: extensionParams,
       responses: { 200: { description: 'Deleted', data: z.string() }, ...common, 404: { description: 'Workspace or extension not found' } },
-      handler: async ({ params, auth }) => {
-        const { workspace } = await workspaces.requireAdmin(auth, params.workspace);
+      handler: async ({ params, auth, access }) => {
+        const { workspace } = access!;
         const { extension, commandId } = await extensions.remove(workspace, params.id);
         return {
           data: commandId

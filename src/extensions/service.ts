@@ -12,6 +12,7 @@ import type { WriteOp } from '../store/store.js';
 import type { ExtensionHook } from '../packages/service.js';
 import { ExtensionRdf } from './rdf.js';
 import { LABEL_MAX, type Extension } from './schema.js';
+import { ReservedTerms } from '../rdf/reserved.js';
 import { readExtensionTurtle, type UploadedTurtle } from './input.js';
 
 /**
@@ -103,7 +104,7 @@ export class ExtensionService implements ExtensionHook {
     const label = checkLabel(input.label);
     if (!input.file) throw badRequest('A multipart "file" part with the Turtle of the extension is required');
     // The request is checked whole (400s) before the target is looked up (404).
-    const turtle = readExtensionTurtle(input.file, { baseIri: targetMatrix, maxBytes: this.maxContentBytes });
+    const turtle = readExtensionTurtle(input.file, { baseIri: targetMatrix, maxBytes: this.maxContentBytes, reserved: new ReservedTerms(this.graphs.base) });
     const matrix = await this.findMatrix(workspace.id, targetMatrix);
     if (!matrix) throw notFound(`No matrix with URI <${targetMatrix}> is installed in this workspace`);
     const id = newId();
@@ -131,7 +132,7 @@ export class ExtensionService implements ExtensionHook {
     }
     const label = checkLabel(input.label);
     const turtle = input.file
-      ? readExtensionTurtle(input.file, { baseIri: existing.targetMatrixUri, maxBytes: this.maxContentBytes })
+      ? readExtensionTurtle(input.file, { baseIri: existing.targetMatrixUri, maxBytes: this.maxContentBytes, reserved: new ReservedTerms(this.graphs.base) })
       : null;
     // Strictly later than the previous change: a REDEPLOY that collected the old content must not activate the new one.
     const now = new Date(Math.max(Date.now(), Date.parse(existing.updatedAt) + 1));

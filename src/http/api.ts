@@ -3,6 +3,16 @@ import multer from 'multer';
 import { z } from 'zod';
 import { AppError, badRequest, unsupportedMediaType } from '../errors.js';
 import type { AuthContext } from '../auth/context.js';
+import type { WorkspaceAccess } from '../workspaces/service.js';
+
+/**
+ * The access a route needs, checked by middleware after authentication and
+ * before any body is read (issue 12, acceptance 9): `member` and `admin`
+ * resolve the `{workspace}` path parameter (404 for a non-member, 403 for a
+ * member who is not an administrator), `system-admin` needs the system
+ * administrator role (403). The handler receives the resolved access.
+ */
+export type Access = 'member' | 'admin' | 'system-admin';
 
 /**
  * Routes are declared as data: method, path, zod schemas of every input and
@@ -37,6 +47,8 @@ export interface HandlerContext<P, Q, B> {
   file: Express.Multer.File | undefined;
   /** Set on every route but /health. */
   auth: AuthContext;
+  /** The caller's access to `{workspace}`, resolved before the body was read (routes declaring `member` or `admin`). */
+  access: WorkspaceAccess | undefined;
   req: Request;
   res: Response;
 }
@@ -57,6 +69,10 @@ export interface RouteDef<P extends z.ZodType = z.ZodType, Q extends z.ZodType =
   summary: string;
   description?: string;
   tag: string;
+  /** The OpenAPI operationId; by default made of the method and the path (`postPackagesWorkspaceInstall`). */
+  operationId?: string;
+  /** The access the route needs, checked before the body is read. */
+  access?: Access;
   params?: P;
   query?: Q;
   /** JSON request body. */
@@ -91,6 +107,12 @@ function parseInput<T extends z.ZodType>(schema: T | undefined, value: unknown, 
   return result.data;
 }
 
+/** `post /api/v1/packages/{workspace}/install` -> `postPackagesWorkspaceInstall`: unique as method and path are. */
+export function operationIdOf(method: Method, path: string): string {
+  const words = path.replace(/^\/api\/v1\//, '').split(/[^A-Za-z0-9]+/).filter(Boolean);
+  return method + words.map((w) => w[0]!.toUpperCase() + w.slice(1)).join('');
+}
+
 const expressPath = (path: string) => path.replace(/\{([A-Za-z0-9_]+)\}/g, ':$1');
 
 function hasBody(req: Request): boolean {
@@ -106,7 +128,12 @@ export class ApiRegistry {
   }
 
   /** Mounts every route on a router, in declaration order. */
-  mount(router: Router, options: { jsonLimit: number; authenticate: (req: Request) => Promise<AuthContext> }): void {
+  mount(router: Router, options: {
+    jsonLimit: number;
+    authenticate: (req: Request) => Promise<AuthContext>;
+    /** Checks a route's declared access; throws the 403/404. */
+    authorize: (auth: AuthContext, access: Access, workspaceSegment: string | undefined) => Promise<WorkspaceAccess | undefined>;
+  }): void {
     const json = express.json({ limit: options.jsonLimit, type: ['application/json', 'application/*+json'] });
     for (const route of this.routes) {
       const middlewares: Array<(req: Request, res: Response, next: NextFunction) => void> = [];
@@ -116,6 +143,16 @@ export class ApiRegistry {
           next();
         }, next);
       });
+      if (route.access) {
+        const needed = route.access;
+        middlewares.push((req, _res, next) => {
+          const auth = (req as Request & { auth: AuthContext }).auth;
+          options.authorize(auth, needed, (req.params as Record<string, string | undefined>).workspace).then((access) => {
+            (req as Request & { access?: WorkspaceAccess }).access = access;
+            next();
+          }, next);
+        });
+      }
       if (route.body) {
         middlewares.push((req, res, next) => {
           if (hasBody(req) && !req.is(['application/json', 'application/*+json'])) {
@@ -155,7 +192,8 @@ export class ApiRegistry {
         if (route.body) body = parseInput(route.body, body === undefined ? {} : body, 'request body');
         if (route.multipart?.required && !req.file) throw badRequest(`A multipart "${route.multipart.file}" file part is required`);
         const reply = await route.handler({
-          params, query, body, file: req.file, auth: (req as Request & { auth: AuthContext }).auth, req, res,
+          params, query, body, file: req.file, auth: (req as Request & { auth: AuthContext }).auth,
+          access: (req as Request & { access?: WorkspaceAccess }).access, req, res,
         } as HandlerContext<unknown, unknown, unknown>);
         if (res.headersSent) return;
         for (const [name, value] of Object.entries(reply.headers ?? {})) res.setHeader(name, value);
@@ -175,8 +213,27 @@ export class ApiRegistry {
   /** The OpenAPI 3.1 document of every mounted route. */
   openapi(info: { title: string; version: string }): Record<string, unknown> {
     const paths: Record<string, Record<string, unknown>> = {};
+    const components: Record<string, unknown> = {};
+    // zod puts named schemas (`.meta({ id })`) in a local `$defs`, referenced as `#/$defs/X`; in an OpenAPI
+    // document those must live in components/schemas, so they are hoisted and every reference rewritten.
+    const hoist = (node: unknown): unknown => {
+      if (Array.isArray(node)) return node.map(hoist);
+      if (node === null || typeof node !== 'object') return node;
+      const out: Record<string, unknown> = {};
+      for (const [key, value] of Object.entries(node as Record<string, unknown>)) {
+        if (key === '$schema') continue;
+        if (key === '$defs' && value && typeof value === 'object') {
+          for (const [name, def] of Object.entries(value as Record<string, unknown>)) components[name] ??= hoist(def);
+          continue;
+        }
+        out[key] = key === '$ref' && typeof value === 'string' && value.startsWith('#/$defs/')
+          ? `#/components/schemas/${value.slice('#/$defs/'.length)}`
+          : hoist(value);
+      }
+      return out;
+    };
     const toSchema = (schema: z.ZodType, io: 'input' | 'output') =>
-      z.toJSONSchema(schema, { io, unrepresentable: 'any', target: 'draft-2020-12' });
+      hoist(z.toJSONSchema(schema, { io, unrepresentable: 'any', target: 'draft-2020-12' }));
     const errorSchema = {
       type: 'object',
       properties: {
@@ -197,6 +254,7 @@ export class ApiRegistry {
       addParams(route.params, 'path');
       addParams(route.query, 'query');
       const operation: Record<string, unknown> = {
+        operationId: route.operationId ?? operationIdOf(route.method, route.path),
         summary: route.summary,
         ...(route.description ? { description: route.description } : {}),
         tags: [route.tag],
@@ -237,7 +295,7 @@ export class ApiRegistry {
       openapi: '3.1.0',
       info,
       servers: [{ url: '/' }],
-      components: { securitySchemes: { bearerAuth: { type: 'http', scheme: 'bearer', bearerFormat: 'JWT' } } },
+      components: { schemas: components, securitySchemes: { bearerAuth: { type: 'http', scheme: 'bearer', bearerFormat: 'JWT' } } },
       paths,
     };
   }

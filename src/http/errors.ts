@@ -17,6 +17,7 @@ export const STATUS_OF: Record<ErrorCode, number> = {
   INTERNAL: 500,
   SERVICE_UNAVAILABLE: 503,
   QUERY_TIMEOUT: 503,
+  QUERY_MEMORY_LIMIT: 503,
 };
 
 /** Errors raised by body parsers and multer, recognised by their shape. */
@@ -32,6 +33,13 @@ function fromLibraryError(err: unknown): AppError | undefined {
     if (e.code === 'LIMIT_FILE_SIZE') return new AppError('PAYLOAD_TOO_LARGE', 'The uploaded file is larger than the service accepts');
     return new AppError('BAD_REQUEST', `Upload refused: ${e.message ?? e.code}${e.field ? ` (field ${e.field})` : ''}`);
   }
+  if (err instanceof URIError || (e.status === 400 && typeof e.message === 'string' && e.message.startsWith('Failed to decode param'))) {
+    return new AppError('BAD_REQUEST', 'A path segment is not valid percent-encoded UTF-8');
+  }
+  if ((err as { name?: string }).name === 'MulterError') {
+    if (e.code === 'MISSING_FIELD_NAME') return new AppError('BAD_REQUEST', 'Malformed multipart body: a part has no field name');
+    return new AppError('BAD_REQUEST', `Malformed multipart body: ${e.message ?? e.code}`);
+  }
   if (e.message === 'Unexpected end of form' || e.message === 'Multipart: Boundary not found') {
     return new AppError('BAD_REQUEST', `Malformed multipart body: ${e.message}`);
   }
@@ -41,11 +49,32 @@ function fromLibraryError(err: unknown): AppError | undefined {
   return undefined;
 }
 
-/** Serializes an error as the envelope of DESIGN.md section 2. */
+/** Longest message, and longest text inside details, an error answer carries. */
+export const MAX_MESSAGE_CHARS = 1000;
+const MAX_DETAIL_CHARS = 300;
+const MAX_DETAIL_ITEMS = 50;
+
+/** A message cut to a bounded length: an error quotes at most an excerpt of what the client sent. */
+export function boundedMessage(message: string, max = MAX_MESSAGE_CHARS): string {
+  if (message.length <= max) return message;
+  // Never cut a surrogate pair in two.
+  let end = max;
+  if (/[\uD800-\uDBFF]/.test(message[end - 1]!)) end--;
+  return `${message.slice(0, end)}... (${message.length - end} more characters not shown)`;
+}
+
+function boundedDetails(value: unknown, depth = 0): unknown {
+  if (typeof value === 'string') return boundedMessage(value, MAX_DETAIL_CHARS);
+  if (value === null || typeof value !== 'object' || depth > 4) return depth > 4 ? null : value;
+  if (Array.isArray(value)) return value.slice(0, MAX_DETAIL_ITEMS).map((v) => boundedDetails(v, depth + 1));
+  return Object.fromEntries(Object.entries(value).slice(0, MAX_DETAIL_ITEMS).map(([k, v]) => [k, boundedDetails(v, depth + 1)]));
+}
+
+/** Serializes an error as the envelope of DESIGN.md section 2, its texts bounded. */
 export function errorBody(err: AppError): Record<string, unknown> {
   const body: Record<string, unknown> = {
     success: false,
-    error: { code: err.code, message: err.message, ...(err.details ? { details: err.details } : {}) },
+    error: { code: err.code, message: boundedMessage(err.message), ...(err.details ? { details: boundedDetails(err.details) } : {}) },
   };
   return body;
 }
@@ -65,7 +94,7 @@ export function errorHandler(logger: Logger): ErrorRequestHandler {
     if (status === 401) res.setHeader('WWW-Authenticate', 'Bearer');
     const body = errorBody(appError);
     // DESIGN.md section 2: the 409 of P1/P6 also carries its details at the top level.
-    if (appError.code === 'CONFLICT' && appError.details && 'existing' in appError.details) Object.assign(body, appError.details);
+    if (appError.code === 'CONFLICT' && appError.details && 'existing' in appError.details) Object.assign(body, boundedDetails(appError.details));
     res.status(status).json(body);
   };
 }

@@ -299,8 +299,12 @@ export class IamService {
     return p.principal.type === 'USER' ? `user "${(p.principal.actor as User).username}"` : `agent "${(p.principal.actor as Agent).label}"`;
   }
 
-  /** Checks and write happen in one tick (no await between them), so concurrent requests cannot interleave. */
-  private async assign(workspace: Workspace, role: RecordRow, p: ResolvedPrincipal, now: Date): Promise<string> {
+  /** Checks and write run in the workspace's IAM exclusive section, so concurrent requests cannot interleave. */
+  private assign(workspace: Workspace, role: RecordRow, p: ResolvedPrincipal, now: Date): Promise<string> {
+    return this.store.exclusive(this.workspaces.iamSection(workspace.id), () => this.assignNow(workspace, role, p, now));
+  }
+
+  private async assignNow(workspace: Workspace, role: RecordRow, p: ResolvedPrincipal, now: Date): Promise<string> {
     const assignmentId = this.workspaces.assignmentId(workspace.id, role.record.id, p.principal.id);
     const a = iri(this.workspaces.assignmentIri(assignmentId));
     const iam = iri(this.graphs.iam(workspace.id));
@@ -319,7 +323,11 @@ export class IamService {
     return `Role "${role.record.label}" assigned to ${this.describe(p)}`;
   }
 
-  private async unassign(workspace: Workspace, role: RecordRow, p: ResolvedPrincipal): Promise<string> {
+  private unassign(workspace: Workspace, role: RecordRow, p: ResolvedPrincipal): Promise<string> {
+    return this.store.exclusive(this.workspaces.iamSection(workspace.id), () => this.unassignNow(workspace, role, p));
+  }
+
+  private async unassignNow(workspace: Workspace, role: RecordRow, p: ResolvedPrincipal): Promise<string> {
     const assignmentId = this.workspaces.assignmentId(workspace.id, role.record.id, p.principal.id);
     const a = iri(this.workspaces.assignmentIri(assignmentId));
     const iam = iri(this.graphs.iam(workspace.id));

@@ -6,7 +6,7 @@ import type { WorkspaceAccess } from '../workspaces/service.js';
 import type { SlashCommand, SlashCommandService } from '../slash/service.js';
 import { argumentsJsonSchema } from '../slash/parameters.js';
 import type { QuerySandbox } from '../sandbox/sandbox.js';
-import { limitedText, parseReadQuery } from '../sandbox/script.js';
+import { parseReadQuery } from '../sandbox/script.js';
 
 /**
  * The Model Context Protocol endpoint of a workspace (DESIGN.md section 11),
@@ -117,7 +117,8 @@ async function runSparql(sandbox: QuerySandbox, access: WorkspaceAccess, args: R
   const parsed = parseReadQuery(args.query, 'query');
   const graph = parsed.form === 'CONSTRUCT' || parsed.form === 'DESCRIBE';
   const result = await sandbox.run(access.workspace.id, 'all', {
-    query: parsed.form === 'ASK' ? parsed.text : limitedText(parsed, sandbox.maxResults + 1),
+    // The worker applies the result limit exactly (sandbox/limits.ts).
+    query: parsed.text,
     kind: graph ? 'graph' : 'bindings',
     format: graph ? 'application/ld+json' : 'application/sparql-results+json',
     prefixes: parsed.prefixes,

@@ -3,7 +3,7 @@ import type { Graphs } from '../rdf/graphs.js';
 import type { Logger } from '../logger.js';
 import { PREFIXES } from '../rdf/vocab.js';
 import { sparql, iri, literal, dateTime, integer, boolean, raw, type SparqlFragment } from '../rdf/sparql.js';
-import { newId } from '../rdf/ids.js';
+import { newId, UUID_PATTERN } from '../rdf/ids.js';
 import { req, str, int, bool, time } from '../rdf/bindings.js';
 import { AppError, conflict } from '../errors.js';
 import { countLifecycleCommand } from '../metrics.js';
@@ -150,6 +150,7 @@ export class CommandStore {
   constructor(private readonly store: QuadStore, private readonly graphs: Graphs) {}
 
   commandIri(id: string): string { return this.graphs.resource('command', id); }
+  workspaceIri(id: string): string { return this.graphs.resource('workspace', id); }
   reportGraphName(workspaceId: string, commandId: string): string { return this.graphs.report(workspaceId, commandId); }
   packageIri(id: string): string { return this.graphs.resource('package', id); }
 
@@ -298,13 +299,24 @@ export class CommandStore {
     return { kind: 'update', sparql: PREFIXES + [...deleteOps, sparql`INSERT DATA { GRAPH ${g} { ${raw(inserts.join('\n'))} } }`].join(' ;\n') };
   }
 
-  /** Commands left pending or in progress (by a process that stopped), across workspaces. */
-  async unfinished(): Promise<Array<{ workspaceId: string; commandId: string; status: CommandStatus }>> {
-    const rows = await this.store.select(PREFIXES + `SELECT ?wsId ?id ?status WHERE { GRAPH ?g {
-      ?c a wsm:LifecycleCommand ; wsm:id ?id ; wsm:status ?status ; wsm:workspace ?ws .
-      FILTER (?status IN ("pending", "in_progress")) }
-      GRAPH ?sys { ?ws a wsm:Workspace ; wsm:id ?wsId } }`);
-    return rows.map((b) => ({ workspaceId: req(b, 'wsId'), commandId: req(b, 'id'), status: req(b, 'status') as CommandStatus }));
+  /**
+   * Commands left pending or in progress (by a process that stopped), across
+   * workspaces. Read only from each workspace's own packages graph (the graph
+   * is built from the workspace's id in the system graph), and only records
+   * whose subject is the command IRI of their id and whose `wsm:workspace` is
+   * that workspace: nothing a package wrote into a matrix or extension graph
+   * can pass for a command (issue 12).
+   */
+  async unfinished(): Promise<Array<{ workspaceId: string; commandId: string; status: CommandStatus; subject: string; workspace: string }>> {
+    const rows = await this.store.select(PREFIXES + sparql`SELECT ?wsId ?ws ?c ?id ?status WHERE {
+      GRAPH ${iri(this.graphs.system)} { ?ws a wsm:Workspace ; wsm:id ?wsId }
+      BIND (IRI(CONCAT(${literal(`${this.graphs.base}workspaces/`)}, STR(?wsId), "/packages")) AS ?g)
+      GRAPH ?g { ?c a wsm:LifecycleCommand ; wsm:id ?id ; wsm:status ?status ; wsm:workspace ?ws .
+        FILTER (?status IN ("pending", "in_progress")) } }`);
+    return rows.map((b) => ({
+      workspaceId: req(b, 'wsId'), commandId: req(b, 'id'), status: req(b, 'status') as CommandStatus,
+      subject: req(b, 'c'), workspace: req(b, 'ws'),
+    }));
   }
 
   /** Highest event sequence of a command (0 when none). */
@@ -324,6 +336,9 @@ class Clock {
     return new Date(t).toISOString();
   }
 }
+
+/** Client-made text in a log line, cut to a bounded length. */
+const bounded = (text: string) => (text.length > 100 ? `${text.slice(0, 100)}...` : text);
 
 const RECOVERY_MESSAGE = 'Interrupted: the service stopped while this command was pending or running; nothing of it was applied. Run the command again.';
 
@@ -519,16 +534,30 @@ export class CommandRunner {
    * fixing: failed, with an ERROR event saying "interrupted".
    */
   async recover(): Promise<number> {
-    const unfinished = await this.commands.unfinished();
-    for (const { workspaceId, commandId } of unfinished) {
-      const now = this.now();
-      await this.store.write([
-        this.commands.statusOp(workspaceId, commandId, 'failed', now, { errorMessage: RECOVERY_MESSAGE }),
-        this.commands.eventOp(workspaceId, commandId, (await this.commands.lastSequence(workspaceId, commandId)) + 1, 'ERROR', RECOVERY_MESSAGE, now),
-      ]);
-      this.logger.warn({ workspaceId, commandId }, 'marked an interrupted lifecycle command failed');
+    let recovered = 0;
+    for (const record of await this.commands.unfinished()) {
+      const { workspaceId, commandId } = record;
+      // A record that is not what the service writes (an id that is not a UUID, a subject that is not the
+      // command IRI of its id) is skipped and logged: start-up never stops on one, and writes only into
+      // the graphs of the workspace whose packages graph holds it.
+      if (!UUID_PATTERN.test(commandId) || !UUID_PATTERN.test(workspaceId)
+        || record.subject !== this.commands.commandIri(commandId) || record.workspace !== this.commands.workspaceIri(workspaceId)) {
+        this.logger.warn({ workspaceId: bounded(workspaceId), commandId: bounded(commandId) }, 'recovery: skipped a lifecycle command record it cannot read');
+        continue;
+      }
+      try {
+        const now = this.now();
+        await this.store.write([
+          this.commands.statusOp(workspaceId, commandId, 'failed', now, { errorMessage: RECOVERY_MESSAGE }),
+          this.commands.eventOp(workspaceId, commandId, (await this.commands.lastSequence(workspaceId, commandId)) + 1, 'ERROR', RECOVERY_MESSAGE, now),
+        ]);
+        recovered++;
+        this.logger.warn({ workspaceId, commandId }, 'marked an interrupted lifecycle command failed');
+      } catch (err) {
+        this.logger.error({ err, workspaceId, commandId }, 'recovery: could not mark an interrupted lifecycle command failed; skipped');
+      }
     }
-    return unfinished.length;
+    return recovered;
   }
 
   /** Resolves when no command is queued or running. */

@@ -59,6 +59,8 @@ export function notAbsoluteIri(uri: string): string | null {
   if (uri.length > 2000) return 'is longer than 2000 characters';
   if (!IRI_SCHEME.test(uri)) return 'is not an absolute IRI (it needs a scheme, such as https:)';
   if (IRI_FORBIDDEN.test(uri)) return 'contains a character not allowed in an IRI (space, <, >, ", {, }, |, \\, ^, ` or a control character)';
+  if (/%(?![0-9A-Fa-f]{2})/.test(uri)) return 'contains a "%" that is not followed by two hexadecimal digits (percent-encoding)';
+  if (/[\uD800-\uDFFF]/u.test(uri)) return 'contains a lone surrogate (not a Unicode character)';
   if (uri.includes('#') && uri.indexOf('#') !== uri.lastIndexOf('#')) return 'contains more than one "#"';
   return null;
 }

@@ -18,6 +18,7 @@ import { parseTurtle, quadsToNTriples } from '../rdf/turtle.js';
 import { DCTERMS, MTX, RDFS } from '../rdf/vocab.js';
 import { deriveMatrix, derivedIds } from './derive.js';
 import { validateMatrices, type ValidationReport } from './validation.js';
+import { ReservedTerms } from '../rdf/reserved.js';
 
 /** A user-facing failure of a step: `message` says what is wrong, `hint` what to do (a CommandFailure on the main thread). */
 export interface StepFailure { failure: { message: string; hint?: string } }
@@ -50,6 +51,8 @@ export interface ValidateInput {
   /** Per matrix URI: N-Triples of the extensions deployed with it (validated with it). */
   extensions: Record<string, string>;
   context: { roleUris: string[]; matrixUris: string[] };
+  /** WSM_BASE_IRI: statements using the service's vocabulary or its resource IRIs are violations (issue 12). */
+  reservedBase: string;
 }
 
 export interface ValidateOutput { report: ValidationReport; ntriples: string }
@@ -170,7 +173,7 @@ export class PipelineSession {
       this.extensionQuads.set(uri, quads);
     }
     const matrices = this.parsed.map((p) => ({ uri: p.uri, name: p.name, quads: [...p.quads, ...(this.extensionQuads.get(p.uri) ?? [])] }));
-    return validateMatrices({ matrices, context: input.context });
+    return validateMatrices({ matrices, context: input.context, reserved: new ReservedTerms(input.reservedBase) });
   }
 
   derive(input: DeriveInput): DerivedOutput[] {

@@ -533,6 +533,10 @@ export class PackageService {
   private assignmentCleanup(workspaceId: string, roles: string[], principals: string[]): WriteOp[] {
     const iam = iri(this.graphs.iam(workspaceId));
     const ops: WriteOp[] = [];
+    // The built-in administrator role belongs to the workspace, not to a package: whatever a package or an
+    // extension declared, its assignments are never removed here (issue 12, acceptance 3).
+    const builtIn = this.workspaces.roleIri(this.workspaces.adminRoleId(workspaceId));
+    roles = roles.filter((r) => r !== builtIn);
     if (roles.length) {
       ops.push({ kind: 'update', sparql: PREFIXES + sparql`DELETE { GRAPH ${iam} { ?a ?p ?o } } WHERE { GRAPH ${iam} {
         VALUES ?r { ${join(roles.map((r) => iri(r)))} } ?a a wsm:RoleAssignment ; wsm:role ?r ; ?p ?o } }` });
@@ -648,7 +652,7 @@ export class PackageService {
     const mentionedRoles = await this.rolesOutside(ws, touched, [...parsedOut.mentionedRoleIris, ...this.roleIrisFor(ws, [...allMentioned].filter((u) => !mentioned.has(u)))]);
     const context = { roleUris: await this.roleUrisOf(ws, mentionedRoles), matrixUris: [...outside, ...extraMatrices].map((x) => x.uri).sort() };
     const extensions = Object.fromEntries([...extensionQuads].map(([uri, quads]) => [uri, quads.length ? quadsToNTriples(quads) : '']));
-    await this.validate(ctx, () => job.validate({ extensions, context }));
+    await this.validate(ctx, () => job.validate({ extensions, context, reservedBase: this.graphs.base }));
     // 6. Derive and write.
     const now = this.runner.now();
     const derivedAll = await job.derive({
@@ -707,7 +711,7 @@ export class PackageService {
   private async roleUrisOf(workspaceId: string, roleIris: Set<string>): Promise<string[]> {
     if (roleIris.size === 0) return [];
     const rows = await this.store.select(PREFIXES + sparql`SELECT DISTINCT ?uri WHERE { VALUES ?r { ${join([...roleIris].map((r) => iri(r)))} }
-      GRAPH ?g { ?r wsm:uri ?uri } }`);
+      GRAPH ?g { ?r wsm:uri ?uri } FILTER (?g = ${iri(this.graphs.iam(workspaceId))} || (STRSTARTS(STR(?g), ${literal(`${this.graphs.workspacePrefix(workspaceId)}matrices/`)}) && STRENDS(STR(?g), "/derived"))) }`);
     return rows.map((b) => req(b, 'uri'));
   }
 
@@ -822,7 +826,7 @@ export class PackageService {
         const mentionedRoles = await this.rolesOutside(ws, new Set([current.id]), [...parsed.mentionedRoleIris, ...this.roleIrisFor(ws, mentionedIris(ext.quads))]);
         const context = { roleUris: await this.roleUrisOf(ws, mentionedRoles), matrixUris: outside.map((x) => x.uri) };
         const extensions = { [matrixUri]: ext.quads.length ? quadsToNTriples(ext.quads) : '' };
-        await this.validate(ctx, () => job.validate({ extensions, context }));
+        await this.validate(ctx, () => job.validate({ extensions, context, reservedBase: this.graphs.base }));
         const now = this.runner.now();
         const [derived] = await job.derive({ graphsBase: this.graphs.base, workspaceId: ws, now, matrices: [{ uri: matrixUri, id: current.id, createdAt: [...await this.createdAtOf(ws, current.id)] }] });
         const newPrincipals = new Set(derived!.principalIris);
@@ -867,9 +871,11 @@ export class PackageService {
    * (skipped while the package has an active command). Returns the queued commands.
    */
   async autoUpdateOnce(): Promise<LifecycleCommand[]> {
-    const rows = await this.store.select(PREFIXES + `SELECT ?wsId ?name WHERE { GRAPH ?g {
-      ?p a wsm:PackageInstallation ; wsm:name ?name ; wsm:autoUpdate true ; wsm:registryPublisher ?pub ; wsm:workspace ?ws }
-      GRAPH ?sys { ?ws a wsm:Workspace ; wsm:id ?wsId } }`);
+    // Each workspace's own packages graph only (built from its id), never a graph a package wrote.
+    const rows = await this.store.select(PREFIXES + sparql`SELECT ?wsId ?name WHERE {
+      GRAPH ${iri(this.graphs.system)} { ?ws a wsm:Workspace ; wsm:id ?wsId }
+      BIND (IRI(CONCAT(${literal(`${this.graphs.base}workspaces/`)}, STR(?wsId), "/packages")) AS ?g)
+      GRAPH ?g { ?p a wsm:PackageInstallation ; wsm:name ?name ; wsm:autoUpdate true ; wsm:registryPublisher ?pub ; wsm:workspace ?ws } }`);
     const queued: LifecycleCommand[] = [];
     for (const b of rows) {
       const workspace = await this.workspaces.find(req(b, 'wsId'));

@@ -19,6 +19,7 @@ import type { Term } from '@rdfjs/types';
 import SHACLValidator from 'rdf-validate-shacl';
 import { DCTERMS, IAM, MTX, RDF, RDFS, SH, WSM, XSD } from '../rdf/vocab.js';
 import { parseTurtle } from '../rdf/turtle.js';
+import { ReservedTerms } from '../rdf/reserved.js';
 
 export type Severity = 'VIOLATION' | 'WARNING' | 'INFO';
 
@@ -44,6 +45,8 @@ export interface ValidationInput {
   matrices: Array<{ uri: string; name: string; quads: Quad[] }>;
   /** What the workspace holds outside this package: role URIs and matrix URIs. */
   context: { roleUris: string[]; matrixUris: string[] };
+  /** IRIs the package may not use (the service's vocabulary and resource IRIs): each use is a violation. */
+  reserved?: ReservedTerms;
 }
 
 const sh = (term: string) => `${SH.ns}${term}`;
@@ -293,6 +296,21 @@ export async function validateMatrices(input: ValidationInput): Promise<{ report
     for (const q of matrix.quads) file.addQuad(q.subject, q.predicate, q.object);
     file.addQuad(namedNode(matrix.uri), namedNode(WSM.matrixName), literal(matrix.name));
     await runShacl(fileShapes, file, engineStore, `file${index}_`);
+  }
+  // Statements using the service's vocabulary or resource IRIs: one violation each (a bounded number).
+  if (input.reserved) {
+    let n = 0;
+    for (const use of input.reserved.uses(input.matrices.flatMap((m) => m.quads))) {
+      const node = blankNode(`reserved_${n++}`);
+      const add = (predicate: string, object: Term) => engineStore.addQuad(quad(node, namedNode(sh(predicate)), object as never));
+      engineStore.addQuad(quad(blankNode('reserved_report'), namedNode(sh('result')), node));
+      engineStore.addQuad(quad(node, namedNode(RDF.type), namedNode(sh('ValidationResult'))));
+      add('resultSeverity', namedNode(sh('Violation')));
+      add('focusNode', use.quad.subject.termType === 'BlankNode' ? blankNode(use.quad.subject.value) : namedNode(use.subject));
+      add('resultPath', namedNode(use.predicate));
+      add('value', namedNode(use.term));
+      add('resultMessage', literal(ReservedTerms.message(use)));
+    }
   }
   // A blank focus node or value is described in the report by its own triples (its label, its
   // type), so the report still says which node it is once a store has renamed its blank nodes.

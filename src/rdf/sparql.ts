@@ -21,7 +21,9 @@ const BAD_IRI = /[\u0000-\u0020<>"{}|^`\\]/;
 
 /** Is the string usable as an absolute IRI in SPARQL? */
 export function isValidIri(value: string): boolean {
-  return value.length > 0 && !BAD_IRI.test(value) && /^[A-Za-z][A-Za-z0-9+.-]*:/.test(value);
+  // A "%" must start a percent-encoding, and a lone surrogate is no character: the store's IRI parser refuses both.
+  return value.length > 0 && !BAD_IRI.test(value) && /^[A-Za-z][A-Za-z0-9+.-]*:/.test(value)
+    && !/%(?![0-9A-Fa-f]{2})/.test(value) && !/[\uD800-\uDFFF]/u.test(value);
 }
 
 /** An IRI term. Throws on a value SPARQL cannot express as an IRI. */

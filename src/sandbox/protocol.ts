@@ -52,7 +52,8 @@ export interface RunResult {
 
 export type FromWorker =
   | { type: 'ready' }
-  | { type: 'synced'; id: number; quads: number }
-  | { type: 'result'; id: number; result: RunResult }
+  /** `memory`: the worker's memory (JS heap and WebAssembly, bytes) after the message. */
+  | { type: 'synced'; id: number; quads: number; memory: number }
+  | { type: 'result'; id: number; result: RunResult; memory: number }
   /** `query`: the query failed (bad input); `internal`: anything else. */
   | { type: 'error'; id: number; kind: 'query' | 'internal'; message: string };

@@ -3,11 +3,11 @@ import type { Request } from 'express';
 import { defineRoute, type RouteDef } from '../http/api.js';
 import { badRequest, unsupportedMediaType } from '../errors.js';
 import { isValidIri } from '../rdf/sparql.js';
-import type { WorkspaceService } from '../workspaces/service.js';
+import type { WorkspaceAccess, WorkspaceService } from '../workspaces/service.js';
 import type { QuerySandbox, QueryRequest } from './sandbox.js';
 import type { ResultFormat } from './protocol.js';
 import { negotiate } from './negotiate.js';
-import { limitedText, parseReadQuery } from './script.js';
+import type { QueryParser } from '../sparql-parse/parser.js';
 
 /**
  * The administrators' read-only SPARQL 1.1 Protocol endpoint
@@ -90,7 +90,7 @@ function protocolRequest(req: Request, urlParams: ProtocolParams, body: string |
   return { query: params.query[0]!, defaultGraphs: params.defaultGraphs, namedGraphs: params.namedGraphs };
 }
 
-export function sparqlRoutes(sandbox: QuerySandbox, workspaces: WorkspaceService, maxBodyBytes: number): RouteDef[] {
+export function sparqlRoutes(sandbox: QuerySandbox, workspaces: WorkspaceService, maxBodyBytes: number, parser: QueryParser): RouteDef[] {
   const tag = 'SPARQL';
   const responses = {
     200: {
@@ -102,17 +102,18 @@ export function sparqlRoutes(sandbox: QuerySandbox, workspaces: WorkspaceService
     404: { description: 'Workspace not found' },
     406: { description: 'Unsupported Accept' },
     415: { description: 'Unsupported request body type' },
-    503: { description: 'QUERY_TIMEOUT: the time limit passed' },
+    503: { description: 'QUERY_TIMEOUT: the time limit passed; QUERY_MEMORY_LIMIT: the query needed more memory than the sandbox may use' },
   };
-  const handle = async ({ params, query, body, auth, req }: { params: { workspace: string }; query: ProtocolParams; body: unknown; auth: Parameters<WorkspaceService['requireAdmin']>[0]; req: Request }) => {
-    const access = await workspaces.requireAdmin(auth, params.workspace);
+  const handle = async ({ query, body, access: granted, req }: { query: ProtocolParams; body: unknown; access: WorkspaceAccess | undefined; req: Request }) => {
+    const access = granted!;
     const request = protocolRequest(req, query, typeof body === 'string' ? body : undefined);
-    const parsed = parseReadQuery(request.query, 'query');
+    const parsed = await parser.parseQuery(request.query, 'query', sandbox.maxResults + 1);
     const offered = parsed.form === 'SELECT' ? BINDINGS_TYPES : parsed.form === 'ASK' ? BOOLEAN_TYPES : GRAPH_TYPES;
     const mediaType = negotiate(req, Object.keys(offered));
     const format = offered[mediaType]!;
     const run: QueryRequest = {
-      query: parsed.form === 'ASK' ? parsed.text : limitedText(parsed, sandbox.maxResults + 1),
+      // The worker applies the result limit exactly (limits.ts).
+      query: parsed.text,
       kind: parsed.form === 'SELECT' || parsed.form === 'ASK' ? 'bindings' : 'graph',
       format,
       prefixes: parsed.prefixes,
@@ -132,7 +133,7 @@ export function sparqlRoutes(sandbox: QuerySandbox, workspaces: WorkspaceService
   const workspaceParams = z.object({ workspace: z.string().min(1).max(200) });
   return [
     defineRoute({
-      method: 'get', path: '/api/v1/sparql/{workspace}', tag,
+      method: 'get', path: '/api/v1/sparql/{workspace}', tag, access: 'admin',
       summary: "SPARQL 1.1 Protocol query over the workspace's graphs (administrators; read-only)",
       params: workspaceParams,
       query: protocolQuery,
@@ -140,7 +141,7 @@ export function sparqlRoutes(sandbox: QuerySandbox, workspaces: WorkspaceService
       handler: async (ctx) => handle(ctx),
     }),
     defineRoute({
-      method: 'post', path: '/api/v1/sparql/{workspace}', tag,
+      method: 'post', path: '/api/v1/sparql/{workspace}', tag, access: 'admin',
       summary: 'SPARQL 1.1 Protocol query by POST (application/sparql-query or form-urlencoded; administrators; read-only)',
       params: workspaceParams,
       query: protocolQuery,

@@ -46,16 +46,28 @@ export interface SandboxOptions {
   /** An extra worker idle this long is retired; a view unused this long is dropped. */
   idleMs?: number;
   viewIdleMs?: number;
-  /** Heap limit of a worker. */
+  /** Heap limit of a worker (default: the memory bound, at least 128 MB). */
   workerHeapMb?: number;
+  /**
+   * Most memory running queries may add to the process (MB). The heap limit
+   * of a worker does not cover Oxigraph's WebAssembly memory, so the
+   * process's RSS is sampled while queries run; see `watchMemory`.
+   */
+  maxMemoryMb?: number;
+  /** How often RSS is sampled while queries run. */
+  memorySampleMs?: number;
   /** Workers kept started but unassigned, so a view that needs one more does not wait for a start. */
   spareWorkers?: number;
   /** Longest wait for a free worker (default: the time limit, at least 10 s so a worker can start). */
   queueTimeoutMs?: number;
+  /** Longest wait for a worker's copy of the data to be brought up to date (default: 6 times the time limit, at least 60 s). */
+  prepareTimeoutMs?: number;
+  /** A view holding more quads than this keeps a single worker (one copy of its data), whatever `maxWorkersPerView` says. */
+  largeViewQuads?: number;
 }
 
 export interface QueryRequest {
-  /** Query text (already checked and limited by `script.ts`). */
+  /** Query text (already checked by `script.ts`); the worker applies the result limit (`limits.ts`). */
   query: string;
   kind: ResultKind;
   format: ResultFormat;
@@ -82,6 +94,10 @@ class QueryWorker {
   owner: View | null = null;
   /** The graphs its store holds: name -> version (see `View.graphs`). */
   held = new Map<string, number>();
+  /** It is loading data for a view. */
+  preparing = false;
+  /** Its memory right after its last sync (bytes), as it reported. */
+  memoryAfterSync = 0;
   lastUsed = Date.now();
   private readonly pending = new Map<number, Settle>();
 
@@ -167,6 +183,13 @@ interface Job {
   timer: NodeJS.Timeout;
   worker?: QueryWorker;
   done: boolean;
+  /** Set while its query runs (after the data sync). */
+  running?: { view: View; worker: QueryWorker };
+  /** Its worker is bringing its copy of the data up to date (the query's time limit has not started). */
+  preparing?: boolean;
+  queuedAt: number;
+  /** Its time limit passed once already; the answer may have been waiting behind a busy event loop. */
+  graced?: boolean;
 }
 
 interface Staleness {
@@ -185,6 +208,8 @@ class View {
   graphs = new Map<string, number>();
   /** What writes since the last refresh may have changed. */
   stale: Staleness = { everything: true, names: true, graphs: new Set() };
+  /** Quads in its workers' copies (as the last sync reported; unknown before the first). */
+  quads: number | undefined;
   lastUsed = Date.now();
   constructor(readonly key: string, readonly workspaceId: string, readonly kind: ViewKind) {}
   alive(): QueryWorker[] { return this.workers.filter((w) => !w.dead); }
@@ -215,7 +240,12 @@ export class QuerySandbox {
   private readonly unsubscribe: () => void;
   private readonly housekeeping: NodeJS.Timeout;
   private closed = false;
-  private readonly counters = { loads: 0, graphsLoaded: 0, runs: 0, timeouts: 0 };
+  private readonly counters = { loads: 0, graphsLoaded: 0, runs: 0, timeouts: 0, memoryStops: 0, retired: 0 };
+  /** Jobs whose query runs now, and the memory watch while there are any. */
+  private readonly running = new Set<Job>();
+  private memoryWatch: { base: number; timer: NodeJS.Timeout } | undefined;
+  /** Workers loading data now: their growth is data, not a query's (see `watchMemory`). */
+  private syncing = 0;
   /** Versions of view graphs (see `View.graphs`). */
   private graphVersion = 0;
   private readonly opts: Required<SandboxOptions>;
@@ -233,9 +263,13 @@ export class QuerySandbox {
       maxViews: 32,
       idleMs: 60_000,
       viewIdleMs: 15 * 60_000,
-      workerHeapMb: 768,
+      workerHeapMb: Math.max(128, options.maxMemoryMb ?? 384),
+      maxMemoryMb: 384,
+      memorySampleMs: 20,
       spareWorkers: 2,
       queueTimeoutMs: Math.max(options.timeoutMs, 10_000),
+      prepareTimeoutMs: Math.max(options.timeoutMs * 6, 60_000),
+      largeViewQuads: 100_000,
       unavailable: '',
       ...options,
     };
@@ -263,6 +297,7 @@ export class QuerySandbox {
         resolve,
         reject,
         done: false,
+        queuedAt: Date.now(),
         timer: setTimeout(() => this.expire(view, job), this.opts.queueTimeoutMs),
       };
       view.queue.push(job);
@@ -271,7 +306,7 @@ export class QuerySandbox {
   }
 
   /** Counters (for tests, logs and health): live workers, views, syncs, graphs (re)loaded, queries run, queries stopped. */
-  stats(): { workers: number; views: number; loads: number; graphsLoaded: number; runs: number; timeouts: number } {
+  stats(): { workers: number; views: number; loads: number; graphsLoaded: number; runs: number; timeouts: number; memoryStops: number; retired: number } {
     let workers = 0;
     for (const view of this.views.values()) workers += view.alive().length;
     return { workers, views: this.views.size, ...this.counters };
@@ -280,6 +315,8 @@ export class QuerySandbox {
   async close(): Promise<void> {
     this.closed = true;
     this.unsubscribe();
+    if (this.memoryWatch) clearInterval(this.memoryWatch.timer);
+    this.memoryWatch = undefined;
     clearInterval(this.housekeeping);
     for (const view of this.views.values()) {
       for (const job of view.queue) this.settle(job, new AppError('SERVICE_UNAVAILABLE', 'The service is shutting down'));
@@ -406,7 +443,10 @@ export class QuerySandbox {
     }
     const alive = view.alive();
     const starting = alive.filter((w) => !w.isReady).length;
-    const wanted = Math.max(this.opts.warmWorkers - alive.length, Math.min(view.queue.length - starting, this.opts.maxWorkersPerView - alive.length));
+    // Every worker holds a copy of the view's data: a large view gets one, so memory stays near one copy.
+    // Until the first copy is loaded its size is unknown: one worker, so a large view is never copied several times at once.
+    const most = view.quads === undefined || view.quads > this.opts.largeViewQuads ? 1 : this.opts.maxWorkersPerView;
+    const wanted = Math.max(this.opts.warmWorkers - alive.length, Math.min(view.queue.length - starting, most - alive.length));
     for (let i = 0; i < wanted; i++) this.spawn(view);
   }
 
@@ -414,9 +454,10 @@ export class QuerySandbox {
     worker.busy = true;
     worker.lastUsed = Date.now();
     job.worker = worker;
-    // The time limit counts from here (data sync and query); waiting for a worker had its own limit.
+    // Bringing the worker's copy up to date has a limit of its own; the query's time limit starts after it.
     clearTimeout(job.timer);
-    job.timer = setTimeout(() => this.expire(view, job), this.opts.timeoutMs);
+    job.preparing = true;
+    job.timer = setTimeout(() => this.expire(view, job), this.opts.prepareTimeoutMs);
     try {
       // A write while refreshing or dumping marks the view stale again: the next query syncs again.
       await this.refresh(view);
@@ -426,18 +467,37 @@ export class QuerySandbox {
         this.counters.loads++;
         this.counters.graphsLoaded += load.length;
         const held = new Map(view.graphs);
-        const synced = await worker.call({
-          type: 'sync',
-          id: nextMessageId++,
-          drop,
-          load: await Promise.all(load.map(async ([name]) => ({ name, ntriples: await this.workspaceViews.dump(view.workspaceId, view.kind, name) }))),
-        });
+        let synced: FromWorker;
+        this.syncing++;
+        worker.preparing = true;
+        try {
+          synced = await worker.call({
+            type: 'sync',
+            id: nextMessageId++,
+            drop,
+            load: await Promise.all(load.map(async ([name]) => ({ name, ntriples: await this.workspaceViews.dump(view.workspaceId, view.kind, name) }))),
+          });
+        } finally {
+          worker.preparing = false;
+          this.syncing--;
+          // What the copy added is the new base of the memory watch.
+          if (this.memoryWatch) this.memoryWatch.base = Math.max(this.memoryWatch.base, process.memoryUsage.rss());
+        }
         if (synced.type === 'error') throw new Error(`syncing the workspace's graphs failed: ${synced.message}`);
         // A write while syncing bumps versions: the next query syncs again.
         worker.held = held;
+        if (synced.type === 'synced') {
+          worker.memoryAfterSync = synced.memory;
+          view.quads = synced.quads;
+        }
       }
+      if (job.done) return;
+      job.preparing = false;
+      clearTimeout(job.timer);
+      job.timer = setTimeout(() => this.expire(view, job), this.opts.timeoutMs);
       const { request } = job;
       this.counters.runs++;
+      this.startRunning(job, view, worker);
       const answer = await worker.call({
         type: 'run',
         id: nextMessageId++,
@@ -450,12 +510,21 @@ export class QuerySandbox {
         ...(request.defaultGraphs ? { defaultGraphs: request.defaultGraphs } : {}),
         ...(request.namedGraphs ? { namedGraphs: request.namedGraphs } : {}),
       });
-      if (answer.type === 'result') this.settle(job, answer.result);
+      if (answer.type === 'result') {
+        this.settle(job, answer.result);
+        // WebAssembly memory never shrinks: a worker a query made grow by half the bound is replaced (its next query re-syncs).
+        if (answer.memory > worker.memoryAfterSync + (this.opts.maxMemoryMb * 2 ** 20) / 2) this.retire(view, worker);
+      }
       else if (answer.type === 'error' && answer.kind === 'query') this.settle(job, new AppError('BAD_REQUEST', `The query failed: ${answer.message}`));
       else throw new Error(answer.type === 'error' ? answer.message : `unexpected answer ${answer.type}`);
     } catch (err) {
       if (!job.done && this.closed) {
         this.settle(job, new AppError('SERVICE_UNAVAILABLE', 'The service is shutting down'));
+      } else if (!job.done && err instanceof Error && /memory limit|out of memory/i.test(err.message)) {
+        // The worker's JS heap limit (a huge result string, say).
+        this.counters.memoryStops++;
+        view.workers = view.workers.filter((w) => w !== worker);
+        this.settle(job, this.memoryError());
       } else if (!job.done) {
         this.logger.error({ err, view: view.key }, 'query worker failed');
         // Its state is unknown: replace it.
@@ -464,9 +533,79 @@ export class QuerySandbox {
         this.settle(job, new AppError('SERVICE_UNAVAILABLE', 'The query could not be run; try again'));
       }
     } finally {
+      this.stopRunning(job);
       worker.busy = false;
       worker.lastUsed = Date.now();
       if (job.worker === worker) job.worker = undefined;
+      this.pump(view);
+    }
+  }
+
+  private memoryError(): AppError {
+    return new AppError(
+      'QUERY_MEMORY_LIMIT',
+      `The query needed more memory than queries may use (${this.opts.maxMemoryMb} MB) and was stopped; narrow it (smaller strings, fewer solutions) and try again`,
+      { maxMemoryMb: this.opts.maxMemoryMb },
+    );
+  }
+
+  private retire(view: View, worker: QueryWorker): void {
+    this.counters.retired++;
+    void worker.kill();
+    view.workers = view.workers.filter((w) => w !== worker);
+  }
+
+  private startRunning(job: Job, view: View, worker: QueryWorker): void {
+    job.running = { view, worker };
+    this.running.add(job);
+    if (!this.memoryWatch) {
+      const timer = setInterval(() => this.watchMemory(), this.opts.memorySampleMs);
+      timer.unref();
+      this.memoryWatch = { base: process.memoryUsage.rss(), timer };
+    }
+  }
+
+  private stopRunning(job: Job): void {
+    if (!this.running.delete(job)) return;
+    job.running = undefined;
+    if (this.running.size === 0 && this.memoryWatch) {
+      clearInterval(this.memoryWatch.timer);
+      this.memoryWatch = undefined;
+    }
+  }
+
+  /**
+   * The memory bound. Threads share one address space, so what a query
+   * costs cannot be read per worker while it runs (a worker busy in
+   * WebAssembly answers nothing). The process's RSS is sampled instead,
+   * every `memorySampleMs` while queries run, against its RSS when they
+   * began: past half the bound (headroom for the growth until the next
+   * sample), every running query is stopped, its worker terminated (which
+   * frees its WebAssembly memory) and replaced, and its caller answered 503
+   * QUERY_MEMORY_LIMIT. While a worker loads a copy of a view's data, the
+   * growth is taken as data (the base follows RSS), so that a large sync in
+   * one workspace never stops the queries of another.
+   */
+  private watchMemory(): void {
+    const watch = this.memoryWatch;
+    if (!watch) return;
+    const rss = process.memoryUsage.rss();
+    if (this.syncing > 0) {
+      // A worker is loading a copy of a view's data: its growth is not a query's, and the two cannot be told apart.
+      watch.base = Math.max(watch.base, rss);
+      return;
+    }
+    const grown = rss - watch.base;
+    if (grown <= 0.5 * this.opts.maxMemoryMb * 2 ** 20) return;
+    const jobs = [...this.running];
+    this.logger.warn({ grownMb: Math.round(grown / 2 ** 20), queries: jobs.length, maxMemoryMb: this.opts.maxMemoryMb }, 'queries stopped at the memory bound');
+    for (const job of jobs) {
+      const { view, worker } = job.running!;
+      this.stopRunning(job);
+      this.counters.memoryStops++;
+      this.settle(job, this.memoryError());
+      void worker.kill();
+      view.workers = view.workers.filter((w) => w !== worker);
       this.pump(view);
     }
   }
@@ -485,10 +624,31 @@ export class QuerySandbox {
    */
   private expire(view: View, job: Job): void {
     if (job.done) return;
+    const waited = Date.now() - job.queuedAt;
+    if (!job.worker && waited < this.opts.prepareTimeoutMs && view.alive().some((w) => w.preparing || !w.isReady)) {
+      // Waiting for the view's data to be loaded (or a worker to start), not for other queries: wait on.
+      job.timer = setTimeout(() => this.expire(view, job), Math.min(1_000, this.opts.prepareTimeoutMs - waited));
+      return;
+    }
+    const worker = job.worker;
+    if (worker && !job.preparing && !job.graced) {
+      // An answer that arrived while the event loop was busy is handled before this check runs.
+      job.graced = true;
+      setImmediate(() => this.expire(view, job));
+      return;
+    }
     const queued = view.queue.indexOf(job);
     if (queued !== -1) view.queue.splice(queued, 1);
-    const worker = job.worker;
     this.counters.timeouts++;
+    if (worker && job.preparing) {
+      // The worker is still loading the data: let it finish, so the next query finds it ready.
+      this.settle(job, new AppError(
+        'QUERY_TIMEOUT',
+        `The workspace's data for queries was not ready within ${this.opts.prepareTimeoutMs} ms (it is still being prepared); try again shortly`,
+        { timeoutMs: this.opts.prepareTimeoutMs },
+      ));
+      return;
+    }
     this.settle(job, new AppError(
       'QUERY_TIMEOUT',
       worker

@@ -2,6 +2,8 @@ import { parentPort } from 'node:worker_threads';
 import oxigraph from 'oxigraph';
 import type { FromWorker, RunMessage, RunResult, SyncMessage, ToWorker } from './protocol.js';
 import { toCsv, toTsv, toXml, type JsonResults } from './results.js';
+import { limitPlan, PROBE_VAR, type LimitPlan } from './limits.js';
+import { compactJsonLd } from './jsonld.js';
 
 /*
  * A query worker (worker thread). It holds its own Oxigraph store with a
@@ -15,32 +17,19 @@ if (!port) throw new Error('sandbox worker must run in a worker thread');
 
 const store = new oxigraph.Store();
 
-/**
- * The Turtle and JSON-LD libraries load after the worker says it is ready
- * (most of its start-up time), while it receives its data.
- */
+/** The Turtle library loads after the worker says it is ready, while it receives its data. */
 type N3 = typeof import('n3');
-type JsonLd = typeof import('jsonld');
-let libraries: Promise<{ n3: N3; jsonld: JsonLd }> | undefined;
-const loadLibraries = () => (libraries ??= Promise.all([import('n3'), import('jsonld')])
-  .then(([n3, jsonld]) => ({
-    n3: ((n3 as { default?: N3 }).default ?? n3) as N3,
-    jsonld: ((jsonld as { default?: JsonLd }).default ?? jsonld) as JsonLd,
-  })));
+let libraries: Promise<{ n3: N3 }> | undefined;
+const loadLibraries = () => (libraries ??= import('n3')
+  .then((n3) => ({ n3: ((n3 as { default?: N3 }).default ?? n3) as N3 })));
 
 const post = (message: FromWorker) => port.postMessage(message);
 
-/** JSON-LD never fetches a remote context: the only context is the query's own prefixes. */
-const documentLoader = async (url: string): Promise<never> => {
-  throw new Error(`remote JSON-LD contexts are not loaded (${url})`);
+/** This thread's memory: its JS heap and its external memory (Oxigraph's WebAssembly memory is counted there). */
+const memory = () => {
+  const usage = process.memoryUsage();
+  return usage.heapUsed + usage.external;
 };
-
-/** The query's prefixes as a JSON-LD context; the empty prefix (`PREFIX : <...>`) becomes `@vocab`. */
-function jsonLdContext(prefixes: Record<string, string>): Record<string, string> {
-  const context: Record<string, string> = {};
-  for (const [prefix, iri] of Object.entries(prefixes)) context[prefix === '' ? '@vocab' : prefix] = iri;
-  return context;
-}
 
 /** Drops the graphs named, then loads each given graph whole (replacing what it held). */
 function sync(msg: SyncMessage): number {
@@ -62,17 +51,53 @@ function queryOptions(msg: RunMessage): Parameters<oxigraph.Store['query']>[1] {
   return options;
 }
 
-async function graphResult(msg: RunMessage): Promise<RunResult> {
-  const text = store.query(msg.query, { ...queryOptions(msg), results_format: 'application/n-triples' }) as string;
-  // N-Triples: one triple per line; a CONSTRUCT answer is a set, so drop repeats.
-  const unique = new Set<string>();
-  let truncated = false;
-  for (const line of text.split('\n')) {
-    if (line === '' || unique.has(line)) continue;
-    if (unique.size === msg.maxResults) { truncated = true; break; }
-    unique.add(line);
+/** Limit plans of recent query texts (a slash command runs the same text again and again). */
+const plans = new Map<string, LimitPlan>();
+function planOf(text: string): LimitPlan {
+  let plan = plans.get(text);
+  if (!plan) {
+    plan = limitPlan(text);
+    if (plans.size >= 200) plans.delete(plans.keys().next().value!);
+    plans.set(text, plan);
   }
-  const ntriples = unique.size ? `${[...unique].join('\n')}\n` : '';
+  return plan;
+}
+
+/**
+ * The distinct triples of a graph query, at most `max` (`truncated` when
+ * the query yields more): see `limits.ts` for how the solution LIMIT grows
+ * until the answer is exact.
+ */
+function distinctTriples(msg: RunMessage): { lines: string[]; truncated: boolean } {
+  const max = msg.maxResults;
+  const options = { ...queryOptions(msg), results_format: 'application/n-triples' };
+  const collect = (text: string) => {
+    const out = store.query(text, options) as string;
+    // N-Triples: one triple per line; a CONSTRUCT answer is a set, so drop repeats.
+    const unique = new Set<string>();
+    let truncated = false;
+    for (const line of out.split('\n')) {
+      if (line === '' || unique.has(line)) continue;
+      if (unique.size === max) { truncated = true; break; }
+      unique.add(line);
+    }
+    return { lines: [...unique], truncated };
+  };
+  const plan = planOf(msg.query);
+  if (!plan.limitable) return collect(msg.query);
+  for (let solutions = max + 1; ; solutions *= 4) {
+    if (plan.ownLimit !== undefined && plan.ownLimit <= solutions) return collect(msg.query);
+    const answer = collect(plan.withLimit(solutions));
+    if (answer.truncated) return answer;
+    const counted = store.query(plan.probe(solutions), { ...queryOptions(msg), results_format: 'application/sparql-results+json' }) as string;
+    const n = Number((JSON.parse(counted) as JsonResults).results?.bindings[0]?.[PROBE_VAR]?.value ?? 0);
+    if (n < solutions) return answer;
+  }
+}
+
+async function graphResult(msg: RunMessage): Promise<RunResult> {
+  const { lines, truncated } = distinctTriples(msg);
+  const ntriples = lines.length ? `${lines.join('\n')}\n` : '';
   let body: string;
   if (msg.format === 'application/n-triples') {
     body = ntriples;
@@ -83,26 +108,24 @@ async function graphResult(msg: RunMessage): Promise<RunResult> {
     writer.addQuads(quads);
     body = await new Promise<string>((resolve, reject) => writer.end((err: Error | null, out: string) => (err ? reject(err) : resolve(out))));
   } else {
-    const { jsonld } = await loadLibraries();
-    const expanded = await jsonld.fromRDF(ntriples, { format: 'application/n-quads' });
-    const options = { documentLoader } as Parameters<typeof jsonld.compact>[2];
-    let compacted: object;
-    try {
-      compacted = await jsonld.compact(expanded, jsonLdContext(msg.prefixes), options);
-    } catch {
-      // A prefix JSON-LD cannot take as a term: answer with full IRIs rather than fail.
-      compacted = await jsonld.compact(expanded, {}, options);
-    }
-    body = JSON.stringify(compacted);
+    // Oxigraph writes the JSON-LD (in WebAssembly); `compactJsonLd` gives it the query's prefixes.
+    const scratch = new oxigraph.Store();
+    if (ntriples) scratch.load(ntriples, { format: 'application/n-triples' });
+    const expanded = scratch.dump({ format: 'application/ld+json', from_graph_name: oxigraph.defaultGraph() });
+    body = compactJsonLd(expanded, msg.prefixes);
   }
-  return { body, count: unique.size, truncated };
+  return { body, count: lines.length, truncated };
 }
 
 function bindingsResult(msg: RunMessage): RunResult {
-  const text = store.query(msg.query, { ...queryOptions(msg), results_format: 'application/sparql-results+json' }) as string;
-  const results = JSON.parse(text) as JsonResults;
+  const plan = planOf(msg.query);
+  const cap = msg.maxResults + 1;
+  // Rows are solutions: LIMIT limit + 1 tells exactly whether there are more.
+  const text = plan.form === 'SELECT' && (plan.ownLimit === undefined || plan.ownLimit > cap) ? plan.withLimit(cap) : msg.query;
+  const raw = store.query(text, { ...queryOptions(msg), results_format: 'application/sparql-results+json' }) as string;
+  const results = JSON.parse(raw) as JsonResults;
   if (typeof results.boolean === 'boolean') {
-    return { body: msg.format === 'application/sparql-results+xml' ? toXml(results) : text, count: 1, truncated: false };
+    return { body: msg.format === 'application/sparql-results+xml' ? toXml(results) : raw, count: 1, truncated: false };
   }
   const rows = results.results?.bindings ?? [];
   const truncated = rows.length > msg.maxResults;
@@ -112,7 +135,7 @@ function bindingsResult(msg: RunMessage): RunResult {
     case 'application/sparql-results+xml': body = toXml(results); break;
     case 'text/csv': body = toCsv(results); break;
     case 'text/tab-separated-values': body = toTsv(results); break;
-    default: body = truncated ? JSON.stringify(results) : text;
+    default: body = truncated ? JSON.stringify(results) : raw;
   }
   return { body, count: Math.min(rows.length, msg.maxResults), truncated };
 }
@@ -128,7 +151,7 @@ async function run(msg: RunMessage): Promise<void> {
     post({ type: 'error', id: msg.id, kind: broken ? 'internal' : 'query', message: err instanceof Error ? err.message : String(err) });
     return;
   }
-  post({ type: 'result', id: msg.id, result });
+  post({ type: 'result', id: msg.id, result, memory: memory() });
 }
 
 // Messages are handled one at a time, in order: a load always finishes before the next query.
@@ -137,7 +160,7 @@ port.on('message', (msg: ToWorker) => {
   chain = chain.then(async () => {
     if (msg.type === 'sync') {
       try {
-        post({ type: 'synced', id: msg.id, quads: sync(msg) });
+        post({ type: 'synced', id: msg.id, quads: sync(msg), memory: memory() });
       } catch (err) {
         post({ type: 'error', id: msg.id, kind: 'internal', message: err instanceof Error ? err.message : String(err) });
       }

@@ -47,7 +47,7 @@ export function slashCommandRoutes(commands: SlashCommandService, workspaces: Wo
     400: { description: 'The script failed' },
     404: { description: 'Command not found' },
     406: { description: 'Unsupported Accept' },
-    503: { description: 'QUERY_TIMEOUT: the time limit passed' },
+    503: { description: 'QUERY_TIMEOUT: the time limit passed; QUERY_MEMORY_LIMIT: the query needed more memory than the sandbox may use' },
   };
   const execute = async (access: WorkspaceAccess, command: SlashCommand, accept: (typeof EXECUTION_TYPES)[number], args: Record<string, unknown> = {}) => {
     const execution = await commands.execute(access, command, accept === 'application/json' ? 'envelope' : accept, args);
@@ -55,81 +55,77 @@ export function slashCommandRoutes(commands: SlashCommandService, workspaces: Wo
   };
   return [
     defineRoute({
-      method: 'get', path: '/api/v1/commands/{workspace}', tag,
+      method: 'get', path: '/api/v1/commands/{workspace}', tag, access: 'member',
       summary: "C4: the caller's own slash commands in the workspace; with scope=all every command of the workspace",
       description: 'scope=all (any member) lists every slash command of the workspace, each with its owner, so an agent can discover what it may run.',
       params: workspaceParams, query: listQuery,
       responses: { 200: { description: 'Commands (bare array, by alias)', data: z.array(slashCommandSchema) }, 400: { description: 'Bad scope' }, 404: { description: 'Workspace not found' } },
-      handler: async ({ params, query, auth }) => {
-        const access = await workspaces.requireMember(auth, params.workspace);
-        if (query.scope === 'all') return { data: await commands.listAll(access) };
-        return { data: await commands.listOwn(access, access.user ?? await caller(auth)) };
+      handler: async ({ query, auth, access }) => {
+        if (query.scope === 'all') return { data: await commands.listAll(access!) };
+        return { data: await commands.listOwn(access!, access!.user ?? await caller(auth)) };
       },
     }),
     defineRoute({
-      method: 'get', path: '/api/v1/commands/{workspace}/alias/{alias}', tag,
+      method: 'get', path: '/api/v1/commands/{workspace}/alias/{alias}', tag, access: 'member',
       summary: 'One slash command by its alias (any member)',
       params: aliasParams,
       responses: { 200: { description: 'The command', data: slashCommandSchema }, 404: { description: 'Workspace or command not found' } },
-      handler: async ({ params, auth }) => ({ data: await commands.byAlias(await workspaces.requireMember(auth, params.workspace), params.alias) }),
+      handler: async ({ params, access }) => ({ data: await commands.byAlias(access!, params.alias) }),
     }),
     defineRoute({
-      method: 'post', path: '/api/v1/commands/{workspace}', tag,
+      method: 'post', path: '/api/v1/commands/{workspace}', tag, access: 'member',
       summary: 'C5: create a slash command (owned by the caller)',
       description: 'alias (without a leading slash), scriptType (CONSTRUCT or DESCRIBE) and scriptContent are required. Success is 200, not 201.',
       params: workspaceParams,
       body: createBody,
       responses: { 200: { description: 'Created', data: slashCommandSchema }, 400: { description: 'Invalid data' }, 404: { description: 'Workspace not found' }, 409: { description: 'Alias already exists' } },
-      handler: async ({ params, body, auth }) => {
-        const access = await workspaces.requireMember(auth, params.workspace);
-        return { data: await commands.create(access, access.user ?? await caller(auth), body) };
+      handler: async ({ params, body, auth, access }) => {
+        return { data: await commands.create(access!, access!.user ?? await caller(auth), body) };
       },
     }),
     defineRoute({
-      method: 'get', path: '/api/v1/commands/{workspace}/{id}', tag,
+      method: 'get', path: '/api/v1/commands/{workspace}/{id}', tag, access: 'member',
       summary: 'C1: one slash command',
       params: commandParams,
       responses: { 200: { description: 'The command', data: slashCommandSchema }, 404: { description: 'Not found' } },
-      handler: async ({ params, auth }) => ({ data: await commands.get(await workspaces.requireMember(auth, params.workspace), params.id) }),
+      handler: async ({ params, access }) => ({ data: await commands.get(access!, params.id) }),
     }),
     defineRoute({
-      method: 'put', path: '/api/v1/commands/{workspace}/{id}', tag,
+      method: 'put', path: '/api/v1/commands/{workspace}/{id}', tag, access: 'member',
       summary: 'C2: update any subset of the fields (owner or administrator)',
       params: commandParams,
       body: updateBody,
       responses: { 200: { description: 'Updated', data: slashCommandSchema }, 400: { description: 'Invalid data' }, 403: { description: 'Neither owner nor administrator' }, 404: { description: 'Not found' }, 409: { description: 'Alias already exists' } },
-      handler: async ({ params, body, auth }) => ({ data: await commands.update(await workspaces.requireMember(auth, params.workspace), params.id, body) }),
+      handler: async ({ params, body, auth, access }) => ({ data: await commands.update(access!, params.id, body) }),
     }),
     defineRoute({
-      method: 'delete', path: '/api/v1/commands/{workspace}/{id}', tag,
+      method: 'delete', path: '/api/v1/commands/{workspace}/{id}', tag, access: 'member',
       summary: 'C3: delete (owner or administrator)',
       params: commandParams,
       responses: { 200: { description: 'Deleted', data: z.string() }, 403: { description: 'Neither owner nor administrator' }, 404: { description: 'Not found' } },
-      handler: async ({ params, auth }) => {
-        const deleted = await commands.delete(await workspaces.requireMember(auth, params.workspace), params.id);
+      handler: async ({ params, auth, access }) => {
+        const deleted = await commands.delete(access!, params.id);
         return { data: `Slash command "${deleted.alias}" deleted` };
       },
     }),
     defineRoute({
-      method: 'post', path: '/api/v1/commands/{workspace}/{id}/execute', tag,
+      method: 'post', path: '/api/v1/commands/{workspace}/{id}/execute', tag, access: 'member',
       summary: "Run a slash command over the workspace's knowledge (any member)",
       params: commandParams, body: executeBody,
       responses: executeResponses,
-      handler: async ({ params, body, auth, req }) => {
-        const access = await workspaces.requireMember(auth, params.workspace);
+      handler: async ({ params, body, req, access }) => {
         const accept = negotiate(req, EXECUTION_TYPES);
-        return execute(access, await commands.get(access, params.id), accept, body.arguments);
+        return execute(access!, await commands.get(access!, params.id), accept, body.arguments);
       },
     }),
     defineRoute({
-      method: 'post', path: '/api/v1/commands/{workspace}/alias/{alias}/execute', tag,
+      method: 'post', path: '/api/v1/commands/{workspace}/alias/{alias}/execute', tag, access: 'member',
       summary: 'Run a slash command given by its alias (any member)',
       params: aliasParams, body: executeBody,
       responses: executeResponses,
-      handler: async ({ params, body, auth, req }) => {
-        const access = await workspaces.requireMember(auth, params.workspace);
+      handler: async ({ params, body, req, access }) => {
         const accept = negotiate(req, EXECUTION_TYPES);
-        return execute(access, await commands.byAlias(access, params.alias), accept, body.arguments);
+        return execute(access!, await commands.byAlias(access!, params.alias), accept, body.arguments);
       },
     }),
   ];

@@ -214,6 +214,13 @@ export class DurableStore extends OxigraphStore {
     // Same tick: the seq, the write gate and the journal switch. Every write
     // before this point is in the dump, every write after it waits for the
     // dump and goes to the new journal file.
+    // A write applied in slices (an install) is in memory before it is in
+    // the journal: let it finish and journal first, so the dump holds no
+    // part of a write after `seq`.
+    while (this.slicing) {
+      await this.slicing;
+      await new Promise((resolve) => setImmediate(resolve));
+    }
     const seq = this.journal.lastSeq;
     if (seq === this.snapshotSeq) return;
     let openGate!: () => void;

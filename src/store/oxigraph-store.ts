@@ -227,7 +227,7 @@ export class OxigraphStore implements QuadStore {
   }
 
   /** The sliced write being applied, if any: later writes wait for it. */
-  private slicing: Promise<void> | null = null;
+  protected slicing: Promise<void> | null = null;
 
   async write(ops: WriteOp[]): Promise<void> {
     if (ops.length === 0) return;
@@ -316,6 +316,20 @@ export class OxigraphStore implements QuadStore {
     return this.sizeAt.size;
   }
   private sizeAt: { version: number; size: number } | undefined;
+
+  /** Per key: the tail of the queue of `exclusive` sections. */
+  private readonly sections = new Map<string, Promise<unknown>>();
+
+  exclusive<T>(key: string, fn: () => Promise<T>): Promise<T> {
+    const previous = this.sections.get(key) ?? Promise.resolve();
+    const run = previous.then(fn, fn);
+    const tail = run.catch(() => {});
+    this.sections.set(key, tail);
+    void tail.then(() => {
+      if (this.sections.get(key) === tail) this.sections.delete(key);
+    });
+    return run;
+  }
 
   onWrite(listener: (ops: WriteOp[]) => void): () => void {
     this.listeners.add(listener);

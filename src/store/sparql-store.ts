@@ -166,6 +166,25 @@ export class SparqlStore implements QuadStore {
     return Number(rows[0]?.n?.value ?? 0);
   }
 
+  /** Per key: the tail of the queue of `exclusive` sections. */
+  private readonly sections = new Map<string, Promise<unknown>>();
+
+  /**
+   * Serializes sections with the same key within THIS process only: with one
+   * service instance on the engine the invariants hold as on the embedded
+   * store; with several they do not (docs/remote-store.md).
+   */
+  exclusive<T>(key: string, fn: () => Promise<T>): Promise<T> {
+    const previous = this.sections.get(key) ?? Promise.resolve();
+    const run = previous.then(fn, fn);
+    const tail = run.catch(() => {});
+    this.sections.set(key, tail);
+    void tail.then(() => {
+      if (this.sections.get(key) === tail) this.sections.delete(key);
+    });
+    return run;
+  }
+
   onWrite(listener: (ops: WriteOp[]) => void): () => void {
     this.listeners.add(listener);
     return () => this.listeners.delete(listener);

@@ -77,6 +77,14 @@ export interface QuadStore {
   graphNames(): Promise<string[]>;
   /** Number of quads in the store. */
   size(): Promise<number>;
+  /**
+   * Runs `fn` while no other `exclusive` call with the same key runs (calls
+   * queue in order). For invariants spanning reads and a write in the
+   * embedded store (the last administrator, ...): every code path that
+   * writes what the invariant covers takes the same key. Not available on a
+   * remote engine; sites kept this way are listed in docs/architecture.md.
+   */
+  exclusive<T>(key: string, fn: () => Promise<T>): Promise<T>;
   /** Flushes and releases resources (journal handle, lock). */
   close(): Promise<void>;
   /**

@@ -105,7 +105,8 @@ export class WorkspaceService {
     const userIri = iri(this.users.userIri(this.users.idOf(auth.username)));
     // The caller's principals first (a lookup by actor), as a subquery: joined the other way round,
     // every workspace's principals were read (11 ms with 10,000 members).
-    return this.query('', 'ORDER BY ?slug', sparql`{ SELECT DISTINCT ?w WHERE { GRAPH ?iam { ?p wsm:actor ${userIri} ; a wsm:Principal ; wsm:workspace ?w } } }`);
+    return this.query('', 'ORDER BY ?slug', sparql`{ SELECT DISTINCT ?w WHERE { GRAPH ?iam { ?p wsm:actor ${userIri} ; a wsm:Principal ; wsm:workspace ?w }
+      GRAPH ${iri(this.graphs.system)} { ?w wsm:id ?wid } FILTER (?iam = IRI(CONCAT(${literal(`${this.graphs.base}workspaces/`)}, STR(?wid), "/iam"))) } }`);
   }
 
   /** Creates a workspace owned by `ownerUsername`, with its built-in role and the owner as administrator. */
@@ -205,8 +206,31 @@ export class WorkspaceService {
   }
 
   /** Adds or updates a member (creating the user record if needed); `admin` grants or revokes the built-in role. */
-  async putMember(workspace: Workspace, username: string, input: UserProfile & { admin?: boolean }, now = new Date()): Promise<User> {
+  /**
+   * Key of the exclusive section for a workspace's memberships and role
+   * assignments: every check-then-write on them (last administrator,
+   * duplicate assignment) runs inside it (docs/architecture.md).
+   */
+  iamSection(workspaceId: string): string { return `iam ${workspaceId}`; }
+
+  putMember(workspace: Workspace, username: string, input: UserProfile & { admin?: boolean }, caller: AuthContext, now = new Date()): Promise<User> {
+    return this.store.exclusive(this.iamSection(workspace.id), () => this.putMemberNow(workspace, username, input, caller, now));
+  }
+
+  private async putMemberNow(workspace: Workspace, username: string, input: UserProfile & { admin?: boolean }, caller: AuthContext, now: Date): Promise<User> {
     const { admin, ...profile } = input;
+    // An existing user's profile is global (every workspace sees it): only that user (from their token) or a
+    // system administrator changes it. A workspace administrator may add the user, and set the profile of a
+    // user the service does not know yet (issue 12, acceptance 6; docs/decisions.md).
+    const existing = await this.users.get({ username });
+    if (existing && !caller.systemAdmin && caller.username !== username) {
+      const changed = (Object.keys(profile) as Array<keyof UserProfile>)
+        .filter((field) => profile[field] !== undefined && profile[field] !== existing[field]);
+      if (changed.length) {
+        throw forbidden(`Only ${username} or a system administrator may change ${username}'s profile (${changed.join(', ')}); `
+          + 'leave those fields out to add or update the membership');
+      }
+    }
     const user = await this.users.upsert(username, profile, now);
     const principalId = this.userPrincipalId(workspace.id, user.id);
     const roleId = this.adminRoleId(workspace.id);
@@ -233,7 +257,11 @@ export class WorkspaceService {
   }
 
   /** Removes a member with its role assignments. */
-  async removeMember(workspace: Workspace, username: string): Promise<void> {
+  removeMember(workspace: Workspace, username: string): Promise<void> {
+    return this.store.exclusive(this.iamSection(workspace.id), () => this.removeMemberNow(workspace, username));
+  }
+
+  private async removeMemberNow(workspace: Workspace, username: string): Promise<void> {
     const user = await this.users.get({ username });
     if (!user || !await this.isMember(workspace.id, user.id)) throw notFound(`User "${username}" is not a member of this workspace`);
     const admins = await this.adminUserIds(workspace);

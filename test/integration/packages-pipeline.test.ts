@@ -56,7 +56,7 @@ describe('packages: deployment pipeline in a worker, and the validation report r
   });
 
   it('fails the command naming an IRI the store refuses (n3 accepts it), and changes nothing', async () => {
-    const before = workspaceDump(t, workspace.id);
+    const before = await workspaceDump(t, workspace.id);
     const uri = 'https://example.org/packages/badiri/main';
     const turtle = `${PREFIXES}
 <${uri}> a mtx:Matrix ; rdfs:label "M" ; rdfs:comment "x" ; rdfs:seeAlso <http://example.org/a%zz> .
@@ -69,7 +69,7 @@ describe('packages: deployment pipeline in a worker, and the validation report r
     expect(events.at(-1)!.level).to.equal('ERROR');
     expect(events.at(-1)!.message).to.not.match(/internal error/);
     // (the dump leaves out the command's own record and log)
-    expect(workspaceDump(t, workspace.id)).to.deep.equal(before);
+    expect(await workspaceDump(t, workspace.id)).to.deep.equal(before);
   });
 
   it('installs several packages at once (more than the pool has workers), each completed with its roles', async () => {

@@ -1,0 +1,270 @@
+import { expect } from 'chai';
+import fc from 'fast-check';
+import type { Response } from 'superagent';
+import { bearer, removeDir, seedWorkspace, startTestServer, type TestServer } from '../helpers/server.js';
+import { tinyPackage, sampleMatrixTurtle } from '../helpers/packages.js';
+import { upload, waitForCommand } from '../helpers/lifecycle.js';
+import { installMatrices } from '../helpers/installs.js';
+
+/**
+ * Issue 12, acceptance 10: a property-based fuzz test over every endpoint of
+ * the OpenAPI document (path parameters, query parameters, JSON and
+ * multipart bodies), bounded in runs and time. Whatever is sent: no 5xx, and
+ * every 4xx carries the error envelope. The cases of issue 12 item 12 are
+ * among its seeds, and are also checked one by one below.
+ */
+interface Operation {
+  method: 'get' | 'post' | 'put' | 'patch' | 'delete';
+  path: string;
+  pathParams: string[];
+  queryParams: string[];
+  json: { properties: string[] } | null;
+  multipart: { fields: string[] } | null;
+  text: boolean;
+}
+
+const RUNS_PER_OPERATION = Number(process.env.FUZZ_RUNS ?? 15);
+const TIME_BUDGET_MS = 45_000;
+
+/** Percent-encodes a string as UTF-8, a lone surrogate as the bytes a careless encoder would write (ED A0 80). */
+function encodeSegment(value: string): string {
+  let out = '';
+  for (let i = 0; i < value.length; i++) {
+    const code = value.charCodeAt(i);
+    if (code >= 0xd800 && code <= 0xdbff && i + 1 < value.length && value.charCodeAt(i + 1) >= 0xdc00 && value.charCodeAt(i + 1) <= 0xdfff) {
+      out += encodeURIComponent(value.slice(i, i + 2));
+      i++;
+    } else if (code >= 0xd800 && code <= 0xdfff) {
+      out += `%${(0xe0 | (code >> 12)).toString(16).toUpperCase()}%${(0x80 | ((code >> 6) & 0x3f)).toString(16).toUpperCase()}%${(0x80 | (code & 0x3f)).toString(16).toUpperCase()}`;
+    } else {
+      out += encodeURIComponent(value[i]!);
+    }
+  }
+  return out;
+}
+
+/** Raw path segments (already encoded, sent as they are): the seeds of issue 12 and the real names. */
+const RAW_SEGMENTS = ['acme', '%ED%A0%80', '%zz', '%', '%00', '..', '%2F', '%2e%2e', 'x'.repeat(3000), '00000000-0000-4000-8000-000000000000'];
+const QUERY_VALUES = ['0', '-1', '1', '100', '101', '4294967296', '99999999999999999999', '1e3', '1.5', 'abc', '%zz', '', 'true', 'http://a/%zz', '\uD800'];
+
+function segment(): fc.Arbitrary<string> {
+  return fc.oneof(
+    fc.constantFrom(...RAW_SEGMENTS),
+    fc.string({ maxLength: 40 }).filter((s) => s.length > 0).map(encodeSegment),
+    fc.uuid(),
+  );
+}
+
+function jsonValue(): fc.Arbitrary<unknown> {
+  return fc.oneof(
+    fc.string({ maxLength: 30 }), fc.constantFrom('\uD800', 'http://a/%zz', '', '>=1.0 <2.0', 'CONSTRUCT { ?s ?p ?o } WHERE { ?s ?p ?o }'),
+    fc.integer(), fc.double(), fc.boolean(), fc.constant(null), fc.array(fc.string({ maxLength: 5 }), { maxLength: 3 }),
+    fc.dictionary(fc.string({ maxLength: 5 }), fc.string({ maxLength: 5 }), { maxKeys: 3 }),
+  );
+}
+
+function operationsOf(doc: { paths: Record<string, Record<string, Record<string, unknown>>> }): Operation[] {
+  const ops: Operation[] = [];
+  for (const [path, item] of Object.entries(doc.paths)) {
+    for (const method of ['get', 'post', 'put', 'patch', 'delete'] as const) {
+      const op = item[method] as { parameters?: Array<{ name: string; in: string }>; requestBody?: { content: Record<string, { schema?: { properties?: Record<string, unknown> } }> } } | undefined;
+      if (!op) continue;
+      const content = op.requestBody?.content ?? {};
+      const props = (media: string) => Object.keys(content[media]?.schema?.properties ?? {});
+      ops.push({
+        method, path,
+        pathParams: (op.parameters ?? []).filter((p) => p.in === 'path').map((p) => p.name),
+        queryParams: (op.parameters ?? []).filter((p) => p.in === 'query').map((p) => p.name),
+        json: content['application/json'] ? { properties: props('application/json') } : null,
+        multipart: content['multipart/form-data'] ? { fields: props('multipart/form-data') } : null,
+        text: Object.keys(content).some((m) => m !== 'application/json' && m !== 'multipart/form-data'),
+      });
+    }
+  }
+  return ops;
+}
+
+interface Case {
+  segments: string[];
+  query: Array<[string, string]>;
+  json: unknown;
+  multipart: { fields: Array<[string, string]>; file: { name: string; bytes: Uint8Array } | null } | null;
+  text: string | null;
+  asRoot: boolean;
+}
+
+function caseOf(op: Operation): fc.Arbitrary<Case> {
+  const propertyNames = op.json?.properties.length ? fc.constantFrom(...op.json.properties) : fc.string({ maxLength: 8 });
+  const multipartFields = op.multipart?.fields ?? [];
+  return fc.record({
+    segments: fc.tuple(...op.pathParams.map(() => segment())) as fc.Arbitrary<string[]>,
+    query: fc.array(fc.tuple(
+      op.queryParams.length ? fc.constantFrom(...op.queryParams, 'page', 'pageSize') : fc.constantFrom('page', 'x'),
+      fc.oneof(fc.constantFrom(...QUERY_VALUES), fc.string({ maxLength: 20 })),
+    ), { maxLength: 3 }),
+    json: fc.oneof(
+      fc.dictionary(propertyNames, jsonValue(), { maxKeys: 5 }),
+      jsonValue(),
+    ),
+    multipart: op.multipart
+      ? fc.record({
+        fields: fc.array(fc.tuple(fc.constantFrom('', 'targetMatrix', 'label', 'x', ...multipartFields), fc.oneof(fc.constantFrom('http://a/%zz', '', '\uD800'), fc.string({ maxLength: 20 }))), { maxLength: 3 }),
+        file: fc.option(fc.record({ name: fc.constantFrom('file', '', 'other'), bytes: fc.uint8Array({ maxLength: 200 }) }), { nil: null }),
+      })
+      : fc.constant(null),
+    text: op.text ? fc.oneof(fc.string({ maxLength: 100 }), fc.constantFrom('SELECT * WHERE { ?s ?p ?o }', `SELECT * WHERE ${'{'.repeat(200)}`)) : fc.constant(null),
+    asRoot: fc.boolean(),
+  });
+}
+
+function checkAnswer(res: Response, label: string): void {
+  expect(res.status, `${label} -> ${res.status} ${res.text?.slice(0, 300)}`).to.be.lessThan(500);
+  if (res.status >= 400) {
+    expect(res.body?.success, `${label}: ${res.text?.slice(0, 300)}`).to.equal(false);
+    expect(res.body.error.code, label).to.be.a('string').and.match(/^[A-Z_]+$/);
+    expect(res.body.error.message, label).to.be.a('string').and.not.equal('');
+    expect(res.body.error.message.length, label).to.be.lessThan(2100);
+    expect(res.body.error.message, label).to.not.match(/unexpected error occurred/);
+  }
+}
+
+describe('Fuzz: every endpoint, bounded, answers no 5xx and the envelope on every 4xx', function () {
+  this.timeout(180_000);
+  let t: TestServer;
+  let tokens: { root: string; owner: string; member: string; outsider: string };
+  let ops: Operation[];
+
+  before(async () => {
+    t = await startTestServer({ WSM_QUERY_TIMEOUT_MS: '3000' });
+    ({ tokens } = await seedWorkspace(t, 'acme'));
+    await installMatrices(t, tokens.owner, 'acme', 'plain', [{ uri: 'https://example.org/m/plain', turtle: sampleMatrixTurtle('https://example.org/m/plain') }]);
+    ops = operationsOf((await t.http.get('/api/v1/openapi.json')).body);
+    expect(ops.length).to.be.greaterThan(25);
+  });
+
+  after(async () => {
+    await t.close();
+    removeDir(t.dataDir);
+  });
+
+  function send(op: Operation, c: Case) {
+    let i = 0;
+    const path = op.path.replace(/\{[^}]+\}/g, () => c.segments[i++] ?? 'x');
+    const qs = c.query.map(([k, v]) => `${encodeURIComponent(k)}=${encodeSegment(v)}`).join('&');
+    const url = qs ? `${path}?${qs}` : path;
+    let req = t.http[op.method](url).set(bearer(c.asRoot ? tokens.root : tokens.owner));
+    if (c.multipart) {
+      for (const [name, value] of c.multipart.fields) req = req.field(name, value);
+      if (c.multipart.file) req = req.attach(c.multipart.file.name, Buffer.from(c.multipart.file.bytes), { filename: 'f.bin', contentType: 'application/octet-stream' });
+    } else if (op.json) {
+      req = req.type('application/json').send(JSON.stringify(c.json ?? null));
+    } else if (c.text !== null) {
+      req = req.type('application/sparql-query').send(c.text);
+    }
+    return { req, label: `${op.method.toUpperCase()} ${url.slice(0, 200)}` };
+  }
+
+  it('holds for generated path, query, JSON and multipart inputs of every operation', async () => {
+    const deadline = Date.now() + TIME_BUDGET_MS;
+    let cases = 0;
+    for (const op of ops) {
+      if (Date.now() > deadline) break;
+      await fc.assert(fc.asyncProperty(caseOf(op), async (c) => {
+        const { req, label } = send(op, c);
+        checkAnswer(await req, label);
+        cases++;
+      }), { numRuns: RUNS_PER_OPERATION, endOnFailure: true, interruptAfterTimeLimit: Math.max(1, deadline - Date.now()) });
+    }
+    expect(cases).to.be.greaterThan(ops.length);
+  });
+
+  describe('the cases of issue 12, item 12', () => {
+    it('an empty multipart field name is a 4xx with the envelope', async () => {
+      const res = await t.http.post('/api/v1/packages/acme/install').set(bearer(tokens.owner)).field('', 'x')
+        .attach('file', await tinyPackage({ name: 'empty-field' }), { filename: 'p.tgz', contentType: 'application/gzip' });
+      checkAnswer(res, 'empty field name');
+      const ext = await t.http.post('/api/v1/extensions/acme').set(bearer(tokens.owner)).field('', 'x').field('targetMatrix', 'https://example.org/m/plain')
+        .attach('file', Buffer.from('<https://example.org/m/plain#a> <https://example.org/p> "x" .'), { filename: 'x.ttl', contentType: 'text/turtle' });
+      checkAnswer(ext, 'empty field name (X5)');
+    });
+
+    it('an undecodable %ED%A0%80 in a path parameter is a 4xx', async () => {
+      for (const path of ['/api/v1/workspaces/%ED%A0%80', '/api/v1/packages/acme/%ED%A0%80', '/api/v1/commands/acme/%ED%A0%80', '/api/v1/iam/acme/roles/%ED%A0%80', '/api/v1/workspaces/acme/members/%ED%A0%80']) {
+        const res = await t.http.get(path).set(bearer(tokens.owner));
+        checkAnswer(res, path);
+        expect(res.status).to.be.within(400, 499);
+      }
+      const put = await t.http.put('/api/v1/workspaces/acme/members/%ED%A0%80').set(bearer(tokens.owner)).send({});
+      checkAnswer(put, 'PUT member %ED%A0%80');
+    });
+
+    it('page times pageSize past 2^32 is a 4xx or an empty page, never a 5xx', async () => {
+      for (const query of ['page=4294967296&pageSize=100', 'page=42949673&pageSize=100', 'page=99999999999999999999']) {
+        for (const path of ['/api/v1/packages/acme', '/api/v1/iam/acme/users', '/api/v1/iam/acme/roles', '/api/v1/iam/acme/agents']) {
+          const res = await t.http.get(`${path}?${query}`).set(bearer(tokens.owner));
+          checkAnswer(res, `${path}?${query}`);
+        }
+      }
+      const p7 = await t.http.get('/api/v1/packages/acme/plain/commands?page=4294967296&size=100').set(bearer(tokens.owner));
+      checkAnswer(p7, 'P7 page');
+    });
+
+    it('a lone surrogate in a token\'s user name is a 401, in a workspace owner a 4xx', async () => {
+      const token = await t.token('bad\uD800name');
+      const res = await t.http.get('/api/v1/workspaces').set(bearer(token));
+      checkAnswer(res, 'lone surrogate username');
+      expect(res.status).to.equal(401);
+      const owner = await t.http.post('/api/v1/workspaces').set(bearer(tokens.root)).send({ slug: 'surrogate', owner: 'x\uD800' });
+      checkAnswer(owner, 'lone surrogate owner');
+      expect(owner.status).to.be.within(400, 499);
+    });
+
+    it('an X5 targetMatrix with %zz is a 4xx', async () => {
+      const res = await t.http.post(`/api/v1/extensions/acme?targetMatrix=${encodeURIComponent('http://a/%zz')}`).set(bearer(tokens.owner))
+        .attach('file', Buffer.from('<http://a/x> <http://a/p> "x" .'), { filename: 'x.ttl', contentType: 'text/turtle' });
+      checkAnswer(res, 'targetMatrix %zz');
+      expect(res.status).to.be.within(400, 499);
+    });
+
+    it('a manifest URI with %zz is a 4xx or a failed command naming the IRI', async () => {
+      const uri = 'http://a/%zz';
+      const archive = await tinyPackage({ name: 'zz', matrices: [{ name: 'main', uri, turtle: sampleMatrixTurtle('https://example.org/zz').replace('<https://example.org/zz>', `<${uri}>`) }] });
+      const res = await upload(t, tokens.owner, 'acme', archive);
+      checkAnswer(res, 'manifest %zz');
+      if (res.status === 202) {
+        const command = await waitForCommand(t, tokens.owner, 'acme', res.body.data.id);
+        expect(command.status).to.equal('failed');
+        expect(command.errorMessage).to.include(uri);
+        expect(command.errorMessage).to.not.match(/internal error/i);
+      } else {
+        expect(res.body.error.message).to.include(uri);
+      }
+    });
+
+    it('a token without exp is a 401; a 1 MB body is not quoted back whole; 431 has the envelope', async () => {
+      const { SignJWT } = await import('jose');
+      const { loadIssuerKey } = await import('../../src/auth/tokens.js');
+      const { privateKey } = await loadIssuerKey(t.dataDir);
+      const noExp = await new SignJWT({ preferred_username: 'acme-owner' }).setProtectedHeader({ alg: 'ES256' })
+        .setIssuer('urn:wsm:embedded-issuer').setAudience('wsm').setIssuedAt().sign(privateKey);
+      const res = await t.http.get('/api/v1/workspaces').set(bearer(noExp));
+      expect(res.status, JSON.stringify(res.body)).to.equal(401);
+      expect(res.body.error.message).to.include('exp');
+      const big = 'x'.repeat(1000 * 1000);
+      for (const [path, body] of [
+        ['/api/v1/commands/acme', { alias: big, scriptType: 'CONSTRUCT', scriptContent: 'CONSTRUCT WHERE { ?s ?p ?o }' }],
+        ['/api/v1/commands/acme', { alias: 'ok', scriptType: 'CONSTRUCT', scriptContent: `CONSTRUCT WHERE { ?s ?p ${big} }` }],
+        ['/api/v1/workspaces', { slug: big }],
+      ] as const) {
+        const answer = await t.http.post(path).set(bearer(tokens.root)).send(body);
+        checkAnswer(answer, path);
+        expect(answer.text.length).to.be.lessThan(5000);
+      }
+      const headers = await t.http.get('/api/v1/workspaces').set(bearer(tokens.owner)).set('X-Big', 'y'.repeat(64 * 1024)).ok(() => true)
+        .catch((err: { response?: Response }) => err.response!);
+      expect(headers.status).to.equal(431);
+      expect(headers.body).to.deep.include({ success: false });
+      expect(headers.body.error.code).to.equal('REQUEST_HEADER_FIELDS_TOO_LARGE');
+    });
+  });
+});
