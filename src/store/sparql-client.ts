@@ -77,7 +77,7 @@ export class SparqlClient {
         return await this.post(this.options.queryUrl, { query }, accept);
       } catch (err) {
         if (!(err instanceof EngineError) || !isDeadlock(err.engineText) || attempt >= DEADLOCK_RETRIES) throw err;
-        await new Promise((resolve) => setTimeout(resolve, 20 * 2 ** Math.min(attempt, 6) * (0.5 + Math.random())));
+        await new Promise((resolve) => setTimeout(resolve, 20 * 2 ** Math.min(attempt, 7) * (0.5 + Math.random())));
       }
     }
   }
@@ -106,7 +106,7 @@ export class SparqlClient {
 }
 
 /** How often a transaction rolled back by a deadlock is sent again. */
-const DEADLOCK_RETRIES = 12;
+const DEADLOCK_RETRIES = 20;
 
 /** Virtuoso's answer when serializable isolation rolled a transaction back (SR172, SQL state 40001). */
 export function isDeadlock(engineText: string): boolean {

@@ -131,7 +131,7 @@ describe('store: remote SPARQL engine (WSM_STORE=sparql)', function () {
         targetCounts.push(await count(graph));
         const staged = await store.select(`SELECT (COUNT(*) AS ?n) WHERE { GRAPH ?g { ?s ?p ?o } FILTER(STRSTARTS(STR(?g), ${JSON.stringify(`${base}staging/`)})) }`);
         stagedCounts.push(Number(staged[0]!.n!.value));
-        await new Promise((r) => setTimeout(r, 50));
+        await new Promise((r) => setTimeout(r, 200));
       }
     })();
     try {
