@@ -37,6 +37,22 @@ export const configSchema = z.object({
   WSM_DEMO: bool.default(true),
   /** Case of command statuses in answers (DESIGN.md section 10): `upper` for the ecosystem's client. */
   WSM_STATUS_CASE: z.enum(['lower', 'upper']).default('lower'),
+  /** Where the data lives (DESIGN.md section 9): the embedded Oxigraph store, or a remote SPARQL 1.1 engine. */
+  WSM_STORE: z.enum(['embedded', 'sparql']).default('embedded'),
+  WSM_SPARQL_QUERY_URL: httpUrl.optional(),
+  WSM_SPARQL_UPDATE_URL: httpUrl.optional(),
+  WSM_SPARQL_USER: z.string().min(1).optional(),
+  WSM_SPARQL_PASSWORD: z.string().min(1).optional(),
+  /** `virtuoso` absorbs Virtuoso 7's quirks (non-atomic multi-op updates, INSERT DATA size limit). */
+  WSM_SPARQL_DIALECT: z.enum(['standard', 'virtuoso']).default('standard'),
+}).superRefine((c, ctx) => {
+  if (c.WSM_STORE !== 'sparql') return;
+  for (const key of ['WSM_SPARQL_QUERY_URL', 'WSM_SPARQL_UPDATE_URL'] as const) {
+    if (!c[key]) ctx.addIssue({ code: 'custom', path: [key], message: 'is required when WSM_STORE=sparql' });
+  }
+  if (c.WSM_SPARQL_PASSWORD && !c.WSM_SPARQL_USER) {
+    ctx.addIssue({ code: 'custom', path: ['WSM_SPARQL_USER'], message: 'is required when WSM_SPARQL_PASSWORD is set' });
+  }
 });
 
 export type Config = z.infer<typeof configSchema> & { dataDir: string };

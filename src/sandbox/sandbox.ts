@@ -30,6 +30,11 @@ import type { ViewKind, WorkspaceViews } from './views.js';
 
 export interface SandboxOptions {
   timeoutMs: number;
+  /**
+   * When set, every query is refused with SERVICE_UNAVAILABLE and this
+   * message (user queries are not answered on the remote store yet).
+   */
+  unavailable?: string;
   /** Most triples (graph results) or rows (bindings) in one answer. */
   maxResults: number;
   /** Workers kept warm per view. */
@@ -265,6 +270,7 @@ export class QuerySandbox {
       queueTimeoutMs: Math.max(options.timeoutMs, 10_000),
       prepareTimeoutMs: Math.max(options.timeoutMs * 6, 60_000),
       largeViewQuads: 100_000,
+      unavailable: '',
       ...options,
     };
     this.unsubscribe = store.onWrite((ops) => this.onWrite(ops));
@@ -282,6 +288,7 @@ export class QuerySandbox {
    */
   run(workspaceId: string, kind: ViewKind, request: QueryRequest): Promise<RunResult> {
     if (this.closed) return Promise.reject(new AppError('SERVICE_UNAVAILABLE', 'The service is shutting down'));
+    if (this.opts.unavailable) return Promise.reject(new AppError('SERVICE_UNAVAILABLE', this.opts.unavailable));
     const view = this.view(workspaceId, kind);
     view.lastUsed = Date.now();
     return new Promise<RunResult>((resolve, reject) => {

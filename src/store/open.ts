@@ -2,12 +2,29 @@ import type { Config } from '../config.js';
 import type { Logger } from '../logger.js';
 import type { QuadStore } from './store.js';
 import { openDurableStore } from './durable.js';
+import { SparqlStore } from './sparql-store.js';
 
 /**
  * Opens the service's store: the embedded Oxigraph store in the data
- * directory, recovered from its snapshot and journal (DESIGN.md section 6).
+ * directory, recovered from its snapshot and journal (DESIGN.md section 6),
+ * or, with `WSM_STORE=sparql`, the remote engine (section 9): no journal and
+ * no lock then, the engine keeps the data (the issuer key still lives in the
+ * data directory).
  */
 export async function openStore(config: Config, logger: Logger): Promise<QuadStore> {
+  if (config.WSM_STORE === 'sparql') {
+    const store = new SparqlStore({
+      queryUrl: config.WSM_SPARQL_QUERY_URL!,
+      updateUrl: config.WSM_SPARQL_UPDATE_URL!,
+      ...(config.WSM_SPARQL_USER !== undefined ? { user: config.WSM_SPARQL_USER } : {}),
+      ...(config.WSM_SPARQL_PASSWORD !== undefined ? { password: config.WSM_SPARQL_PASSWORD } : {}),
+      dialect: config.WSM_SPARQL_DIALECT,
+    }, config.WSM_BASE_IRI);
+    // Fail at start, with the engine's answer, rather than at the first request.
+    await store.ask('ASK { }');
+    logger.info({ store: 'sparql', queryUrl: config.WSM_SPARQL_QUERY_URL, dialect: config.WSM_SPARQL_DIALECT }, 'using the remote SPARQL engine');
+    return store;
+  }
   return openDurableStore(config.dataDir, {
     onWarning: (message) => logger.warn({ dataDir: config.dataDir }, message),
     onInfo: (message) => logger.info({ dataDir: config.dataDir }, message),

@@ -6,6 +6,30 @@ import { loadConfig } from '../../src/config.js';
 import { createLogger } from '../../src/logger.js';
 import { startServer, type RunningServer } from '../../src/server.js';
 import { mintToken, type MintOptions } from '../../src/auth/tokens.js';
+import { SparqlStore } from '../../src/store/sparql-store.js';
+import { remoteSettings } from './remote.js';
+
+/**
+ * `WSM_TEST_STORE=sparql` runs the test servers on the remote engine whose
+ * settings are in the environment (see helpers/remote.ts), each starting
+ * from an engine emptied of the service's graphs.
+ */
+async function remoteStoreEnv(baseIri: string): Promise<Record<string, string>> {
+  if (process.env.WSM_TEST_STORE !== 'sparql') return {};
+  const settings = remoteSettings();
+  if (!settings) throw new Error('WSM_TEST_STORE=sparql needs the WSM_SPARQL_* settings of a running engine');
+  const store = new SparqlStore(settings, baseIri);
+  const graphs = await store.graphNames();
+  if (graphs.length) await store.write(graphs.map((g) => ({ kind: 'update' as const, sparql: `DROP SILENT GRAPH <${g}>` })));
+  return {
+    WSM_STORE: 'sparql',
+    WSM_SPARQL_QUERY_URL: settings.queryUrl,
+    WSM_SPARQL_UPDATE_URL: settings.updateUrl,
+    ...(settings.user ? { WSM_SPARQL_USER: settings.user } : {}),
+    ...(settings.password ? { WSM_SPARQL_PASSWORD: settings.password } : {}),
+    WSM_SPARQL_DIALECT: settings.dialect,
+  };
+}
 
 export interface TestServer {
   url: string;
@@ -21,12 +45,14 @@ export const tempDir = (prefix = 'wsm-test-'): string => mkdtempSync(path.join(o
 
 /** Starts the real service on a free loopback port with a fresh data dir. */
 export async function startTestServer(env: Record<string, string> = {}, dataDir = tempDir()): Promise<TestServer> {
+  const remote = await remoteStoreEnv(env.WSM_BASE_IRI ?? 'https://workspaces.local/');
   const config = loadConfig({
+    ...remote,
     PORT: '0',
     HOST: '127.0.0.1',
     WSM_DATA_DIR: dataDir,
     WSM_REGISTRY: path.join(dataDir, 'registry'),
-    WSM_LOG_LEVEL: 'silent',
+    WSM_LOG_LEVEL: process.env.WSM_TEST_LOG_LEVEL ?? 'silent',
     WSM_DEMO: 'false',
     ...env,
   });

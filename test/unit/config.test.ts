@@ -20,10 +20,37 @@ describe('config', () => {
     ['WSM_OIDC_ISSUER', 'ftp://issuer'],
     ['WSM_LOG_LEVEL', 'loud'],
     ['WSM_DEMO', 'maybe'],
+    ['WSM_STORE', 'postgres'],
+    ['WSM_SPARQL_DIALECT', 'stardog'],
+    ['WSM_SPARQL_QUERY_URL', 'not a url'],
   ];
   for (const [name, value] of bad) {
     it(`stops on ${name}=${value} with a message naming the setting`, () => {
       expect(() => loadConfig({ [name]: value })).to.throw(ConfigError, new RegExp(`^Invalid setting ${name}=`));
     });
   }
+
+  describe('remote store (WSM_STORE=sparql)', () => {
+    const urls = { WSM_SPARQL_QUERY_URL: 'http://127.0.0.1:8890/sparql', WSM_SPARQL_UPDATE_URL: 'http://127.0.0.1:8890/sparql' };
+
+    it('stops when an endpoint URL is missing, naming it', () => {
+      expect(() => loadConfig({ WSM_STORE: 'sparql', WSM_SPARQL_UPDATE_URL: urls.WSM_SPARQL_UPDATE_URL }))
+        .to.throw(ConfigError, /^Invalid setting WSM_SPARQL_QUERY_URL="": is required when WSM_STORE=sparql/);
+      expect(() => loadConfig({ WSM_STORE: 'sparql', WSM_SPARQL_QUERY_URL: urls.WSM_SPARQL_QUERY_URL }))
+        .to.throw(ConfigError, /^Invalid setting WSM_SPARQL_UPDATE_URL="": is required when WSM_STORE=sparql/);
+    });
+
+    it('stops on a password without a user', () => {
+      expect(() => loadConfig({ WSM_STORE: 'sparql', ...urls, WSM_SPARQL_PASSWORD: 'secret' }))
+        .to.throw(ConfigError, /^Invalid setting WSM_SPARQL_USER=/);
+    });
+
+    it('accepts the settings and defaults to the embedded store and the standard dialect', () => {
+      expect(loadConfig({}).WSM_STORE).to.equal('embedded');
+      const config = loadConfig({ WSM_STORE: 'sparql', ...urls, WSM_SPARQL_USER: 'wsm', WSM_SPARQL_PASSWORD: 'pw' });
+      expect(config.WSM_STORE).to.equal('sparql');
+      expect(config.WSM_SPARQL_DIALECT).to.equal('standard');
+      expect(config.WSM_SPARQL_USER).to.equal('wsm');
+    });
+  });
 });

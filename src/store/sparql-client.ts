@@ -1,0 +1,210 @@
+import { randomBytes } from 'node:crypto';
+import { Parser, type Quad, type Term } from 'n3';
+
+/**
+ * The HTTP side of the remote store: SPARQL 1.1 Protocol requests to a
+ * query and an update endpoint, and the compilation of the service's write
+ * ops into update requests a given engine accepts in one all-or-nothing call.
+ */
+
+export type SparqlDialect = 'standard' | 'virtuoso';
+
+export interface SparqlEndpointOptions {
+  queryUrl: string;
+  updateUrl: string;
+  user?: string;
+  password?: string;
+  dialect: SparqlDialect;
+  /** Milliseconds before a request is abandoned. */
+  timeoutMs?: number;
+}
+
+/** An error the engine answered (4xx/5xx), with the engine's own text. */
+export class EngineError extends Error {
+  constructor(message: string, readonly status: number, readonly engineText: string) {
+    super(message);
+    this.name = 'EngineError';
+  }
+}
+
+/** The engine could not be reached (refused, reset, timed out). */
+export class EngineUnavailableError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = 'EngineUnavailableError';
+  }
+}
+
+export class SparqlClient {
+  private readonly authorization: string | undefined;
+
+  constructor(readonly options: SparqlEndpointOptions) {
+    this.authorization = options.user !== undefined
+      ? `Basic ${Buffer.from(`${options.user}:${options.password ?? ''}`).toString('base64')}`
+      : undefined;
+  }
+
+  private async post(url: string, form: Record<string, string>, accept: string): Promise<string> {
+    const headers: Record<string, string> = { 'Content-Type': 'application/x-www-form-urlencoded', Accept: accept };
+    if (this.authorization) headers.Authorization = this.authorization;
+    let res: Response;
+    try {
+      res = await fetch(url, {
+        method: 'POST',
+        headers,
+        body: new URLSearchParams(form).toString(),
+        signal: AbortSignal.timeout(this.options.timeoutMs ?? 120_000),
+      });
+    } catch (err) {
+      throw new EngineUnavailableError(`SPARQL engine unreachable at ${new URL(url).origin}: ${err instanceof Error ? err.message : String(err)}`);
+    }
+    const text = await res.text();
+    if (!res.ok) {
+      throw new EngineError(`SPARQL engine answered ${res.status}: ${text.slice(0, 500)}`, res.status, text);
+    }
+    return text;
+  }
+
+  /**
+   * A query answered in the given media type. Serializable isolation answers
+   * a conflict between concurrent transactions (reads included) with a
+   * deadlock that rolled the loser back whole: it is sent again. (A write
+   * through `applyAtomically` is a query too, and all or nothing.)
+   */
+  async query(query: string, accept: string): Promise<string> {
+    for (let attempt = 0; ; attempt++) {
+      try {
+        return await this.post(this.options.queryUrl, { query }, accept);
+      } catch (err) {
+        if (!(err instanceof EngineError) || !isDeadlock(err.engineText) || attempt >= DEADLOCK_RETRIES) throw err;
+        await new Promise((resolve) => setTimeout(resolve, 20 * 2 ** Math.min(attempt, 7) * (0.5 + Math.random())));
+      }
+    }
+  }
+
+  /** One update request (several operations may be joined with `;`). */
+  update(update: string): Promise<string> {
+    return this.post(this.options.updateUrl, { update }, 'application/sparql-results+json, text/plain;q=0.5, */*;q=0.1');
+  }
+
+  /**
+   * Virtuoso: runs update operations in one transaction through the
+   * `WSM_APPLY` procedure (installed by `npm run virtuoso`); the first
+   * refusal rolls every operation back.
+   */
+  async applyAtomically(operations: string[]): Promise<void> {
+    if (operations.length === 0) return;
+    // Virtuoso turns a call with text beyond ASCII into a wide string that exec() narrows to '?':
+    // such characters go as SPARQL codepoint escapes (\uXXXX, \UXXXXXXXX), decoded by the engine's parser.
+    operations = operations.map(asciiOnly);
+    const body = operations.join('\n');
+    let sep = `#wsm-op-${randomBytes(8).toString('hex')}#`;
+    while (body.includes(sep)) sep = `#wsm-op-${randomBytes(8).toString('hex')}#`;
+    const call = `SELECT (<sql:WSM_APPLY>(${stringLiteral(sep)}, ${stringLiteral(operations.join(sep))}) AS ?n) {}`;
+    await this.query(call, 'application/sparql-results+json');
+  }
+}
+
+/** How often a transaction rolled back by a deadlock is sent again. */
+const DEADLOCK_RETRIES = 20;
+
+/** Virtuoso's answer when serializable isolation rolled a transaction back (SR172, SQL state 40001). */
+export function isDeadlock(engineText: string): boolean {
+  return /\bSR172\b|\b40001\b|deadlock/i.test(engineText);
+}
+
+/** SPARQL text with every character beyond ASCII written as a codepoint escape. */
+export function asciiOnly(text: string): string {
+  return text.replace(/[^\x00-\x7f]/gu, (c) => {
+    const code = c.codePointAt(0)!;
+    return code > 0xffff ? `\\U${code.toString(16).padStart(8, '0')}` : `\\u${code.toString(16).padStart(4, '0')}`;
+  });
+}
+
+/** A SPARQL long string literal holding any text. */
+export function stringLiteral(text: string): string {
+  return `"${text.replace(/\\/g, '\\\\').replace(/"/g, '\\"').replace(/\n/g, '\\n').replace(/\r/g, '\\r')}"`;
+}
+
+function termText(term: Term, bnodes: Map<string, string>): string {
+  switch (term.termType) {
+    case 'NamedNode': return `<${term.value}>`;
+    case 'BlankNode': {
+      let label = bnodes.get(term.value);
+      if (!label) { label = `_:b${bnodes.size}`; bnodes.set(term.value, label); }
+      return label;
+    }
+    case 'Literal': {
+      const body = stringLiteral(term.value);
+      if (term.language) return `${body}@${term.language}`;
+      if (term.datatype.value !== 'http://www.w3.org/2001/XMLSchema#string') return `${body}^^<${term.datatype.value}>`;
+      return body;
+    }
+    default: throw new Error(`cannot write a ${term.termType} term in an update`);
+  }
+}
+
+/** Most triples one INSERT operation carries (Virtuoso refuses INSERT DATA above about 1,000). */
+export const TRIPLES_PER_OPERATION = 500;
+
+/**
+ * Turns RDF data into INSERT operations into one graph, at most
+ * `TRIPLES_PER_OPERATION` triples each. Triples without blank nodes go in
+ * INSERT DATA; triples sharing blank nodes stay in one `INSERT {} WHERE {}`
+ * (blank nodes of a template are fresh per operation, so a blank node's
+ * triples must not be split across operations).
+ */
+export function insertOperations(graph: string, data: string, format: string): string[] {
+  const quads: Quad[] = new Parser({ format: format === 'application/n-quads' ? 'N-Quads' : format === 'text/turtle' ? 'Turtle' : 'N-Triples' }).parse(data);
+  const ground: Quad[] = [];
+  // Group quads with blank nodes by connected component (union-find over blank node labels).
+  const parent = new Map<string, string>();
+  const find = (x: string): string => {
+    let root = x;
+    while (parent.get(root) !== root) root = parent.get(root)!;
+    parent.set(x, root);
+    return root;
+  };
+  const withBnodes: Quad[] = [];
+  for (const q of quads) {
+    const labels = [q.subject, q.object].filter((t) => t.termType === 'BlankNode').map((t) => t.value);
+    if (labels.length === 0) { ground.push(q); continue; }
+    withBnodes.push(q);
+    for (const l of labels) if (!parent.has(l)) parent.set(l, l);
+    if (labels.length === 2) {
+      const a = find(labels[0]!);
+      const b = find(labels[1]!);
+      if (a !== b) parent.set(a, b);
+    }
+  }
+  const g = `<${graph}>`;
+  const ops: string[] = [];
+  for (let i = 0; i < ground.length; i += TRIPLES_PER_OPERATION) {
+    const bnodes = new Map<string, string>();
+    const lines = ground.slice(i, i + TRIPLES_PER_OPERATION)
+      .map((q) => `${termText(q.subject, bnodes)} ${termText(q.predicate, bnodes)} ${termText(q.object, bnodes)} .`);
+    ops.push(`INSERT DATA { GRAPH ${g} {\n${lines.join('\n')}\n} }`);
+  }
+  const components = new Map<string, Quad[]>();
+  for (const q of withBnodes) {
+    const label = (q.subject.termType === 'BlankNode' ? q.subject : q.object).value;
+    const root = find(label);
+    let list = components.get(root);
+    if (!list) { list = []; components.set(root, list); }
+    list.push(q);
+  }
+  let batch: Quad[] = [];
+  const flush = () => {
+    if (batch.length === 0) return;
+    const bnodes = new Map<string, string>();
+    const lines = batch.map((q) => `${termText(q.subject, bnodes)} ${termText(q.predicate, bnodes)} ${termText(q.object, bnodes)} .`);
+    ops.push(`INSERT { GRAPH ${g} {\n${lines.join('\n')}\n} } WHERE {}`);
+    batch = [];
+  };
+  for (const component of components.values()) {
+    if (batch.length > 0 && batch.length + component.length > TRIPLES_PER_OPERATION) flush();
+    batch.push(...component);
+  }
+  flush();
+  return ops;
+}

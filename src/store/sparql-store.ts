@@ -1,0 +1,215 @@
+import { randomUUID } from 'node:crypto';
+import sparqljs from 'sparqljs';
+import { WriteRefusedError, type Binding, type QuadStore, type QueryScope, type WriteOp } from './store.js';
+import { EngineError, SparqlClient, insertOperations, type SparqlEndpointOptions } from './sparql-client.js';
+
+const RESULTS_JSON = 'application/sparql-results+json';
+
+/** Above this many bytes of update text, loads go through staging graphs first. */
+const MAX_CALL_BYTES = 512 * 1024;
+
+/**
+ * The store on a remote SPARQL 1.1 engine (DESIGN.md section 9). The engine
+ * holds the data and makes it durable; this process keeps no copy and no
+ * journal.
+ *
+ * Writes are all or nothing:
+ * - `standard` dialect: the ops go as one update request of several
+ *   operations, which a conforming engine applies atomically.
+ * - `virtuoso` dialect: Virtuoso commits each operation of a request on its
+ *   own, so the ops go through the `WSM_APPLY` procedure, one transaction.
+ *   A large write first loads its data in bounded chunks into private
+ *   staging graphs (invisible to every read of the service: no record names
+ *   them), then one transaction moves them into place with the rest of the
+ *   ops; a failure drops the staging graphs.
+ *
+ * Scoped queries (user queries confined to some graphs) are not answered
+ * here: the protocol's dataset parameters do not confine `GRAPH <iri>` on
+ * every engine.
+ */
+export class SparqlStore implements QuadStore {
+  private readonly client: SparqlClient;
+  private versionCounter = 0;
+  private readonly listeners = new Set<(ops: WriteOp[]) => void>();
+
+  constructor(options: SparqlEndpointOptions, private readonly base: string) {
+    this.client = new SparqlClient(options);
+  }
+
+  get version(): number {
+    return this.versionCounter;
+  }
+
+  private static unscoped(scope?: QueryScope): void {
+    if (scope?.defaultGraphs || scope?.namedGraphs) throw new Error('the remote store does not answer scoped queries');
+  }
+
+  async select(query: string, scope?: QueryScope): Promise<Binding[]> {
+    SparqlStore.unscoped(scope);
+    const parsed = JSON.parse(await this.client.query(query, RESULTS_JSON)) as { results?: { bindings: Binding[] } };
+    if (!parsed.results) throw new Error('select() was given a query that is not a SELECT');
+    // Virtuoso answers typed literals as "typed-literal"; the service reads the standard "literal".
+    for (const row of parsed.results.bindings) {
+      for (const v of Object.values(row)) if (v && (v.type as string) === 'typed-literal') v.type = 'literal';
+    }
+    return parsed.results.bindings;
+  }
+
+  async ask(query: string, scope?: QueryScope): Promise<boolean> {
+    SparqlStore.unscoped(scope);
+    const parsed = JSON.parse(await this.client.query(query, RESULTS_JSON)) as { boolean?: boolean };
+    if (typeof parsed.boolean !== 'boolean') throw new Error('ask() was given a query that is not an ASK');
+    return parsed.boolean;
+  }
+
+  async construct(query: string, scope?: QueryScope): Promise<string> {
+    SparqlStore.unscoped(scope);
+    return this.client.query(query, 'application/n-triples');
+  }
+
+  async queryRaw(query: string, resultsFormat: string, scope?: QueryScope): Promise<string | boolean> {
+    SparqlStore.unscoped(scope);
+    return this.client.query(query, resultsFormat);
+  }
+
+  async write(ops: WriteOp[]): Promise<void> {
+    if (ops.length === 0) return;
+    // Everything is compiled (loads parsed) before anything is sent: a load that does not parse changes nothing.
+    const compiled = ops.map((op, index) => {
+      if (op.kind === 'update') return { op, inserts: null as string[] | null };
+      try {
+        return { op, inserts: insertOperations(op.graph, op.data, op.format) };
+      } catch (err) {
+        throw new WriteRefusedError(index, err instanceof Error ? err.message : String(err));
+      }
+    });
+    if (this.client.options.dialect === 'standard') {
+      const parts = compiled.map(({ op, inserts }) => (op.kind === 'update' ? op.sparql : inserts!.join(' ;\n')));
+      try {
+        await this.client.update(parts.join(' ;\n'));
+      } catch (err) {
+        // A conforming engine applies an update request atomically and says not which operation it refused.
+        if (err instanceof EngineError && err.status >= 400 && err.status < 500) throw new WriteRefusedError(0, err.engineText.slice(0, 500));
+        throw err;
+      }
+    } else {
+      await this.writeVirtuoso(compiled);
+    }
+    this.versionCounter++;
+    for (const listener of this.listeners) listener(ops);
+  }
+
+  /** Maps an engine refusal inside WSM_APPLY (`op N refused`) to the write op that sent operation N. */
+  private static refusal(err: unknown, owners: number[]): unknown {
+    if (!(err instanceof EngineError)) return err;
+    const match = /WSM01.*?op (\d+) refused: ([\s\S]*)/.exec(err.engineText);
+    if (!match) return err;
+    return new WriteRefusedError(owners[Number(match[1])] ?? 0, match[2]!.trim().slice(0, 500));
+  }
+
+  private async writeVirtuoso(compiled: Array<{ op: WriteOp; inserts: string[] | null }>): Promise<void> {
+    const operations: string[] = [];
+    /** For each operation, the index of the write op it comes from. */
+    const owners: number[] = [];
+    const staging: string[] = [];
+    const bytes = compiled.reduce((n, c) => n + (c.inserts ?? []).reduce((m, s) => m + s.length, 0), 0);
+    try {
+      for (const [index, { op, inserts }] of compiled.entries()) {
+        if (op.kind === 'update') { for (const one of splitUpdate(op.sparql)) { operations.push(one); owners.push(index); } continue; }
+        if (bytes <= MAX_CALL_BYTES) { for (const i of inserts!) { operations.push(i); owners.push(index); } continue; }
+        // Large: stage in bounded calls, then add to the target inside the final transaction.
+        const stage = `${this.base}staging/${randomUUID()}`;
+        staging.push(stage);
+        const staged = insertOperations(stage, op.data, op.format);
+        for (let i = 0; i < staged.length;) {
+          const call: string[] = [];
+          let size = 0;
+          while (i < staged.length && (call.length === 0 || size + staged[i]!.length <= MAX_CALL_BYTES)) { size += staged[i]!.length; call.push(staged[i++]!); }
+          try {
+            await this.client.applyAtomically(call);
+          } catch (err) {
+            throw SparqlStore.refusal(err, call.map(() => index));
+          }
+        }
+        operations.push(`ADD SILENT <${stage}> TO <${op.graph}>`, `DROP SILENT GRAPH <${stage}>`);
+        owners.push(index, index);
+      }
+      try {
+        await this.client.applyAtomically(operations);
+      } catch (err) {
+        throw SparqlStore.refusal(err, owners);
+      }
+    } catch (err) {
+      if (staging.length > 0) {
+        await this.client.applyAtomically(staging.map((g) => `DROP SILENT GRAPH <${g}>`)).catch(() => undefined);
+      }
+      throw err;
+    }
+  }
+
+  update(sparql: string): Promise<void> {
+    return this.write([{ kind: 'update', sparql }]);
+  }
+
+  async dumpGraph(graph: string): Promise<string> {
+    return this.client.query(`CONSTRUCT { ?s ?p ?o } WHERE { GRAPH <${graph}> { ?s ?p ?o } }`, 'application/n-triples');
+  }
+
+  async graphNames(): Promise<string[]> {
+    // Only the service's graphs: the engine's own graphs share the store.
+    const rows = await this.select(`SELECT DISTINCT ?g WHERE { GRAPH ?g { ?s ?p ?o } FILTER(STRSTARTS(STR(?g), ${JSON.stringify(this.base)})) }`);
+    return rows.map((r) => r.g!.value).filter((g) => !g.startsWith(`${this.base}staging/`));
+  }
+
+  async size(): Promise<number> {
+    const rows = await this.select(`SELECT (COUNT(*) AS ?n) WHERE { GRAPH ?g { ?s ?p ?o } FILTER(STRSTARTS(STR(?g), ${JSON.stringify(this.base)})) }`);
+    return Number(rows[0]?.n?.value ?? 0);
+  }
+
+  /** Per key: the tail of the queue of `exclusive` sections. */
+  private readonly sections = new Map<string, Promise<unknown>>();
+
+  /**
+   * Serializes sections with the same key within THIS process only: with one
+   * service instance on the engine the invariants hold as on the embedded
+   * store; with several they do not (docs/remote-store.md).
+   */
+  exclusive<T>(key: string, fn: () => Promise<T>): Promise<T> {
+    const previous = this.sections.get(key) ?? Promise.resolve();
+    const run = previous.then(fn, fn);
+    const tail = run.catch(() => {});
+    this.sections.set(key, tail);
+    void tail.then(() => {
+      if (this.sections.get(key) === tail) this.sections.delete(key);
+    });
+    return run;
+  }
+
+  onWrite(listener: (ops: WriteOp[]) => void): () => void {
+    this.listeners.add(listener);
+    return () => this.listeners.delete(listener);
+  }
+
+  async close(): Promise<void> {
+    // Nothing held: the engine keeps the data; fetch's connections close on their own.
+  }
+}
+
+/**
+ * Virtuoso runs one operation per call inside WSM_APPLY: an update request
+ * of several operations (`op ; op`) is split into single operations, each
+ * with the request's prologue. A text that does not parse goes as it is, for
+ * the engine to refuse.
+ */
+export function splitUpdate(text: string): string[] {
+  let parsed: sparqljs.SparqlQuery;
+  try {
+    parsed = new sparqljs.Parser().parse(text);
+  } catch {
+    return [text];
+  }
+  if (parsed.type !== 'update' || parsed.updates.length <= 1) return [text];
+  const generator = new sparqljs.Generator();
+  return parsed.updates.map((one) => generator.stringify({ ...parsed, updates: [one] } as sparqljs.Update));
+}
+

@@ -1,0 +1,31 @@
+import type { SparqlEndpointOptions } from '../../src/store/sparql-client.js';
+
+/**
+ * The remote engine the remote-store tests run against, from the same
+ * settings the service reads (`npm run virtuoso` prints them; .ci/run
+ * exports them). Without them the tests are skipped with one line saying
+ * why, except under CI, where a missing engine is a failure.
+ */
+export function remoteSettings(): SparqlEndpointOptions | undefined {
+  const env = process.env;
+  if (!env.WSM_SPARQL_QUERY_URL || !env.WSM_SPARQL_UPDATE_URL) return undefined;
+  return {
+    queryUrl: env.WSM_SPARQL_QUERY_URL,
+    updateUrl: env.WSM_SPARQL_UPDATE_URL,
+    ...(env.WSM_SPARQL_USER ? { user: env.WSM_SPARQL_USER } : {}),
+    ...(env.WSM_SPARQL_PASSWORD ? { password: env.WSM_SPARQL_PASSWORD } : {}),
+    dialect: env.WSM_SPARQL_DIALECT === 'standard' ? 'standard' : 'virtuoso',
+  };
+}
+
+export const NO_ENGINE = 'no remote SPARQL engine: run `npm run virtuoso` and export the settings it prints to run these tests';
+
+/** Call in a `before`: skips the suite without an engine, fails under CI. */
+export function requireRemote(ctx: Mocha.Context): SparqlEndpointOptions {
+  const settings = remoteSettings();
+  if (settings) return settings;
+  if (process.env.CI === 'true' || process.env.CI === '1') throw new Error(`CI: ${NO_ENGINE}`);
+  console.log(`      skipped: ${NO_ENGINE}`);
+  ctx.skip();
+  throw new Error('unreachable');
+}

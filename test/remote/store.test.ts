@@ -1,0 +1,200 @@
+import { expect } from 'chai';
+import { randomUUID } from 'node:crypto';
+import { Parser } from 'n3';
+import { SparqlStore } from '../../src/store/sparql-store.js';
+import { SparqlClient } from '../../src/store/sparql-client.js';
+import { WriteRefusedError, type WriteOp } from '../../src/store/store.js';
+import { requireRemote } from '../helpers/remote.js';
+
+const XSD = 'http://www.w3.org/2001/XMLSchema#';
+
+/**
+ * The remote store (WSM_STORE=sparql) through its QuadStore interface, on a
+ * real engine (Virtuoso from `npm run virtuoso`). Each run works under its
+ * own base IRI and drops its graphs afterwards.
+ */
+describe('store: remote SPARQL engine (WSM_STORE=sparql)', function () {
+  this.timeout(600_000);
+  let store: SparqlStore;
+  let client: SparqlClient;
+  let base: string;
+  const g = (name: string) => `${base}${name}`;
+
+  before(function () {
+    const settings = requireRemote(this);
+    base = `https://remote-test.example/${randomUUID()}/`;
+    store = new SparqlStore(settings, base);
+    client = new SparqlClient(settings);
+  });
+
+  after(async () => {
+    if (!store) return;
+    const graphs = await store.graphNames();
+    if (graphs.length) await store.write(graphs.map((graph) => ({ kind: 'update', sparql: `DROP SILENT GRAPH <${graph}>` })));
+  });
+
+  const count = async (graph: string) =>
+    Number((await store.select(`SELECT (COUNT(*) AS ?n) WHERE { GRAPH <${graph}> { ?s ?p ?o } }`))[0]!.n!.value);
+
+  it('round-trips typed literals, language tags and awkward strings through select, ask, construct and dumpGraph', async () => {
+    const graph = g('literals');
+    await store.write([{
+      kind: 'load', graph, format: 'text/turtle',
+      data: `@prefix xsd: <${XSD}> .
+<urn:s> <urn:int> 42 ; <urn:dec> 1.5 ; <urn:bool> true ;
+  <urn:date> "2026-11-24T04:00:00Z"^^xsd:dateTime ;
+  <urn:label> "Arbeitsbereich"@de, "workspace"@en-GB ;
+  <urn:text> "line one\\nline \\"two\\" \\\\ end" .`,
+    }]);
+    const rows = await store.select(`SELECT ?p ?o WHERE { GRAPH <${graph}> { <urn:s> ?p ?o } } ORDER BY ?p ?o`);
+    const by = (p: string) => rows.filter((r) => r.p!.value === p).map((r) => r.o!);
+    expect(by('urn:int')).to.deep.equal([{ type: 'literal', value: '42', datatype: `${XSD}integer` }]);
+    expect(by('urn:dec')[0]).to.include({ type: 'literal', datatype: `${XSD}decimal` });
+    expect(Number(by('urn:dec')[0]!.value)).to.equal(1.5);
+    expect(by('urn:bool')[0]).to.include({ type: 'literal', datatype: `${XSD}boolean` });
+    expect(by('urn:date')[0]).to.include({ type: 'literal', datatype: `${XSD}dateTime` });
+    expect(by('urn:label').map((o) => `${o.value}@${o['xml:lang']!.toLowerCase()}`).sort()).to.deep.equal(['Arbeitsbereich@de', 'workspace@en-gb']);
+    expect(by('urn:text')).to.deep.equal([{ type: 'literal', value: 'line one\nline "two" \\ end' }]);
+
+    expect(await store.ask(`ASK { GRAPH <${graph}> { <urn:s> <urn:int> 42 } }`)).to.equal(true);
+    expect(await store.ask(`ASK { GRAPH <${graph}> { <urn:s> <urn:label> "workspace"@en-GB } }`)).to.equal(true);
+    expect(await store.ask(`ASK { GRAPH <${graph}> { <urn:s> <urn:int> 43 } }`)).to.equal(false);
+
+    const constructed = new Parser({ format: 'N-Triples' }).parse(await store.construct(`CONSTRUCT { ?s ?p ?o } WHERE { GRAPH <${graph}> { ?s ?p ?o } }`));
+    expect(constructed).to.have.length(7);
+    const text = constructed.find((q) => q.predicate.value === 'urn:text')!;
+    expect(text.object.value).to.equal('line one\nline "two" \\ end');
+    const int = constructed.find((q) => q.predicate.value === 'urn:int')!;
+    expect((int.object as { datatype: { value: string } }).datatype.value).to.equal(`${XSD}integer`);
+    const dumped = new Parser({ format: 'N-Triples' }).parse(await store.dumpGraph(graph));
+    expect(dumped).to.have.length(7);
+  });
+
+  it('keeps text beyond ASCII intact through updates, loads and queries', async () => {
+    const graph = g('unicode');
+    await store.update(`INSERT DATA { GRAPH <${graph}> { <urn:a> <urn:name> "émile 😀" } }`);
+    await store.write([{ kind: 'load', graph, format: 'text/turtle', data: '<urn:b> <urn:name> "zoë"@fr .' }]);
+    const rows = await store.select(`SELECT ?o WHERE { GRAPH <${graph}> { ?s <urn:name> ?o } } ORDER BY ?s`);
+    expect(rows.map((r) => r.o!.value)).to.deep.equal(['émile 😀', 'zoë']);
+    expect(await store.ask(`ASK { GRAPH <${graph}> { <urn:a> <urn:name> "émile 😀" } }`)).to.equal(true);
+  });
+
+  it('a multi-op write whose later op the engine refuses leaves nothing applied', async () => {
+    const graph = g('atomic');
+    await store.update(`INSERT DATA { GRAPH <${graph}> { <urn:s> <urn:p> "kept" } }`);
+    const version = store.version;
+    const seen: WriteOp[][] = [];
+    const off = store.onWrite((ops) => seen.push(ops));
+    const ops: WriteOp[] = [
+      { kind: 'update', sparql: `DELETE DATA { GRAPH <${graph}> { <urn:s> <urn:p> "kept" } }` },
+      { kind: 'load', graph, format: 'application/n-triples', data: '<urn:s> <urn:p> "added" .\n' },
+      { kind: 'update', sparql: `INSERT DATA { GRAPH <${graph}> { <urn:s> <urn:p> "more" } }` },
+      // Not SPARQL: the engine refuses it when it gets there, after the first three ran.
+      { kind: 'update', sparql: `INSERT DATA { GRAPH <${graph}> { <urn:s> <urn:p> } }` },
+    ];
+    let refused: unknown;
+    try { await store.write(ops); } catch (err) { refused = err; }
+    off();
+    expect(refused).to.be.instanceOf(WriteRefusedError);
+    expect((refused as WriteRefusedError).opIndex).to.equal(3);
+    const values = (await store.select(`SELECT ?o WHERE { GRAPH <${graph}> { <urn:s> <urn:p> ?o } }`)).map((r) => r.o!.value);
+    expect(values).to.deep.equal(['kept']);
+    expect(store.version).to.equal(version);
+    expect(seen).to.deep.equal([]);
+  });
+
+  it('a load that does not parse is refused before anything is sent', async () => {
+    const graph = g('unparsed');
+    let refused: unknown;
+    try {
+      await store.write([
+        { kind: 'update', sparql: `INSERT DATA { GRAPH <${graph}> { <urn:s> <urn:p> "first" } }` },
+        { kind: 'load', graph, format: 'text/turtle', data: '<urn:s> <urn:p> "unterminated .' },
+      ]);
+    } catch (err) { refused = err; }
+    expect(refused).to.be.instanceOf(WriteRefusedError);
+    expect((refused as WriteRefusedError).opIndex).to.equal(1);
+    expect(await count(graph)).to.equal(0);
+  });
+
+  it('loads 100,000 triples in bounded chunks, visible at once or not at all', async () => {
+    const graph = g('big');
+    const triples = 100_000;
+    let data = '';
+    for (let i = 0; i < triples; i++) data += `<urn:big:${i}> <urn:p:n> "${i}"^^<${XSD}integer> .\n`;
+    // Watch the target graph and the staging area while the load runs.
+    const targetCounts: number[] = [];
+    const stagedCounts: number[] = [];
+    let done = false;
+    const watch = (async () => {
+      while (!done) {
+        targetCounts.push(await count(graph));
+        const staged = await store.select(`SELECT (COUNT(*) AS ?n) WHERE { GRAPH ?g { ?s ?p ?o } FILTER(STRSTARTS(STR(?g), ${JSON.stringify(`${base}staging/`)})) }`);
+        stagedCounts.push(Number(staged[0]!.n!.value));
+        await new Promise((r) => setTimeout(r, 200));
+      }
+    })();
+    try {
+      await store.write([
+        { kind: 'update', sparql: `INSERT DATA { GRAPH <${g('big-marker')}> { <urn:big> <urn:p:loaded> true } }` },
+        { kind: 'load', graph, format: 'application/n-triples', data },
+      ]);
+    } finally {
+      done = true;
+      await watch;
+    }
+    // Never a partial target: empty until the final transaction, then whole.
+    expect(targetCounts.every((n) => n === 0 || n === triples), `target counts seen: ${[...new Set(targetCounts)].join(', ')}`).to.equal(true);
+    // Chunked: the staging area was seen part-filled (neither empty nor whole).
+    expect(stagedCounts.some((n) => n > 0 && n < triples), `staging counts seen: ${[...new Set(stagedCounts)].join(', ')}`).to.equal(true);
+    expect(await count(graph)).to.equal(triples);
+    expect(await store.ask(`ASK { GRAPH <${g('big-marker')}> { <urn:big> <urn:p:loaded> true } }`)).to.equal(true);
+    expect(await store.ask(`ASK { GRAPH <${graph}> { <urn:big:99999> <urn:p:n> 99999 } }`)).to.equal(true);
+    // The staging graphs are gone and never listed.
+    const names = await store.graphNames();
+    expect(names.filter((n) => n.includes('/staging/'))).to.deep.equal([]);
+    const staged = await store.select(`SELECT ?g WHERE { GRAPH ?g { ?s ?p ?o } FILTER(STRSTARTS(STR(?g), ${JSON.stringify(`${base}staging/`)})) } LIMIT 1`);
+    expect(staged).to.deep.equal([]);
+    // Keep the following tests' scans small.
+    await store.update(`DROP SILENT GRAPH <${graph}>`);
+  });
+
+  it('keeps blank nodes whole: nested nodes, lists, and distinct nodes per load', async () => {
+    const graph = g('bnodes');
+    await store.write([{
+      kind: 'load', graph, format: 'text/turtle',
+      data: `<urn:doc> <urn:author> [ <urn:name> "Ada" ; <urn:address> [ <urn:city> "London" ] ] ;
+  <urn:steps> ( "one" "two" "three" ) .`,
+    }]);
+    const city = await store.select(`SELECT ?name ?city WHERE { GRAPH <${graph}> { <urn:doc> <urn:author> ?a . ?a <urn:name> ?name ; <urn:address>/<urn:city> ?city } }`);
+    expect(city.map((r) => [r.name!.value, r.city!.value])).to.deep.equal([['Ada', 'London']]);
+    expect(city.length).to.equal(1);
+    const steps = await store.select(`PREFIX rdf: <http://www.w3.org/1999/02/22-rdf-syntax-ns#>
+      SELECT ?item WHERE { GRAPH <${graph}> { <urn:doc> <urn:steps> ?l . ?l rdf:rest* ?cell . ?cell rdf:first ?item } }`);
+    expect(steps.map((r) => r.item!.value).sort()).to.deep.equal(['one', 'three', 'two']);
+    const author = await store.select(`SELECT ?a WHERE { GRAPH <${graph}> { <urn:doc> <urn:author> ?a } }`);
+    expect(author[0]!.a!.type).to.equal('bnode');
+
+    // The same label in two writes names two different nodes.
+    const other = g('bnodes-two');
+    await store.write([{ kind: 'load', graph: other, format: 'application/n-triples', data: '_:x <urn:p> "1" .\n' }]);
+    await store.write([{ kind: 'load', graph: other, format: 'application/n-triples', data: '_:x <urn:p> "2" .\n' }]);
+    const subjects = await store.select(`SELECT DISTINCT ?s WHERE { GRAPH <${other}> { ?s <urn:p> ?o } }`);
+    expect(subjects).to.have.length(2);
+  });
+
+  it('graphNames and size cover the service graphs only, never the engine\'s own', async () => {
+    await store.update(`INSERT DATA { GRAPH <${g('listed')}> { <urn:s> <urn:p> "x" } }`);
+    // The engine holds graphs of its own (Virtuoso: its schema graphs) in the same store.
+    const all = JSON.parse(await client.query('SELECT DISTINCT ?g WHERE { GRAPH ?g { ?s ?p ?o } }', 'application/sparql-results+json')) as { results: { bindings: Array<{ g: { value: string } }> } };
+    const foreign = all.results.bindings.map((b) => b.g.value).filter((name) => !name.startsWith(base));
+    expect(foreign.length, 'the engine has graphs of its own').to.be.greaterThan(0);
+    const names = await store.graphNames();
+    expect(names).to.include(g('listed'));
+    for (const name of foreign) expect(names).to.not.include(name);
+    const size = await store.size();
+    let expected = 0;
+    for (const name of names) expected += await count(name);
+    expect(size).to.equal(expected);
+  });
+});
