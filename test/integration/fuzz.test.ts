@@ -119,6 +119,13 @@ function caseOf(op: Operation): fc.Arbitrary<Case> {
 
 function checkAnswer(res: Response, label: string): void {
   expect(res.status, `${label} -> ${res.status} ${res.text?.slice(0, 300)}`).to.be.lessThan(500);
+  if (res.status >= 400 && / \/mcp\//.test(label) && res.body?.jsonrpc === '2.0') {
+    // The MCP endpoint speaks JSON-RPC: once a caller is through access, the SDK's transport answers its
+    // own protocol errors (a wrong Accept, a malformed message) as JSON-RPC error objects, which MCP clients read.
+    expect(res.body.error?.code, label).to.be.a('number');
+    expect(res.body.error?.message, label).to.be.a('string').and.not.equal('');
+    return;
+  }
   if (res.status >= 400) {
     expect(res.body?.success, `${label}: ${res.text?.slice(0, 300)}`).to.equal(false);
     expect(res.body.error.code, label).to.be.a('string').and.match(/^[A-Z_]+$/);
