@@ -1,4 +1,5 @@
 import oxigraph from 'oxigraph';
+import { ExclusiveSections } from './sections.js';
 import { WriteRefusedError, type Binding, type QuadStore, type QueryScope, type RdfFormat, type WriteOp } from './store.js';
 
 /**
@@ -317,18 +318,10 @@ export class OxigraphStore implements QuadStore {
   }
   private sizeAt: { version: number; size: number } | undefined;
 
-  /** Per key: the tail of the queue of `exclusive` sections. */
-  private readonly sections = new Map<string, Promise<unknown>>();
+  private readonly sections = new ExclusiveSections();
 
   exclusive<T>(key: string, fn: () => Promise<T>): Promise<T> {
-    const previous = this.sections.get(key) ?? Promise.resolve();
-    const run = previous.then(fn, fn);
-    const tail = run.catch(() => {});
-    this.sections.set(key, tail);
-    void tail.then(() => {
-      if (this.sections.get(key) === tail) this.sections.delete(key);
-    });
-    return run;
+    return this.sections.run(key, fn);
   }
 
   onWrite(listener: (ops: WriteOp[]) => void): () => void {

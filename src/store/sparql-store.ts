@@ -1,5 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import sparqljs from 'sparqljs';
+import { ExclusiveSections } from './sections.js';
 import { WriteRefusedError, type Binding, type QuadStore, type QueryScope, type WriteOp } from './store.js';
 import { EngineError, SparqlClient, insertOperations, type SparqlEndpointOptions } from './sparql-client.js';
 
@@ -166,8 +167,7 @@ export class SparqlStore implements QuadStore {
     return Number(rows[0]?.n?.value ?? 0);
   }
 
-  /** Per key: the tail of the queue of `exclusive` sections. */
-  private readonly sections = new Map<string, Promise<unknown>>();
+  private readonly sections = new ExclusiveSections();
 
   /**
    * Serializes sections with the same key within THIS process only: with one
@@ -175,14 +175,7 @@ export class SparqlStore implements QuadStore {
    * store; with several they do not (docs/remote-store.md).
    */
   exclusive<T>(key: string, fn: () => Promise<T>): Promise<T> {
-    const previous = this.sections.get(key) ?? Promise.resolve();
-    const run = previous.then(fn, fn);
-    const tail = run.catch(() => {});
-    this.sections.set(key, tail);
-    void tail.then(() => {
-      if (this.sections.get(key) === tail) this.sections.delete(key);
-    });
-    return run;
+    return this.sections.run(key, fn);
   }
 
   onWrite(listener: (ops: WriteOp[]) => void): () => void {
