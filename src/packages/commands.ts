@@ -4,6 +4,7 @@ import type { Logger } from '../logger.js';
 import { PREFIXES } from '../rdf/vocab.js';
 import { sparql, iri, literal, dateTime, integer, boolean, raw, type SparqlFragment } from '../rdf/sparql.js';
 import { newId, UUID_PATTERN } from '../rdf/ids.js';
+import { Clock } from '../rdf/clock.js';
 import { req, str, int, bool, time } from '../rdf/bindings.js';
 import { AppError, conflict } from '../errors.js';
 import { countLifecycleCommand } from '../metrics.js';
@@ -324,16 +325,6 @@ export class CommandStore {
     const rows = await this.store.select(PREFIXES + sparql`SELECT (MAX(?s) AS ?max) WHERE { GRAPH ${iri(this.graphs.command(workspaceId, commandId))} {
       ?e wsm:sequence ?s } }`);
     return rows[0]?.max ? Number(rows[0].max.value) : 0;
-  }
-}
-
-/** Timestamps that strictly increase within the process, so "newest first" is well defined. */
-class Clock {
-  private last = 0;
-  now(): string {
-    const t = Math.max(Date.now(), this.last + 1);
-    this.last = t;
-    return new Date(t).toISOString();
   }
 }
 

@@ -16,6 +16,7 @@ import { compareSemver, isSemver } from '../packages/semver.js';
 import { engineAdmits, parseEngineRange, rangesOverlap } from '../packages/engine-range.js';
 import type { Dependency, Registry, RegistryVersion } from '../packages/registry.js';
 import { checkForPublish, type PublishContext } from './check.js';
+import { Clock } from '../rdf/clock.js';
 
 /**
  * The registry the service hosts (DESIGN.md section 10): publishers,
@@ -53,16 +54,6 @@ export interface PackageView {
 export interface ZeroPage<T> { items: T[]; page: number; size: number; totalItems: number; totalPages: number }
 
 const RESERVED_PUBLISHERS = ['me'];
-
-/** Timestamps that strictly increase within the process, so "newest first" is well defined. */
-class Clock {
-  private last = 0;
-  now(): string {
-    const t = Math.max(Date.now(), this.last + 1);
-    this.last = t;
-    return new Date(t).toISOString();
-  }
-}
 
 /**
  * The `engineVersion` filter of the version lists: a range keeps the versions
