@@ -35,7 +35,7 @@ export function millionQuadDataDir(): Promise<{ dir: string; snapshotFile: strin
     await store.snapshot();
     const pending: Promise<void>[] = [];
     for (let i = 0; i < 10_000; i++) {
-      pending.push(store.update(`INSERT DATA { GRAPH <https://bench.example/journal> { <https://bench.example/j/${i}> <https://bench.example/n> ${i} } }`));
+      pending.push(store.update(`INSERT DATA { GRAPH <https://bench.example/journal> { <https://bench.example/j/${i}> <https://bench.example/n> ${i} } }`, ['https://bench.example/journal']));
     }
     await Promise.all(pending);
     const quads = await store.size();
@@ -111,7 +111,7 @@ export async function journalPairDataDirs(baseQuads: number, journalBytes?: numb
     const { graph, ntriples } = generateServiceQuads(g, Math.min(100_000, baseQuads - g * 100_000));
     store.raw.load(ntriples, { format: 'application/n-triples', to_graph_name: oxigraph.namedNode(graph), no_transaction: true });
   }
-  await store.update('INSERT DATA { GRAPH <https://workspaces.local/system> { <https://workspaces.local/id/bench/1> <https://workspaces.local/ns#built> true } }');
+  await store.update('INSERT DATA { GRAPH <https://workspaces.local/system> { <https://workspaces.local/id/bench/1> <https://workspaces.local/ns#built> true } }', ['https://workspaces.local/system']);
   await store.snapshot();
   const { readdirSync, statSync } = await import('node:fs');
   const baseSnapshot = readdirSync(journalDir).find((f) => f.startsWith('snapshot-'))!;
@@ -129,11 +129,11 @@ export async function journalPairDataDirs(baseQuads: number, journalBytes?: numb
         // Every fifth write updates the previous command's timestamp, as an edit does.
         const prev = `<${base}id/slash-command/${String(i - 1).padStart(8, '0')}-1111-4111-8111-111111111111>`;
         pending.push(store.update(`${PREFIXES}DELETE { GRAPH <${ws}> { ${prev} wsm:updatedAt ?old } }\n` +
-          `INSERT { GRAPH <${ws}> { ${prev} wsm:updatedAt "${at}"^^xsd:dateTime } }\nWHERE { GRAPH <${ws}> { ${prev} wsm:updatedAt ?old } }`));
+          `INSERT { GRAPH <${ws}> { ${prev} wsm:updatedAt "${at}"^^xsd:dateTime } }\nWHERE { GRAPH <${ws}> { ${prev} wsm:updatedAt ?old } }`, [ws]));
       } else {
         pending.push(store.update(`${PREFIXES}INSERT DATA { GRAPH <${ws}> { ${cmd} a wsm:SlashCommand ; wsm:alias "command-${i}" ; rdfs:label "Command ${i}" ; ` +
           `wsm:scriptType "SELECT" ; wsm:scriptContent "SELECT ?s WHERE { ?s a <https://poliglot.io/os/spec/iam#Role> } LIMIT ${i % 100 + 1}" ; ` +
-          `wsm:createdAt "${at}"^^xsd:dateTime ; wsm:updatedAt "${at}"^^xsd:dateTime . } }`));
+          `wsm:createdAt "${at}"^^xsd:dateTime ; wsm:updatedAt "${at}"^^xsd:dateTime . } }`, [ws]));
       }
     }
     await Promise.all(pending);
@@ -160,7 +160,7 @@ export async function serviceQuadDataDir(quads: number): Promise<{ dir: string; 
     const { graph, ntriples } = generateServiceQuads(g, Math.min(100_000, quads - g * 100_000));
     store.raw.load(ntriples, { format: 'application/n-triples', to_graph_name: oxigraph.namedNode(graph), no_transaction: true });
   }
-  await store.update('INSERT DATA { GRAPH <https://workspaces.local/system> { <https://workspaces.local/id/bench/1> <https://workspaces.local/ns#built> true } }');
+  await store.update('INSERT DATA { GRAPH <https://workspaces.local/system> { <https://workspaces.local/id/bench/1> <https://workspaces.local/ns#built> true } }', ['https://workspaces.local/system']);
   await store.snapshot();
   const size = store.raw.size;
   await store.close();

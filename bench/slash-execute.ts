@@ -48,7 +48,7 @@ async function main(): Promise<void> {
       { kind: 'update', sparql: PREFIXES + sparql`INSERT DATA { GRAPH ${iri(graphs.packages(ws.id))} {
         ${iri(graphs.resource('matrix', matrixId))} a wsm:Matrix ; wsm:id ${literal(matrixId)} ; wsm:uri ${iri(M)} ; wsm:name "bench" ;
           wsm:dependencyCount ${integer(0)} ; wsm:graph ${iri(graph)} ; wsm:workspace ${iri(graphs.resource('workspace', ws.id))} ;
-          wsm:autoUpdate ${boolean(false)} . } }` },
+          wsm:autoUpdate ${boolean(false)} . } }`, graphs: [graphs.packages(ws.id)] },
       { kind: 'load', graph, format: 'text/turtle', data: matrixTurtle() },
     ]);
     const agent = new http.Agent({ keepAlive: true, maxSockets: 1 });

@@ -82,7 +82,7 @@ export class ApiKeyService {
         wsm:keyHash ${literal(hashOf(key))} ; wsm:owner ${iri(this.users.userIri(user.id))} ;
         wsm:systemAdmin ${boolean(auth.systemAdmin)} ; wsm:createdAt ${dateTime(now)} .
       ${raw(expiresAt ? sparql`${k} wsm:expiresAt ${dateTime(expiresAt)} .` : '')}
-    } }`);
+    } }`, [this.graphs.system]);
     return { id, name: trimmed, prefix, key, createdAt: now.toISOString(), expiresAt: expiresAt?.toISOString() ?? null };
   }
 
@@ -104,7 +104,7 @@ export class ApiKeyService {
   async revoke(auth: AuthContext, id: string): Promise<ApiKeyInfo> {
     const key = UUID_PATTERN.test(id) ? (await this.list(auth)).find((k) => k.id === id.toLowerCase()) : undefined;
     if (!key) throw notFound(`API key "${id}" not found`);
-    await this.store.update(PREFIXES + sparql`DELETE WHERE { GRAPH ${iri(this.graphs.system)} { ${iri(this.keyIri(key.id))} ?p ?o } }`);
+    await this.store.update(PREFIXES + sparql`DELETE WHERE { GRAPH ${iri(this.graphs.system)} { ${iri(this.keyIri(key.id))} ?p ?o } }`, [this.graphs.system]);
     this.lastWritten.delete(key.id);
     return key;
   }
@@ -138,6 +138,6 @@ export class ApiKeyService {
     // Only while the key still exists: a use racing its revocation must not leave half a record.
     await this.store.update(PREFIXES + sparql`DELETE { GRAPH ${g} { ${k} wsm:lastUsedAt ?old } }
       INSERT { GRAPH ${g} { ${k} wsm:lastUsedAt ${dateTime(new Date(now))} } }
-      WHERE { GRAPH ${g} { ${k} a wsm:ApiKey . OPTIONAL { ${k} wsm:lastUsedAt ?old } } }`);
+      WHERE { GRAPH ${g} { ${k} a wsm:ApiKey . OPTIONAL { ${k} wsm:lastUsedAt ?old } } }`, [this.graphs.system]);
   }
 }

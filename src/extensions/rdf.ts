@@ -2,7 +2,7 @@ import type { Graphs } from '../rdf/graphs.js';
 import { PREFIXES } from '../rdf/vocab.js';
 import { sparql, iri, literal, dateTime, boolean, raw, type SparqlFragment } from '../rdf/sparql.js';
 import { req, str, bool, time } from '../rdf/bindings.js';
-import type { Binding } from '../store/store.js';
+import { updateOp, type Binding, type WriteOp } from '../store/store.js';
 import type { Extension } from './schema.js';
 
 /**
@@ -65,37 +65,37 @@ export class ExtensionRdf {
   insertRecord(input: {
     workspaceId: string; workspaceIri: string; id: string; label: string; targetMatrixUri: string;
     ownerIri: string; content: string; now: Date;
-  }): string {
+  }): WriteOp {
     const g = iri(this.graphs.extensions(input.workspaceId));
     const x = iri(this.extensionIri(input.id));
     const t = dateTime(input.now);
-    return PREFIXES + sparql`INSERT DATA { GRAPH ${g} {
+    return updateOp(PREFIXES + sparql`INSERT DATA { GRAPH ${g} {
       ${x} a wsm:Extension ; wsm:id ${literal(input.id)} ; wsm:label ${literal(input.label)} ;
         wsm:targetMatrix ${iri(input.targetMatrixUri)} ; wsm:active ${boolean(false)} ; wsm:owner ${iri(input.ownerIri)} ;
         wsm:content ${literal(input.content)} ; wsm:workspace ${iri(input.workspaceIri)} ;
-        wsm:createdAt ${t} ; wsm:updatedAt ${t} . } }`;
+        wsm:createdAt ${t} ; wsm:updatedAt ${t} . } }`, [this.graphs.extensions(input.workspaceId)]);
   }
 
   /** Replaces one property of a record (only when the record exists). */
-  setProperty(workspaceId: string, id: string, property: string, value: SparqlFragment): string {
+  setProperty(workspaceId: string, id: string, property: string, value: SparqlFragment): WriteOp {
     const g = iri(this.graphs.extensions(workspaceId));
     const x = iri(this.extensionIri(id));
     const p = iri(property);
-    return PREFIXES + sparql`DELETE { GRAPH ${g} { ${x} ${p} ?old } } INSERT { GRAPH ${g} { ${x} ${p} ${value} } }
-      WHERE { GRAPH ${g} { ${x} a wsm:Extension . OPTIONAL { ${x} ${p} ?old } } }`;
+    return updateOp(PREFIXES + sparql`DELETE { GRAPH ${g} { ${x} ${p} ?old } } INSERT { GRAPH ${g} { ${x} ${p} ${value} } }
+      WHERE { GRAPH ${g} { ${x} a wsm:Extension . OPTIONAL { ${x} ${p} ?old } } }`, [this.graphs.extensions(workspaceId)]);
   }
 
   /** Removes a record and its content graph. */
-  deleteRecord(workspaceId: string, id: string): string[] {
+  deleteRecord(workspaceId: string, id: string): WriteOp[] {
     const g = iri(this.graphs.extensions(workspaceId));
     const x = iri(this.extensionIri(id));
     return [
-      PREFIXES + sparql`DELETE WHERE { GRAPH ${g} { ${x} ?p ?o } }`,
-      sparql`DROP SILENT GRAPH ${iri(this.graphs.extension(workspaceId, id))}`,
+      updateOp(PREFIXES + sparql`DELETE WHERE { GRAPH ${g} { ${x} ?p ?o } }`, [this.graphs.extensions(workspaceId)]),
+      this.clearContent(workspaceId, id),
     ];
   }
 
-  clearContent(workspaceId: string, id: string): string {
-    return sparql`DROP SILENT GRAPH ${iri(this.graphs.extension(workspaceId, id))}`;
+  clearContent(workspaceId: string, id: string): WriteOp {
+    return updateOp(sparql`DROP SILENT GRAPH ${iri(this.graphs.extension(workspaceId, id))}`, [this.graphs.extension(workspaceId, id)]);
   }
 }

@@ -1,5 +1,5 @@
 import { Parser, type Quad } from 'n3';
-import type { QuadStore } from '../store/store.js';
+import { updateOp, type QuadStore } from '../store/store.js';
 import type { Graphs } from '../rdf/graphs.js';
 import { PREFIXES, WSM } from '../rdf/vocab.js';
 import { sparql, iri, literal, dateTime, boolean, isValidIri } from '../rdf/sparql.js';
@@ -113,11 +113,11 @@ export class ExtensionService implements ExtensionHook {
     if (!owner) throw notFound(`User "${input.username}" not found`);
     const now = new Date();
     await this.store.write([
-      { kind: 'update', sparql: this.rdf.insertRecord({
+      this.rdf.insertRecord({
         workspaceId: workspace.id, workspaceIri: this.graphs.resource('workspace', workspace.id), id,
         label: finalLabel, targetMatrixUri: targetMatrix,
         ownerIri: this.users.userIri(owner.id), content: turtle.text, now,
-      }) },
+      }),
       { kind: 'load', graph: this.graphs.extension(workspace.id, id), format: 'application/n-triples', data: turtle.ntriples },
     ]);
     const commandId = await this.redeploy(workspace, id, targetMatrix, `extension "${finalLabel}" (${id}) created`);
@@ -138,11 +138,11 @@ export class ExtensionService implements ExtensionHook {
     const now = new Date(Math.max(Date.now(), Date.parse(existing.updatedAt) + 1));
     const ops: WriteOp[] = [];
     const set = (property: string, value: ReturnType<typeof literal>) =>
-      ops.push({ kind: 'update', sparql: this.rdf.setProperty(workspace.id, id, property, value) });
+      ops.push(this.rdf.setProperty(workspace.id, id, property, value));
     if (label !== undefined) set(WSM.label, literal(label));
     if (turtle) {
       set(WSM.content, literal(turtle.text));
-      ops.push({ kind: 'update', sparql: this.rdf.clearContent(workspace.id, id) });
+      ops.push(this.rdf.clearContent(workspace.id, id));
       ops.push({ kind: 'load', graph: this.graphs.extension(workspace.id, id), format: 'application/n-triples', data: turtle.ntriples });
     }
     set(WSM.active, boolean(false));
@@ -155,7 +155,7 @@ export class ExtensionService implements ExtensionHook {
   /** X3: deletes the extension and its content, and re-deploys its target without it. */
   async remove(workspace: Workspace, id: string): Promise<{ extension: Extension; commandId: string | null }> {
     const existing = await this.get(workspace, id);
-    await this.store.write(this.rdf.deleteRecord(workspace.id, id).map((text) => ({ kind: 'update' as const, sparql: text })));
+    await this.store.write(this.rdf.deleteRecord(workspace.id, id));
     const commandId = await this.redeploy(workspace, null, existing.targetMatrixUri, `extension "${existing.label}" (${id}) deleted`);
     return { extension: existing, commandId };
   }
@@ -178,7 +178,7 @@ export class ExtensionService implements ExtensionHook {
       throw err;
     }
     if (extensionId) {
-      await this.store.update(this.rdf.setProperty(workspace.id, extensionId, WSM.lastCommand, iri(this.rdf.commandIri(commandId))));
+      await this.store.write([this.rdf.setProperty(workspace.id, extensionId, WSM.lastCommand, iri(this.rdf.commandIri(commandId)))]);
     }
     return commandId;
   }
@@ -194,12 +194,12 @@ export class ExtensionService implements ExtensionHook {
    */
   async deploy(input: { workspaceId: string; matrixUri: string }): Promise<{ quads: Quad[]; ops: WriteOp[] }> {
     const contribution = await this.collect(input.workspaceId, input.matrixUri);
-    return { quads: contribution.quads, ops: this.activateOps(input.workspaceId, contribution).map((text) => ({ kind: 'update' as const, sparql: text })) };
+    return { quads: contribution.quads, ops: this.activateOps(input.workspaceId, contribution) };
   }
 
   /** Called inside an UNINSTALL (and for matrices an update drops): their extensions stay, inactive. */
   undeploy(input: { workspaceId: string; matrixUris: string[] }): WriteOp[] {
-    return this.deactivateOps(input.workspaceId, input.matrixUris).map((text) => ({ kind: 'update' as const, sparql: text }));
+    return this.deactivateOps(input.workspaceId, input.matrixUris);
   }
 
   /** Every extension that targets the matrix (active or not), with its triples. */
@@ -221,21 +221,21 @@ export class ExtensionService implements ExtensionHook {
    * Updates that mark the collected extensions active, each only while its
    * `updatedAt` is still the one collected (not changed or deleted since).
    */
-  activateOps(workspaceId: string, contribution: ExtensionContribution): string[] {
+  activateOps(workspaceId: string, contribution: ExtensionContribution): WriteOp[] {
     const g = iri(this.graphs.extensions(workspaceId));
     return contribution.extensions.map((extension) => {
       const x = iri(this.rdf.extensionIri(extension.id));
-      return PREFIXES + sparql`DELETE { GRAPH ${g} { ${x} wsm:active ?old } } INSERT { GRAPH ${g} { ${x} wsm:active ${boolean(true)} } }
+      return updateOp(PREFIXES + sparql`DELETE { GRAPH ${g} { ${x} wsm:active ?old } } INSERT { GRAPH ${g} { ${x} wsm:active ${boolean(true)} } }
         WHERE { GRAPH ${g} { ${x} a wsm:Extension ; wsm:active ?old ; wsm:updatedAt ?updatedAt .
-          FILTER (?updatedAt = ${dateTime(extension.updatedAt)}) } }`;
+          FILTER (?updatedAt = ${dateTime(extension.updatedAt)}) } }`, [this.graphs.extensions(workspaceId)]);
     });
   }
 
   /** Updates that mark every extension of these matrices inactive. */
-  deactivateOps(workspaceId: string, matrixUris: string[]): string[] {
+  deactivateOps(workspaceId: string, matrixUris: string[]): WriteOp[] {
     const g = iri(this.graphs.extensions(workspaceId));
-    return matrixUris.map((uri) => PREFIXES + sparql`DELETE { GRAPH ${g} { ?x wsm:active ?old } } INSERT { GRAPH ${g} { ?x wsm:active ${boolean(false)} } }
-      WHERE { GRAPH ${g} { ?x a wsm:Extension ; wsm:targetMatrix ${iri(uri)} ; wsm:active ?old } }`);
+    return matrixUris.map((uri) => updateOp(PREFIXES + sparql`DELETE { GRAPH ${g} { ?x wsm:active ?old } } INSERT { GRAPH ${g} { ?x wsm:active ${boolean(false)} } }
+      WHERE { GRAPH ${g} { ?x a wsm:Extension ; wsm:targetMatrix ${iri(uri)} ; wsm:active ?old } }`, [this.graphs.extensions(workspaceId)]));
   }
 }
 

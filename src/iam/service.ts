@@ -319,7 +319,7 @@ export class IamService {
     }
     await this.store.update(PREFIXES + sparql`INSERT DATA { GRAPH ${iam} {
       ${a} a wsm:RoleAssignment ; wsm:id ${literal(assignmentId)} ; wsm:role ${iri(role.iri)} ;
-        wsm:principal ${iri(p.iri)} ; wsm:createdAt ${dateTime(now)} . } }`);
+        wsm:principal ${iri(p.iri)} ; wsm:createdAt ${dateTime(now)} . } }`, [this.graphs.iam(workspace.id)]);
     return `Role "${role.record.label}" assigned to ${this.describe(p)}`;
   }
 
@@ -343,7 +343,7 @@ export class IamService {
       }
       throw notFound(`${capitalize(this.describe(p))} has no assignment of the role "${role.record.label}"`);
     }
-    await this.store.update(PREFIXES + sparql`DELETE WHERE { GRAPH ${iam} { ${a} ?p ?o } }`);
+    await this.store.update(PREFIXES + sparql`DELETE WHERE { GRAPH ${iam} { ${a} ?p ?o } }`, [this.graphs.iam(workspace.id)]);
     return `Role "${role.record.label}" removed from ${this.describe(p)}`;
   }
 

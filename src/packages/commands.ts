@@ -1,4 +1,4 @@
-import type { Binding, QuadStore, WriteOp } from '../store/store.js';
+import { updateOp, type Binding, type QuadStore, type WriteOp } from '../store/store.js';
 import type { Graphs } from '../rdf/graphs.js';
 import type { Logger } from '../logger.js';
 import { PREFIXES } from '../rdf/vocab.js';
@@ -251,9 +251,10 @@ export class CommandStore {
   /** Update op that inserts one event. */
   eventOp(workspaceId: string, commandId: string, sequence: number, level: EventLevel, message: string, now: string): WriteOp {
     const id = newId();
-    return { kind: 'update', sparql: PREFIXES + sparql`INSERT DATA { GRAPH ${iri(this.graphs.command(workspaceId, commandId))} {
+    return updateOp(PREFIXES + sparql`INSERT DATA { GRAPH ${iri(this.graphs.command(workspaceId, commandId))} {
       ${iri(this.graphs.resource('event', id))} a wsm:CommandEvent ; wsm:id ${literal(id)} ; wsm:command ${iri(this.commandIri(commandId))} ;
-        wsm:message ${literal(message)} ; wsm:level ${literal(level)} ; wsm:sequence ${integer(sequence)} ; wsm:createdAt ${dateTime(now)} . } }` };
+        wsm:message ${literal(message)} ; wsm:level ${literal(level)} ; wsm:sequence ${integer(sequence)} ; wsm:createdAt ${dateTime(now)} . } }`,
+    [this.graphs.command(workspaceId, commandId)]);
   }
 
   /** Update op that creates a pending command record. */
@@ -261,12 +262,12 @@ export class CommandStore {
     const c = iri(this.commandIri(input.id));
     const pkg = (input.packageInstallationId ? sparql`${c} wsm:package ${iri(this.packageIri(input.packageInstallationId))} .` : '')
       + (input.parentCommandId ? sparql`${c} wsm:parentCommand ${iri(this.commandIri(input.parentCommandId))} .` : '');
-    return { kind: 'update', sparql: PREFIXES + sparql`INSERT DATA { GRAPH ${iri(this.graphs.packages(input.workspaceId))} {
+    return updateOp(PREFIXES + sparql`INSERT DATA { GRAPH ${iri(this.graphs.packages(input.workspaceId))} {
       ${c} a wsm:LifecycleCommand ; wsm:id ${literal(input.id)} ; wsm:packageName ${literal(input.packageName)} ;
         wsm:version ${literal(input.version)} ; wsm:commandType ${literal(input.commandType)} ; wsm:status "pending" ;
         wsm:workspace ${iri(this.graphs.resource('workspace', input.workspaceId))} ;
         wsm:createdAt ${dateTime(input.now)} ; wsm:updatedAt ${dateTime(input.now)} .
-      ${raw(pkg)} } }` };
+      ${raw(pkg)} } }`, [this.graphs.packages(input.workspaceId)]);
   }
 
   /** Update op that sets status (and optionally error, report counts, package) of a command. */
@@ -297,7 +298,7 @@ export class CommandStore {
       deletes.push('wsm:package');
     }
     const deleteOps = deletes.map((p) => sparql`DELETE WHERE { GRAPH ${g} { ${c} ${raw(p)} ?o } }`);
-    return { kind: 'update', sparql: PREFIXES + [...deleteOps, sparql`INSERT DATA { GRAPH ${g} { ${raw(inserts.join('\n'))} } }`].join(' ;\n') };
+    return updateOp(PREFIXES + [...deleteOps, sparql`INSERT DATA { GRAPH ${g} { ${raw(inserts.join('\n'))} } }`].join(' ;\n'), [this.graphs.packages(workspaceId)]);
   }
 
   /**
@@ -461,7 +462,7 @@ export class CommandRunner {
     };
     const reportOps = (): WriteOp[] => report
       ? [
-        { kind: 'update', sparql: sparql`DROP SILENT GRAPH ${iri(this.commands.reportGraphName(ws, id))}` },
+        updateOp(sparql`DROP SILENT GRAPH ${iri(this.commands.reportGraphName(ws, id))}`, [this.commands.reportGraphName(ws, id)]),
         { kind: 'load', graph: this.commands.reportGraphName(ws, id), format: 'application/n-triples', data: report.ntriples },
       ]
       : [];

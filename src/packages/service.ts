@@ -1,5 +1,5 @@
 import { DataFactory, type Quad, type Term } from 'n3';
-import type { BindingValue, QuadStore, WriteOp } from '../store/store.js';
+import { updateOp, type BindingValue, type QuadStore, type WriteOp } from '../store/store.js';
 import type { Graphs } from '../rdf/graphs.js';
 import type { Logger } from '../logger.js';
 import { PREFIXES, MTX, RDF, RDFS, DCTERMS, WSM } from '../rdf/vocab.js';
@@ -20,7 +20,7 @@ import { resolveVersion, newestCompatible, type Dependency, type Registry, type 
 import { ensureDependencies, type DependencyHost } from './dependencies.js';
 import { engineAdmits } from './engine-range.js';
 import { compareSemver, parseSemver } from './semver.js';
-import { VersionCache } from '../store/version-cache.js';
+import { GraphCache } from '../store/graph-cache.js';
 import type { Manifest } from './manifest.js';
 import {
   CommandFailure, CommandRunner, CommandStore,
@@ -136,7 +136,7 @@ export class PackageService {
     private readonly options: PackageServiceOptions,
   ) {
     this.commands = new CommandStore(store, graphs);
-    this.p5Reads = new VersionCache(store, 1000);
+    this.p5Reads = new GraphCache(store, 1000);
     this.runner = new CommandRunner(this.commands, store, logger);
     this.pipeline = options.pipeline ?? sharedPipelinePool();
   }
@@ -282,12 +282,12 @@ export class PackageService {
     return page(items, query, total);
   }
 
-  /** P5's store reads (record, matrices, newest command), kept until the store changes. */
-  private readonly p5Reads: VersionCache<{ rec: InstalledRecord; matrices: MatrixSummary[]; latestCommand: LifecycleCommandSummary | null } | null>;
+  /** P5's store reads (record, matrices, newest command): all from the workspace's packages graph, kept while it does not change. */
+  private readonly p5Reads: GraphCache<{ rec: InstalledRecord; matrices: MatrixSummary[]; latestCommand: LifecycleCommandSummary | null } | null>;
 
   /** P5. */
   async get(workspace: Workspace, name: string): Promise<PackageInstallation> {
-    const found = await this.p5Reads.get(`${workspace.id}\n${name}`, async () => {
+    const found = await this.p5Reads.get(`${workspace.id}\n${name}`, [this.graphs.packages(workspace.id)], async () => {
       const rec = await this.installed(workspace.id, name);
       if (!rec) return null;
       return { rec, matrices: (await this.matrixSummaries(workspace.id, [rec.id])).get(rec.id) ?? [], latestCommand: await this.commands.latestSummary(workspace.id, rec.name) };
@@ -538,12 +538,12 @@ export class PackageService {
     const builtIn = this.workspaces.roleIri(this.workspaces.adminRoleId(workspaceId));
     roles = roles.filter((r) => r !== builtIn);
     if (roles.length) {
-      ops.push({ kind: 'update', sparql: PREFIXES + sparql`DELETE { GRAPH ${iam} { ?a ?p ?o } } WHERE { GRAPH ${iam} {
-        VALUES ?r { ${join(roles.map((r) => iri(r)))} } ?a a wsm:RoleAssignment ; wsm:role ?r ; ?p ?o } }` });
+      ops.push(updateOp(PREFIXES + sparql`DELETE { GRAPH ${iam} { ?a ?p ?o } } WHERE { GRAPH ${iam} {
+        VALUES ?r { ${join(roles.map((r) => iri(r)))} } ?a a wsm:RoleAssignment ; wsm:role ?r ; ?p ?o } }`, [this.graphs.iam(workspaceId)]));
     }
     if (principals.length) {
-      ops.push({ kind: 'update', sparql: PREFIXES + sparql`DELETE { GRAPH ${iam} { ?a ?p ?o } } WHERE { GRAPH ${iam} {
-        VALUES ?q { ${join(principals.map((q) => iri(q)))} } ?a a wsm:RoleAssignment ; wsm:principal ?q ; ?p ?o } }` });
+      ops.push(updateOp(PREFIXES + sparql`DELETE { GRAPH ${iam} { ?a ?p ?o } } WHERE { GRAPH ${iam} {
+        VALUES ?q { ${join(principals.map((q) => iri(q)))} } ?a a wsm:RoleAssignment ; wsm:principal ?q ; ?p ?o } }`, [this.graphs.iam(workspaceId)]));
     }
     return ops;
   }
@@ -558,22 +558,22 @@ export class PackageService {
     const g = iri(this.graphs.packages(workspaceId));
     const m = iri(this.matrixIri(input.id));
     const description = input.description !== null ? sparql`${m} wsm:description ${literal(input.description)} .` : '';
-    return { kind: 'update', sparql: PREFIXES + [
+    return updateOp(PREFIXES + [
       sparql`DELETE WHERE { GRAPH ${g} { ${m} ?p ?o } }`,
       sparql`INSERT DATA { GRAPH ${g} { ${m} a wsm:Matrix ; wsm:id ${literal(input.id)} ; wsm:uri ${iri(input.uri)} ; wsm:name ${literal(input.name)} ;
         wsm:dependencyCount ${integer(input.dependencyCount)} ; wsm:package ${iri(this.packageIri(input.packageId))} ;
         wsm:graph ${iri(this.graphs.matrix(workspaceId, input.id))} ; wsm:workspace ${iri(this.graphs.resource('workspace', workspaceId))} .
         ${raw(description)} } }`,
-    ].join(' ;\n') };
+    ].join(' ;\n'), [this.graphs.packages(workspaceId)]);
   }
 
   private dropMatrixOps(workspaceId: string, matrixId: string): WriteOp {
     const g = iri(this.graphs.packages(workspaceId));
-    return { kind: 'update', sparql: PREFIXES + [
+    return updateOp(PREFIXES + [
       sparql`DROP SILENT GRAPH ${iri(this.graphs.matrix(workspaceId, matrixId))}`,
       sparql`DROP SILENT GRAPH ${iri(this.graphs.derived(workspaceId, matrixId))}`,
       sparql`DELETE WHERE { GRAPH ${g} { ${iri(this.matrixIri(matrixId))} ?p ?o } }`,
-    ].join(' ;\n') };
+    ].join(' ;\n'), [this.graphs.matrix(workspaceId, matrixId), this.graphs.derived(workspaceId, matrixId), this.graphs.packages(workspaceId)]);
   }
 
   /**
@@ -673,9 +673,9 @@ export class PackageService {
       agentCount += derived.agentCount;
       tripleCount += p.tripleCount;
       ops.push(
-        { kind: 'update', sparql: sparql`DROP SILENT GRAPH ${iri(this.graphs.matrix(ws, p.id))}` },
+        updateOp(sparql`DROP SILENT GRAPH ${iri(this.graphs.matrix(ws, p.id))}`, [this.graphs.matrix(ws, p.id)]),
         { kind: 'load', graph: this.graphs.matrix(ws, p.id), format: 'application/n-triples', data: derived.matrixNTriples },
-        { kind: 'update', sparql: sparql`DROP SILENT GRAPH ${iri(this.graphs.derived(ws, p.id))}` },
+        updateOp(sparql`DROP SILENT GRAPH ${iri(this.graphs.derived(ws, p.id))}`, [this.graphs.derived(ws, p.id)]),
         { kind: 'load', graph: this.graphs.derived(ws, p.id), format: 'application/n-triples', data: derived.derivedNTriples },
         this.matrixRecordOps(ws, { id: p.id, uri: p.uri, name: p.name, description: p.description, dependencyCount: p.imports.length, packageId }),
       );
@@ -740,13 +740,13 @@ export class PackageService {
     const registry = (input.registry ? sparql`${p} wsm:registryPublisher ${literal(input.registry.publisher)} ; wsm:registryName ${literal(input.registry.name)} ;
       wsm:pinned ${boolean(input.pinned)} .` : '')
       + input.dependsOn.map((d) => sparql`${p} wsm:dependsOn ${literal(d)} .`).join('\n');
-    return { kind: 'update', sparql: PREFIXES + [
+    return updateOp(PREFIXES + [
       sparql`DELETE WHERE { GRAPH ${g} { ${p} ?pp ?o } }`,
       sparql`INSERT DATA { GRAPH ${g} { ${p} a wsm:PackageInstallation ; wsm:id ${literal(input.id)} ; wsm:name ${literal(input.name)} ;
         wsm:currentVersion ${literal(input.version)} ; wsm:autoUpdate ${boolean(input.registry ? input.autoUpdate : false)} ;
         wsm:workspace ${iri(this.graphs.resource('workspace', workspaceId))} ; wsm:createdAt ${dateTime(createdAt)} ; wsm:updatedAt ${dateTime(input.now)} .
         ${raw(registry)} } }`,
-    ].join(' ;\n') };
+    ].join(' ;\n'), [this.graphs.packages(workspaceId)]);
   }
 
   /** Names of installed packages whose manifest depends on `name`. */
@@ -790,7 +790,7 @@ export class PackageService {
         const gonePrincipals = [...await this.principalsOf(ws, [...ids])];
         const ops: WriteOp[] = matrices.map((x) => this.dropMatrixOps(ws, x.id));
         ops.push(...this.assignmentCleanup(ws, goneRoles, gonePrincipals));
-        ops.push({ kind: 'update', sparql: PREFIXES + sparql`DELETE WHERE { GRAPH ${iri(this.graphs.packages(ws))} { ${iri(this.packageIri(current.id))} ?p ?o } }` });
+        ops.push(updateOp(PREFIXES + sparql`DELETE WHERE { GRAPH ${iri(this.graphs.packages(ws))} { ${iri(this.packageIri(current.id))} ?p ?o } }`, [this.graphs.packages(ws)]));
         if (this.hook?.undeploy) ops.push(...this.hook.undeploy({ workspaceId: ws, matrixUris: matrices.map((x) => x.uri), commandId: ctx.commandId }));
         await ctx.event('INFO', `Removing ${plural(goneRoles.length, 'role')}, ${plural(gonePrincipals.length, 'agent principal')} and their role assignments in one atomic write`);
         return { ops, message: `Uninstalled ${name} ${current.currentVersion}` };
@@ -836,7 +836,7 @@ export class PackageService {
         const goneRoles = candidates.filter((r) => !outsideRoles.has(r));
         const gonePrincipals = [...await this.principalsOf(ws, [current.id])].filter((q) => !newPrincipals.has(q));
         const ops: WriteOp[] = [
-          { kind: 'update', sparql: sparql`DROP SILENT GRAPH ${iri(this.graphs.derived(ws, current.id))}` },
+          updateOp(sparql`DROP SILENT GRAPH ${iri(this.graphs.derived(ws, current.id))}`, [this.graphs.derived(ws, current.id)]),
           { kind: 'load', graph: this.graphs.derived(ws, current.id), format: 'application/n-triples', data: derived!.derivedNTriples },
           ...this.assignmentCleanup(ws, goneRoles, gonePrincipals),
           ...ext.ops,
@@ -861,7 +861,7 @@ export class PackageService {
       sparql`DELETE WHERE { GRAPH ${g} { ${p} wsm:autoUpdate ?a } }`,
       sparql`DELETE WHERE { GRAPH ${g} { ${p} wsm:pinned ?pinned } }`,
       sparql`INSERT DATA { GRAPH ${g} { ${p} wsm:autoUpdate ${boolean(autoUpdate)} ; wsm:pinned ${boolean(false)} } }`,
-    ].join(' ;\n'));
+    ].join(' ;\n'), [this.graphs.packages(workspace.id)]);
     return this.get(workspace, name);
   }
 

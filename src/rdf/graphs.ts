@@ -1,3 +1,11 @@
+/** Where some graphs lie (see `Graphs.placesOf`). */
+export interface GraphPlaces {
+  /** The system graph is among them. */
+  system: boolean;
+  /** Workspace id -> the graphs of it, as paths under `<base>workspaces/<id>/` (`iam`, `matrices/M`, ...). */
+  workspaces: Map<string, Set<string>>;
+}
+
 /**
  * Named graphs of the store, all under one configurable base IRI
  * (WSM_BASE_IRI). One helper names every graph, so graph IRIs are built in
@@ -31,6 +39,27 @@ export class Graphs {
   extensions(ws: string): string { return `${this.base}workspaces/${ws}/extensions`; }
   extension(ws: string, ext: string): string { return `${this.base}workspaces/${ws}/extensions/${ext}`; }
   slashCommands(ws: string): string { return `${this.base}workspaces/${ws}/slash-commands`; }
+
+  /**
+   * Places graph IRIs (e.g. the graphs a write declared): the system graph,
+   * and for each workspace the paths of its graphs. Other graphs (the
+   * registry, graphs outside the base) are not placed.
+   */
+  placesOf(graphIris: Iterable<string>): GraphPlaces {
+    const places: GraphPlaces = { system: false, workspaces: new Map() };
+    const prefix = `${this.base}workspaces/`;
+    for (const g of graphIris) {
+      if (g === this.system) places.system = true;
+      if (!g.startsWith(prefix)) continue;
+      const rest = g.slice(prefix.length);
+      const slash = rest.indexOf('/');
+      if (slash <= 0) continue;
+      const ws = rest.slice(0, slash);
+      if (!places.workspaces.has(ws)) places.workspaces.set(ws, new Set());
+      places.workspaces.get(ws)!.add(rest.slice(slash + 1));
+    }
+    return places;
+  }
 
   /** Resource IRIs (subjects of records), also under the base. */
   resource(kind: string, id: string): string { return `${this.base}id/${kind}/${id}`; }

@@ -16,3 +16,17 @@ export function stableId(...keys: string[]): string {
 export const newId = (): string => crypto.randomUUID();
 
 export const UUID_PATTERN = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+
+const stableIds = new Map<string, string>();
+
+/** `stableId(...keys)`, remembered (a name-based UUID hashes with SHA-1; requests derive the same few ids). */
+export function cachedStableId(...keys: string[]): string {
+  const key = keys.map((k) => `${k.length}:${k}`).join('|');
+  let id = stableIds.get(key);
+  if (id === undefined) {
+    id = stableId(...keys);
+    if (stableIds.size >= 50_000) stableIds.clear();
+    stableIds.set(key, id);
+  }
+  return id;
+}

@@ -136,7 +136,7 @@ export class HostedRegistry implements Registry {
       const ownerTriples = join([...new Set(owners)].map((o) => raw(sparql`${p} wsm:ownerUsername ${literal(o)} .`)));
       await this.store.update(PREFIXES + sparql`INSERT DATA { GRAPH ${this.g} {
         ${p} a wsm:Publisher ; wsm:id ${literal(newId())} ; wsm:slug ${literal(slug)} ; wsm:name ${literal(name)} ; wsm:createdAt ${dateTime(this.clock.now())} .
-        ${ownerTriples} } }`);
+        ${ownerTriples} } }`, [this.graphs.registry]);
       return (await this.publisherRecord(slug))!;
     });
   }
@@ -326,14 +326,14 @@ export class HostedRegistry implements Registry {
       if (!pkgExists) {
         ops.push({ kind: 'update', sparql: PREFIXES + sparql`INSERT DATA { GRAPH ${this.g} {
           ${pkg} a wsm:RegistryPackage ; wsm:id ${literal(stableId('registry-package', publisher, name))} ; wsm:name ${literal(name)} ;
-            wsm:publisher ${iri(this.publisherIri(publisher))} ; wsm:createdAt ${dateTime(now)} } }` });
+            wsm:publisher ${iri(this.publisherIri(publisher))} ; wsm:createdAt ${dateTime(now)} } }`, graphs: [this.graphs.registry] });
       }
       // The package's description is the one of its newest published version.
       ops.push({ kind: 'update', sparql: PREFIXES + [
         sparql`DELETE WHERE { GRAPH ${this.g} { ${pkg} wsm:description ?d } }`,
         sparql`DELETE WHERE { GRAPH ${this.g} { ${pkg} wsm:updatedAt ?u } }`,
         sparql`INSERT DATA { GRAPH ${this.g} { ${pkg} wsm:updatedAt ${dateTime(now)} . ${m.description !== null ? raw(sparql`${pkg} wsm:description ${literal(m.description)} .`) : raw('')} } }`,
-      ].join(' ;\n') });
+      ].join(' ;\n'), graphs: [this.graphs.registry] });
       const matrices = join(m.matrices.map((x) => raw(sparql`${v} wsm:providesMatrix ${iri(x.uri)} .`)));
       const roles = join(checked.roleUris.map((r) => raw(sparql`${v} wsm:definesRole ${iri(r)} .`)));
       ops.push({ kind: 'update', sparql: PREFIXES + sparql`INSERT DATA { GRAPH ${this.g} {
@@ -341,7 +341,7 @@ export class HostedRegistry implements Registry {
           wsm:version ${literal(m.version)} ; wsm:engineVersion ${literal(m.engineVersion)} ; wsm:publishedAt ${dateTime(now)} ;
           wsm:publishedBy ${literal(auth.username)} ; wsm:yanked ${boolean(false)} ; wsm:sha256 ${literal(sha)} ;
           wsm:archiveSize ${integer(bytes.length)} ; wsm:manifest ${literal(JSON.stringify(m))} .
-        ${matrices} ${roles} } }` });
+        ${matrices} ${roles} } }`, graphs: [this.graphs.registry] });
       await this.store.write(ops);
       this.logger.info({ publisher, name, version: m.version, sha256: sha }, 'published a package version');
       return { created: true, record: (await this.versionsOf(publisher, name)).find((x) => x.version === m.version)! };
@@ -401,7 +401,7 @@ export class HostedRegistry implements Registry {
       sparql`DELETE WHERE { GRAPH ${this.g} { ${v} wsm:yanked ?y } }`,
       sparql`DELETE WHERE { GRAPH ${this.g} { ${v} wsm:yankReason ?r } }`,
       sparql`INSERT DATA { GRAPH ${this.g} { ${v} wsm:yanked ${boolean(yanked)} . ${reason !== null ? raw(sparql`${v} wsm:yankReason ${literal(reason)} .`) : raw('')} } }`,
-    ].join(' ;\n'));
+    ].join(' ;\n'), [this.graphs.registry]);
   }
 
   // ------------------------------------------------------------ Registry (installs)

@@ -4,10 +4,9 @@ import { pathToFileURL } from 'node:url';
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import type { Logger } from '../logger.js';
-import type { QuadStore, WriteOp } from '../store/store.js';
-import type { Graphs } from '../rdf/graphs.js';
+import type { QuadStore } from '../store/store.js';
+import type { GraphPlaces, Graphs } from '../rdf/graphs.js';
 import { AppError } from '../errors.js';
-import { affectedBy, type WriteReach } from '../store/write-reach.js';
 import type { FromWorker, ResultFormat, ResultKind, RunResult, ToWorker } from './protocol.js';
 import type { ViewKind, WorkspaceViews } from './views.js';
 
@@ -24,7 +23,7 @@ import type { ViewKind, WorkspaceViews } from './views.js';
  *
  * Cost per execution is one message each way to a warm worker. A view's
  * workers are re-synced only when a write touched a graph the view depends
- * on (`store.onWrite`, `reaches`), lazily, before the next query they run,
+ * on (the graphs each write declares, `store.onWrite`; `reaches`), lazily, before the next query they run,
  * and then receive only the graphs that changed.
  */
 
@@ -221,8 +220,7 @@ class View {
  * which of them are visible (packages and extensions graphs); the whole
  * workspace view on every graph of the workspace and the system graph.
  */
-export function reaches(write: WriteReach, workspaceId: string, kind: ViewKind): boolean {
-  if (write.all) return true;
+export function reaches(write: GraphPlaces, workspaceId: string, kind: ViewKind): boolean {
   const paths = write.workspaces.get(workspaceId);
   if (kind === 'all') return write.system || paths !== undefined;
   if (!paths) return false;
@@ -273,7 +271,7 @@ export class QuerySandbox {
       unavailable: '',
       ...options,
     };
-    this.unsubscribe = store.onWrite((ops) => this.onWrite(ops));
+    this.unsubscribe = store.onWrite((graphs) => this.staleAfterWrite(graphs));
     this.housekeeping = setInterval(() => this.tidy(), Math.min(10_000, this.opts.idleMs));
     this.housekeeping.unref();
   }
@@ -352,20 +350,18 @@ export class QuerySandbox {
     this.views.delete(view.key);
   }
 
-  private onWrite(ops: WriteOp[]): void {
-    const writes = ops.map((op) => affectedBy(op, this.graphs));
+  /** Marks the views a write can have changed stale, from the graphs the write declared. */
+  private staleAfterWrite(declared: ReadonlySet<string>): void {
+    const write = this.graphs.placesOf(declared);
     for (const view of this.views.values()) {
-      for (const write of writes) {
-        if (!reaches(write, view.workspaceId, view.kind)) continue;
-        const stale = view.stale;
-        if (write.all) stale.everything = true;
-        if (write.system) stale.graphs.add(this.graphs.system);
-        const prefix = this.graphs.workspacePrefix(view.workspaceId);
-        for (const path of write.workspaces.get(view.workspaceId) ?? []) {
-          stale.graphs.add(prefix + path);
-          // Records choose the knowledge view's graphs; any new graph may join the whole-workspace view.
-          if (view.kind === 'all' || path === 'packages' || path === 'extensions') stale.names = true;
-        }
+      if (!reaches(write, view.workspaceId, view.kind)) continue;
+      const stale = view.stale;
+      if (write.system) stale.graphs.add(this.graphs.system);
+      const prefix = this.graphs.workspacePrefix(view.workspaceId);
+      for (const path of write.workspaces.get(view.workspaceId) ?? []) {
+        stale.graphs.add(prefix + path);
+        // Records choose the knowledge view's graphs; any new graph may join the whole-workspace view.
+        if (view.kind === 'all' || path === 'packages' || path === 'extensions') stale.names = true;
       }
     }
   }

@@ -1,4 +1,5 @@
 import type { QuadStore } from '../store/store.js';
+import { GraphCache } from '../store/graph-cache.js';
 import type { Graphs } from '../rdf/graphs.js';
 import { PREFIXES } from '../rdf/vocab.js';
 import { sparql, iri, literal, dateTime, raw, boolean, integer } from '../rdf/sparql.js';
@@ -92,7 +93,9 @@ export class SlashCommandService {
     private readonly users: UserService,
     private readonly sandbox: QuerySandbox,
     private readonly parser: QueryParser,
-  ) {}
+  ) {
+    this.recent = new GraphCache(store, 10_000);
+  }
 
   commandIri(id: string): string { return this.graphs.resource('slash-command', id); }
 
@@ -182,24 +185,14 @@ export class SlashCommandService {
   }
 
   /**
-   * Commands read since the store last changed, by workspace and id or
-   * alias: running a command looks it up on every execution, and any write
-   * (to the command, its owner, anything) empties this.
+   * Commands by workspace and id or alias: running a command looks it up on
+   * every execution. A lookup reads the workspace's slash-commands graph and
+   * the owner's record (system graph): kept while neither changes.
    */
-  private readonly recent = { version: -1, entries: new Map<string, SlashCommand | null>() };
+  private readonly recent: GraphCache<SlashCommand | null>;
 
-  private async lookup(workspaceId: string, key: string, read: () => Promise<SlashCommand | null>): Promise<SlashCommand | null> {
-    if (this.recent.version !== this.store.version || this.recent.entries.size > 10_000) {
-      this.recent.version = this.store.version;
-      this.recent.entries.clear();
-    }
-    const cacheKey = `${workspaceId}\n${key}`;
-    if (this.recent.entries.has(cacheKey)) return this.recent.entries.get(cacheKey)!;
-    const version = this.store.version;
-    const found = await read();
-    // Kept only when nothing was written while it was read.
-    if (version === this.store.version && this.recent.version === version) this.recent.entries.set(cacheKey, found);
-    return found;
+  private lookup(workspaceId: string, key: string, read: () => Promise<SlashCommand | null>): Promise<SlashCommand | null> {
+    return this.recent.get(`${workspaceId}\n${key}`, [this.graphs.slashCommands(workspaceId), this.graphs.system], read);
   }
 
   /** C1: one command of the workspace (404 when it is not one of this workspace's). */
@@ -272,7 +265,7 @@ export class SlashCommandService {
         ${raw(optional)}
         ${raw(this.parameterTriples(this.commandIri(id), parameters))}
       } }
-      WHERE { FILTER NOT EXISTS { GRAPH ${g} { ?other wsm:alias ${literal(alias)} } } }`);
+      WHERE { FILTER NOT EXISTS { GRAPH ${g} { ?other wsm:alias ${literal(alias)} } } }`, [this.graphs.slashCommands(ws)]);
     const taken = () => conflict(`A slash command with alias "${alias}" already exists in this workspace`, { alias });
     const texts = [alias, body.description, body.interpretation, body.scriptContent];
     if (texts.some((text) => text != null && LONE_SURROGATE.test(text))) {
@@ -335,7 +328,7 @@ export class SlashCommandService {
     }
     set('updatedAt', dateTime(now));
     // One atomic write, applied in this tick right after the alias check.
-    await this.store.write(ops.map((op) => ({ kind: 'update' as const, sparql: PREFIXES + op })));
+    await this.store.write(ops.map((op) => ({ kind: 'update' as const, sparql: PREFIXES + op, graphs: [this.graphs.slashCommands(access.workspace.id)] })));
     return this.get(access, current.id);
   }
 
@@ -348,7 +341,7 @@ export class SlashCommandService {
     await this.store.write([
       sparql`DELETE WHERE { GRAPH ${g} { ${c} wsm:parameter ?p . ?p ?pp ?po } }`,
       sparql`DELETE WHERE { GRAPH ${g} { ${c} ?p ?o } }`,
-    ].map((op) => ({ kind: 'update' as const, sparql: PREFIXES + op })));
+    ].map((op) => ({ kind: 'update' as const, sparql: PREFIXES + op, graphs: [this.graphs.slashCommands(access.workspace.id)] })));
     return current;
   }
 

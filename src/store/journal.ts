@@ -4,7 +4,7 @@ import { dirname } from 'node:path';
 import { fsyncDir } from './fsutil.js';
 import { observeFsync } from '../metrics.js';
 import type { WriteSink } from './oxigraph-store.js';
-import type { WriteOp } from './store.js';
+import type { StoredOp, WriteOp } from './store.js';
 
 /*
  * Record layout (little endian):
@@ -86,7 +86,8 @@ export async function encodeRecordInSlices(seq: number, ops: WriteOp[]): Promise
 /** One decoded journal record. */
 export interface JournalRecord {
   seq: number;
-  ops: WriteOp[];
+  /** As written: records from before writes declared their graphs have none (replay needs none). */
+  ops: StoredOp[];
 }
 
 /** What scanning a journal buffer found. */

@@ -1,6 +1,8 @@
 import oxigraph from 'oxigraph';
 import { ExclusiveSections } from './sections.js';
-import { WriteRefusedError, type Binding, type QuadStore, type QueryScope, type RdfFormat, type WriteOp } from './store.js';
+import { GraphRevisions } from './revisions.js';
+import { UndeclaredGraphError, checkGraphsFromEnv, declarationProblem } from './declared-graphs.js';
+import { WriteRefusedError, declaredGraphs, type Binding, type QuadStore, type QueryScope, type RdfFormat, type StoredOp, type WriteOp } from './store.js';
 
 /**
  * Where applied writes go to become durable. The journal implements it; the
@@ -9,7 +11,7 @@ import { WriteRefusedError, type Binding, type QuadStore, type QueryScope, type 
  * before acknowledging the write.
  */
 export interface WriteSink {
-  append(ops: WriteOp[]): Promise<void>;
+  append(ops: readonly WriteOp[]): Promise<void>;
   close(): Promise<void>;
 }
 
@@ -32,8 +34,8 @@ function scopeOptions(scope?: QueryScope): Record<string, unknown> {
   return options;
 }
 
-/** Applies one op to a raw Oxigraph store (also used by journal replay). */
-export function applyOp(store: oxigraph.Store, op: WriteOp): void {
+/** Applies one op to a raw Oxigraph store (also used by journal replay, whose old records declare no graphs). */
+export function applyOp(store: oxigraph.Store, op: StoredOp): void {
   if (op.kind === 'update') {
     store.update(op.sparql);
   } else {
@@ -65,14 +67,14 @@ export function splitPrologue(update: string): { prefixes: Map<string, string>; 
  * atomic Oxigraph call), hoisting their prologues into one. Updates whose
  * prologues disagree (a prefix bound to two IRIs, another base) stay separate.
  */
-export function coalesceUpdates(ops: WriteOp[]): WriteOp[] {
-  const out: WriteOp[] = [];
-  let run: { prefixes: Map<string, string>; base: string | null; bodies: string[] } | null = null;
+export function coalesceUpdates<Op extends StoredOp>(ops: readonly Op[]): Op[] {
+  const out: StoredOp[] = [];
+  let run: { prefixes: Map<string, string>; base: string | null; bodies: string[]; graphs: Set<string> } | null = null;
   const flush = () => {
     if (!run) return;
     const head = [...run.prefixes].map(([p, i]) => `PREFIX ${p}: <${i}>`);
     if (run.base !== null) head.unshift(`BASE <${run.base}>`);
-    out.push({ kind: 'update', sparql: `${head.join('\n')}\n${run.bodies.join(' ;\n')}` });
+    out.push({ kind: 'update', sparql: `${head.join('\n')}\n${run.bodies.join(' ;\n')}`, graphs: [...run.graphs] });
     run = null;
   };
   for (const op of ops) {
@@ -81,13 +83,14 @@ export function coalesceUpdates(ops: WriteOp[]): WriteOp[] {
     const clashes = run !== null && (part.base !== run.base
       || [...part.prefixes].some(([p, i]) => run!.prefixes.has(p) && run!.prefixes.get(p) !== i));
     if (clashes) flush();
-    if (!run) run = { prefixes: new Map(), base: null, bodies: [] };
+    if (!run) run = { prefixes: new Map(), base: null, bodies: [], graphs: new Set() };
     for (const [p, i] of part.prefixes) run.prefixes.set(p, i);
     if (part.base !== null) run.base = part.base;
     run.bodies.push(part.body);
+    for (const g of op.graphs ?? []) run.graphs.add(g);
   }
   flush();
-  return out;
+  return out as Op[];
 }
 
 /**
@@ -112,7 +115,15 @@ export function* nTriplesSlices(data: string, size: number): Generator<string> {
   }
 }
 
-const loadBytes = (ops: WriteOp[]) => ops.reduce((n, op) => n + (op.kind === 'load' && op.format === 'application/n-triples' ? op.data.length : 0), 0);
+/**
+ * Staging graphs of large writes (see `OxigraphStore.applyStaged`): not under
+ * the service's base IRI, so outside every workspace's graph space and every
+ * listing; they exist only while a large write is being staged.
+ */
+export const STAGING_GRAPH_PREFIX = 'urn:x-wsm-staging:';
+let stagingCounter = 0;
+
+const loadBytes = (ops: readonly WriteOp[]) => ops.reduce((n, op) => n + (op.kind === 'load' && op.format === 'application/n-triples' ? op.data.length : 0), 0);
 const nextTurn = () => new Promise<void>((resolve) => setImmediate(resolve));
 
 /**
@@ -145,7 +156,10 @@ function answerKey(kind: string, query: string, scope?: QueryScope): string {
  */
 export class OxigraphStore implements QuadStore {
   private versionCounter = 0;
-  private readonly listeners = new Set<(ops: WriteOp[]) => void>();
+  private readonly listeners = new Set<(graphs: ReadonlySet<string>) => void>();
+  private readonly revisions = new GraphRevisions();
+  /** The test suite's check of write declarations (`src/store/declared-graphs.ts`). */
+  private readonly checkGraphs: boolean;
   /**
    * Answers of SELECT and ASK since the last write, by query and scope: the
    * service asks the same small questions on every request (who is the
@@ -161,9 +175,10 @@ export class OxigraphStore implements QuadStore {
   constructor(
     readonly raw: oxigraph.Store = new oxigraph.Store(),
     private readonly sink?: WriteSink,
-    options: { readDelay?: boolean } = {},
+    options: { readDelay?: boolean; checkGraphs?: boolean } = {},
   ) {
     this.readDelay = options.readDelay ?? readDelayFromEnv();
+    this.checkGraphs = options.checkGraphs ?? checkGraphsFromEnv();
   }
 
   /**
@@ -232,72 +247,104 @@ export class OxigraphStore implements QuadStore {
 
   async write(ops: WriteOp[]): Promise<void> {
     if (ops.length === 0) return;
+    if (this.checkGraphs) {
+      const problem = declarationProblem(ops);
+      if (problem) throw new UndeclaredGraphError(problem);
+    }
     // Writes apply one after another: none starts while a sliced write is under way.
     while (this.slicing) await this.slicing;
-    // Consecutive updates run as one SPARQL request, which Oxigraph applies
-    // atomically, and a load is atomic on its own: so only a write of several
-    // engine calls can half-apply. Each call after the first is checked on a
-    // scratch store before the first is applied; a refusal changes nothing.
-    // A large write (an install) is applied in slices with event-loop turns
-    // between them; its updates are checked on the scratch store first, and
-    // its loads hold N-Triples the deployment pipeline already checked term
-    // by term against what the store accepts (src/packages/pipeline.ts).
-    const calls = coalesceUpdates(ops);
-    const sliced = loadBytes(ops) > SLICE_BYTES * 4;
-    if (sliced) checkOnScratch(calls.filter((op) => op.kind === 'update'), 0);
-    else if (calls.length > 1) checkOnScratch(calls.slice(1), 1);
-    this.answers.clear();
-    this.sizeAt = undefined;
-    if (sliced) {
-      const applying = this.applyInSlices(ops);
+    const touched = declaredGraphs(ops);
+    if (loadBytes(ops) > SLICE_BYTES * 4) {
+      const applying = this.applyStaged(ops, touched);
       this.slicing = applying.catch(() => {}).finally(() => { this.slicing = null; });
-      try {
-        await applying;
-      } finally {
-        // Answers read between slices saw part of the write.
-        this.answers.clear();
-        this.sizeAt = undefined;
-      }
+      await applying;
     } else {
+      // Consecutive updates run as one SPARQL request, which Oxigraph applies
+      // atomically, and a load is atomic on its own: so only a write of
+      // several engine calls can half-apply. Each call after the first is
+      // checked on a scratch store before the first is applied; a refusal
+      // changes nothing. All calls run in one tick: no read comes between.
+      const calls = coalesceUpdates(ops);
+      if (calls.length > 1) checkOnScratch(calls.slice(1), 1);
+      this.answers.clear();
+      this.sizeAt = undefined;
+      this.revisions.bump(touched);
       try {
         applyOp(this.raw, calls[0]!);
       } catch (err) {
+        this.revisions.bump(touched);
         throw new WriteRefusedError(0, (err as Error).message);
       }
       for (const op of calls.slice(1)) applyOp(this.raw, op);
     }
-    // Apply in memory, then hand to the journal in the same tick so journal
-    // order = apply order.
+    // Applied in memory; handed to the journal in the same tick so journal order = apply order.
+    this.revisions.bump(touched);
     this.versionCounter++;
     const durable = this.sink ? this.sink.append(ops) : Promise.resolve();
-    for (const listener of this.listeners) listener(ops);
+    for (const listener of this.listeners) listener(touched);
     await durable;
   }
 
   /**
    * Applies a large write (an install's graphs: hundreds of thousands of
-   * triples) in bounded steps, each its own short synchronous call with an
-   * event-loop turn before it, so requests keep being answered meanwhile.
-   * Its loads must hold data the store accepts (the deployment pipeline
-   * checks every term with the store's own constructors before): a slice
-   * refused part-way would leave the slices before it applied.
+   * triples) so that it becomes visible all at once while the event loop
+   * keeps turning: each load goes, in bounded slices with an event-loop turn
+   * before each, into a staging graph of its own (`STAGING_GRAPH_PREFIX`:
+   * outside the base IRI, so no workspace view, record or graph listing
+   * reaches it), then ONE update request (atomic in Oxigraph) publishes the
+   * whole write: the write's updates in order, each load becoming
+   * `ADD SILENT <staging> TO <graph> ; DROP SILENT GRAPH <staging>`. A
+   * reader sees the store before that request or after it, never between.
+   *
+   * The publishing request is checked on a scratch store before anything is
+   * staged; the loads hold N-Triples the deployment pipeline checked term by
+   * term against what the store accepts (src/packages/pipeline.ts). A slice
+   * the engine refuses anyway rejects the write with `WriteRefusedError`
+   * after dropping the staging graphs: nothing visible changed. The journal
+   * record, written after the publish, is the whole write.
    */
-  private async applyInSlices(ops: WriteOp[]): Promise<void> {
-    for (const op of coalesceUpdates(ops)) {
-      if (op.kind === 'load' && op.format === 'application/n-triples' && op.data.length > SLICE_BYTES) {
-        for (const piece of nTriplesSlices(op.data, SLICE_BYTES)) {
+  private async applyStaged(ops: readonly WriteOp[], touched: ReadonlySet<string>): Promise<void> {
+    const staged = ops.map((op) => (op.kind === 'load' ? `${STAGING_GRAPH_PREFIX}${++stagingCounter}` : null));
+    const publish: WriteOp[] = ops.map((op, i) => (op.kind === 'update' ? op : {
+      kind: 'update',
+      sparql: `ADD SILENT <${staged[i]}> TO <${op.graph}> ; DROP SILENT GRAPH <${staged[i]}>`,
+      graphs: [op.graph, staged[i]!],
+    }));
+    const calls = coalesceUpdates(publish);
+    checkOnScratch(calls, 0);
+    // The visible store does not change until the publish (other writes wait): /health's count stays that of before.
+    if (this.sizeAt?.version !== this.versionCounter) this.sizeAt = { version: this.versionCounter, size: this.raw.size };
+    this.revisions.bump(touched);
+    try {
+      for (const [i, op] of ops.entries()) {
+        if (op.kind !== 'load') continue;
+        const pieces = op.format === 'application/n-triples' ? nTriplesSlices(op.data, SLICE_BYTES) : [op.data];
+        for (const piece of pieces) {
           await nextTurn();
-          this.raw.load(piece, { format: op.format, to_graph_name: oxigraph.namedNode(op.graph) });
+          try {
+            this.raw.load(piece, { format: op.format, to_graph_name: oxigraph.namedNode(staged[i]!) });
+          } catch (err) {
+            throw new WriteRefusedError(i, (err as Error).message);
+          }
         }
-      } else {
-        await nextTurn();
-        applyOp(this.raw, op);
       }
+      await nextTurn();
+      // The publish: one request (several only if the updates' prologues clash, then in one tick, checked above).
+      this.answers.clear();
+      this.sizeAt = undefined;
+      for (const call of calls) applyOp(this.raw, call);
+    } finally {
+      const left = staged.filter((g): g is string => g !== null);
+      this.raw.update(left.map((g) => `DROP SILENT GRAPH <${g}>`).join(' ;\n'));
     }
   }
 
-  update(sparql: string): Promise<void> {
-    return this.write([{ kind: 'update', sparql }]);
+  update(sparql: string, graphs: readonly string[]): Promise<void> {
+    return this.write([{ kind: 'update', sparql, graphs }]);
+  }
+
+  revision(graph: string): number {
+    return this.revisions.get(graph);
   }
 
   async dumpGraph(graph: string): Promise<string> {
@@ -307,7 +354,7 @@ export class OxigraphStore implements QuadStore {
 
   async graphNames(): Promise<string[]> {
     const bindings = await this.select('SELECT DISTINCT ?g WHERE { GRAPH ?g { ?s ?p ?o } }');
-    return bindings.map((b) => b.g!.value);
+    return bindings.map((b) => b.g!.value).filter((g) => !g.startsWith(STAGING_GRAPH_PREFIX));
   }
 
   /** Oxigraph counts every quad on each call: remember the count until the next write (/health asks often). */
@@ -324,7 +371,7 @@ export class OxigraphStore implements QuadStore {
     return this.sections.run(key, fn);
   }
 
-  onWrite(listener: (ops: WriteOp[]) => void): () => void {
+  onWrite(listener: (graphs: ReadonlySet<string>) => void): () => void {
     this.listeners.add(listener);
     return () => this.listeners.delete(listener);
   }

@@ -1,7 +1,9 @@
 import { randomUUID } from 'node:crypto';
 import sparqljs from 'sparqljs';
 import { ExclusiveSections } from './sections.js';
-import { WriteRefusedError, type Binding, type QuadStore, type QueryScope, type WriteOp } from './store.js';
+import { GraphRevisions } from './revisions.js';
+import { UndeclaredGraphError, checkGraphsFromEnv, declarationProblem } from './declared-graphs.js';
+import { WriteRefusedError, declaredGraphs, type Binding, type QuadStore, type QueryScope, type WriteOp } from './store.js';
 import { EngineError, SparqlClient, insertOperations, type SparqlEndpointOptions } from './sparql-client.js';
 
 const RESULTS_JSON = 'application/sparql-results+json';
@@ -31,7 +33,14 @@ const MAX_CALL_BYTES = 512 * 1024;
 export class SparqlStore implements QuadStore {
   private readonly client: SparqlClient;
   private versionCounter = 0;
-  private readonly listeners = new Set<(ops: WriteOp[]) => void>();
+  private readonly listeners = new Set<(graphs: ReadonlySet<string>) => void>();
+  /**
+   * Revisions of the graphs written through THIS process. Writes made by
+   * other instances on the same engine do not move them: the seam for
+   * cross-instance generations (DESIGN.md section 9) is `revision()`.
+   */
+  private readonly revisions = new GraphRevisions();
+  private readonly checkGraphs = checkGraphsFromEnv();
 
   constructor(options: SparqlEndpointOptions, private readonly base: string) {
     this.client = new SparqlClient(options);
@@ -73,8 +82,29 @@ export class SparqlStore implements QuadStore {
     return this.client.query(query, resultsFormat);
   }
 
+  revision(graph: string): number {
+    return this.revisions.get(graph);
+  }
+
   async write(ops: WriteOp[]): Promise<void> {
     if (ops.length === 0) return;
+    if (this.checkGraphs) {
+      const problem = declarationProblem(ops);
+      if (problem) throw new UndeclaredGraphError(problem);
+    }
+    const touched = declaredGraphs(ops);
+    // Moved when the write starts and when it is done: a read overlapping it is not cached.
+    this.revisions.bump(touched);
+    try {
+      await this.send(ops);
+    } finally {
+      this.revisions.bump(touched);
+    }
+    this.versionCounter++;
+    for (const listener of this.listeners) listener(touched);
+  }
+
+  private async send(ops: WriteOp[]): Promise<void> {
     // Everything is compiled (loads parsed) before anything is sent: a load that does not parse changes nothing.
     const compiled = ops.map((op, index) => {
       if (op.kind === 'update') return { op, inserts: null as string[] | null };
@@ -96,8 +126,6 @@ export class SparqlStore implements QuadStore {
     } else {
       await this.writeVirtuoso(compiled);
     }
-    this.versionCounter++;
-    for (const listener of this.listeners) listener(ops);
   }
 
   /** Maps an engine refusal inside WSM_APPLY (`op N refused`) to the write op that sent operation N. */
@@ -148,8 +176,8 @@ export class SparqlStore implements QuadStore {
     }
   }
 
-  update(sparql: string): Promise<void> {
-    return this.write([{ kind: 'update', sparql }]);
+  update(sparql: string, graphs: readonly string[]): Promise<void> {
+    return this.write([{ kind: 'update', sparql, graphs }]);
   }
 
   async dumpGraph(graph: string): Promise<string> {
@@ -178,7 +206,7 @@ export class SparqlStore implements QuadStore {
     return this.sections.run(key, fn);
   }
 
-  onWrite(listener: (ops: WriteOp[]) => void): () => void {
+  onWrite(listener: (graphs: ReadonlySet<string>) => void): () => void {
     this.listeners.add(listener);
     return () => this.listeners.delete(listener);
   }

@@ -53,9 +53,44 @@ export interface QueryScope {
 
 export type RdfFormat = 'text/turtle' | 'application/n-triples' | 'application/n-quads';
 
+/**
+ * The graph that holds triples written outside any `GRAPH` (the default
+ * graph), as a name in `graphs` declarations. The service writes only named
+ * graphs; tests may use it.
+ */
+export const DEFAULT_GRAPH = '';
+
+/**
+ * One op of a write. Every op declares the graphs it may change: an
+ * update's `graphs` lists every graph its templates or graph management
+ * name (or may bind, for a graph variable); a load changes its `graph`.
+ * The declaration is the truth callers promise: per-graph revisions and
+ * every read cache rely on it (a graph an update only reads is not
+ * declared). In the test suite the embedded store checks each declaration
+ * (`src/store/declared-graphs.ts`).
+ */
 export type WriteOp =
-  | { kind: 'update'; sparql: string }
+  | { kind: 'update'; sparql: string; graphs: readonly string[] }
   /** Loads data into one graph (adding to what it holds). Use `clear` first to replace. */
+  | { kind: 'load'; graph: string; format: RdfFormat; data: string };
+
+/** The graphs a write declares it may change. */
+export function declaredGraphs(ops: readonly WriteOp[]): Set<string> {
+  const out = new Set<string>();
+  for (const op of ops) {
+    if (op.kind === 'load') out.add(op.graph);
+    else for (const g of op.graphs) out.add(g);
+  }
+  return out;
+}
+
+/**
+ * A write's op as read back from the journal: records written before writes
+ * declared their graphs have none. Replay only applies ops, so it never
+ * needs them.
+ */
+export type StoredOp =
+  | { kind: 'update'; sparql: string; graphs?: readonly string[] }
   | { kind: 'load'; graph: string; format: RdfFormat; data: string };
 
 export interface QuadStore {
@@ -69,8 +104,8 @@ export interface QuadStore {
   queryRaw(query: string, resultsFormat: string, scope?: QueryScope): Promise<string | boolean>;
   /** Atomic, durable write of several ops. */
   write(ops: WriteOp[]): Promise<void>;
-  /** One SPARQL update, durably. */
-  update(sparql: string): Promise<void>;
+  /** One SPARQL update that may change `graphs` (see `WriteOp`), durably. */
+  update(sparql: string, graphs: readonly string[]): Promise<void>;
   /** Dumps one named graph as N-Triples. */
   dumpGraph(graph: string): Promise<string>;
   /** Names of all named graphs holding at least one quad. */
@@ -88,10 +123,25 @@ export interface QuadStore {
   /** Flushes and releases resources (journal handle, lock). */
   close(): Promise<void>;
   /**
-   * Monotonic counter bumped on every write; lets caches (e.g. the query
-   * sandbox) notice change cheaply.
+   * Monotonic counter bumped on every write (metrics, ETags); caches use
+   * `revision`, which moves only for the graphs a write declared.
    */
   readonly version: number;
-  /** Subscribes to writes; the listener gets the ops just applied. */
-  onWrite(listener: (ops: WriteOp[]) => void): () => void;
+  /**
+   * The revision of one graph: moves (upwards) whenever a write that
+   * declared the graph starts and again when it has been applied, never
+   * otherwise (except all at once, when the store forgets old revisions: see
+   * `GraphRevisions`). A read made while a graph's revision did not move saw
+   * one state of that graph. Per process: on the remote store, writes made
+   * by other instances do not move it (DESIGN.md section 9, cross-instance
+   * generations).
+   */
+  revision(graph: string): number;
+  /** Subscribes to writes; the listener gets the graphs the write declared, once it is applied. */
+  onWrite(listener: (graphs: ReadonlySet<string>) => void): () => void;
+}
+
+/** An update op that may change `graphs` (and no other graph). */
+export function updateOp(sparql: string, graphs: readonly string[]): WriteOp {
+  return { kind: 'update', sparql, graphs };
 }

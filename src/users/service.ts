@@ -4,7 +4,8 @@ import { PREFIXES, RDF, WSM } from '../rdf/vocab.js';
 import { sparql, iri, literal, dateTime, boolean, raw, join, type SparqlFragment } from '../rdf/sparql.js';
 import { UUID_PATTERN } from '../rdf/ids.js';
 import { str, req, bool, time } from '../rdf/bindings.js';
-import { ReadCache, cachedStableId, touchesSystem } from './read-cache.js';
+import { GraphCache } from '../store/graph-cache.js';
+import { cachedStableId } from '../rdf/ids.js';
 import type { AuthContext } from '../auth/context.js';
 import type { Binding } from '../store/store.js';
 
@@ -61,11 +62,11 @@ const USER_COLUMNS = new Map<string, string>([
  * claims and are written only when a request carries different values.
  */
 export class UserService {
-  /** User records by IRI (null: none), between writes. */
-  private readonly cache: ReadCache<User | null>;
+  /** User records by IRI (null: none), kept while the system graph does not change. */
+  private readonly cache: GraphCache<User | null>;
 
   constructor(private readonly store: QuadStore, private readonly graphs: Graphs) {
-    this.cache = new ReadCache(store, 10_000, touchesSystem(graphs));
+    this.cache = new GraphCache(store, 10_000);
   }
 
   userIri(userId: string): string {
@@ -88,7 +89,7 @@ export class UserService {
 
   /** Reads one user record by IRI; null when there is none. */
   byIri(userIri: string): Promise<User | null> {
-    return this.cache.get(userIri, async () => (await this.read([userIri])).get(userIri) ?? null);
+    return this.cache.get(userIri, [this.graphs.system], async () => (await this.read([userIri])).get(userIri) ?? null);
   }
 
   /**
@@ -106,11 +107,12 @@ export class UserService {
       else if (hit.value) out.set(u, hit.value);
     }
     if (missing.length === 0) return out;
-    const at = this.cache.stamp();
+    const depends = [this.graphs.system];
+    const at = this.cache.revisionsOf(depends);
     const read = await this.read(missing);
     for (const u of missing) {
       const user = read.get(u) ?? null;
-      this.cache.setIfCurrent(u, user, at);
+      this.cache.keep(u, depends, at, user);
       if (user) out.set(u, user);
     }
     return out;
@@ -188,7 +190,7 @@ export class UserService {
       ops.push(sparql`DELETE WHERE { GRAPH ${g} { ${u} wsm:updatedAt ?old } }`);
       ops.push(sparql`INSERT DATA { GRAPH ${g} { ${u} wsm:updatedAt ${dateTime(now)} } }`);
     }
-    await this.store.update(PREFIXES + join(ops.map(raw), ' ;\n').__sparql);
+    await this.store.update(PREFIXES + join(ops.map(raw), ' ;\n').__sparql, [this.graphs.system]);
     return (await this.get({ username }))!;
   }
 }

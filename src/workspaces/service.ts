@@ -2,12 +2,12 @@ import type { QuadStore } from '../store/store.js';
 import type { Graphs } from '../rdf/graphs.js';
 import { PREFIXES, WSM } from '../rdf/vocab.js';
 import { sparql, iri, literal, dateTime } from '../rdf/sparql.js';
-import { newId, UUID_PATTERN } from '../rdf/ids.js';
+import { cachedStableId, newId, UUID_PATTERN } from '../rdf/ids.js';
 import { req, str, time } from '../rdf/bindings.js';
 import { badRequest, conflict, forbidden, notFound } from '../errors.js';
 import type { AuthContext } from '../auth/context.js';
 import type { User, UserProfile, UserService } from '../users/service.js';
-import { ReadCache, cachedStableId, touchesSystem, touchesSystemOrIam } from '../users/read-cache.js';
+import { GraphCache } from '../store/graph-cache.js';
 
 export interface Workspace {
   id: string;
@@ -42,10 +42,10 @@ export const ADMIN_ROLE_URI = WSM.WorkspaceAdministrator;
  * built-in role (or owning the workspace) makes a member an administrator.
  */
 export class WorkspaceService {
-  /** Workspaces by {workspace} segment, between writes (every request resolves one). */
-  private readonly found: ReadCache<Workspace | null>;
-  /** Membership and administrator checks, between writes. */
-  private readonly checks: ReadCache<boolean>;
+  /** Workspaces by {workspace} segment (every request resolves one): they are records of the system graph. */
+  private readonly found: GraphCache<Workspace | null>;
+  /** Membership and administrator checks: they read the workspace's IAM graph only. */
+  private readonly checks: GraphCache<boolean>;
 
   constructor(
     private readonly store: QuadStore,
@@ -53,8 +53,8 @@ export class WorkspaceService {
     private readonly users: UserService,
     private readonly defaultEngineVersion: string,
   ) {
-    this.found = new ReadCache(store, 10_000, touchesSystem(graphs));
-    this.checks = new ReadCache(store, 10_000, touchesSystemOrIam(graphs));
+    this.found = new GraphCache(store, 10_000);
+    this.checks = new GraphCache(store, 10_000);
   }
 
   workspaceIri(id: string): string { return this.graphs.resource('workspace', id); }
@@ -91,7 +91,7 @@ export class WorkspaceService {
 
   /** Finds a workspace by slug or id (every {workspace} segment takes both). */
   find(segment: string): Promise<Workspace | null> {
-    return this.found.get(segment, () => this.lookup(segment));
+    return this.found.get(segment, [this.graphs.system], () => this.lookup(segment));
   }
 
   private async lookup(segment: string): Promise<Workspace | null> {
@@ -142,14 +142,14 @@ export class WorkspaceService {
                  ${iri(this.assignmentIri(assignmentId))} a wsm:RoleAssignment ; wsm:id ${literal(assignmentId)} ;
                    wsm:role ${iri(this.roleIri(roleId))} ; wsm:principal ${iri(this.principalIri(principalId))} ; wsm:createdAt ${t} .
                } }
-      WHERE { FILTER NOT EXISTS { GRAPH ${sys} { ?other wsm:slug ${slug} } } }`);
+      WHERE { FILTER NOT EXISTS { GRAPH ${sys} { ?other wsm:slug ${slug} } } }`, [this.graphs.system, this.graphs.iam(id)]);
     const created = await this.find(id);
     if (!created || created.slug !== input.slug || created.owner.id !== owner.id) throw conflict(`A workspace with slug "${input.slug}" already exists`);
     return created;
   }
 
   isMember(workspaceId: string, userId: string): Promise<boolean> {
-    return this.checks.get(`member ${workspaceId} ${userId}`, () => this.askMember(workspaceId, userId));
+    return this.checks.get(`member ${workspaceId} ${userId}`, [this.graphs.iam(workspaceId)], () => this.askMember(workspaceId, userId));
   }
 
   private async askMember(workspaceId: string, userId: string): Promise<boolean> {
@@ -172,7 +172,8 @@ export class WorkspaceService {
 
   /** Same answer as `adminUserIds(workspace).includes(userId)`, without listing every member. */
   isAdmin(workspace: Workspace, userId: string): Promise<boolean> {
-    return this.checks.get(`admin ${workspace.id} ${userId}`, () => this.askAdmin(workspace, userId));
+    // The owner is part of the key: the answer depends on it and on the IAM graph only.
+    return this.checks.get(`admin ${workspace.id} ${workspace.owner.id} ${userId}`, [this.graphs.iam(workspace.id)], () => this.askAdmin(workspace, userId));
   }
 
   private async askAdmin(workspace: Workspace, userId: string): Promise<boolean> {
@@ -252,7 +253,7 @@ export class WorkspaceService {
       if (workspace.owner.id === user.id) throw conflict('The workspace owner is always an administrator');
       ops.push(sparql`DELETE WHERE { GRAPH ${iam} { ${a} ?p ?o } }`);
     }
-    if (ops.length) await this.store.update(PREFIXES + ops.join(' ;\n'));
+    if (ops.length) await this.store.update(PREFIXES + ops.join(' ;\n'), [this.graphs.iam(workspace.id)]);
     return user;
   }
 
@@ -272,6 +273,6 @@ export class WorkspaceService {
     const p = iri(this.principalIri(this.userPrincipalId(workspace.id, user.id)));
     await this.store.update(PREFIXES + sparql`
       DELETE WHERE { GRAPH ${iam} { ?a wsm:principal ${p} ; ?ap ?ao } } ;
-      DELETE WHERE { GRAPH ${iam} { ${p} ?pp ?po } }`);
+      DELETE WHERE { GRAPH ${iam} { ${p} ?pp ?po } }`, [this.graphs.iam(workspace.id)]);
   }
 }

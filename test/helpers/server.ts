@@ -20,7 +20,7 @@ async function remoteStoreEnv(baseIri: string): Promise<Record<string, string>> 
   if (!settings) throw new Error('WSM_TEST_STORE=sparql needs the WSM_SPARQL_* settings of a running engine');
   const store = new SparqlStore(settings, baseIri);
   const graphs = await store.graphNames();
-  if (graphs.length) await store.write(graphs.map((g) => ({ kind: 'update' as const, sparql: `DROP SILENT GRAPH <${g}>` })));
+  if (graphs.length) await store.write(graphs.map((g) => ({ kind: 'update' as const, sparql: `DROP SILENT GRAPH <${g}>`, graphs: [g] })));
   return {
     WSM_STORE: 'sparql',
     WSM_SPARQL_QUERY_URL: settings.queryUrl,

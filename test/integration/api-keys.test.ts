@@ -98,7 +98,7 @@ describe('API keys (X-Api-Key)', function () {
     const system = t.server.services.graphs.system;
     await store.update(`DELETE { GRAPH <${system}> { <${keyIri}> <https://w3id.org/wsm/ns#expiresAt> ?e } }
       INSERT { GRAPH <${system}> { <${keyIri}> <https://w3id.org/wsm/ns#expiresAt> "2020-01-01T00:00:00Z"^^<http://www.w3.org/2001/XMLSchema#dateTime> } }
-      WHERE { GRAPH <${system}> { <${keyIri}> <https://w3id.org/wsm/ns#expiresAt> ?e } }`);
+      WHERE { GRAPH <${system}> { <${keyIri}> <https://w3id.org/wsm/ns#expiresAt> ?e } }`, [system]);
     const expired = await t.http.get('/api/v1/workspaces').set('X-Api-Key', made.key);
     expect(expired.status).to.equal(401);
     expect(expired.body.error.message).to.match(/expired/);

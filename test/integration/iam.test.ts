@@ -577,7 +577,7 @@ describe('identity and access (I1-I14)', () => {
           <${forgedAgent}> a wsm:Agent ; wsm:id "${UNKNOWN}" ; wsm:uri <${EX}forgedAgent> ; wsm:workspace <${wsIri}> ;
             wsm:createdAt "2020-01-01T00:00:00Z"^^<http://www.w3.org/2001/XMLSchema#dateTime> ; wsm:updatedAt "2020-01-01T00:00:00Z"^^<http://www.w3.org/2001/XMLSchema#dateTime> .
           <${graphs.resource('agent', bot())}> wsm:role <${graphs.resource('role', auditor())}> .
-        } }`);
+        } }`, [specGraph]);
       const all = await t.http.get(url('/roles')).set(bearer(tokens.owner));
       expect(all.body.data.items.map((r: { label: string }) => r.label)).to.not.include('Forged');
       expect((await t.http.get(url(`/roles/${UNKNOWN}`)).set(bearer(tokens.owner))).status).to.equal(404);

@@ -26,7 +26,7 @@ class Extensions {
     this.t.server.services.packages.setExtensionHook({
       deploy: ({ matrixUri, commandId }) => ({
         quads: this.content.get(matrixUri) ?? [],
-        ops: [{ kind: 'update', sparql: `INSERT DATA { GRAPH <${graphs.extensions(this.workspaceId)}> { <${this.marker(commandId)}> <${WSM}targetMatrix> <${matrixUri}> } }` }],
+        ops: [{ kind: 'update', sparql: `INSERT DATA { GRAPH <${graphs.extensions(this.workspaceId)}> { <${this.marker(commandId)}> <${WSM}targetMatrix> <${matrixUri}> } }`, graphs: [graphs.extensions(this.workspaceId)] }],
       }),
       undeploy: ({ matrixUris }) => { this.undeployed.push(matrixUris); return []; },
     });
@@ -98,7 +98,7 @@ describe('packages: redeploy of a matrix for extensions (requestRedeploy and the
   it('removes assignments of a role an extension no longer adds', async () => {
     const { store, graphs } = t.server.services;
     const extraRole = (await store.select(`SELECT ?r WHERE { GRAPH <${graphs.derived(workspace.id, matrixId)}> { ?r <${WSM}uri> <${MATRIX}#extra> } }`))[0]!.r!.value;
-    await store.update(`INSERT DATA { GRAPH <${graphs.iam(workspace.id)}> { <urn:test:assign> a <${WSM}RoleAssignment> ; <${WSM}role> <${extraRole}> ; <${WSM}principal> <urn:test:p> } }`);
+    await store.update(`INSERT DATA { GRAPH <${graphs.iam(workspace.id)}> { <urn:test:assign> a <${WSM}RoleAssignment> ; <${WSM}role> <${extraRole}> ; <${WSM}principal> <urn:test:p> } }`, [graphs.iam(workspace.id)]);
     ext.content.delete(MATRIX);
     const done = await (await redeploy('extension "extra" deleted')).outcome;
     expect(done.status).to.equal('completed');

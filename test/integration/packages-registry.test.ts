@@ -137,7 +137,7 @@ describe('packages: registry install, auto-update toggle, uninstall and conflict
     await store.update(`INSERT DATA { GRAPH <${graphs.iam(workspace.id)}> {
       <urn:test:a1> a <${WSM}RoleAssignment> ; <${WSM}role> <${role}> ; <${WSM}principal> <${memberPrincipal}> .
       <urn:test:a2> a <${WSM}RoleAssignment> ; <${WSM}role> <${adminRole}> ; <${WSM}principal> <${agentPrincipal}> . }
-      GRAPH <${graphs.extensions(workspace.id)}> { <urn:test:ext> a <${WSM}Extension> ; <${WSM}targetMatrix> <https://example.org/packages/alpha/main> } }`);
+      GRAPH <${graphs.extensions(workspace.id)}> { <urn:test:ext> a <${WSM}Extension> ; <${WSM}targetMatrix> <https://example.org/packages/alpha/main> } }`, [graphs.iam(workspace.id), graphs.extensions(workspace.id)]);
 
     expect((await t.http.delete('/api/v1/packages/acme/alpha').set(bearer(tokens.member))).status).to.equal(403);
     expect((await t.http.delete('/api/v1/packages/acme/alpha').set(bearer(tokens.outsider))).status).to.equal(404);

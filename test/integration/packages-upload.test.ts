@@ -178,7 +178,7 @@ describe('packages: upload install, reads and re-installs (P2, P4, P5, P7-P10)',
     const auditor = await roleIri(`${base}/audit#auditor`);
     for (const r of [editor, auditor]) {
       const a = `${graphs.base}id/assignment/${r.slice(-36)}`;
-      await store.update(`INSERT DATA { GRAPH <${graphs.iam(workspace.id)}> { <${a}> a <https://w3id.org/wsm/ns#RoleAssignment> ; <https://w3id.org/wsm/ns#role> <${r}> ; <https://w3id.org/wsm/ns#principal> <${workspaces.principalIri(ownerPrincipal)}> } }`);
+      await store.update(`INSERT DATA { GRAPH <${graphs.iam(workspace.id)}> { <${a}> a <https://w3id.org/wsm/ns#RoleAssignment> ; <https://w3id.org/wsm/ns#role> <${r}> ; <https://w3id.org/wsm/ns#principal> <${workspaces.principalIri(ownerPrincipal)}> } }`, [graphs.iam(workspace.id)]);
     }
     const assigned = async () => (await store.select(`SELECT ?r WHERE { GRAPH <${graphs.iam(workspace.id)}> { ?a a <https://w3id.org/wsm/ns#RoleAssignment> ; <https://w3id.org/wsm/ns#role> ?r } }`)).map((b) => b.r!.value);
 

@@ -162,7 +162,7 @@ describe('query sandbox: limits and isolation from the event loop', function () 
     for (let i = 0; i < 3; i++) expect((await run('one-role')).status).to.equal(200);
     expect(sandbox.stats().loads).to.equal(loads);
     // A graph named like a matrix graph but chosen by no record is not part of the view either.
-    await store.update(`INSERT DATA { GRAPH <${graphs.matrix(ws.id, 'nope')}> { <urn:a> <urn:b> <urn:c> } }`);
+    await store.update(`INSERT DATA { GRAPH <${graphs.matrix(ws.id, 'nope')}> { <urn:a> <urn:b> <urn:c> } }`, [graphs.matrix(ws.id, 'nope')]);
     const graphsLoaded = sandbox.stats().graphsLoaded;
     await installMatrices(t, tokens.owner, 'acme', 'y', [{ uri: Y, turtle: extraMatrix(Y, 'yes') }]);
     const res = await run('one-role', 'application/n-triples');

@@ -122,12 +122,14 @@ describe('member list order across writes', () => {
     expect(await slugs()).to.deep.equal(['other']);
   });
 
-  it('shows a membership removed by a write that names no graph (a graph variable)', async () => {
+  it('shows a membership removed by a write made outside the services, which declares the IAM graph', async () => {
     expect(await names()).to.include('carol');
     const users = t.server.services.users;
     const carol = iri(users.userIri(users.idOf('carol')));
+    const acme = (await t.server.services.workspaces.find('acme'))!;
+    const iam = t.server.services.graphs.iam(acme.id);
     await t.server.services.store.update(`PREFIX wsm: <https://w3id.org/wsm/ns#>
-      DELETE { GRAPH ?g { ?p ?pp ?po } } WHERE { GRAPH ?g { ?p wsm:actor ${carol.__sparql} ; wsm:workspace ?w ; ?pp ?po } }`);
+      DELETE { GRAPH <${iam}> { ?p ?pp ?po } } WHERE { GRAPH <${iam}> { ?p wsm:actor ${carol.__sparql} ; wsm:workspace ?w ; ?pp ?po } }`, [iam]);
     expect(await names()).to.not.include('carol');
     expect((await list()).totalItems).to.equal(6);
   });

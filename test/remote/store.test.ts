@@ -30,7 +30,7 @@ describe('store: remote SPARQL engine (WSM_STORE=sparql)', function () {
   after(async () => {
     if (!store) return;
     const graphs = await store.graphNames();
-    if (graphs.length) await store.write(graphs.map((graph) => ({ kind: 'update', sparql: `DROP SILENT GRAPH <${graph}>` })));
+    if (graphs.length) await store.write(graphs.map((graph) => ({ kind: 'update', sparql: `DROP SILENT GRAPH <${graph}>`, graphs: [graph] })));
   });
 
   const count = async (graph: string) =>
@@ -72,7 +72,7 @@ describe('store: remote SPARQL engine (WSM_STORE=sparql)', function () {
 
   it('keeps text beyond ASCII intact through updates, loads and queries', async () => {
     const graph = g('unicode');
-    await store.update(`INSERT DATA { GRAPH <${graph}> { <urn:a> <urn:name> "émile 😀" } }`);
+    await store.update(`INSERT DATA { GRAPH <${graph}> { <urn:a> <urn:name> "émile 😀" } }`, [graph]);
     await store.write([{ kind: 'load', graph, format: 'text/turtle', data: '<urn:b> <urn:name> "zoë"@fr .' }]);
     const rows = await store.select(`SELECT ?o WHERE { GRAPH <${graph}> { ?s <urn:name> ?o } } ORDER BY ?s`);
     expect(rows.map((r) => r.o!.value)).to.deep.equal(['émile 😀', 'zoë']);
@@ -81,16 +81,16 @@ describe('store: remote SPARQL engine (WSM_STORE=sparql)', function () {
 
   it('a multi-op write whose later op the engine refuses leaves nothing applied', async () => {
     const graph = g('atomic');
-    await store.update(`INSERT DATA { GRAPH <${graph}> { <urn:s> <urn:p> "kept" } }`);
+    await store.update(`INSERT DATA { GRAPH <${graph}> { <urn:s> <urn:p> "kept" } }`, [graph]);
     const version = store.version;
-    const seen: WriteOp[][] = [];
-    const off = store.onWrite((ops) => seen.push(ops));
+    const seen: string[][] = [];
+    const off = store.onWrite((graphs) => seen.push([...graphs]));
     const ops: WriteOp[] = [
-      { kind: 'update', sparql: `DELETE DATA { GRAPH <${graph}> { <urn:s> <urn:p> "kept" } }` },
+      { kind: 'update', sparql: `DELETE DATA { GRAPH <${graph}> { <urn:s> <urn:p> "kept" } }`, graphs: [graph] },
       { kind: 'load', graph, format: 'application/n-triples', data: '<urn:s> <urn:p> "added" .\n' },
-      { kind: 'update', sparql: `INSERT DATA { GRAPH <${graph}> { <urn:s> <urn:p> "more" } }` },
+      { kind: 'update', sparql: `INSERT DATA { GRAPH <${graph}> { <urn:s> <urn:p> "more" } }`, graphs: [graph] },
       // Not SPARQL: the engine refuses it when it gets there, after the first three ran.
-      { kind: 'update', sparql: `INSERT DATA { GRAPH <${graph}> { <urn:s> <urn:p> } }` },
+      { kind: 'update', sparql: `INSERT DATA { GRAPH <${graph}> { <urn:s> <urn:p> } }`, graphs: [graph] },
     ];
     let refused: unknown;
     try { await store.write(ops); } catch (err) { refused = err; }
@@ -108,7 +108,7 @@ describe('store: remote SPARQL engine (WSM_STORE=sparql)', function () {
     let refused: unknown;
     try {
       await store.write([
-        { kind: 'update', sparql: `INSERT DATA { GRAPH <${graph}> { <urn:s> <urn:p> "first" } }` },
+        { kind: 'update', sparql: `INSERT DATA { GRAPH <${graph}> { <urn:s> <urn:p> "first" } }`, graphs: [graph] },
         { kind: 'load', graph, format: 'text/turtle', data: '<urn:s> <urn:p> "unterminated .' },
       ]);
     } catch (err) { refused = err; }
@@ -138,7 +138,7 @@ describe('store: remote SPARQL engine (WSM_STORE=sparql)', function () {
     })();
     try {
       await store.write([
-        { kind: 'update', sparql: `INSERT DATA { GRAPH <${g('big-marker')}> { <urn:big> <urn:p:loaded> true } }` },
+        { kind: 'update', sparql: `INSERT DATA { GRAPH <${g('big-marker')}> { <urn:big> <urn:p:loaded> true } }`, graphs: [g('big-marker')] },
         { kind: 'load', graph, format: 'application/n-triples', data },
       ]);
     } finally {
@@ -158,7 +158,7 @@ describe('store: remote SPARQL engine (WSM_STORE=sparql)', function () {
     const staged = await store.select(`SELECT ?g WHERE { GRAPH ?g { ?s ?p ?o } FILTER(STRSTARTS(STR(?g), ${JSON.stringify(`${base}staging/`)})) } LIMIT 1`);
     expect(staged).to.deep.equal([]);
     // Keep the following tests' scans small.
-    await store.update(`DROP SILENT GRAPH <${graph}>`);
+    await store.update(`DROP SILENT GRAPH <${graph}>`, [graph]);
   });
 
   it('keeps blank nodes whole: nested nodes, lists, and distinct nodes per load', async () => {
@@ -186,7 +186,7 @@ describe('store: remote SPARQL engine (WSM_STORE=sparql)', function () {
   });
 
   it('graphNames and size cover the service graphs only, never the engine\'s own', async () => {
-    await store.update(`INSERT DATA { GRAPH <${g('listed')}> { <urn:s> <urn:p> "x" } }`);
+    await store.update(`INSERT DATA { GRAPH <${g('listed')}> { <urn:s> <urn:p> "x" } }`, [g('listed')]);
     // The engine holds graphs of its own (Virtuoso: its schema graphs) in the same store.
     const all = JSON.parse(await client.query('SELECT DISTINCT ?g WHERE { GRAPH ?g { ?s ?p ?o } }', 'application/sparql-results+json')) as { results: { bindings: Array<{ g: { value: string } }> } };
     const foreign = all.results.bindings.map((b) => b.g.value).filter((name) => !name.startsWith(base));

@@ -20,19 +20,19 @@ describe('store: all-or-nothing writes', () => {
 
   it('refuses a multi-op write whose last op the engine refuses, changing nothing', async () => {
     const store = await openDurableStore(dir);
-    await store.update('INSERT DATA { GRAPH <urn:g> { <urn:s> <urn:p> "kept" } }');
+    await store.update('INSERT DATA { GRAPH <urn:g> { <urn:s> <urn:p> "kept" } }', ['urn:g']);
     const ask = 'ASK { GRAPH <urn:g> { <urn:s> <urn:p> "kept" } }';
     const select = 'SELECT ?o WHERE { GRAPH <urn:g> { <urn:s> <urn:p> ?o } } ORDER BY ?o';
     // Read once so the store's answer cache holds these answers.
     expect(await store.ask(ask)).to.equal(true);
     expect((await store.select(select)).map((b) => b.o!.value)).to.deep.equal(['kept']);
     const before = { quads: content(store), journal: await journalBytes(), version: store.version, size: await store.size() };
-    const writes: WriteOp[][] = [];
-    const off = store.onWrite((ops) => writes.push(ops));
+    const writes: string[][] = [];
+    const off = store.onWrite((graphs) => writes.push([...graphs]));
     const ops: WriteOp[] = [
-      { kind: 'update', sparql: 'DELETE DATA { GRAPH <urn:g> { <urn:s> <urn:p> "kept" } }' },
+      { kind: 'update', sparql: 'DELETE DATA { GRAPH <urn:g> { <urn:s> <urn:p> "kept" } }', graphs: ['urn:g'] },
       { kind: 'load', graph: 'urn:g', format: 'application/n-triples', data: '<urn:s> <urn:p> "added" .\n' },
-      { kind: 'update', sparql: 'INSERT DATA { GRAPH <urn:g> { <urn:s> <urn:p> "more" } }' },
+      { kind: 'update', sparql: 'INSERT DATA { GRAPH <urn:g> { <urn:s> <urn:p> "more" } }', graphs: ['urn:g'] },
       { kind: 'load', graph: 'urn:g', format: 'application/n-triples', data: '<urn:s> <urn:p> "x" .\n<http://example.org/a%zz> <urn:p> "refused" .\n' },
     ];
     let refused: unknown;
@@ -63,7 +63,7 @@ describe('store: all-or-nothing writes', () => {
     const before = content(store);
     let refused: unknown;
     try {
-      await store.write([{ kind: 'update', sparql: 'INSERT DATA { GRAPH <urn:g> { <http://example.org/a%zz> <urn:p> 1 } }' },
+      await store.write([{ kind: 'update', sparql: 'INSERT DATA { GRAPH <urn:g> { <http://example.org/a%zz> <urn:p> 1 } }', graphs: ['urn:g'] },
         { kind: 'load', graph: 'urn:g', format: 'application/n-triples', data: '<urn:s> <urn:p> "fine" .\n' }]);
     } catch (err) {
       refused = err;

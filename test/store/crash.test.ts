@@ -47,7 +47,7 @@ describe('crash', function () {
       expect([...b].filter((n) => !a.has(n))).to.deep.equal([]);
       expect(warnings.every((w) => /cutting/.test(w)), warnings.join('\n')).to.equal(true);
       // Still writable; the next round continues on the recovered directory.
-      await store.update(insertPair(-1 - round));
+      await store.update(insertPair(-1 - round), ['urn:g:test']);
       await store.close();
     }
     expect(total).to.be.greaterThan(200);

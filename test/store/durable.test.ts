@@ -13,10 +13,10 @@ describe('durable store', () => {
 
   it('keeps writes across close and reopen', async () => {
     const first = await openDurableStore(dir);
-    for (let i = 0; i < 5; i++) await first.update(insertPair(i));
+    for (let i = 0; i < 5; i++) await first.update(insertPair(i), ['urn:g:test']);
     await first.write([
       { kind: 'load', graph: 'urn:g:loaded', format: 'text/turtle', data: '<urn:x> <urn:y> "z" .' },
-      { kind: 'update', sparql: 'DELETE DATA { GRAPH <urn:g:test> { <urn:n:0> <urn:p:a> 0 } }' },
+      { kind: 'update', sparql: 'DELETE DATA { GRAPH <urn:g:test> { <urn:n:0> <urn:p:a> 0 } }', graphs: ['urn:g:test'] },
     ]);
     const before = content(first);
     await first.close();
@@ -31,10 +31,10 @@ describe('durable store', () => {
 
   it('gives the same state after snapshot, more writes and reopen', async () => {
     const first = await openDurableStore(dir);
-    for (let i = 0; i < 10; i++) await first.update(insertPair(i));
+    for (let i = 0; i < 10; i++) await first.update(insertPair(i), ['urn:g:test']);
     await first.snapshot();
-    for (let i = 10; i < 15; i++) await first.update(insertPair(i));
-    await first.update('DELETE DATA { GRAPH <urn:g:test> { <urn:n:3> <urn:p:a> 3 } }');
+    for (let i = 10; i < 15; i++) await first.update(insertPair(i), ['urn:g:test']);
+    await first.update('DELETE DATA { GRAPH <urn:g:test> { <urn:n:3> <urn:p:a> 3 } }', ['urn:g:test']);
     const before = content(first);
     expect(first.stats().snapshots).to.equal(1);
     await first.close();
@@ -64,13 +64,13 @@ describe('durable store', () => {
   it('keeps writes racing a snapshot', async () => {
     const store = await openDurableStore(dir);
     const writes: Promise<void>[] = [];
-    for (let i = 0; i < 50; i++) writes.push(store.update(insertPair(i))); // not yet fsynced
+    for (let i = 0; i < 50; i++) writes.push(store.update(insertPair(i), ['urn:g:test'])); // not yet fsynced
     const snap = store.snapshot();
-    for (let i = 50; i < 100; i++) writes.push(store.update(insertPair(i))); // same tick as the snapshot call
+    for (let i = 50; i < 100; i++) writes.push(store.update(insertPair(i), ['urn:g:test'])); // same tick as the snapshot call
     await Promise.resolve();
-    for (let i = 100; i < 150; i++) writes.push(store.update(insertPair(i))); // while it runs
+    for (let i = 100; i < 150; i++) writes.push(store.update(insertPair(i), ['urn:g:test'])); // while it runs
     await Promise.all([snap, ...writes]);
-    for (let i = 150; i < 160; i++) await store.update(insertPair(i));
+    for (let i = 150; i < 160; i++) await store.update(insertPair(i), ['urn:g:test']);
     await store.close();
 
     const reopened = await openDurableStore(dir);
@@ -85,7 +85,7 @@ describe('durable store', () => {
     const store = await openDurableStore(dir, { snapshotAfterBytes: 4000 });
     const writes: Promise<void>[] = [];
     for (let i = 0; i < 300; i++) {
-      writes.push(store.update(insertPair(i)));
+      writes.push(store.update(insertPair(i), ['urn:g:test']));
       if (i % 7 === 0) await new Promise((r) => setImmediate(r));
     }
     await Promise.all(writes);
@@ -101,7 +101,7 @@ describe('durable store', () => {
   it('group commit: 200 concurrent writes share few fsyncs', async () => {
     const store = await openDurableStore(dir);
     const writes: Promise<void>[] = [];
-    for (let i = 0; i < 200; i++) writes.push(store.update(insertPair(i)));
+    for (let i = 0; i < 200; i++) writes.push(store.update(insertPair(i), ['urn:g:test']));
     await Promise.all(writes);
     const { fsyncs, appends } = store.stats();
     expect(appends).to.equal(200);
@@ -110,7 +110,7 @@ describe('durable store', () => {
     // Staggered writers (a new write every few microtasks) still batch.
     const staggered: Promise<void>[] = [];
     for (let i = 200; i < 400; i++) {
-      staggered.push(store.update(insertPair(i)));
+      staggered.push(store.update(insertPair(i), ['urn:g:test']));
       if (i % 20 === 0) await new Promise((r) => setImmediate(r));
     }
     await Promise.all(staggered);
@@ -127,7 +127,7 @@ describe('durable store', () => {
     const store = await openDurableStore(dir);
     await store.close();
     let error: Error | undefined;
-    await store.update(insertPair(1)).catch((e: Error) => (error = e));
+    await store.update(insertPair(1), ['urn:g:test']).catch((e: Error) => (error = e));
     expect(error?.message).to.match(/closed/);
   });
 
@@ -152,7 +152,7 @@ describe('durable store', () => {
       const store = await openDurableStore(dir, { onInfo: (m) => infos.push(m) });
       expect(infos.join('\n')).to.contain(`pid ${deadPid} no longer runs`);
       expect((await readFile(join(dir, 'lock'), 'utf8')).trim()).to.equal(String(process.pid));
-      await store.update(insertPair(1));
+      await store.update(insertPair(1), ['urn:g:test']);
       await store.close();
     });
   });
@@ -167,16 +167,16 @@ describe('durable store: multi-update writes', () => {
   it('applies several updates that each declare prefixes as one write, and keeps them after reopen', async () => {
     const store = await openDurableStore(dir);
     await store.write([
-      { kind: 'update', sparql: 'PREFIX ex: <urn:ex:> INSERT DATA { GRAPH <urn:g:a> { ex:s ex:p 1 } }' },
-      { kind: 'update', sparql: 'PREFIX ex: <urn:ex:>\nPREFIX other: <urn:other:> INSERT DATA { GRAPH <urn:g:a> { ex:s other:p 2 } }' },
-      { kind: 'update', sparql: 'PREFIX ex: <urn:different:> INSERT DATA { GRAPH <urn:g:a> { ex:s ex:p 3 } }' },
+      { kind: 'update', sparql: 'PREFIX ex: <urn:ex:> INSERT DATA { GRAPH <urn:g:a> { ex:s ex:p 1 } }', graphs: ['urn:g:a'] },
+      { kind: 'update', sparql: 'PREFIX ex: <urn:ex:>\nPREFIX other: <urn:other:> INSERT DATA { GRAPH <urn:g:a> { ex:s other:p 2 } }', graphs: ['urn:g:a'] },
+      { kind: 'update', sparql: 'PREFIX ex: <urn:different:> INSERT DATA { GRAPH <urn:g:a> { ex:s ex:p 3 } }', graphs: ['urn:g:a'] },
     ]);
     const count = async () => Number((await store.select('SELECT (COUNT(*) AS ?n) WHERE { GRAPH <urn:g:a> { ?s ?p ?o } }'))[0]!.n!.value);
     expect(await count()).to.equal(3);
     expect(await store.size()).to.equal(3);
-    await store.update('INSERT DATA { GRAPH <urn:g:b> { <urn:x> <urn:y> <urn:z> } }');
+    await store.update('INSERT DATA { GRAPH <urn:g:b> { <urn:x> <urn:y> <urn:z> } }', ['urn:g:b']);
     expect(await store.size(), 'the count follows every write').to.equal(4);
-    await store.update('DROP GRAPH <urn:g:b>');
+    await store.update('DROP GRAPH <urn:g:b>', ['urn:g:b']);
     expect(await store.ask('ASK { GRAPH <urn:g:a> { <urn:different:s> <urn:different:p> 3 } }')).to.equal(true);
     await store.close();
     const reopened = await openDurableStore(dir);
@@ -189,8 +189,8 @@ describe('durable store: multi-update writes', () => {
     let error: unknown = null;
     try {
       await store.write([
-        { kind: 'update', sparql: 'PREFIX ex: <urn:ex:> INSERT DATA { GRAPH <urn:g:a> { ex:s ex:p 1 } }' },
-        { kind: 'update', sparql: 'PREFIX ex: <urn:ex:> INSERT DATA { GRAPH <urn:g:a> { ex:s ex:p ' },
+        { kind: 'update', sparql: 'PREFIX ex: <urn:ex:> INSERT DATA { GRAPH <urn:g:a> { ex:s ex:p 1 } }', graphs: ['urn:g:a'] },
+        { kind: 'update', sparql: 'PREFIX ex: <urn:ex:> INSERT DATA { GRAPH <urn:g:a> { ex:s ex:p ', graphs: ['urn:g:a'] },
       ]);
     } catch (err) { error = err; }
     expect(error).to.be.instanceOf(Error);

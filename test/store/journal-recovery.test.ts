@@ -12,12 +12,12 @@ import { insertPair, numbers, openCollecting, tempDir } from './helpers.js';
  */
 async function journalWithFiveRecords(dir: string): Promise<{ file: string; lastStart: number; end: number }> {
   const store = await openDurableStore(dir);
-  for (let i = 1; i <= 4; i++) await store.update(insertPair(i));
+  for (let i = 1; i <= 4; i++) await store.update(insertPair(i), ['urn:g:test']);
   const file = store.stats().currentFile;
   await store.close();
   const lastStart = (await stat(file)).size;
   const again = await openDurableStore(dir);
-  await again.update(insertPair(5));
+  await again.update(insertPair(5), ['urn:g:test']);
   await again.close();
   return { file, lastStart, end: (await stat(file)).size };
 }
@@ -33,7 +33,7 @@ async function expectLastRecordCut(dir: string, expectedLeft: number): Promise<v
   expect(store.replayInfo.cutBytes).to.be.greaterThan(0);
   expect(store.replayInfo.lastSeq).to.equal(4);
   expect((await stat(store.stats().currentFile)).size).to.equal(expectedLeft);
-  await store.update(insertPair(6));
+  await store.update(insertPair(6), ['urn:g:test']);
   await store.close();
 
   const { store: clean, warnings: none } = await openCollecting(dir);
@@ -88,7 +88,7 @@ describe('journal recovery', () => {
     const sum = createHash('sha256').update(lengthAndSeq).update(payload).digest().subarray(0, 8);
     const badJson = Buffer.concat([lengthAndSeq.subarray(0, 4), sum, lengthAndSeq.subarray(4), payload]);
 
-    const outOfSequence = encodeRecord(9, [{ kind: 'update', sparql: 'INSERT DATA { <urn:x> <urn:y> <urn:z> }' }]);
+    const outOfSequence = encodeRecord(9, [{ kind: 'update', sparql: 'INSERT DATA { <urn:x> <urn:y> <urn:z> }', graphs: [''] }]);
     for (const tail of [badJson, outOfSequence]) {
       await copyFile(pristine, file);
       await truncate(file, lastStart);
@@ -104,7 +104,7 @@ describe('journal recovery', () => {
     expect(name).to.equal('journal-0000000000000001.log');
     const later = join(dir, 'journal-0000000000000008.log');
     const handle = await open(later, 'w');
-    await handle.write(encodeRecord(8, [{ kind: 'update', sparql: 'INSERT DATA { <urn:x> <urn:y> <urn:z> }' }]));
+    await handle.write(encodeRecord(8, [{ kind: 'update', sparql: 'INSERT DATA { <urn:x> <urn:y> <urn:z> }', graphs: [''] }]));
     await handle.close();
     let error: Error | undefined;
     await openDurableStore(dir).catch((e: Error) => (error = e));

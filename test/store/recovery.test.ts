@@ -47,7 +47,7 @@ describe('recovery: damage in the middle of the journal', function () {
     const starts: number[] = [];
     for (let i = 1; i <= 40; i++) {
       starts.push(store.stats().currentFileBytes);
-      await store.update(insertPair(i));
+      await store.update(insertPair(i), ['urn:g:test']);
     }
     await store.close();
     return { file, starts };
@@ -90,7 +90,7 @@ describe('recovery: damage in the middle of the journal', function () {
     expect(warnings).to.deep.equal([]);
     expect(await numbersIn(store)).to.deep.equal(range(1, 24));
     expect(store.replayInfo.lastSeq).to.equal(24);
-    await store.update(insertPair(100));
+    await store.update(insertPair(100), ['urn:g:test']);
     await store.close();
     const again = await openDurableStore(dir);
     expect(await numbersIn(again)).to.deep.equal([...range(1, 24), 100]);
@@ -104,10 +104,10 @@ describe('recovery: damage in the middle of the journal', function () {
 
   it('refuses damage at the end of an older journal file when a later file holds records', async () => {
     const store = await openDurableStore(dir, { snapshotAfterBytes: 1 << 30 });
-    for (let i = 1; i <= 5; i++) await store.update(insertPair(i));
+    for (let i = 1; i <= 5; i++) await store.update(insertPair(i), ['urn:g:test']);
     const older = store.stats().currentFile;
     await store.snapshot();
-    for (let i = 6; i <= 8; i++) await store.update(insertPair(i));
+    for (let i = 6; i <= 8; i++) await store.update(insertPair(i), ['urn:g:test']);
     await store.close();
     // The snapshot is corrupt too, so the older file is needed; its last record is damaged.
     const snapshot = join(dir, (await readdir(dir)).find((f) => f.startsWith('snapshot-'))!);
@@ -140,12 +140,12 @@ describe('recovery: snapshots', function () {
   /** Writes 1-10, snapshot, 11-16, snapshot, 17-20; returns the content and the snapshot files, newest first. */
   async function twoSnapshots(): Promise<{ before: string[]; snapshots: string[] }> {
     const store = await openDurableStore(dir);
-    for (let i = 1; i <= 10; i++) await store.update(insertPair(i));
+    for (let i = 1; i <= 10; i++) await store.update(insertPair(i), ['urn:g:test']);
     await store.write([{ kind: 'load', graph: 'urn:g:blank', format: 'text/turtle', data: '<urn:x> <urn:y> [ <urn:z> "inner" ; <urn:w> [ <urn:v> 1 ] ] .' }]);
     await store.snapshot();
-    for (let i = 11; i <= 16; i++) await store.update(insertPair(i));
+    for (let i = 11; i <= 16; i++) await store.update(insertPair(i), ['urn:g:test']);
     await store.snapshot();
-    for (let i = 17; i <= 20; i++) await store.update(insertPair(i));
+    for (let i = 17; i <= 20; i++) await store.update(insertPair(i), ['urn:g:test']);
     const before = content(store);
     await store.close();
     const snapshots = (await readdir(dir)).filter((f) => f.startsWith('snapshot-')).sort().reverse().map((f) => join(dir, f));
@@ -166,7 +166,7 @@ describe('recovery: snapshots', function () {
     expect(await store.ask('ASK { GRAPH <urn:g:blank> { <urn:x> <urn:y> ?b . ?b <urn:z> "inner" ; <urn:w> ?c . ?c <urn:v> 1 } }')).to.equal(true);
 
     // The next snapshot replaces the corrupt one; the sound one it fell back to stays as the previous.
-    await store.update(insertPair(21));
+    await store.update(insertPair(21), ['urn:g:test']);
     await store.snapshot();
     await store.close();
     const names = (await readdir(dir)).filter((f) => f.startsWith('snapshot-')).sort();
@@ -190,9 +190,9 @@ describe('recovery: snapshots', function () {
     const { dir: other, cleanup: cleanOther } = await tempDir();
     try {
       const store = await openDurableStore(other);
-      for (let i = 1; i <= 5; i++) await store.update(insertPair(i));
+      for (let i = 1; i <= 5; i++) await store.update(insertPair(i), ['urn:g:test']);
       await store.snapshot();
-      await store.update(insertPair(6));
+      await store.update(insertPair(6), ['urn:g:test']);
       await store.close();
       const only = join(other, (await readdir(other)).find((f) => f.startsWith('snapshot-'))!);
       await flipBit(only, 40);
@@ -261,7 +261,7 @@ describe('recovery: a snapshot that fails', function () {
       const blockers = range(1, 200).map((n) => join(dir, `snapshot-${String(n).padStart(16, '0')}.trig.tmp`));
       for (const b of blockers) await mkdir(b);
       const started = performance.now();
-      for (let i = 1; i <= 60; i++) await store.update(insertPair(i));
+      for (let i = 1; i <= 60; i++) await store.update(insertPair(i), ['urn:g:test']);
       const elapsed = performance.now() - started;
       const { snapshotFailures, snapshots, lastSnapshotError } = store.stats();
       expect(snapshots).to.equal(0);
@@ -276,7 +276,7 @@ describe('recovery: a snapshot that fails', function () {
       for (const b of blockers) await rm(b, { recursive: true });
       await new Promise((r) => setTimeout(r, retryMs * 2 ** (snapshotFailures - 1) + 100));
       // Past the threshold again (each failed attempt switched to a new journal file).
-      for (let i = 61; i <= 80; i++) await store.update(insertPair(i));
+      for (let i = 61; i <= 80; i++) await store.update(insertPair(i), ['urn:g:test']);
       for (let i = 0; i < 200 && store.stats().snapshots === 0; i++) await new Promise((r) => setTimeout(r, 50));
       expect(store.stats().snapshots).to.be.at.least(1);
       expect(store.stats().snapshotFailures).to.equal(0);
@@ -301,7 +301,7 @@ describe('recovery: snapshots of the first format', () => {
       await writeFile(join(dir, 'store.json'), '{"format":1}\n');
       const first = await openDurableStore(dir);
       expect(first.replayInfo).to.include({ snapshotSeq: 3, lastSeq: 3 });
-      await first.update(insertPair(2));
+      await first.update(insertPair(2), ['urn:g:test']);
       await first.close();
       const { store, warnings } = await openCollecting(dir);
       expect(warnings).to.deep.equal([]);

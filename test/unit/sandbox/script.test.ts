@@ -2,24 +2,21 @@ import { expect } from 'chai';
 import oxigraph from 'oxigraph';
 import { Graphs } from '../../../src/rdf/graphs.js';
 import { reaches } from '../../../src/sandbox/sandbox.js';
-import { affectedBy } from '../../../src/store/write-reach.js';
 import { limitedText, parseReadQuery } from '../../../src/sandbox/script.js';
 
-describe('sandbox: which writes touch which workspace', () => {
+describe('sandbox: which writes touch which workspace (from the graphs a write declares)', () => {
   const graphs = new Graphs('https://ws.example/');
-  const update = (sparql: string) => affectedBy({ kind: 'update', sparql }, graphs);
+  const declared = (...names: string[]) => graphs.placesOf(names);
 
-  it('finds the workspaces of the graphs an update names', () => {
-    const hit = update(`INSERT DATA { GRAPH <${graphs.matrix('w1', 'm1')}> { <urn:a> <urn:b> <urn:c> } } ;
-      DELETE WHERE { GRAPH <${graphs.packages('w2')}> { ?s ?p ?o } }`);
-    expect(hit.all).to.equal(false);
+  it('places the graphs by workspace', () => {
+    const hit = declared(graphs.matrix('w1', 'm1'), graphs.packages('w2'));
     expect([...hit.workspaces.keys()].sort()).to.deep.equal(['w1', 'w2']);
     expect([...hit.workspaces.get('w1')!]).to.deep.equal(['matrices/m1']);
     expect(hit.system).to.equal(false);
   });
 
   it('re-syncs a knowledge view only for its matrices, extensions and the records choosing them', () => {
-    const touches = (graph: string) => reaches(update(`INSERT DATA { GRAPH <${graph}> { <urn:a> <urn:b> <urn:c> } }`), 'w1', 'knowledge');
+    const touches = (graph: string) => reaches(declared(graph), 'w1', 'knowledge');
     expect(touches(graphs.matrix('w1', 'm1'))).to.equal(true);
     expect(touches(graphs.packages('w1'))).to.equal(true);
     expect(touches(graphs.extensions('w1'))).to.equal(true);
@@ -30,51 +27,17 @@ describe('sandbox: which writes touch which workspace', () => {
     expect(touches(graphs.command('w1', 'c1'))).to.equal(false);
     expect(touches(graphs.matrix('w2', 'm1'))).to.equal(false);
     expect(touches(graphs.system)).to.equal(false);
-    const all = (graph: string) => reaches(update(`INSERT DATA { GRAPH <${graph}> { <urn:a> <urn:b> <urn:c> } }`), 'w1', 'all');
+    const all = (graph: string) => reaches(declared(graph), 'w1', 'all');
     expect(all(graphs.slashCommands('w1'))).to.equal(true);
     expect(all(graphs.system)).to.equal(true);
     expect(all(graphs.iam('w2'))).to.equal(false);
+    expect(all(graphs.registry)).to.equal(false);
   });
 
-  it('finds the workspace of a load', () => {
-    const hit = affectedBy({ kind: 'load', graph: graphs.extension('w3', 'x'), format: 'text/turtle', data: '' }, graphs);
-    expect([...hit.workspaces.keys()]).to.deep.equal(['w3']);
-  });
-
-  it('marks system graph writes, which concern the administrators\' views', () => {
-    const hit = update(`INSERT DATA { GRAPH <${graphs.system}> { <urn:a> <urn:b> "x" } }`);
+  it('marks system graph writes, which concern the administrators\' views, and places nothing outside the base', () => {
+    const hit = declared(graphs.system, 'urn:x-wsm-staging:1', 'https://ws.example/workspaces/');
     expect(hit.system).to.equal(true);
-    expect(hit.all).to.equal(false);
-  });
-
-  it('reads no syntax inside string literals or comments', () => {
-    const events = graphs.command('w1', 'c1');
-    for (const quoted of [
-      '"Matrix x: 3 triples for graph https://ws.example/workspaces/w2/matrices/m2"',
-      "'GRAPH ?g moved; DROP ALL'",
-      '"""a "quoted" GRAPH ?g, ""twice"" and COPY <urn:a> TO <urn:b>"""',
-      "'''it's DROP ALL, over\nlines'''",
-      '"escaped \\" GRAPH ?g \\\\"',
-    ]) {
-      const hit = update(`INSERT DATA { GRAPH <${events}> { <urn:e> <urn:message> ${quoted} } } # GRAPH ?g <${graphs.packages('w3')}>`);
-      expect(hit.all, quoted).to.equal(false);
-      expect([...hit.workspaces.keys()], quoted).to.deep.equal(['w1']);
-    }
-    // A literal hides nothing that follows it.
-    const after = update(`INSERT DATA { GRAPH <${events}> { <urn:e> <urn:m> "a \\" GRAPH" } } ; DELETE WHERE { GRAPH ?g { ?s <urn:m> "x" } }`);
-    expect(after.all).to.equal(true);
-    const named = update(`INSERT DATA { GRAPH <${events}> { <urn:e> <urn:m> '''it''s''' } } ; INSERT DATA { GRAPH <${graphs.matrix('w2', 'm')}> { <urn:a> <urn:b> "#" } }`);
-    expect([...named.workspaces.keys()].sort()).to.deep.equal(['w1', 'w2']);
-  });
-
-  it('treats what it cannot tell as touching everything', () => {
-    for (const sparql of [
-      'DELETE WHERE { GRAPH ?g { ?s ?p ?o } }',
-      'DROP ALL', 'CLEAR NAMED', 'drop silent default',
-      'PREFIX g: <https://ws.example/workspaces/> INSERT DATA { GRAPH g:w1 { <urn:a> <urn:b> <urn:c> } }',
-      'COPY <urn:a> TO <urn:b>',
-      'INSERT DATA { GRAPH <urn:elsewhere> { <urn:a> <urn:b> <urn:c> } }',
-    ]) expect(update(sparql).all, sparql).to.equal(true);
+    expect(hit.workspaces.size).to.equal(0);
   });
 });
 

@@ -1,0 +1,72 @@
+import type { QuadStore } from './store.js';
+
+/**
+ * The one read cache of the service (docs/architecture.md, the cache rule).
+ * An entry remembers the graphs its read depends on and their revisions
+ * (`QuadStore.revision`) when the read started; it is answered only while
+ * none of those revisions has moved. A value whose graphs' revisions moved
+ * while it was being read (a write to one of them was in flight or landed)
+ * is returned to its caller but not kept. So a write to one graph leaves
+ * cached answers that read only other graphs in place.
+ *
+ * The caller names the graphs its read depends on: every graph the query
+ * reads that a write could change in a way that changes the answer.
+ *
+ * Values are deep-frozen: callers share them. Bounded: at most `max`
+ * entries, the least recently used goes first.
+ */
+export class GraphCache<V> {
+  private readonly entries = new Map<string, { value: V; graphs: readonly string[]; revisions: number[] }>();
+
+  constructor(private readonly store: QuadStore, private readonly max = 10_000) {}
+
+  /** The value for `key`, read by `read` (which depends on `graphs`) unless a current one is kept. */
+  async get(key: string, graphs: readonly string[], read: () => Promise<V>): Promise<V> {
+    const hit = this.peek(key);
+    if (hit.found) return hit.value;
+    const at = this.revisionsOf(graphs);
+    const value = await read();
+    this.keep(key, graphs, at, value);
+    return value;
+  }
+
+  /** A kept, current value for `key`, if any. */
+  peek(key: string): { found: true; value: V } | { found: false } {
+    const entry = this.entries.get(key);
+    if (!entry) return { found: false };
+    if (!this.current(entry.graphs, entry.revisions)) {
+      this.entries.delete(key);
+      return { found: false };
+    }
+    // Most recently used last.
+    this.entries.delete(key);
+    this.entries.set(key, entry);
+    return { found: true, value: entry.value };
+  }
+
+  /** The revisions of `graphs` now: take them before a read, pass them to `keep` with what it found. */
+  revisionsOf(graphs: readonly string[]): number[] {
+    return graphs.map((g) => this.store.revision(g));
+  }
+
+  /** Keeps a value read since `revisionsOf(graphs)` returned `at`, unless one of those revisions moved meanwhile. */
+  keep(key: string, graphs: readonly string[], at: number[], value: V): void {
+    if (!this.current(graphs, at)) return;
+    this.entries.delete(key);
+    if (this.entries.size >= this.max) this.entries.delete(this.entries.keys().next().value!);
+    this.entries.set(key, { value: deepFreeze(value), graphs, revisions: at });
+  }
+
+  private current(graphs: readonly string[], revisions: readonly number[]): boolean {
+    for (let i = 0; i < graphs.length; i++) if (this.store.revision(graphs[i]!) !== revisions[i]) return false;
+    return true;
+  }
+}
+
+function deepFreeze<T>(value: T): T {
+  if (value && typeof value === 'object' && !Object.isFrozen(value)) {
+    Object.freeze(value);
+    for (const v of Object.values(value)) deepFreeze(v);
+  }
+  return value;
+}
