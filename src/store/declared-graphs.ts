@@ -27,7 +27,9 @@ import { DEFAULT_GRAPH, type WriteOp } from './store.js';
 export function graphsChangedBy(update: string): { graphs: Set<string> } | { unresolved: string } {
   let parsed: sparqljs.SparqlQuery;
   try {
-    parsed = new sparqljs.Parser().parse(update);
+    // The parser refuses lone surrogates (which literals may hold); replacing them changes no graph name
+    // a template could match wrongly: a replaced IRI only stops matching its declaration.
+    parsed = new sparqljs.Parser().parse(update.replace(/[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/g, '\uFFFD'));
   } catch (err) {
     // A text the engine refuses too changes nothing (the write is refused); one it accepts cannot be checked.
     try {

@@ -78,7 +78,9 @@ describe('running the service as a process', function () {
   });
 
   it('loses no acknowledged write when killed with SIGKILL mid-stream', async () => {
-    const s = await serve(dataDir);
+    // Throughput matters here (enough writes in flight when it dies): without the suite's
+    // check of write declarations, which parses every update (src/store/declared-graphs.ts).
+    const s = await serve(dataDir, { WSM_TEST_CHECK_GRAPHS: '0' });
     const token = await mintToken(dataDir, 'root', { systemAdmin: true, ttlSeconds: 600 });
     const acknowledged: string[] = [];
     let stop = false;
