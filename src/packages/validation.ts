@@ -316,9 +316,23 @@ export async function validateMatrices(input: ValidationInput): Promise<{ report
     kept.push({ node, result: readResult(node, lookup) });
   }
   kept.sort((a, b) => compareResults(a.result, b.result));
-  for (const { node } of kept) {
+  // The engine gives each result its own copy of a blank-node path (`[ sh:inversePath iam:hasRole ]`):
+  // one node per distinct path is stored instead, so a report of 15,000 results of one shape holds one.
+  const pathNodes = new Map<string, Term>();
+  for (const { node, result } of kept) {
     reportQuads.push(quad(reportNode, namedNode(sh('result')), node as never));
-    describe(engineStore, node, reportQuads);
+    for (const q of engineStore.getQuads(node, null, null, null)) {
+      if (q.predicate.value === sh('resultPath') && q.object.termType === 'BlankNode' && result.path !== null) {
+        const shared = pathNodes.get(result.path);
+        if (shared) {
+          reportQuads.push(quad(q.subject, q.predicate, shared as never));
+          continue;
+        }
+        pathNodes.set(result.path, q.object);
+      }
+      reportQuads.push(quad(q.subject, q.predicate, q.object));
+      if (q.object.termType === 'BlankNode') describe(engineStore, q.object, reportQuads);
+    }
   }
   const results = kept.map((k) => k.result);
   const report = summarize(results);
