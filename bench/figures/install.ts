@@ -1,9 +1,9 @@
 import { readdirSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import { Readable } from 'node:stream';
-import { Parser as TurtleParser, Store as N3Store, Writer } from 'n3';
+import { DataFactory, Parser as TurtleParser, Store as N3Store, Writer } from 'n3';
 import oxigraph from 'oxigraph';
-import SHACLValidator from 'rdf-validate-shacl';
+import { Validator as ShaclEngine } from 'shacl-engine';
 import * as tar from 'tar';
 import { figure, installPackage, ROOT, serviceWithWorkspace, type Figure } from '../lib.js';
 import { packageArchive } from '../data.js';
@@ -31,9 +31,9 @@ async function bareInstall(archive: Buffer, shapes: N3Store): Promise<number> {
   for (const matrix of manifest.matrices) {
     const quads = new TurtleParser().parse(files.get(matrix.path)!);
     const data = new N3Store(quads);
-    const report = await new SHACLValidator(shapes).validate(data);
+    const report = await new ShaclEngine(shapes, { factory: { ...DataFactory, dataset: () => new N3Store() } }).validate({ dataset: data });
     // Like the service: infos and warnings are kept, only a violation fails.
-    if (report.results.some((r) => r.severity?.value.endsWith('Violation'))) throw new Error('bare validation found a violation');
+    if (report.results.some((r) => r.severity.value.endsWith('Violation'))) throw new Error('bare validation found a violation');
     const nt = new Writer({ format: 'N-Triples' }).quadsToString(quads);
     store.load(nt, { format: 'application/n-triples', to_graph_name: oxigraph.namedNode(matrix.uri) });
   }

@@ -1,8 +1,8 @@
 /**
  * SHACL validation of a package's matrices (DESIGN.md section 4): the shapes
  * of `shapes/` against the union of the package's matrix files plus what the
- * workspace already holds (its roles and matrices), with rdf-validate-shacl
- * on an n3 Store copy of the data.
+ * workspace already holds (its roles and matrices), with shacl-engine on an
+ * n3 Store copy of the data.
  *
  * Decisions (docs/packages.md, "Validation"):
  * - `conforms` is "no violation": warnings and infos are reported but do not
@@ -16,7 +16,7 @@ import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { DataFactory, Parser, Store, Writer, type Quad } from 'n3';
 import type { Term } from '@rdfjs/types';
-import SHACLValidator from 'rdf-validate-shacl';
+import { Validator as ShaclEngine } from 'shacl-engine';
 import { DCTERMS, IAM, MTX, RDF, RDFS, SH, WSM, XSD } from '../rdf/vocab.js';
 import { parseTurtle } from '../rdf/turtle.js';
 import { ReservedTerms } from '../rdf/reserved.js';
@@ -81,7 +81,7 @@ const WSMSH = 'https://w3id.org/wsm/shapes#';
  */
 const PER_FILE_SHAPES = new Set([`${WSMSH}ManifestMatrixShape`]);
 
-interface Shapes { store: Store; validator: SHACLValidator }
+interface Shapes { store: Store; validator: ShaclEngine }
 let shapesGraphsCache: { packageShapes: Shapes; fileShapes: Shapes } | null = null;
 
 /**
@@ -95,7 +95,7 @@ function shapesGraphs(): { packageShapes: Shapes; fileShapes: Shapes } {
     const all = shapesQuads();
     const make = (quads: Quad[]): Shapes => {
       const store = new Store(quads);
-      return { store, validator: new SHACLValidator(store) };
+      return { store, validator: new ShaclEngine(store, { factory: ENGINE_FACTORY }) };
     };
     shapesGraphsCache = {
       packageShapes: make(all.filter((q) => !PER_FILE_SHAPES.has(q.subject.value))),
@@ -106,6 +106,9 @@ function shapesGraphs(): { packageShapes: Shapes; fileShapes: Shapes } {
 }
 
 const { namedNode, literal, blankNode, quad } = DataFactory;
+
+/** What the SHACL engine builds its report with: n3's terms, and n3 stores as datasets. */
+const ENGINE_FACTORY = { ...DataFactory, dataset: (quads?: Quad[]) => new Store(quads) };
 
 /** Objects of (subject, predicate) in a quad lookup. */
 type Lookup = (subject: Term, predicate: string) => Term[];
@@ -209,35 +212,16 @@ function describe(store: Store, start: Term, out: Quad[], seen = new Set<string>
 }
 
 /**
- * n3 terms for terms of another RDF/JS factory (the SHACL engine's). Blank
- * nodes the engine made (result nodes) get `tag` in front of their label, so
- * the results of several runs never share a node; blank nodes of the data or
- * the shapes (`isKnown`) keep theirs.
+ * Runs the SHACL engine and adds its report's quads to `into`. The engine
+ * builds its report with n3's own factory (ENGINE_FACTORY), so the quads go
+ * across as they are: the blank nodes it makes are labelled from n3's
+ * process-wide counter (`n3-<n>`), never like a parsed document's (`b<n>_...`),
+ * so the results of several runs never share a node with each other or with
+ * the data.
  */
-function toN3(term: Term, tag: string, isKnown: (label: string) => boolean): Term {
-  switch (term.termType) {
-    case 'NamedNode': return namedNode(term.value);
-    case 'BlankNode': return blankNode(isKnown(term.value) ? term.value : `${tag}${term.value}`);
-    case 'Literal': {
-      const lit = term as unknown as { value: string; language?: string; datatype?: { value: string } };
-      return lit.language ? literal(lit.value, lit.language) : literal(lit.value, namedNode(lit.datatype?.value ?? XSD.string));
-    }
-    default: return term;
-  }
-}
-
-/** Runs the SHACL engine and copies its report's quads (as n3 terms) into `into`. */
-async function runShacl({ store: shapes, validator }: Shapes, data: Store, into: Store, tag: string): Promise<void> {
-  const report = await validator.validate(data);
-  const known = (label: string) => {
-    const node = blankNode(label);
-    return data.countQuads(node, null, null, null) + data.countQuads(null, null, node, null) > 0
-      || shapes.countQuads(node, null, null, null) + shapes.countQuads(null, null, node, null) > 0;
-  };
-  for (const q of report.dataset.match(null, null, null, null)) {
-    into.addQuad(quad(
-      toN3(q.subject, tag, known) as never, toN3(q.predicate, tag, known) as never, toN3(q.object, tag, known) as never));
-  }
+async function runShacl({ validator }: Shapes, data: Store, into: Store): Promise<void> {
+  const report = await validator.validate({ dataset: data });
+  into.addQuads((report.dataset as Store).getQuads(null, null, null, null));
 }
 
 /**
@@ -290,12 +274,12 @@ export async function validateMatrices(input: ValidationInput): Promise<{ report
   // The package's shapes on the union; the per-file shapes on each file with only its own manifest entry.
   const { packageShapes, fileShapes } = shapesGraphs();
   const engineStore = new Store();
-  await runShacl(packageShapes, data, engineStore, 'package_');
-  for (const [index, matrix] of input.matrices.entries()) {
+  await runShacl(packageShapes, data, engineStore);
+  for (const matrix of input.matrices) {
     const file = new Store();
     for (const q of matrix.quads) file.addQuad(q.subject, q.predicate, q.object);
     file.addQuad(namedNode(matrix.uri), namedNode(WSM.matrixName), literal(matrix.name));
-    await runShacl(fileShapes, file, engineStore, `file${index}_`);
+    await runShacl(fileShapes, file, engineStore);
   }
   // Statements using the service's vocabulary or resource IRIs: one violation each (a bounded number).
   if (input.reserved) {
@@ -332,9 +316,23 @@ export async function validateMatrices(input: ValidationInput): Promise<{ report
     kept.push({ node, result: readResult(node, lookup) });
   }
   kept.sort((a, b) => compareResults(a.result, b.result));
-  for (const { node } of kept) {
+  // The engine gives each result its own copy of a blank-node path (`[ sh:inversePath iam:hasRole ]`):
+  // one node per distinct path is stored instead, so a report of 15,000 results of one shape holds one.
+  const pathNodes = new Map<string, Term>();
+  for (const { node, result } of kept) {
     reportQuads.push(quad(reportNode, namedNode(sh('result')), node as never));
-    describe(engineStore, node, reportQuads);
+    for (const q of engineStore.getQuads(node, null, null, null)) {
+      if (q.predicate.value === sh('resultPath') && q.object.termType === 'BlankNode' && result.path !== null) {
+        const shared = pathNodes.get(result.path);
+        if (shared) {
+          reportQuads.push(quad(q.subject, q.predicate, shared as never));
+          continue;
+        }
+        pathNodes.set(result.path, q.object);
+      }
+      reportQuads.push(quad(q.subject, q.predicate, q.object));
+      if (q.object.termType === 'BlankNode') describe(engineStore, q.object, reportQuads);
+    }
   }
   const results = kept.map((k) => k.result);
   const report = summarize(results);
