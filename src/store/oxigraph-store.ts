@@ -3,10 +3,10 @@ import { ExclusiveSections } from './sections.js';
 import { WriteRefusedError, type Binding, type QuadStore, type QueryScope, type RdfFormat, type WriteOp } from './store.js';
 
 /**
- * Where applied writes go to become durable. The journal implements it; the
- * store calls `append` synchronously right after applying the ops in memory,
- * so journal order is apply order, and awaits the returned promise (fsync)
- * before acknowledging the write.
+ * Where writes go to become durable. The journal implements it; the store
+ * calls `append` synchronously once the ops are checked, and applies them in
+ * memory, in append order, only after the returned promise (fsync) resolves;
+ * if it rejects, the write is not applied.
  */
 export interface WriteSink {
   append(ops: WriteOp[]): Promise<void>;
@@ -227,51 +227,67 @@ export class OxigraphStore implements QuadStore {
     return this.raw.query(query, { results_format: resultsFormat, ...scopeOptions(scope) }) as string | boolean;
   }
 
-  /** The sliced write being applied, if any: later writes wait for it. */
-  protected slicing: Promise<void> | null = null;
+  /** The last write's turn to be applied: writes are applied one after another, in journal order. */
+  private applyTail: Promise<void> = Promise.resolve();
+
+  /** Resolves once every write made so far has been applied (or has failed). */
+  protected async appliedSoFar(): Promise<void> {
+    for (let tail = this.applyTail; ; tail = this.applyTail) {
+      await tail;
+      if (tail === this.applyTail) return;
+    }
+  }
 
   async write(ops: WriteOp[]): Promise<void> {
     if (ops.length === 0) return;
-    // Writes apply one after another: none starts while a sliced write is under way.
-    while (this.slicing) await this.slicing;
-    // Consecutive updates run as one SPARQL request, which Oxigraph applies
-    // atomically, and a load is atomic on its own: so only a write of several
-    // engine calls can half-apply. Each call after the first is checked on a
-    // scratch store before the first is applied; a refusal changes nothing.
-    // A large write (an install) is applied in slices with event-loop turns
-    // between them; its updates are checked on the scratch store first, and
-    // its loads hold N-Triples the deployment pipeline already checked term
-    // by term against what the store accepts (src/packages/pipeline.ts).
+    // Everything the write will send is checked before anything else: on an
+    // empty scratch store (consecutive updates run as one SPARQL request,
+    // which Oxigraph applies atomically; a load is atomic on its own). A
+    // refusal changes nothing and journals nothing. A large write (an
+    // install, applied in slices) has its updates checked here; its loads
+    // hold N-Triples the deployment pipeline already checked term by term
+    // against what the store accepts (src/packages/pipeline.ts).
     const calls = coalesceUpdates(ops);
     const sliced = loadBytes(ops) > SLICE_BYTES * 4;
-    if (sliced) checkOnScratch(calls.filter((op) => op.kind === 'update'), 0);
-    else if (calls.length > 1) checkOnScratch(calls.slice(1), 1);
+    checkOnScratch(sliced ? calls.filter((op) => op.kind === 'update') : calls, 0);
+    // Journal first, in this tick (journal order is call order), and apply
+    // only once the record is fsynced: a write whose journal write or fsync
+    // fails (StoreUnavailableError) is never visible to any read, and no
+    // cache or listener hears of it.
+    const durable = this.sink ? this.sink.append(ops) : Promise.resolve();
+    const turn = this.applyTail.then(async () => {
+      await durable;
+      await this.apply(calls, ops, sliced);
+    });
+    this.applyTail = turn.catch(() => {});
+    await turn;
+  }
+
+  /** Applies a checked, journaled write in memory, then tells caches and listeners. */
+  private async apply(calls: WriteOp[], ops: WriteOp[], sliced: boolean): Promise<void> {
     this.answers.clear();
     this.sizeAt = undefined;
     if (sliced) {
-      const applying = this.applyInSlices(ops);
-      this.slicing = applying.catch(() => {}).finally(() => { this.slicing = null; });
       try {
-        await applying;
+        await this.applyInSlices(ops);
       } finally {
         // Answers read between slices saw part of the write.
         this.answers.clear();
         this.sizeAt = undefined;
       }
     } else {
-      try {
-        applyOp(this.raw, calls[0]!);
-      } catch (err) {
-        throw new WriteRefusedError(0, (err as Error).message);
-      }
-      for (const op of calls.slice(1)) applyOp(this.raw, op);
+      // Checked on the scratch store above; the engine refusing here would
+      // need a non-SILENT graph-management op (the store contract forbids them).
+      calls.forEach((op, i) => {
+        try {
+          applyOp(this.raw, op);
+        } catch (err) {
+          throw new WriteRefusedError(i, (err as Error).message);
+        }
+      });
     }
-    // Apply in memory, then hand to the journal in the same tick so journal
-    // order = apply order.
     this.versionCounter++;
-    const durable = this.sink ? this.sink.append(ops) : Promise.resolve();
     for (const listener of this.listeners) listener(ops);
-    await durable;
   }
 
   /**
