@@ -514,6 +514,11 @@ export class Journal implements WriteSink {
       const head = this.queue[0]!;
       if (head.kind === 'switch') {
         this.queue.shift();
+        const expected = join(dirname(this.currentFile), journalFileName(this.durableSeq + 1));
+        if (head.path !== expected) {
+          head.reject(new Error(`journal: rotation to ${head.path} asked after record ${this.durableSeq}; the next file must be ${expected}`));
+          continue;
+        }
         this.newFileNeeded = true;
         try {
           await this.repair();
