@@ -51,8 +51,10 @@ export interface DurableStoreOptions {
    * truncate, open): tests make them fail as a full disk does (ENOSPC).
    */
   journalFileOps?: Partial<JournalFileOps>;
-  /** First wait before an unwritable journal probes itself (doubles per failed probe, at most 30 s). Default 1 s. */
+  /** First wait before an unwritable journal probes itself (doubles per failed probe). Default 1 s. */
   journalProbeMs?: number;
+  /** Longest wait between two probes of an unwritable journal. Default 30 s. */
+  journalProbeMaxMs?: number;
 }
 
 /** What opening the store found and did; for logs. */
@@ -312,7 +314,7 @@ function replayRecord(raw: oxigraph.Store, record: JournalRecord, file: string):
   }
 }
 
-type StoreOptions = Required<Omit<DurableStoreOptions, 'acceptJournalLoss' | 'journalFileOps' | 'journalProbeMs'>>;
+type StoreOptions = Required<Omit<DurableStoreOptions, 'acceptJournalLoss' | 'journalFileOps' | 'journalProbeMs' | 'journalProbeMaxMs'>>;
 
 /**
  * Opens the durable embedded store in `dataDir` (created if needed): takes
@@ -450,6 +452,7 @@ export async function openDurableStore(dataDir: string, options: DurableStoreOpt
       onInfo: opts.onInfo,
       ...(options.journalFileOps ? { fileOps: options.journalFileOps } : {}),
       ...(options.journalProbeMs !== undefined ? { probeMs: options.journalProbeMs } : {}),
+      ...(options.journalProbeMaxMs !== undefined ? { probeMaxMs: options.journalProbeMaxMs } : {}),
     });
     const done = performance.now();
     info.replayMillis = Math.round(done - snapshotDone);

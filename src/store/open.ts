@@ -5,7 +5,7 @@ import { openDurableStore, type DurableStoreOptions } from './durable.js';
 import { SparqlStore } from './sparql-store.js';
 
 /** What tests may set on the embedded store beside the settings: its journal's file operations (fault injection). */
-export type StoreTestOptions = Pick<DurableStoreOptions, 'journalFileOps' | 'journalProbeMs'>;
+export type StoreTestOptions = Pick<DurableStoreOptions, 'journalFileOps' | 'journalProbeMs' | 'journalProbeMaxMs'>;
 
 /**
  * Opens the service's store: the embedded Oxigraph store in the data

@@ -2,7 +2,7 @@ import { expect } from 'chai';
 import { bearer, removeDir, startTestServer, tempDir, type TestServer } from '../helpers/server.js';
 import { JournalFaults } from '../helpers/journal-faults.js';
 
-/** Polls /health until it answers `status` (the journal probes itself every 50 ms here). */
+/** Polls /health until it answers `status` (the journal probes itself every 50-200 ms here). */
 async function healthBecomes(t: TestServer, status: number): Promise<void> {
   const deadline = Date.now() + 10_000;
   for (;;) {
@@ -23,7 +23,7 @@ describe('a full disk: writes answer 503 and change nothing, /health answers 503
   let root: string;
   before(async () => {
     // The real service, its journal's file operations failing on demand.
-    t = await startTestServer({}, dataDir, { journalFileOps: faults.ops, journalProbeMs: 50 });
+    t = await startTestServer({}, dataDir, { journalFileOps: faults.ops, journalProbeMs: 50, journalProbeMaxMs: 200 });
     root = await t.token('root', { systemAdmin: true });
     const first = await t.http.post('/api/v1/workspaces').set(bearer(root)).send({ slug: 'before', owner: 'root' });
     expect(first.status).to.equal(201);

@@ -149,7 +149,7 @@ describe('store: a journal that cannot be written (ENOSPC)', function () {
 
   it('becomes writable again by itself (a probe) once there is room, without a client write', async () => {
     const faults = new JournalFaults();
-    const { store } = await openCollecting(dir, { journalFileOps: faults.ops, journalProbeMs: 50 });
+    const { store } = await openCollecting(dir, { journalFileOps: faults.ops, journalProbeMs: 50, journalProbeMaxMs: 200 });
     await store.update(insertPair(1));
     faults.start('write');
     expect(await rejection(store.update(insertPair(2)))).to.be.instanceOf(StoreUnavailableError);
