@@ -120,8 +120,16 @@ export function createApp(services: Services): Express {
 
   app.use(requestMetrics());
 
-  // Anonymous, and tells nothing but that the service answers (DESIGN.md section 11).
+  // Anonymous, and tells nothing but whether the service answers and can
+  // save changes (DESIGN.md section 11): 503 while the store's journal cannot
+  // be written (docs/decisions.md, Durability).
   app.get('/health', (_req, res) => {
+    const store = services.store.health?.();
+    if (store && !store.writable) {
+      res.setHeader('Retry-After', String(store.retryAfterSeconds ?? 1));
+      res.status(503).json({ success: false, error: { code: 'STORE_UNAVAILABLE', message: 'The service answers reads but cannot save changes: its storage cannot be written' } });
+      return;
+    }
     res.json({ success: true, data: { status: 'ok' } });
   });
 

@@ -17,6 +17,8 @@ export type ErrorCode =
   | 'QUERY_TIMEOUT'
   | 'QUERY_MEMORY_LIMIT'
   | 'SERVICE_UNAVAILABLE'
+  /** The store cannot make changes durable (its journal cannot be written: a full disk); nothing was changed. */
+  | 'STORE_UNAVAILABLE'
   | 'INTERNAL';
 
 export class AppError extends Error {

@@ -5,7 +5,7 @@ import type { Config } from './config.js';
 import type { Logger } from './logger.js';
 import { createApp, createServices, type Services } from './app.js';
 import { createVerifier } from './auth/tokens.js';
-import { openStore } from './store/open.js';
+import { openStore, type StoreTestOptions } from './store/open.js';
 import { bootstrap, type BootstrapResult } from './bootstrap.js';
 
 export interface RunningServer {
@@ -15,9 +15,12 @@ export interface RunningServer {
   close(): Promise<void>;
 }
 
-/** Start: config -> store (recover) -> services -> app -> listen. */
-export async function startServer(config: Config, logger: Logger): Promise<RunningServer> {
-  const store = await openStore(config, logger);
+/**
+ * Start: config -> store (recover) -> services -> app -> listen. `store`
+ * is for tests only (fault injection into the journal's file operations).
+ */
+export async function startServer(config: Config, logger: Logger, options: { store?: StoreTestOptions } = {}): Promise<RunningServer> {
+  const store = await openStore(config, logger, options.store);
   const verify = await createVerifier({
     dataDir: config.dataDir,
     oidcIssuer: config.WSM_OIDC_ISSUER,

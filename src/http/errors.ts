@@ -1,6 +1,7 @@
 import type { ErrorRequestHandler, RequestHandler } from 'express';
 import { AppError, type ErrorCode } from '../errors.js';
 import type { Logger } from '../logger.js';
+import { StoreUnavailableError } from '../store/store.js';
 
 /** The one place error codes become HTTP statuses. */
 export const STATUS_OF: Record<ErrorCode, number> = {
@@ -16,9 +17,25 @@ export const STATUS_OF: Record<ErrorCode, number> = {
   UNSUPPORTED_MEDIA_TYPE: 415,
   INTERNAL: 500,
   SERVICE_UNAVAILABLE: 503,
+  STORE_UNAVAILABLE: 503,
   QUERY_TIMEOUT: 503,
   QUERY_MEMORY_LIMIT: 503,
 };
+
+/** The store's "cannot make this durable" error, where a service passed it on or wrapped it (as `cause`). */
+function storeUnavailable(err: unknown): StoreUnavailableError | undefined {
+  for (let e = err, depth = 0; e !== undefined && e !== null && depth < 5; e = (e as { cause?: unknown }).cause, depth++) {
+    if (e instanceof StoreUnavailableError) return e;
+  }
+  return undefined;
+}
+
+/** The answer to a write the store could not make durable: 503, nothing changed, retry later. */
+export function storeUnavailableError(err: StoreUnavailableError): AppError {
+  return new AppError('STORE_UNAVAILABLE',
+    `The service cannot save changes right now: its storage cannot be written${err.errno ? ` (${err.errno})` : ''}. ` +
+      'Nothing was changed; reads still work. Try again later.');
+}
 
 /** Errors raised by body parsers and multer, recognised by their shape. */
 function fromLibraryError(err: unknown): AppError | undefined {
@@ -81,7 +98,8 @@ export function errorBody(err: AppError): Record<string, unknown> {
 
 export function errorHandler(logger: Logger): ErrorRequestHandler {
   return (err, req, res, _next) => {
-    let appError = err instanceof AppError ? err : fromLibraryError(err);
+    const unwritable = err instanceof AppError ? undefined : storeUnavailable(err);
+    let appError = err instanceof AppError ? err : unwritable ? storeUnavailableError(unwritable) : fromLibraryError(err);
     if (!appError) {
       logger.error({ err, requestId: req.id }, 'unexpected error');
       appError = new AppError('INTERNAL', `An unexpected error occurred; quote request id ${String(req.id)} when reporting it`);
@@ -92,6 +110,7 @@ export function errorHandler(logger: Logger): ErrorRequestHandler {
       return;
     }
     if (status === 401) res.setHeader('WWW-Authenticate', 'Bearer');
+    if (unwritable) res.setHeader('Retry-After', String(unwritable.retryAfterSeconds));
     const body = errorBody(appError);
     // DESIGN.md section 2: the 409 of P1/P6 also carries its details at the top level.
     if (appError.code === 'CONFLICT' && appError.details && 'existing' in appError.details) Object.assign(body, boundedDetails(appError.details));

@@ -2,10 +2,13 @@ import { access, mkdir, open, readdir, rename, rm, stat } from 'node:fs/promises
 import { join } from 'node:path';
 import oxigraph from 'oxigraph';
 import { fsyncDir } from './fsutil.js';
-import { Journal, cutJournal, readJournalFile, type JournalRecord, type JournalStats } from './journal.js';
+import { Journal, cutJournal, journalFileName, readJournalFile, type JournalFileOps, type JournalRecord, type JournalStats } from './journal.js';
 import { acquireLock, type DirLock } from './lock.js';
 import { OxigraphStore, applyOp, coalesceUpdates } from './oxigraph-store.js';
 import { listSnapshots, loadLatestSnapshot, removeSnapshotsExcept, writeSnapshot } from './snapshot.js';
+import type { StoreHealth } from './store.js';
+
+export { journalFileName };
 
 /*
  * Data directory layout (docs/decisions.md, Durability):
@@ -43,6 +46,15 @@ export interface DurableStoreOptions {
   acceptJournalLoss?: boolean;
   /** First wait before retrying a failed automatic snapshot (doubles per failure, at most 10 min). Default 1 s. */
   snapshotRetryMs?: number;
+  /**
+   * Replaces some of the journal's file operations (write, fdatasync,
+   * truncate, open): tests make them fail as a full disk does (ENOSPC).
+   */
+  journalFileOps?: Partial<JournalFileOps>;
+  /** First wait before an unwritable journal probes itself (doubles per failed probe). Default 1 s. */
+  journalProbeMs?: number;
+  /** Longest wait between two probes of an unwritable journal. Default 30 s. */
+  journalProbeMaxMs?: number;
 }
 
 /** What opening the store found and did; for logs. */
@@ -116,10 +128,6 @@ export function snapshotThresholdFor(snapshotBytes: number, maxBytes: number): n
   return Math.min(maxBytes, Math.max(MIN_SNAPSHOT_AFTER_BYTES, Math.floor(snapshotBytes / 8)));
 }
 
-export function journalFileName(firstSeq: number): string {
-  return `journal-${String(firstSeq).padStart(16, '0')}.log`;
-}
-
 export async function listJournals(dir: string): Promise<{ firstSeq: number; file: string }[]> {
   const found: { firstSeq: number; file: string }[] = [];
   for (const name of await readdir(dir)) {
@@ -168,7 +176,7 @@ export class DurableStore extends OxigraphStore {
     readonly replayInfo: ReplayInfo,
     private snapshotSeq: number,
     private snapshotBytes: number,
-    private readonly options: Required<Omit<DurableStoreOptions, 'acceptJournalLoss'>>,
+    private readonly options: StoreOptions,
   ) {
     super(raw, journal);
   }
@@ -178,9 +186,14 @@ export class DurableStore extends OxigraphStore {
     // A snapshot is reading the store piece by piece: changes wait until it has it all.
     while (this.writeGate) await this.writeGate;
     if (this.closed) throw new Error('store is closed');
-    const durable = super.write(...args); // applied and journaled synchronously
+    const durable = super.write(...args); // checked and queued to the journal synchronously
     this.maybeAutoSnapshot();
     return durable;
+  }
+
+  /** Writable while the journal can be written (see `Journal`: what makes it writable again). */
+  health(): StoreHealth {
+    return this.journal.health();
   }
 
   /** Counters: fsyncs, appends, journal bytes, snapshots. */
@@ -211,18 +224,11 @@ export class DurableStore extends OxigraphStore {
   }
 
   private async takeSnapshot(): Promise<void> {
-    // Same tick: the seq, the write gate and the journal switch. Every write
-    // before this point is in the dump, every write after it waits for the
-    // dump and goes to the new journal file.
-    // A write applied in slices (an install) is in memory before it is in
-    // the journal: let it finish and journal first, so the dump holds no
-    // part of a write after `seq`.
-    while (this.slicing) {
-      await this.slicing;
-      await new Promise((resolve) => setImmediate(resolve));
-    }
-    const seq = this.journal.lastSeq;
-    if (seq === this.snapshotSeq) return;
+    // The write gate first: writes from here on wait for the dump and go to
+    // the new journal file. Every write journaled before it is applied (or
+    // failed, numbering going back) before the seq is read: the dump is
+    // exactly the state at `seq`, and the journal switch is queued in the
+    // same tick as that read.
     let openGate!: () => void;
     this.writeGate = new Promise<void>((resolve) => {
       openGate = () => {
@@ -232,7 +238,12 @@ export class DurableStore extends OxigraphStore {
         }
       };
     });
+    let seq: number;
     try {
+      await this.appliedSoFar();
+      await this.journal.idle();
+      seq = this.journal.lastSeq;
+      if (seq === this.snapshotSeq) return;
       const rotated = this.journal.rotate(join(this.dataDir, journalFileName(seq + 1)));
       rotated.catch(() => {}); // awaited below; avoid an unhandled rejection meanwhile
       const written = await writeSnapshot(this.dataDir, seq, this.raw, openGate);
@@ -303,6 +314,8 @@ function replayRecord(raw: oxigraph.Store, record: JournalRecord, file: string):
   }
 }
 
+type StoreOptions = Required<Omit<DurableStoreOptions, 'acceptJournalLoss' | 'journalFileOps' | 'journalProbeMs' | 'journalProbeMaxMs'>>;
+
 /**
  * Opens the durable embedded store in `dataDir` (created if needed): takes
  * the directory lock, loads the newest sound snapshot (falling back to an
@@ -317,7 +330,7 @@ function replayRecord(raw: oxigraph.Store, record: JournalRecord, file: string):
  * a store whose journal and snapshots are gone (`LostHistoryError`).
  */
 export async function openDurableStore(dataDir: string, options: DurableStoreOptions = {}): Promise<DurableStore> {
-  const opts: Required<Omit<DurableStoreOptions, 'acceptJournalLoss'>> = {
+  const opts: StoreOptions = {
     onWarning: options.onWarning ?? (() => {}),
     onInfo: options.onInfo ?? (() => {}),
     snapshotAfterBytes: options.snapshotAfterBytes ?? 64 * 1024 * 1024,
@@ -341,7 +354,7 @@ export async function openDurableStore(dataDir: string, options: DurableStoreOpt
     if (!hadMarker) await writeMarker(dataDir);
     // Leftovers of a snapshot interrupted by a crash.
     for (const name of await readdir(dataDir)) {
-      if (/^snapshot-\d{16}\.(nq|trig)\.tmp$/.test(name)) await rm(join(dataDir, name), { force: true });
+      if (/^snapshot-\d{16}\.(nq|trig)\.tmp$|^journal-\d{16}\.log\.new$/.test(name)) await rm(join(dataDir, name), { force: true });
     }
 
     const snapshot = await loadLatestSnapshot(dataDir, opts.onWarning);
@@ -434,7 +447,13 @@ export async function openDurableStore(dataDir: string, options: DurableStoreOpt
       appendTo = endSeq === info.lastSeq ? file : undefined;
       if (stop) break;
     }
-    const journal = await Journal.open(appendTo ?? join(dataDir, journalFileName(info.lastSeq + 1)), info.lastSeq);
+    const journal = await Journal.open(appendTo ?? join(dataDir, journalFileName(info.lastSeq + 1)), info.lastSeq, {
+      onWarning: opts.onWarning,
+      onInfo: opts.onInfo,
+      ...(options.journalFileOps ? { fileOps: options.journalFileOps } : {}),
+      ...(options.journalProbeMs !== undefined ? { probeMs: options.journalProbeMs } : {}),
+      ...(options.journalProbeMaxMs !== undefined ? { probeMaxMs: options.journalProbeMaxMs } : {}),
+    });
     const done = performance.now();
     info.replayMillis = Math.round(done - snapshotDone);
     info.millis = Math.round(done - started);

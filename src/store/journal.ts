@@ -1,10 +1,10 @@
 import { createHash } from 'node:crypto';
-import { open, readFile, type FileHandle } from 'node:fs/promises';
-import { dirname } from 'node:path';
+import { open, readFile, rename, rm, type FileHandle } from 'node:fs/promises';
+import { dirname, join } from 'node:path';
 import { fsyncDir } from './fsutil.js';
 import { observeFsync } from '../metrics.js';
 import type { WriteSink } from './oxigraph-store.js';
-import type { StoredOp, WriteOp } from './store.js';
+import { StoreUnavailableError, type StoredOp, type WriteOp } from './store.js';
 
 /*
  * Record layout (little endian):
@@ -245,9 +245,50 @@ export async function cutJournal(path: string, offset: number, keepCutBytesIn?: 
   await fsyncDir(dirname(path));
 }
 
-type QueueEntry =
-  | { kind: 'record'; bytes: Buffer | Promise<Buffer>; resolve: () => void; reject: (err: Error) => void }
-  | { kind: 'switch'; path: string; resolve: () => void; reject: (err: Error) => void };
+
+/** Name of the journal file whose first record has sequence number `firstSeq`. */
+export function journalFileName(firstSeq: number): string {
+  return `journal-${String(firstSeq).padStart(16, '0')}.log`;
+}
+
+/**
+ * The file operations the journal performs on its files, in one place so
+ * that tests can make them fail as a full or failing disk does (through
+ * `DurableStoreOptions.journalFileOps`); the service uses `nodeJournalFileOps`.
+ */
+export interface JournalFileOps {
+  /** Opens a file for appending (created if missing; every write goes to the end). */
+  openForAppend(path: string): Promise<FileHandle>;
+  /** Writes `length` bytes of `bytes` from `offset` at the end of the file; resolves with how many were written. */
+  write(handle: FileHandle, bytes: Buffer, offset: number, length: number): Promise<number>;
+  /** fdatasync. */
+  datasync(handle: FileHandle): Promise<void>;
+  /** Cuts the file to `length` bytes. */
+  truncate(handle: FileHandle, length: number): Promise<void>;
+}
+
+export const nodeJournalFileOps: JournalFileOps = {
+  openForAppend: (path) => open(path, 'a'),
+  write: async (handle, bytes, offset, length) => (await handle.write(bytes, offset, length, null)).bytesWritten,
+  datasync: (handle) => handle.datasync(),
+  truncate: (handle, length) => handle.truncate(length),
+};
+
+export interface JournalOptions {
+  /** Replaces some file operations (tests inject ENOSPC, EIO). */
+  fileOps?: Partial<JournalFileOps>;
+  /** A warning: the journal could not be written (once per outage), or a repair failed. */
+  onWarning?: (message: string) => void;
+  /** The journal can be written again. */
+  onInfo?: (message: string) => void;
+  /** First wait before the journal probes itself after a failure; doubles per failed probe. Default 1 s. */
+  probeMs?: number;
+  /** Longest wait between probes. Default 30 s. */
+  probeMaxMs?: number;
+}
+
+type RecordEntry = { kind: 'record'; seq: number; bytes: Buffer | Promise<Buffer>; resolve: () => void; reject: (err: Error) => void };
+type QueueEntry = RecordEntry | { kind: 'switch'; path: string; resolve: () => void; reject: (err: Error) => void };
 
 /** Counters for logs and tests. */
 export interface JournalStats {
@@ -261,7 +302,25 @@ export interface JournalStats {
   currentFileBytes: number;
   /** The file new records go to (after queued rotations). */
   currentFile: string;
+  /** Batches whose write or fsync failed since the journal was opened. */
+  failures: number;
 }
+
+/** Whether the journal can take writes; see `Journal.health`. */
+export interface JournalHealth {
+  writable: boolean;
+  /** Why not (the last failure), for logs and operators. */
+  reason?: string;
+  /** When the journal stopped being writable. */
+  since?: Date;
+  /** Seconds until the journal tries again by itself (at least 1). */
+  retryAfterSeconds?: number;
+}
+
+const errnoCode = (err: unknown): string | undefined => {
+  const code = (err as NodeJS.ErrnoException | undefined)?.code;
+  return typeof code === 'string' ? code : undefined;
+};
 
 /**
  * The append-only journal: the durable side of the store (`WriteSink`).
@@ -272,29 +331,73 @@ export interface JournalStats {
  * those appends together; whatever arrives while that fsync is in flight
  * forms the next batch. Appends made in the same tick all share one fsync.
  *
- * After an I/O error the journal fails for good: that append and every later
- * one reject, because memory already holds changes that are not on disk.
+ * Failure (a full disk, an I/O error): the store applies a write only after
+ * its record is fsynced, so a failed batch rejects its appends with
+ * `StoreUnavailableError` and nothing of them is visible. Every record
+ * queued behind it fails too (its sequence number would not follow the last
+ * record on disk) and numbering resumes after the last fsynced record.
+ * Before anything more is written, the file is cut back to the end of the
+ * last fsynced record (so no part of a failed record stays to be mistaken
+ * for damage at the next start) and that cut is fsynced. After a failed
+ * fsync the file is not written again: the kernel may have dropped the
+ * pages it could not write, so what the file holds is no longer known;
+ * once it is cut, records go on in a new file (`journal-<next seq>.log`).
+ * The journal counts as unwritable (`health()`) from a failure until a
+ * batch is written and fsynced again: every later write tries, and the
+ * journal probes itself with an empty record (1 s, then doubling waits up
+ * to 30 s), so it becomes writable again without a client's write once
+ * the disk has room.
  */
 export class Journal implements WriteSink {
   private readonly queue: QueueEntry[] = [];
   private draining: Promise<void> | null = null;
-  private failure: Error | null = null;
   private closed = false;
   private seq: number;
+  /** Sequence number of the last fsynced record. */
+  private durableSeq: number;
+  /** Size of the current file up to the end of its last fsynced record. */
+  private durableBytes: number;
   private appends = 0;
   private fsyncs = 0;
+  private failures = 0;
   private fileBytes: number;
   private targetFile: string;
+  private currentFile: string;
+  private readonly ops: JournalFileOps;
+  private readonly opts: Required<Omit<JournalOptions, 'fileOps'>>;
+  /** Set from a failed batch until a batch is written and fsynced. */
+  private failure: { error: StoreUnavailableError; since: Date } | null = null;
+  /** The current file may hold part of a failed batch after `durableBytes`: cut it before writing. */
+  private cutNeeded = false;
+  /** Records must go on in a new file (after a failed fsync, or a rotation that failed). */
+  private newFileNeeded = false;
+  private probeTimer: NodeJS.Timeout | null = null;
+  private probing = false;
+  private probeWait: number;
+  private nextProbeAt = 0;
 
   private constructor(
     private handle: FileHandle,
     path: string,
     size: number,
     lastSeq: number,
+    ops: JournalFileOps,
+    options: JournalOptions,
   ) {
     this.seq = lastSeq;
+    this.durableSeq = lastSeq;
+    this.durableBytes = size;
     this.fileBytes = size;
     this.targetFile = path;
+    this.currentFile = path;
+    this.ops = ops;
+    this.opts = {
+      onWarning: options.onWarning ?? (() => {}),
+      onInfo: options.onInfo ?? (() => {}),
+      probeMs: options.probeMs ?? 1000,
+      probeMaxMs: options.probeMaxMs ?? 30_000,
+    };
+    this.probeWait = this.opts.probeMs;
   }
 
   /**
@@ -303,13 +406,14 @@ export class Journal implements WriteSink {
    * older one or a snapshot); the next append gets `lastSeq + 1`. The file
    * should already be clean (see `readJournalFile`).
    */
-  static async open(path: string, lastSeq: number): Promise<Journal> {
-    const handle = await open(path, 'a');
+  static async open(path: string, lastSeq: number, options: JournalOptions = {}): Promise<Journal> {
+    const ops = { ...nodeJournalFileOps, ...options.fileOps };
+    const handle = await ops.openForAppend(path);
     try {
-      await handle.sync();
+      await ops.datasync(handle);
       await fsyncDir(dirname(path));
       const { size } = await handle.stat();
-      return new Journal(handle, path, size, lastSeq);
+      return new Journal(handle, path, size, lastSeq, ops, options);
     } catch (err) {
       await handle.close();
       throw err;
@@ -328,23 +432,36 @@ export class Journal implements WriteSink {
       lastSeq: this.seq,
       currentFileBytes: this.fileBytes,
       currentFile: this.targetFile,
+      failures: this.failures,
+    };
+  }
+
+  /** Whether the journal can take writes: false from a failed batch until one is written and fsynced again. */
+  health(): JournalHealth {
+    if (!this.failure) return { writable: true };
+    return {
+      writable: false,
+      reason: this.failure.error.message,
+      since: this.failure.since,
+      retryAfterSeconds: Math.max(1, Math.ceil((this.nextProbeAt - Date.now()) / 1000)),
     };
   }
 
   /**
-   * Appends one record holding `ops`; resolves once it is fsynced. The
-   * sequence number is taken synchronously, so record order is call order.
+   * Appends one record holding `ops`; resolves once it is fsynced, rejects
+   * with `StoreUnavailableError` if it could not be. The sequence number is
+   * taken synchronously, so record order is call order.
    */
   append(ops: WriteOp[]): Promise<void> {
     if (this.closed) return Promise.reject(new Error('journal is closed'));
-    if (this.failure) return Promise.reject(this.failure);
     // A large record (an install) is encoded in slices; its place in the queue is taken now.
     const large = ops.some((op) => op.kind === 'load' && op.data.length > ENCODE_SLICE_CHARS);
-    const bytes = large ? encodeRecordInSlices(++this.seq, ops) : encodeRecord(++this.seq, ops);
+    const seq = ++this.seq;
+    const bytes = large ? encodeRecordInSlices(seq, ops) : encodeRecord(seq, ops);
     this.appends++;
     this.fileBytes += Buffer.isBuffer(bytes) ? bytes.length : ops.reduce((n, op) => n + (op.kind === 'load' ? op.data.length : op.sparql.length), 0);
     return new Promise<void>((resolve, reject) => {
-      this.queue.push({ kind: 'record', bytes, resolve, reject });
+      this.queue.push({ kind: 'record', seq, bytes, resolve, reject });
       this.schedule();
     });
   }
@@ -352,12 +469,13 @@ export class Journal implements WriteSink {
   /**
    * Rotates: records appended before this call go to the current file,
    * records appended after it go to `path` (created empty). Resolves once the
-   * earlier records are fsynced, the old file is closed and the new one is
-   * created and its directory fsynced.
+   * earlier records are fsynced and the new file is created and its
+   * directory fsynced. `path` must be `journalFileName(lastSeq + 1)` beside
+   * the current file. If it fails, the next write tries to create it again
+   * (records never go on in the old file past a requested rotation).
    */
   rotate(path: string): Promise<void> {
     if (this.closed) return Promise.reject(new Error('journal is closed'));
-    if (this.failure) return Promise.reject(this.failure);
     this.fileBytes = 0;
     this.targetFile = path;
     return new Promise<void>((resolve, reject) => {
@@ -366,11 +484,18 @@ export class Journal implements WriteSink {
     });
   }
 
-  /** Waits for every queued record to be fsynced, then closes the file. Idempotent. */
+  /** Resolves once nothing is queued or being written. */
+  async idle(): Promise<void> {
+    while (this.draining) await this.draining;
+  }
+
+  /** Waits for every queued record to be fsynced (or to fail), then closes the file. Idempotent. */
   async close(): Promise<void> {
     if (this.closed) return;
     this.closed = true;
-    while (this.draining) await this.draining;
+    if (this.probeTimer) clearTimeout(this.probeTimer);
+    this.probeTimer = null;
+    await this.idle();
     await this.handle.close();
   }
 
@@ -388,54 +513,158 @@ export class Journal implements WriteSink {
         return;
       }
       const head = this.queue[0]!;
-      if (this.failure) {
-        this.queue.shift();
-        head.reject(this.failure);
-        continue;
-      }
       if (head.kind === 'switch') {
         this.queue.shift();
+        const expected = join(dirname(this.currentFile), journalFileName(this.durableSeq + 1));
+        if (head.path !== expected) {
+          head.reject(new Error(`journal: rotation to ${head.path} asked after record ${this.durableSeq}; the next file must be ${expected}`));
+          continue;
+        }
+        this.newFileNeeded = true;
         try {
-          const next = await open(head.path, 'a');
-          await next.sync();
-          await fsyncDir(dirname(head.path));
-          const previous = this.handle;
-          this.handle = next;
-          await previous.close();
+          await this.repair();
           head.resolve();
         } catch (err) {
-          this.failure = asError(err, 'journal rotation failed');
-          head.reject(this.failure);
+          // `newFileNeeded` stays: the next batch tries again to create the file, and fails if it cannot.
+          this.targetFile = this.currentFile;
+          const error = this.unavailable(err, 'creating the next journal file');
+          this.noteFailure(error);
+          head.reject(error);
         }
         continue;
       }
       let n = 0;
       while (n < this.queue.length && this.queue[n]!.kind === 'record') n++;
-      const batch = this.queue.splice(0, n) as Extract<QueueEntry, { kind: 'record' }>[];
+      const batch = this.queue.splice(0, n) as RecordEntry[];
+      let stage = 'encode';
       try {
         const records = await Promise.all(batch.map((e) => e.bytes));
-        await writeAll(this.handle, records.length === 1 ? records[0]! : Buffer.concat(records));
+        const bytes = records.length === 1 ? records[0]! : Buffer.concat(records);
+        stage = 'repair';
+        await this.repair();
+        stage = 'write';
+        await this.writeAll(bytes);
+        stage = 'fsync';
         const started = process.hrtime.bigint();
-        await this.handle.datasync();
+        await this.ops.datasync(this.handle);
         observeFsync(Number(process.hrtime.bigint() - started) / 1e9);
         this.fsyncs++;
+        this.durableBytes += bytes.length;
+        this.durableSeq = batch.at(-1)!.seq;
+        if (this.failure) {
+          this.opts.onInfo(`journal ${this.currentFile}: writable again after ${Math.round((Date.now() - this.failure.since.getTime()) / 1000)} s; writes are accepted`);
+          this.failure = null;
+          this.probeWait = this.opts.probeMs;
+        }
         for (const entry of batch) entry.resolve();
       } catch (err) {
-        this.failure = asError(err, 'journal write failed');
-        for (const entry of batch) entry.reject(this.failure);
+        if (stage === 'write') this.cutNeeded = true;
+        if (stage === 'fsync') {
+          // The kernel may have dropped the pages it could not write: this file is cut and not written again.
+          this.cutNeeded = true;
+          this.newFileNeeded = true;
+        }
+        await this.failBatch(batch, this.unavailable(err, stage === 'repair' ? 'repairing the journal after an earlier failure' : `journal ${stage}`));
       }
     }
   }
-}
 
-async function writeAll(handle: FileHandle, bytes: Buffer): Promise<void> {
-  let offset = 0;
-  while (offset < bytes.length) {
-    const { bytesWritten } = await handle.write(bytes, offset, bytes.length - offset, null);
-    offset += bytesWritten;
+  /** Rejects a failed batch and everything queued behind it, and numbers on from the last fsynced record. */
+  private async failBatch(batch: RecordEntry[], error: StoreUnavailableError): Promise<void> {
+    this.failures++;
+    const behind = this.queue.splice(0);
+    this.seq = this.durableSeq;
+    this.fileBytes = this.durableBytes;
+    this.targetFile = this.currentFile;
+    this.noteFailure(error);
+    for (const entry of [...batch, ...behind]) entry.reject(error);
+    // Right away rather than before the next write: no part of a failed record stays in the file.
+    try {
+      await this.repair();
+    } catch (err) {
+      this.opts.onWarning(`journal ${this.currentFile}: could not yet cut the failed records off (${errnoCode(err) ?? (err as Error).message}); tried again before the next write`);
+    }
   }
-}
 
-function asError(err: unknown, context: string): Error {
-  return new Error(`${context}: ${err instanceof Error ? err.message : String(err)}`, { cause: err });
+  private noteFailure(error: StoreUnavailableError): void {
+    if (!this.failure) {
+      this.failure = { error, since: new Date() };
+      this.opts.onWarning(`${error.message}; writes answer 503 and change nothing until a journal write succeeds again (every write tries, and the journal probes itself)`);
+    } else {
+      this.failure.error = error;
+    }
+    this.scheduleProbe();
+    error.retryAfterSeconds = this.health().retryAfterSeconds ?? 1;
+  }
+
+  /** An empty record written after a wait, to find out whether the journal can be written again without waiting for a client's write. */
+  private scheduleProbe(): void {
+    if (this.closed || this.probeTimer || this.probing || !this.failure) return;
+    const wait = this.probeWait;
+    this.nextProbeAt = Date.now() + wait;
+    this.probeTimer = setTimeout(() => {
+      this.probeTimer = null;
+      if (this.closed || !this.failure) return;
+      this.probing = true;
+      this.append([]).then(
+        () => { this.probing = false; },
+        () => {
+          this.probing = false;
+          this.probeWait = Math.min(this.probeWait * 2, this.opts.probeMaxMs);
+          this.scheduleProbe();
+        },
+      );
+    }, wait);
+    this.probeTimer.unref();
+  }
+
+  /**
+   * Makes the current file fit for appending after a failure: cuts it back
+   * to its last fsynced record and fsyncs that; then, if needed, goes on in
+   * a new file. The new file is only started once the cut is durable:
+   * otherwise the old file could still hold, at the next start, records
+   * numbered like the new file's.
+   */
+  private async repair(): Promise<void> {
+    if (this.cutNeeded) {
+      await this.ops.truncate(this.handle, this.durableBytes);
+      await this.ops.datasync(this.handle);
+      this.cutNeeded = false;
+    }
+    if (this.newFileNeeded) {
+      const path = join(dirname(this.currentFile), journalFileName(this.durableSeq + 1));
+      // Created under a temporary name and renamed: the name appears only for a file that is ready,
+      // and replaces a file of that name that holds nothing durable (a failed first batch).
+      const temp = `${path}.new`;
+      const next = await this.ops.openForAppend(temp);
+      try {
+        await this.ops.truncate(next, 0);
+        await this.ops.datasync(next);
+        await rename(temp, path);
+        await fsyncDir(dirname(path));
+      } catch (err) {
+        await next.close().catch(() => {});
+        await rm(temp, { force: true }).catch(() => {});
+        throw err;
+      }
+      const previous = this.handle;
+      this.handle = next;
+      this.currentFile = path;
+      this.targetFile = path;
+      this.durableBytes = 0;
+      this.newFileNeeded = false;
+      await previous.close().catch(() => {});
+    }
+  }
+
+  private async writeAll(bytes: Buffer): Promise<void> {
+    let offset = 0;
+    while (offset < bytes.length) offset += await this.ops.write(this.handle, bytes, offset, bytes.length - offset);
+  }
+
+  private unavailable(err: unknown, what: string): StoreUnavailableError {
+    const code = errnoCode(err);
+    const message = `journal ${this.currentFile}: ${what} failed (${code ?? (err instanceof Error ? err.message : String(err))})`;
+    return new StoreUnavailableError(message, code, { cause: err });
+  }
 }

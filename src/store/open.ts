@@ -1,8 +1,11 @@
 import type { Config } from '../config.js';
 import type { Logger } from '../logger.js';
 import type { QuadStore } from './store.js';
-import { openDurableStore } from './durable.js';
+import { openDurableStore, type DurableStoreOptions } from './durable.js';
 import { SparqlStore } from './sparql-store.js';
+
+/** What tests may set on the embedded store beside the settings: its journal's file operations (fault injection). */
+export type StoreTestOptions = Pick<DurableStoreOptions, 'journalFileOps' | 'journalProbeMs' | 'journalProbeMaxMs'>;
 
 /**
  * Opens the service's store: the embedded Oxigraph store in the data
@@ -11,7 +14,7 @@ import { SparqlStore } from './sparql-store.js';
  * no lock then, the engine keeps the data (the issuer key still lives in the
  * data directory).
  */
-export async function openStore(config: Config, logger: Logger): Promise<QuadStore> {
+export async function openStore(config: Config, logger: Logger, storeOptions: StoreTestOptions = {}): Promise<QuadStore> {
   if (config.WSM_STORE === 'sparql') {
     const store = new SparqlStore({
       queryUrl: config.WSM_SPARQL_QUERY_URL!,
@@ -26,6 +29,7 @@ export async function openStore(config: Config, logger: Logger): Promise<QuadSto
     return store;
   }
   return openDurableStore(config.dataDir, {
+    ...storeOptions,
     onWarning: (message) => logger.warn({ dataDir: config.dataDir }, message),
     onInfo: (message) => logger.info({ dataDir: config.dataDir }, message),
   });

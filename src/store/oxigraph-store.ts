@@ -5,10 +5,10 @@ import { UndeclaredGraphError, checkGraphsFromEnv, declarationProblem } from './
 import { WriteRefusedError, declaredGraphs, type Binding, type QuadStore, type QueryScope, type RdfFormat, type StoredOp, type WriteOp } from './store.js';
 
 /**
- * Where applied writes go to become durable. The journal implements it; the
- * store calls `append` synchronously right after applying the ops in memory,
- * so journal order is apply order, and awaits the returned promise (fsync)
- * before acknowledging the write.
+ * Where writes go to become durable. The journal implements it; the store
+ * calls `append` synchronously once the ops are checked, and applies them in
+ * memory, in append order, only after the returned promise (fsync) resolves;
+ * if it rejects, the write is not applied.
  */
 export interface WriteSink {
   append(ops: readonly WriteOp[]): Promise<void>;
@@ -122,6 +122,22 @@ export function* nTriplesSlices(data: string, size: number): Generator<string> {
  */
 export const STAGING_GRAPH_PREFIX = 'urn:x-wsm-staging:';
 let stagingCounter = 0;
+
+/** How a large write is staged: a staging graph per load, and the request that publishes the whole write. */
+interface StagingPlan {
+  staged: Array<string | null>;
+  calls: WriteOp[];
+}
+
+function stagingPlan(ops: readonly WriteOp[]): StagingPlan {
+  const staged = ops.map((op) => (op.kind === 'load' ? `${STAGING_GRAPH_PREFIX}${++stagingCounter}` : null));
+  const publish: WriteOp[] = ops.map((op, i) => (op.kind === 'update' ? op : {
+    kind: 'update',
+    sparql: `ADD SILENT <${staged[i]}> TO <${op.graph}> ; DROP SILENT GRAPH <${staged[i]}>`,
+    graphs: [op.graph, staged[i]!],
+  }));
+  return { staged, calls: coalesceUpdates(publish) };
+}
 
 const loadBytes = (ops: readonly WriteOp[]) => ops.reduce((n, op) => n + (op.kind === 'load' && op.format === 'application/n-triples' ? op.data.length : 0), 0);
 const nextTurn = () => new Promise<void>((resolve) => setImmediate(resolve));
@@ -242,8 +258,16 @@ export class OxigraphStore implements QuadStore {
     return this.raw.query(query, { results_format: resultsFormat, ...scopeOptions(scope) }) as string | boolean;
   }
 
-  /** The sliced write being applied, if any: later writes wait for it. */
-  protected slicing: Promise<void> | null = null;
+  /** The last write's turn to be applied: writes are applied one after another, in journal order. */
+  private applyTail: Promise<void> = Promise.resolve();
+
+  /** Resolves once every write made so far has been applied (or has failed). */
+  protected async appliedSoFar(): Promise<void> {
+    for (let tail = this.applyTail; ; tail = this.applyTail) {
+      await tail;
+      if (tail === this.applyTail) return;
+    }
+  }
 
   async write(ops: WriteOp[]): Promise<void> {
     if (ops.length === 0) return;
@@ -251,38 +275,56 @@ export class OxigraphStore implements QuadStore {
       const problem = declarationProblem(ops);
       if (problem) throw new UndeclaredGraphError(problem);
     }
-    // Writes apply one after another: none starts while a sliced write is under way.
-    while (this.slicing) await this.slicing;
+    // Everything the write will send is checked before anything else, on an
+    // empty scratch store (consecutive updates run as one SPARQL request,
+    // which Oxigraph applies atomically; a load is atomic on its own). A
+    // refusal changes nothing and journals nothing. A large write (an
+    // install) is staged: what is checked is its publishing request; its
+    // loads hold N-Triples the deployment pipeline already checked term by
+    // term against what the store accepts (src/packages/pipeline.ts).
+    const calls = coalesceUpdates(ops);
+    const plan = loadBytes(ops) > SLICE_BYTES * 4 ? stagingPlan(ops) : null;
+    checkOnScratch(plan ? plan.calls : calls, 0);
     const touched = declaredGraphs(ops);
-    if (loadBytes(ops) > SLICE_BYTES * 4) {
-      const applying = this.applyStaged(ops, touched);
-      this.slicing = applying.catch(() => {}).finally(() => { this.slicing = null; });
-      await applying;
-    } else {
-      // Consecutive updates run as one SPARQL request, which Oxigraph applies
-      // atomically, and a load is atomic on its own: so only a write of
-      // several engine calls can half-apply. Each call after the first is
-      // checked on a scratch store before the first is applied; a refusal
-      // changes nothing. All calls run in one tick: no read comes between.
-      const calls = coalesceUpdates(ops);
-      if (calls.length > 1) checkOnScratch(calls.slice(1), 1);
-      this.answers.clear();
-      this.sizeAt = undefined;
-      this.revisions.bump(touched);
-      try {
-        applyOp(this.raw, calls[0]!);
-      } catch (err) {
-        this.revisions.bump(touched);
-        throw new WriteRefusedError(0, (err as Error).message);
+    // Journal first, in this tick (journal order is call order), and apply
+    // only once the record is fsynced: a write whose journal write or fsync
+    // fails (StoreUnavailableError) is never visible to any read, and no
+    // cache or listener hears of it. Writes are applied one after another.
+    const durable = this.sink ? this.sink.append(ops) : Promise.resolve();
+    const turn = this.applyTail.then(async () => {
+      await durable;
+      await this.apply(calls, ops, plan, touched);
+    });
+    this.applyTail = turn.catch(() => {});
+    await turn;
+  }
+
+  /** Applies a checked, journaled write in memory, then tells caches and listeners. */
+  private async apply(calls: WriteOp[], ops: readonly WriteOp[], plan: StagingPlan | null, touched: ReadonlySet<string>): Promise<void> {
+    this.revisions.bump(touched);
+    try {
+      if (plan) {
+        await this.applyStaged(ops, plan);
+      } else {
+        this.answers.clear();
+        this.sizeAt = undefined;
+        // Checked on the scratch store above; the engine refusing here would
+        // need a non-SILENT graph-management op (the store contract forbids them).
+        calls.forEach((op, i) => {
+          try {
+            applyOp(this.raw, op);
+          } catch (err) {
+            throw new WriteRefusedError(i, (err as Error).message);
+          }
+        });
       }
-      for (const op of calls.slice(1)) applyOp(this.raw, op);
+    } catch (err) {
+      this.revisions.bump(touched);
+      throw err;
     }
-    // Applied in memory; handed to the journal in the same tick so journal order = apply order.
     this.revisions.bump(touched);
     this.versionCounter++;
-    const durable = this.sink ? this.sink.append(ops) : Promise.resolve();
     for (const listener of this.listeners) listener(touched);
-    await durable;
   }
 
   /**
@@ -296,25 +338,16 @@ export class OxigraphStore implements QuadStore {
    * `ADD SILENT <staging> TO <graph> ; DROP SILENT GRAPH <staging>`. A
    * reader sees the store before that request or after it, never between.
    *
-   * The publishing request is checked on a scratch store before anything is
-   * staged; the loads hold N-Triples the deployment pipeline checked term by
+   * The publishing request is checked on a scratch store before the write is
+   * journaled (see `write`); the loads hold N-Triples the deployment pipeline checked term by
    * term against what the store accepts (src/packages/pipeline.ts). A slice
    * the engine refuses anyway rejects the write with `WriteRefusedError`
    * after dropping the staging graphs: nothing visible changed. The journal
-   * record, written after the publish, is the whole write.
+   * record, fsynced before staging starts, is the whole write.
    */
-  private async applyStaged(ops: readonly WriteOp[], touched: ReadonlySet<string>): Promise<void> {
-    const staged = ops.map((op) => (op.kind === 'load' ? `${STAGING_GRAPH_PREFIX}${++stagingCounter}` : null));
-    const publish: WriteOp[] = ops.map((op, i) => (op.kind === 'update' ? op : {
-      kind: 'update',
-      sparql: `ADD SILENT <${staged[i]}> TO <${op.graph}> ; DROP SILENT GRAPH <${staged[i]}>`,
-      graphs: [op.graph, staged[i]!],
-    }));
-    const calls = coalesceUpdates(publish);
-    checkOnScratch(calls, 0);
+  private async applyStaged(ops: readonly WriteOp[], { staged, calls }: StagingPlan): Promise<void> {
     // The visible store does not change until the publish (other writes wait): /health's count stays that of before.
     if (this.sizeAt?.version !== this.versionCounter) this.sizeAt = { version: this.versionCounter, size: this.raw.size };
-    this.revisions.bump(touched);
     try {
       for (const [i, op] of ops.entries()) {
         if (op.kind !== 'load') continue;

@@ -13,7 +13,10 @@
  *   docs/architecture.md).
  * - `write(ops)` applies all ops as one atomic, durable change: the returned
  *   promise resolves once the change is on disk (journal fsynced), and a
- *   crash before that loses the whole change, never part of it.
+ *   crash before that loses the whole change, never part of it. The
+ *   embedded store journals first and applies after the fsync: a write
+ *   whose journal write or fsync fails rejects with `StoreUnavailableError`
+ *   and was never visible to any read.
  * - Updates must be deterministic (no NOW(), RAND(), UUID(), STRUUID(),
  *   BNODE()): journal records replay to the same state.
  * - A write is all or nothing: everything it will send is checked before
@@ -32,6 +35,31 @@ export class WriteRefusedError extends Error {
     super(`the store refused part ${opIndex + 1} of a write, nothing of it was applied: ${engineMessage}`);
     this.name = 'WriteRefusedError';
   }
+}
+
+/**
+ * The store could not make a write durable (its journal cannot be written:
+ * a full disk, an I/O error). Nothing of the write was applied; reads go on.
+ * The service answers 503 `STORE_UNAVAILABLE` (src/http/errors.ts).
+ */
+export class StoreUnavailableError extends Error {
+  /** Seconds after which trying again makes sense (the journal's next probe). */
+  retryAfterSeconds = 1;
+  constructor(message: string, readonly errno: string | undefined, options?: { cause?: unknown }) {
+    super(message, options);
+    this.name = 'StoreUnavailableError';
+  }
+}
+
+/** Whether the store can take writes now (`QuadStore.health`). */
+export interface StoreHealth {
+  writable: boolean;
+  /** Why not: for logs and operators, not for anonymous clients. */
+  reason?: string;
+  /** Since when. */
+  since?: Date;
+  /** Seconds after which trying again makes sense. */
+  retryAfterSeconds?: number;
 }
 
 /** One SPARQL JSON results binding value. */
@@ -139,6 +167,11 @@ export interface QuadStore {
   revision(graph: string): number;
   /** Subscribes to writes; the listener gets the graphs the write declared, once it is applied. */
   onWrite(listener: (graphs: ReadonlySet<string>) => void): () => void;
+  /**
+   * Whether writes can be made durable now (the embedded store: whether its
+   * journal can be written). Absent: always assumed writable.
+   */
+  health?(): StoreHealth;
 }
 
 /** An update op that may change `graphs` (and no other graph). */

@@ -5,6 +5,7 @@ import supertest from 'supertest';
 import { loadConfig } from '../../src/config.js';
 import { createLogger } from '../../src/logger.js';
 import { startServer, type RunningServer } from '../../src/server.js';
+import type { StoreTestOptions } from '../../src/store/open.js';
 import { mintToken, type MintOptions } from '../../src/auth/tokens.js';
 import { SparqlStore } from '../../src/store/sparql-store.js';
 import { remoteSettings } from './remote.js';
@@ -43,8 +44,11 @@ export interface TestServer {
 
 export const tempDir = (prefix = 'wsm-test-'): string => mkdtempSync(path.join(os.tmpdir(), prefix));
 
-/** Starts the real service on a free loopback port with a fresh data dir. */
-export async function startTestServer(env: Record<string, string> = {}, dataDir = tempDir()): Promise<TestServer> {
+/**
+ * Starts the real service on a free loopback port with a fresh data dir.
+ * `store` reaches the embedded store's test options (journal fault injection).
+ */
+export async function startTestServer(env: Record<string, string> = {}, dataDir = tempDir(), store?: StoreTestOptions): Promise<TestServer> {
   const remote = await remoteStoreEnv(env.WSM_BASE_IRI ?? 'https://workspaces.local/');
   const config = loadConfig({
     ...remote,
@@ -56,7 +60,7 @@ export async function startTestServer(env: Record<string, string> = {}, dataDir 
     WSM_DEMO: 'false',
     ...env,
   });
-  const server = await startServer(config, createLogger(config.WSM_LOG_LEVEL));
+  const server = await startServer(config, createLogger(config.WSM_LOG_LEVEL), store ? { store } : {});
   return {
     url: server.url,
     dataDir,
