@@ -50,7 +50,9 @@ async function main(): Promise<void> {
       });
     } catch (err) {
       failures++;
-      rows = [`| (not measured) | | | | | | **missed**: ${(err as Error).message.replace(/\|/g, '/')} | |`];
+      const e = err as Error & { cause?: { message?: string; code?: string } };
+      const why = e.cause ? `${e.message} (${e.cause.code ?? e.cause.message ?? String(e.cause)})` : e.message;
+      rows = [`| (not measured) | | | | | | | **missed**: ${why.replace(/\|/g, '/')} | |`];
     }
     const table = ['| figure | service | baseline | ratio (median) | spread | target | | note |', '|---|---|---|---|---|---|---|---|', ...rows].join('\n');
     process.stdout.write(`${table}\n`);
