@@ -213,8 +213,24 @@ export async function mintToken(dataDir: string, username: string, systemAdmin =
   return mint(dataDir, username, { systemAdmin, ttlSeconds: 3600 });
 }
 
+/**
+ * A GET, retried once when the connection was closed under it: a kept-alive
+ * socket the server closes as its idle timeout ends can be picked by the
+ * client at that moment (more likely on a loaded machine, where timers
+ * fire late). Only idempotent requests are retried.
+ */
+async function fetchRetryingGet(url: string, init: RequestInit): Promise<Response> {
+  try {
+    return await fetch(url, init);
+  } catch (err) {
+    const code = (err as { cause?: { code?: string } }).cause?.code;
+    if ((init.method ?? 'GET') !== 'GET' || (code !== 'UND_ERR_SOCKET' && code !== 'ECONNRESET')) throw err;
+    return fetch(url, init);
+  }
+}
+
 export async function api(url: string, token: string, method: string, pathName: string, body?: unknown): Promise<{ status: number; json: any; text: string }> {
-  const res = await fetch(url + pathName, {
+  const res = await fetchRetryingGet(url + pathName, {
     method,
     headers: { Authorization: `Bearer ${token}`, ...(body !== undefined ? { 'Content-Type': 'application/json' } : {}) },
     body: body === undefined ? undefined : JSON.stringify(body),
@@ -277,14 +293,14 @@ export async function serviceWithWorkspace(slug = 'bench'): Promise<{ svc: Proc;
 }
 
 /** Sequential requests with sub-millisecond timing (autocannon's histogram counts whole milliseconds). */
-export async function sampleLatency(n: number, send: () => Promise<Response>): Promise<{ p50: number; p99: number }> {
+export async function sampleLatency(n: number, send: () => Promise<Response>, warmup = 20): Promise<{ p50: number; p99: number }> {
   const times: number[] = [];
-  for (let i = 0; i < n + 20; i++) {
+  for (let i = 0; i < n + warmup; i++) {
     const started = performance.now();
     const res = await send();
     await res.arrayBuffer();
     if (!res.ok) throw new Error(`answered ${res.status}`);
-    if (i >= 20) times.push(performance.now() - started); // the first 20 warm up
+    if (i >= warmup) times.push(performance.now() - started); // the first `warmup` warm up
   }
   return { p50: percentile(times, 50), p99: percentile(times, 99) };
 }

@@ -50,6 +50,7 @@ async function main(): Promise<void> {
       });
     } catch (err) {
       failures++;
+      console.error(err);
       const e = err as Error & { cause?: { message?: string; code?: string } };
       const why = e.cause ? `${e.message} (${e.cause.code ?? e.cause.message ?? String(e.cause)})` : e.message;
       rows = [`| (not measured) | | | | | | | **missed**: ${why.replace(/\|/g, '/')} | |`];
