@@ -52,7 +52,7 @@ async function main(): Promise<void> {
       failures++;
       console.error(err);
       const e = err as Error & { cause?: { message?: string; code?: string } };
-      const why = e.cause ? `${e.message} (${e.cause.code ?? e.cause.message ?? String(e.cause)})` : e.message;
+      const why = e.cause ? `${e.message} (${e.cause.code ?? e.cause.message ?? 'no detail'})` : e.message;
       rows = [`| (not measured) | | | | | | | **missed**: ${why.replace(/\|/g, '/')} | |`];
     }
     const table = ['| figure | service | baseline | ratio (median) | spread | target | | note |', '|---|---|---|---|---|---|---|---|', ...rows].join('\n');
