@@ -18,31 +18,36 @@ export function generateTriples(count: number, prefix = 'https://bench.example/'
   return lines.join('\n') + '\n';
 }
 
-let millionDir: Promise<{ dir: string; snapshotFile: string; quads: number }> | undefined;
+let millionDir: Promise<{ dir: string; snapshotFile: string; quads: number; records: number }> | undefined;
 
 /**
- * A data dir holding 1M quads in a snapshot plus 10,000 journal records
- * after it (shared by the start-up and memory figures).
+ * A data dir holding `quads` (default 1M) quads with the service's IRI
+ * shapes (test/fixtures/service-quads.ts) in a snapshot, plus 10,000
+ * journal records after it shaped like the service's slash-command writes
+ * (the start-up figure). Built once per run.
  */
-export function millionQuadDataDir(): Promise<{ dir: string; snapshotFile: string; quads: number }> {
+export function millionQuadDataDir(quads = Number(process.env.BENCH_STARTUP_QUADS ?? 1_000_000)): Promise<{ dir: string; snapshotFile: string; quads: number; records: number }> {
   millionDir ??= (async () => {
-    const dir = workDir('million');
-    const store = await openDurableStore(dir);
-    const perGraph = 100_000;
-    for (let g = 0; g < 10; g++) {
-      await store.write([{ kind: 'load', graph: `https://bench.example/graph/${g}`, format: 'application/n-triples', data: generateTriples(perGraph, `https://bench.example/g${g}/`) }]);
+    const { PREFIXES } = await import('../src/rdf/vocab.js');
+    const data = await serviceQuadDataDir(quads);
+    const store = await openDurableStore(data.dir, { snapshotAfterBytes: Number.MAX_SAFE_INTEGER });
+    const base = 'https://workspaces.local/';
+    const records = 10_000;
+    for (let batch = 0; batch < records; batch += 500) {
+      const pending: Promise<void>[] = [];
+      for (let i = batch; i < batch + 500; i++) {
+        const ws = `${base}workspaces/${String(i % 40).padStart(8, '0')}-0000-4000-8000-000000000000/slash-commands`;
+        const cmd = `<${base}id/slash-command/${String(i).padStart(8, '0')}-1111-4111-8111-111111111111>`;
+        const at = new Date(Date.UTC(2026, 0, 1) + i * 1000).toISOString();
+        pending.push(store.update(`${PREFIXES}INSERT DATA { GRAPH <${ws}> { ${cmd} a wsm:SlashCommand ; wsm:alias "command-${i}" ; rdfs:label "Command ${i}" ; `
+          + `wsm:scriptType "SELECT" ; wsm:scriptContent "SELECT ?s WHERE { ?s a <https://poliglot.io/os/spec/iam#Role> } LIMIT ${i % 100 + 1}" ; `
+          + `wsm:createdAt "${at}"^^xsd:dateTime ; wsm:updatedAt "${at}"^^xsd:dateTime . } }`, [ws]));
+      }
+      await Promise.all(pending);
     }
-    await store.snapshot();
-    const pending: Promise<void>[] = [];
-    for (let i = 0; i < 10_000; i++) {
-      pending.push(store.update(`INSERT DATA { GRAPH <https://bench.example/journal> { <https://bench.example/j/${i}> <https://bench.example/n> ${i} } }`, ['https://bench.example/journal']));
-    }
-    await Promise.all(pending);
-    const quads = await store.size();
+    const size = store.raw.size;
     await store.close();
-    const { readdirSync } = await import('node:fs');
-    const snapshot = readdirSync(dir).find((f) => f.startsWith('snapshot-'))!;
-    return { dir, snapshotFile: `${dir}/${snapshot}`, quads };
+    return { ...data, quads: size, records };
   })();
   return millionDir;
 }

@@ -1,17 +1,22 @@
 import { readdirSync, readFileSync } from 'node:fs';
+import { open } from 'node:fs/promises';
 import path from 'node:path';
 import { Readable } from 'node:stream';
 import { DataFactory, Parser as TurtleParser, Store as N3Store, Writer } from 'n3';
 import oxigraph from 'oxigraph';
 import { Validator as ShaclEngine } from 'shacl-engine';
 import * as tar from 'tar';
-import { figure, installPackage, ROOT, serviceWithWorkspace, type Figure } from '../lib.js';
+import { figure, installPackage, interleave, median, removeDir, ROOT, serviceWithWorkspace, workDir, type Figure } from '../lib.js';
 import { packageArchive } from '../data.js';
 
 const TRIPLES = 100_000;
 
-/** The same steps done bare, in this process: tar read, Turtle parse, SHACL validation, Oxigraph load. */
-async function bareInstall(archive: Buffer, shapes: N3Store): Promise<number> {
+/**
+ * The same steps done bare, in this process: tar read, Turtle parse, SHACL
+ * validation, Oxigraph load, and the write made durable: the loaded
+ * N-Triples appended to a journal file and fdatasynced before it counts.
+ */
+async function bareInstall(archive: Buffer, shapes: N3Store, journal: string): Promise<number> {
   const started = performance.now();
   const files = new Map<string, string>();
   await new Promise<void>((resolve, reject) => {
@@ -36,6 +41,13 @@ async function bareInstall(archive: Buffer, shapes: N3Store): Promise<number> {
     if (report.results.some((r) => r.severity.value.endsWith('Violation'))) throw new Error('bare validation found a violation');
     const nt = new Writer({ format: 'N-Triples' }).quadsToString(quads);
     store.load(nt, { format: 'application/n-triples', to_graph_name: oxigraph.namedNode(matrix.uri) });
+    const file = await open(journal, 'a');
+    try {
+      await file.write(nt);
+      await file.datasync();
+    } finally {
+      await file.close();
+    }
   }
   return performance.now() - started;
 }
@@ -46,21 +58,24 @@ export async function run(): Promise<Figure[]> {
   const shapes = new N3Store();
   for (const file of readdirSync(shapesDir).filter((f) => f.endsWith('.ttl'))) shapes.addQuads(new TurtleParser().parse(readFileSync(path.join(shapesDir, file), 'utf8')));
   const env = await serviceWithWorkspace();
+  const journalDir = workDir('install-journal');
   try {
-    const runs = 3;
-    let service = 0;
-    let bare = 0;
-    for (let i = 0; i < runs; i++) {
-      const archive = await packageArchive(`big-${i}`, '1.0.0', `https://bench.example/matrix/big-${i}`, TRIPLES);
-      service += (await installPackage(env.svc.url, env.token, env.slug, archive)).ms;
-      bare += await bareInstall(archive, shapes);
-    }
+    const pairs = 3;
+    const archives = await Promise.all(Array.from({ length: pairs }, (_, i) => packageArchive(`big-${i}`, '1.0.0', `https://bench.example/matrix/big-${i}`, TRIPLES)));
+    let s = 0;
+    let b = 0;
+    const m = await interleave(pairs,
+      async () => (await installPackage(env.svc.url, env.token, env.slug, archives[s++]!)).ms,
+      () => bareInstall(archives[b++]!, shapes, path.join(journalDir, 'journal.nt')),
+      (ms) => ms);
     return [figure({
-      name: `install of one ${TRIPLES.toLocaleString('en')}-triple matrix, mean of ${runs}`, unit: 'ms',
-      value: service / runs, baseline: bare / runs, target: '<= 1.3x', check: (r) => r <= 1.3,
-      note: 'baseline: tar read + Turtle parse + SHACL (shapes/) + Oxigraph load, in process',
+      name: `install of one ${TRIPLES.toLocaleString('en')}-triple matrix, P2 to completed`, unit: 'ms',
+      value: median(m.service), baseline: median(m.baseline), ratios: m.ratios, target: '<= 1.3x', check: (r) => r <= 1.3,
+      note: 'baseline: tar read + Turtle parse + SHACL (shapes/) + Oxigraph load + journal append and fdatasync of the N-Triples, in process',
+      cause: 'the service also runs these steps in a worker and hands the data back, checks every term, derives roles and agents, writes in slices between event-loop turns and records the lifecycle command and its events',
     })];
   } finally {
+    removeDir(journalDir);
     await env.close();
   }
 }

@@ -88,22 +88,27 @@ export async function run(): Promise<Figure[]> {
 
     const figures: Figure[] = [figure({
       name: 'failed samples (no answer or not 2xx)', unit: '', value: busy.errors, baseline: idle.errors, target: '0', check: (_r, v) => v === 0,
+      cause: idle.errors > 0 ? 'samples failed on the idle service too: the machine is too loaded to measure this' : 'connections were reset or refused while the installs ran: the event loop stalled longer than the clients waited',
       note: [...busy.reasons].map(([k, v]) => `${k} x${v}`).join(', '),
     })];
     for (const [label, key] of [['/health', 'health'], ['cached GET (P5)', 'cached']] as const) {
       const a = stats(idle[key]);
       const b = stats(busy[key]);
       figures.push(figure({ name: `${label} during installs, p50 (${b.n} samples; idle ${a.n})`, unit: 'ms', value: b.p50, baseline: a.p50, target: 'report', check: () => true }));
-      figures.push(figure({ name: `${label} during installs, p99`, unit: 'ms', value: b.p99, baseline: a.p99, target: '<= 50 ms', check: (_r, v) => v <= 50 }));
-      figures.push(figure({ name: `${label} during installs, max`, unit: 'ms', value: b.max, baseline: a.max, target: '<= 250 ms', check: (_r, v) => v <= 250 }));
+      figures.push(figure({ name: `${label} during installs, p99`, unit: 'ms', value: b.p99, baseline: a.p99, target: '<= 50 ms', check: (_r, v) => v <= 50,
+        cause: a.p99 > 50 ? 'the idle service misses it too: the machine answers a 20 ms timer late' : 'steps of the installs still run on the main thread (see the notes in RESULTS.md)' }));
+      figures.push(figure({ name: `${label} during installs, max`, unit: 'ms', value: b.max, baseline: a.max, target: '<= 250 ms', check: (_r, v) => v <= 250,
+        cause: a.max > 250 ? 'the idle service misses it too: the machine stalls on its own' : 'a step of the installs held the main thread that long (see the notes in RESULTS.md)' }));
     }
     figures.push(figure({
       name: `install of ${ROLES.toLocaleString('en')} roles (${(roles.length / 1024).toFixed(0)} KB archive), P2 to completed`, unit: 'ms',
       value: rolesMs, baseline: 5000, target: '<= 5000 ms', check: (_r, v) => v <= 5000, note: 'baseline column: the target',
+      cause: 'SHACL validation of 45k triples (rdf-validate-shacl, in the pipeline worker) dominates',
     }));
     figures.push(figure({
       name: `P9 JSON of that report (${results.toLocaleString('en')} results), median of 3`, unit: 'ms',
       value: percentile(p9, 50), baseline: 1000, target: '<= 1000 ms', check: (_r, v) => v <= 1000, note: 'baseline column: the target',
+      cause: 'reading the report\'s results with SPARQL and building the JSON of each one takes that long',
     }));
     figures.push(figure({
       name: `install of one ${TRIPLES.toLocaleString('en')}-triple matrix while sampling`, unit: 'ms',

@@ -1,22 +1,91 @@
-import { figure, startService, spawnTs, type Figure } from '../lib.js';
-import { millionQuadDataDir } from '../data.js';
+import { api, figure, installPackage, mintToken, serviceWithWorkspace, spawnTs, startService, type Figure } from '../lib.js';
+import { packageArchive } from '../data.js';
+import { openDurableStore } from '../../src/store/durable.js';
+import { generateServiceQuads } from '../../test/fixtures/service-quads.js';
 
-/** RSS of the service holding 1M quads vs a bare Oxigraph store holding them. */
+const MiB = 2 ** 20;
+
+/** The query workers the service runs now, from its metrics (wsm_sandbox_workers). */
+async function workers(url: string, root: string): Promise<number> {
+  const res = await fetch(`${url}/metrics`, { headers: { Authorization: `Bearer ${root}` } });
+  const text = await res.text();
+  const line = /^wsm_sandbox_workers(?:\{[^}]*\})? (\d+)/m.exec(text);
+  if (!res.ok || !line) throw new Error(`/metrics answered ${res.status} without wsm_sandbox_workers`);
+  return Number(line[1]);
+}
+
+/**
+ * Memory of the service holding a workspace of `BENCH_MEMORY_QUADS` (1M)
+ * quads with the service's real IRI shapes: RSS at rest, and RSS after
+ * queries ran (5 slash executions at once, default answer, and a SPARQL
+ * query on the admin endpoint), with the query workers counted then;
+ * against a bare Oxigraph load of the same snapshot file.
+ */
 export async function run(): Promise<Figure[]> {
-  const data = await millionQuadDataDir();
-  const s = await startService(data.dir, { WSM_DEMO: 'false' });
-  await new Promise((r) => setTimeout(r, 500));
-  const service = s.rss();
-  await s.stop();
-  const b = await spawnTs('bench/bare-load.ts', [data.snapshotFile], {}, '/');
-  await new Promise((r) => setTimeout(r, 500));
-  const bare = b.rss();
-  await b.stop();
-  const mib = (n: number) => n / 2 ** 20;
-  return [figure({
-    name: `RSS after start with ${data.quads.toLocaleString('en')} quads`,
-    unit: 'MiB', value: mib(service), baseline: mib(bare), target: 'report (no target set)',
-    check: () => true,
-    note: 'baseline: bare Oxigraph store in a node + tsx process',
-  })];
+  const quads = Number(process.env.BENCH_MEMORY_QUADS ?? 1_000_000);
+  const env = await serviceWithWorkspace();
+  let svc: Awaited<ReturnType<typeof startService>> | undefined;
+  try {
+    const { token, slug, dataDir } = env;
+    await installPackage(env.svc.url, token, slug, await packageArchive('memory', '1.0.0', 'https://bench.example/matrix/memory', 10));
+    const created = await api(env.svc.url, token, 'POST', `/api/v1/commands/${slug}`, {
+      alias: 'some-roles', scriptType: 'CONSTRUCT',
+      scriptContent: 'PREFIX rdfs: <http://www.w3.org/2000/01/rdf-schema#> CONSTRUCT { ?r rdfs:label ?l } WHERE { ?r a <https://poliglot.io/os/spec/iam#Role> ; rdfs:label ?l } LIMIT 100',
+    });
+    if (created.status !== 200) throw new Error(`C5 answered ${created.status}`);
+    await env.svc.stop();
+    // The workspace's matrix graph grows to `quads` in the data directory itself (bypassing the API), with the service's IRI shapes.
+    const store = await openDurableStore(dataDir);
+    const graph = (await store.graphNames()).find((g) => g.includes('/workspaces/') && g.includes('/matrices/') && !g.endsWith('/derived'));
+    if (!graph) throw new Error('no matrix graph found');
+    for (let done = 0, g = 0; done < quads; done += 100_000, g++) {
+      await store.write([{ kind: 'load', graph, format: 'application/n-triples', data: generateServiceQuads(g, Math.min(100_000, quads - done)).ntriples }]);
+    }
+    await store.snapshot();
+    const size = await store.size();
+    await store.close();
+    const { readdirSync } = await import('node:fs');
+    const snapshot = readdirSync(dataDir).filter((f) => f.startsWith('snapshot-')).sort().at(-1)!;
+
+    const running = await startService(dataDir, { WSM_DEMO: 'false' });
+    svc = running;
+    const root = await mintToken(dataDir, 'root', true);
+    await new Promise((r) => setTimeout(r, 1000));
+    const atRest = running.rss();
+    const workersAtRest = await workers(running.url, root);
+    const answers = await Promise.all([
+      ...Array.from({ length: 5 }, () => fetch(`${running.url}/api/v1/commands/${slug}/alias/some-roles/execute`, { method: 'POST', headers: { Authorization: `Bearer ${token}` } })),
+      fetch(`${running.url}/api/v1/sparql/${slug}`, {
+        method: 'POST', headers: { Authorization: `Bearer ${token}`, 'Content-Type': 'application/sparql-query', Accept: 'application/sparql-results+json' },
+        body: 'SELECT (COUNT(*) AS ?n) WHERE { ?s ?p ?o }',
+      }),
+    ].map(async (p) => { const res = await p; await res.arrayBuffer(); return res.status; }));
+    const afterQueries = running.rss();
+    const workersAfter = await workers(running.url, root);
+    await running.stop();
+    svc = undefined;
+    const bare = await spawnTs('bench/bare-load.ts', [`${dataDir}/${snapshot}`], {}, '/');
+    await new Promise((r) => setTimeout(r, 1000));
+    const bareRss = bare.rss();
+    await bare.stop();
+    const label = size.toLocaleString('en');
+    const statuses = answers.join(', ');
+    if (answers.some((s) => s !== 200)) throw new Error(`the queries answered ${statuses}`);
+    return [
+      figure({
+        name: `RSS at rest, ${label} quads`, unit: 'MiB', value: atRest / MiB, baseline: bareRss / MiB,
+        target: 'report (no target set)', check: () => true,
+        note: `baseline: bare Oxigraph load of the same snapshot in a node + tsx process; ${workersAtRest} query worker(s) at rest`,
+      }),
+      figure({
+        name: `RSS after 5 slash executions and 1 admin query at once vs at rest, ${label} quads`, unit: 'MiB',
+        value: afterQueries / MiB, baseline: atRest / MiB, target: '<= 2x', check: (r) => r <= 2,
+        note: `${workersAfter} query worker(s) after the queries; they answered ${statuses}`,
+        cause: `each query worker holds its own copy of the workspace's data (${workersAfter} workers running)`,
+      }),
+    ];
+  } finally {
+    await svc?.stop();
+    await env.close();
+  }
 }

@@ -1,41 +1,58 @@
-import { api, figure, installPackage, load, serviceWithWorkspace, startBaseline, type Figure } from '../lib.js';
+import { api, figure, installFromRegistry, installPackage, interleave, load, serviceWithWorkspace, startBaseline, type Figure, type LoadResult } from '../lib.js';
 import { packageArchive } from '../data.js';
 
+const PAIRS = 3;
+const WINDOW_S = 3;
+
 /**
- * Reads: P5 and I6 at 32 connections against an Express handler in the same
- * process setup (node + tsx) answering the very bytes the service answered.
+ * Reads at 32 connections: P5 of a package installed from the hosted
+ * registry (the service's default; its answer looks up the registry's
+ * latest version), P5 of an uploaded package, and I6, each against an
+ * Express handler answering the very bytes the service answered. The
+ * service runs with its defaults (request log at info); service and
+ * baseline windows interleave; autocannon runs in its own process.
  */
 export async function run(): Promise<Figure[]> {
   const env = await serviceWithWorkspace();
   const baseline = await startBaseline('static');
   try {
-    const { svc, token, slug } = env;
+    const { svc, token, root, slug } = env;
+    await installFromRegistry(svc.url, root, token, 'owner', slug, 'bench', 'reads-registry',
+      await packageArchive('reads-registry', '1.0.0', 'https://bench.example/matrix/reads-registry', 200));
     await installPackage(svc.url, token, slug, await packageArchive('reads', '1.0.0', 'https://bench.example/matrix/reads', 200));
     const ws = await api(svc.url, token, 'GET', `/api/v1/workspaces/${slug}`);
     const ownerId: string = ws.json.data.owner.id;
     const targets = [
-      { name: 'P5 GET package', path: `/api/v1/packages/${slug}/reads` },
-      { name: 'I6 GET user', path: `/api/v1/iam/${slug}/users/${ownerId}` },
+      { name: 'P5 GET package installed from the registry', path: `/api/v1/packages/${slug}/reads-registry`, registry: true },
+      { name: 'P5 GET package installed by upload', path: `/api/v1/packages/${slug}/reads`, registry: false },
+      { name: 'I6 GET user', path: `/api/v1/iam/${slug}/users/${ownerId}`, registry: false },
     ];
     const figures: Figure[] = [];
     for (const target of targets) {
       const probe = await fetch(svc.url + target.path, { headers: { Authorization: `Bearer ${token}` } });
       const bytes = Buffer.from(await probe.arrayBuffer());
       if (probe.status !== 200) throw new Error(`${target.name} answered ${probe.status}: ${bytes.toString().slice(0, 200)}`);
-      await fetch(`${baseline.url}/__set`, { method: 'POST', headers: { 'X-Content-Type': probe.headers.get('content-type') ?? 'application/json' }, body: bytes });
-      const opts = { connections: 32, duration: 5, headers: { Authorization: `Bearer ${token}` } };
-      await load({ ...opts, url: svc.url + target.path, duration: 1 }); // warm-up
-      const service = await load({ ...opts, url: svc.url + target.path });
-      await load({ ...opts, url: baseline.url + target.path, duration: 1 });
-      const base = await load({ ...opts, url: baseline.url + target.path });
-      if (service.non2xx || service.errors) throw new Error(`${target.name}: ${service.non2xx} non-2xx, ${service.errors} errors`);
+      if (target.registry) {
+        const body = JSON.parse(bytes.toString()) as { data: { latestVersion?: string | null } };
+        if (!body.data.latestVersion) throw new Error(`${target.name}: the answer has no latestVersion, so the registry lookup was not on the path`);
+      }
+      const set = await fetch(`${baseline.url}/__set`, { method: 'POST', headers: { 'X-Content-Type': probe.headers.get('content-type') ?? 'application/json' }, body: bytes });
+      if (!set.ok) throw new Error(`baseline /__set answered ${set.status}`);
+      const window = (url: string, duration = WINDOW_S) => async (): Promise<LoadResult> => {
+        const r = await load({ url, connections: 32, duration, headers: { Authorization: `Bearer ${token}` } });
+        if (r.non2xx || r.errors) throw new Error(`${target.name} on ${url}: ${r.non2xx} non-2xx, ${r.errors} errors`);
+        return r;
+      };
+      await window(svc.url + target.path, 1)(); // warm-up
+      await window(baseline.url + target.path, 1)();
+      const m = await interleave(PAIRS, window(svc.url + target.path), window(baseline.url + target.path), (r) => r.rps);
+      const p99 = (rs: LoadResult[]) => rs.map((r) => r.p99).sort((a, b) => a - b)[Math.floor(rs.length / 2)]!;
       figures.push(figure({
-        name: `${target.name}, throughput (${bytes.length} B)`, unit: 'req/s', value: service.rps, baseline: base.rps,
+        name: `${target.name}, throughput (${bytes.length} B)`, unit: 'req/s',
+        value: m.serviceMedian, baseline: m.baselineMedian, ratios: m.ratios,
         target: '>= 0.5x', check: (r) => r >= 0.5,
-      }));
-      figures.push(figure({
-        name: `${target.name}, p99 latency`, unit: 'ms', value: service.p99, baseline: base.p99,
-        target: 'report', check: () => true,
+        note: `p99 ${p99(m.service)} vs ${p99(m.baseline)} ms`,
+        cause: `the service authenticates, checks membership, reads the store${target.registry ? ', looks up the latest version in the registry' : ''} and logs each request at info; the baseline sends fixed bytes`,
       }));
     }
     return figures;

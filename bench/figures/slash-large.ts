@@ -69,11 +69,13 @@ export async function run(): Promise<Figure[]> {
       figure({
         name: `/health p99 while 5 executions start at once, ${quads.toLocaleString('en')}-quad workspace`, unit: 'ms',
         value: percentile(health, 99), baseline: percentile(health, 50), target: '<= 50 ms', check: (_r, v) => v <= 50,
+        cause: 'the main thread is busy while the executions start: preparing the data for the query workers still runs on it',
         note: `baseline: its p50; executions answered ${statuses} in ${(elapsed / 1000).toFixed(1)} s; ${health.length} samples, ${healthErrors} failed (connection reset after a blocked event loop)`,
       }),
       figure({
         name: `RSS after 5 concurrent executions vs at rest, ${quads.toLocaleString('en')}-quad workspace`, unit: 'MiB',
         value: mib(after), baseline: mib(atRest), target: '<= 2x', check: (r) => r <= 2,
+        cause: 'each query worker holds a full copy of the workspace\'s data',
       }),
     ];
   } finally {

@@ -51,6 +51,7 @@ export async function run(): Promise<Figure[]> {
     const row = (name: string, key: 'c4' | 'c1' | 'execute') => figure({
       name: `${name}, p50 latency, ${OTHER_USERS.toLocaleString('en')} users in another workspace vs 3 users`, unit: 'ms',
       value: many[key].p50, baseline: few[key].p50, target: '<= 1.5x', check: (r) => r <= 1.5,
+      cause: `${name} reads more with users elsewhere: a query still joins across other workspaces' user records`,
       note: `p99 ${many[key].p99.toFixed(2)} vs ${few[key].p99.toFixed(2)} ms`,
     });
     return [row(`C4 (list of ${COMMANDS} commands)`, 'c4'), row('C1 (one command)', 'c1'), row('execute (N-Triples)', 'execute')];

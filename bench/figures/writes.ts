@@ -1,18 +1,22 @@
-import { figure, load, serviceWithWorkspace, startBaseline, type Figure } from '../lib.js';
+import { figure, interleave, load, serviceWithWorkspace, startBaseline, type Figure, type LoadResult } from '../lib.js';
+
+const PAIRS = 3;
+const WINDOW_S = 3;
 
 /**
- * Durable writes: C5 (create a slash command, one journaled fsynced write)
- * at 1 and 32 connections against an Express handler that appends the same
- * body to a file and fsyncs before answering.
+ * Durable writes: C5 (create a slash command, one journaled, fdatasynced
+ * write) at 1 and 32 connections against an Express handler that appends
+ * the same body to a file with group-committed fdatasync (bodies arriving
+ * during one fdatasync share the next). Service and baseline windows
+ * interleave; the load generator runs in its own process.
  */
 export async function run(): Promise<Figure[]> {
   const env = await serviceWithWorkspace();
   const baseline = await startBaseline('fsync');
   try {
     const { svc, token, slug } = env;
-    let n = 0;
-    const body = () => JSON.stringify({
-      alias: `bench-${process.pid}-${n++}`,
+    const uniqueBody = JSON.stringify({
+      alias: 'bench-{{n}}',
       description: 'Benchmark command',
       interpretation: 'Lists every labelled thing.',
       scriptType: 'CONSTRUCT',
@@ -20,22 +24,25 @@ export async function run(): Promise<Figure[]> {
     });
     const figures: Figure[] = [];
     for (const connections of [1, 32]) {
-      const request = (url: string) => ({
-        url, connections, duration: 5, method: 'POST' as const,
-        headers: { Authorization: `Bearer ${token}`, 'Content-Type': 'application/json' },
-        requests: [{ setupRequest: (req: any) => ({ ...req, body: body() }) }],
-      });
-      const service = await load(request(`${svc.url}/api/v1/commands/${slug}`));
-      const base = await load(request(`${baseline.url}/write`));
-      if (service.non2xx || service.errors) throw new Error(`C5: ${service.non2xx} non-2xx, ${service.errors} errors`);
+      const window = (url: string) => async (): Promise<LoadResult> => {
+        const r = await load({
+          url, connections, duration: WINDOW_S, method: 'POST',
+          headers: { Authorization: `Bearer ${token}`, 'Content-Type': 'application/json' }, uniqueBody,
+        });
+        if (r.non2xx || r.errors) throw new Error(`C5 at ${connections} connection(s) on ${url}: ${r.non2xx} non-2xx, ${r.errors} errors`);
+        return r;
+      };
+      const service = window(`${svc.url}/api/v1/commands/${slug}`);
+      const base = window(`${baseline.url}/write`);
+      const rps = await interleave(PAIRS, service, base, (r) => r.rps);
+      const p99 = (rs: LoadResult[]) => rs.map((r) => r.p99).sort((a, b) => a - b)[Math.floor(rs.length / 2)]!;
       figures.push(figure({
-        name: `C5 create at ${connections} connection(s), throughput`, unit: 'req/s', value: service.rps, baseline: base.rps,
+        name: `C5 create at ${connections} connection(s), throughput`, unit: 'req/s',
+        value: rps.serviceMedian, baseline: rps.baselineMedian, ratios: rps.ratios,
         target: connections === 32 ? '>= 0.5x' : 'report', check: (r) => connections !== 32 || r >= 0.5,
-        note: connections === 32 ? 'concurrent writes share fsyncs (group commit)' : undefined,
-      }));
-      figures.push(figure({
-        name: `C5 create at ${connections} connection(s), p99 latency`, unit: 'ms', value: service.p99, baseline: base.p99,
-        target: 'report', check: () => true,
+        note: `baseline: append + group-committed fdatasync; p99 ${p99(rps.service)} vs ${p99(rps.baseline)} ms`,
+        cause: 'each C5 also checks the alias, builds and applies a SPARQL update and encodes its journal record on the main thread; '
+          + 'the baseline only appends the body, so it fits more requests into each fdatasync',
       }));
     }
     return figures;

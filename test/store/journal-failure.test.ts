@@ -52,15 +52,15 @@ describe('store: a journal that cannot be written (ENOSPC)', function () {
   it('a failed journal write: the write rejects, no read sees it, the partial record is cut, and the journal works again once there is room', async () => {
     const faults = new JournalFaults();
     const { store, warnings } = await openCollecting(dir, { journalFileOps: faults.ops });
-    await store.update(insertPair(1));
-    await store.update(insertPair(2));
+    await store.update(insertPair(1), ['urn:g:test']);
+    await store.update(insertPair(2), ['urn:g:test']);
     const version = store.version;
     const heard: unknown[] = [];
     store.onWrite((ops) => heard.push(ops));
 
     // The disk fills up part-way through the record: 7 bytes of it reach the file.
     faults.start('write', 7);
-    const err = await rejection(store.update(insertPair(3)));
+    const err = await rejection(store.update(insertPair(3), ['urn:g:test']));
     expect(err).to.be.instanceOf(StoreUnavailableError);
     expect((err as StoreUnavailableError).errno).to.equal('ENOSPC');
     expect(await sorted(store)).to.deep.equal({ a: [1, 2], b: [1, 2] });
@@ -74,10 +74,10 @@ describe('store: a journal that cannot be written (ENOSPC)', function () {
     expect((await journalRecords(dir)).damaged).to.deep.equal([]);
 
     // Every write tries again, and fails while the disk is full.
-    expect(await rejection(store.update(insertPair(4)))).to.be.instanceOf(StoreUnavailableError);
+    expect(await rejection(store.update(insertPair(4), ['urn:g:test']))).to.be.instanceOf(StoreUnavailableError);
 
     faults.clear();
-    await store.update(insertPair(5));
+    await store.update(insertPair(5), ['urn:g:test']);
     expect(store.health()).to.deep.equal({ writable: true });
     expect(await sorted(store)).to.deep.equal({ a: [1, 2, 5], b: [1, 2, 5] });
     await store.close();
@@ -94,13 +94,13 @@ describe('store: a journal that cannot be written (ENOSPC)', function () {
   it('a failed fsync fails the whole group-commit batch, the file is cut and not written again, and writes go on in a new file', async () => {
     const faults = new JournalFaults();
     const { store } = await openCollecting(dir, { journalFileOps: faults.ops });
-    for (let i = 1; i <= 3; i++) await store.update(insertPair(i));
+    for (let i = 1; i <= 3; i++) await store.update(insertPair(i), ['urn:g:test']);
     const firstFile = store.stats().currentFile;
     const fsyncsBefore = store.stats().fsyncs;
 
     faults.start('datasync');
     // Issued in one tick: one batch, one (failing) fsync.
-    const batch = [10, 11, 12, 13, 14].map((n) => store.update(insertPair(n)));
+    const batch = [10, 11, 12, 13, 14].map((n) => store.update(insertPair(n), ['urn:g:test']));
     const outcomes = await Promise.allSettled(batch);
     expect(outcomes.map((o) => o.status)).to.deep.equal(['rejected', 'rejected', 'rejected', 'rejected', 'rejected']);
     for (const o of outcomes) expect((o as PromiseRejectedResult).reason).to.be.instanceOf(StoreUnavailableError);
@@ -108,10 +108,10 @@ describe('store: a journal that cannot be written (ENOSPC)', function () {
     expect(await sorted(store)).to.deep.equal({ a: [1, 2, 3], b: [1, 2, 3] });
     expect(store.health().writable).to.equal(false);
     // Still failing: cutting the file needs an fsync too, so nothing is written after it.
-    expect(await rejection(store.update(insertPair(15)))).to.be.instanceOf(StoreUnavailableError);
+    expect(await rejection(store.update(insertPair(15), ['urn:g:test']))).to.be.instanceOf(StoreUnavailableError);
 
     faults.clear();
-    const concurrent = [20, 21, 22].map((n) => store.update(insertPair(n)));
+    const concurrent = [20, 21, 22].map((n) => store.update(insertPair(n), ['urn:g:test']));
     await Promise.all(concurrent);
     expect(store.health().writable).to.equal(true);
     expect(store.stats().currentFile, 'a new journal file after a failed fsync').to.not.equal(firstFile);
@@ -125,7 +125,7 @@ describe('store: a journal that cannot be written (ENOSPC)', function () {
     const { store: reopened, warnings } = await openCollecting(dir);
     expect(warnings).to.deep.equal([]);
     expect(await sorted(reopened)).to.deep.equal({ a: [1, 2, 3, 20, 21, 22], b: [1, 2, 3, 20, 21, 22] });
-    await reopened.update(insertPair(23));
+    await reopened.update(insertPair(23), ['urn:g:test']);
     await reopened.close();
     const again = await openDurableStore(dir);
     expect((await sorted(again)).a).to.deep.equal([1, 2, 3, 20, 21, 22, 23]);
@@ -136,9 +136,9 @@ describe('store: a journal that cannot be written (ENOSPC)', function () {
     const faults = new JournalFaults();
     const { store } = await openCollecting(dir, { journalFileOps: faults.ops });
     faults.start('datasync');
-    expect(await rejection(store.update(insertPair(1)))).to.be.instanceOf(StoreUnavailableError);
+    expect(await rejection(store.update(insertPair(1), ['urn:g:test']))).to.be.instanceOf(StoreUnavailableError);
     faults.clear();
-    await store.update(insertPair(2));
+    await store.update(insertPair(2), ['urn:g:test']);
     await store.close();
     expect((await readdir(dir)).filter((f) => f.startsWith('journal-'))).to.deep.equal(['journal-0000000000000001.log']);
     expect(await journalRecords(dir)).to.deep.equal({ seqs: [1], numbersWritten: [2], damaged: [] });
@@ -150,9 +150,9 @@ describe('store: a journal that cannot be written (ENOSPC)', function () {
   it('becomes writable again by itself (a probe) once there is room, without a client write', async () => {
     const faults = new JournalFaults();
     const { store } = await openCollecting(dir, { journalFileOps: faults.ops, journalProbeMs: 50, journalProbeMaxMs: 200 });
-    await store.update(insertPair(1));
+    await store.update(insertPair(1), ['urn:g:test']);
     faults.start('write');
-    expect(await rejection(store.update(insertPair(2)))).to.be.instanceOf(StoreUnavailableError);
+    expect(await rejection(store.update(insertPair(2), ['urn:g:test']))).to.be.instanceOf(StoreUnavailableError);
     // While the disk stays full the probes fail too.
     for (const until = Date.now() + 10_000; faults.failed < 3 && Date.now() < until;) await new Promise((r) => setTimeout(r, 20));
     expect(faults.failed, 'the write and at least two probes failed').to.be.at.least(3);
@@ -161,7 +161,7 @@ describe('store: a journal that cannot be written (ENOSPC)', function () {
     const deadline = Date.now() + 10_000;
     while (!store.health().writable && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
     expect(store.health()).to.deep.equal({ writable: true });
-    await store.update(insertPair(3));
+    await store.update(insertPair(3), ['urn:g:test']);
     await store.close();
     const reopened = await openDurableStore(dir);
     expect(await sorted(reopened)).to.deep.equal({ a: [1, 3], b: [1, 3] });
@@ -171,13 +171,13 @@ describe('store: a journal that cannot be written (ENOSPC)', function () {
   it('a snapshot taken after an outage covers exactly the writes that were acknowledged', async () => {
     const faults = new JournalFaults();
     const { store } = await openCollecting(dir, { journalFileOps: faults.ops });
-    await store.update(insertPair(1));
+    await store.update(insertPair(1), ['urn:g:test']);
     faults.start('datasync');
-    await Promise.allSettled([store.update(insertPair(2)), store.update(insertPair(3))]);
+    await Promise.allSettled([store.update(insertPair(2), ['urn:g:test']), store.update(insertPair(3), ['urn:g:test'])]);
     faults.clear();
-    await store.update(insertPair(4));
+    await store.update(insertPair(4), ['urn:g:test']);
     await store.snapshot();
-    await store.update(insertPair(5));
+    await store.update(insertPair(5), ['urn:g:test']);
     await store.close();
     const { store: reopened, warnings } = await openCollecting(dir);
     expect(warnings).to.deep.equal([]);
