@@ -8,6 +8,7 @@ import type { QuadStore, WriteOp } from '../store/store.js';
 import type { Graphs } from '../rdf/graphs.js';
 import { AppError } from '../errors.js';
 import { affectedBy, type WriteReach } from '../store/write-reach.js';
+import { hasSnapshotCoverage } from '../store/snapshot-coverage.js';
 import type { FromWorker, ResultFormat, ResultKind, RunResult, ToWorker } from './protocol.js';
 import type { ViewKind, WorkspaceViews } from './views.js';
 
@@ -240,7 +241,7 @@ export class QuerySandbox {
   private readonly unsubscribe: () => void;
   private readonly housekeeping: NodeJS.Timeout;
   private closed = false;
-  private readonly counters = { loads: 0, graphsLoaded: 0, runs: 0, timeouts: 0, memoryStops: 0, retired: 0 };
+  private readonly counters = { loads: 0, graphsLoaded: 0, graphsFromSnapshot: 0, runs: 0, timeouts: 0, memoryStops: 0, retired: 0 };
   /** Jobs whose query runs now, and the memory watch while there are any. */
   private readonly running = new Set<Job>();
   private memoryWatch: { base: number; timer: NodeJS.Timeout } | undefined;
@@ -305,8 +306,8 @@ export class QuerySandbox {
     });
   }
 
-  /** Counters (for tests, logs and health): live workers, views, syncs, graphs (re)loaded, queries run, queries stopped. */
-  stats(): { workers: number; views: number; loads: number; graphsLoaded: number; runs: number; timeouts: number; memoryStops: number; retired: number } {
+  /** Counters (for tests, logs and health): live workers, views, syncs, graphs (re)loaded (of them, read from the snapshot file by the worker), queries run, queries stopped. */
+  stats(): { workers: number; views: number; loads: number; graphsLoaded: number; graphsFromSnapshot: number; runs: number; timeouts: number; memoryStops: number; retired: number } {
     let workers = 0;
     for (const view of this.views.values()) workers += view.alive().length;
     return { workers, views: this.views.size, ...this.counters };
@@ -471,12 +472,23 @@ export class QuerySandbox {
         this.syncing++;
         worker.preparing = true;
         try {
+          // Graphs the newest snapshot file holds as they are: the worker reads them from it, in its own thread.
+          const fromSnapshot = this.inSnapshot(view, load.map(([name]) => name));
+          const reused = new Set(fromSnapshot?.graphs);
           synced = await worker.call({
             type: 'sync',
             id: nextMessageId++,
             drop,
-            load: await Promise.all(load.map(async ([name]) => ({ name, ntriples: await this.workspaceViews.dump(view.workspaceId, view.kind, name) }))),
+            load: await this.dumpGraphs(view, load.map(([name]) => name).filter((name) => !reused.has(name))),
+            ...(fromSnapshot ? { fromSnapshot } : {}),
           });
+          if (synced.type === 'error' && synced.kind === 'snapshot') {
+            // Removed by later snapshots, say: the worker left those graphs empty; send them as text.
+            this.logger.warn({ view: view.key, reason: synced.message }, 'query worker could not read the snapshot; sending the graphs instead');
+            synced = await worker.call({ type: 'sync', id: nextMessageId++, drop: [], load: await this.dumpGraphs(view, [...reused]) });
+          } else if (synced.type === 'synced') {
+            this.counters.graphsFromSnapshot += reused.size;
+          }
         } finally {
           worker.preparing = false;
           this.syncing--;
@@ -539,6 +551,23 @@ export class QuerySandbox {
       if (job.worker === worker) job.worker = undefined;
       this.pump(view);
     }
+  }
+
+  /** The graphs of `names` a worker can read from the newest snapshot file (not the system graph's excerpt). */
+  private inSnapshot(view: View, names: string[]): { file: string; graphs: string[] } | undefined {
+    if (!hasSnapshotCoverage(this.store)) return undefined;
+    const found = this.store.unchangedInSnapshot(names.filter((name) => !(view.kind === 'all' && name === this.graphs.system)));
+    return found && found.graphs.length > 0 ? found : undefined;
+  }
+
+  /** Graphs of a view as N-Triples, one engine call each, with an event-loop turn before each. */
+  private async dumpGraphs(view: View, names: string[]): Promise<Array<{ name: string; ntriples: string }>> {
+    const out: Array<{ name: string; ntriples: string }> = [];
+    for (const name of names) {
+      await new Promise<void>((resolve) => setImmediate(resolve));
+      out.push({ name, ntriples: await this.workspaceViews.dump(view.workspaceId, view.kind, name) });
+    }
+    return out;
   }
 
   private memoryError(): AppError {

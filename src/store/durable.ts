@@ -6,6 +6,8 @@ import { Journal, cutJournal, readJournalFile, type JournalRecord, type JournalS
 import { acquireLock, type DirLock } from './lock.js';
 import { OxigraphStore, applyOp, coalesceUpdates } from './oxigraph-store.js';
 import { listSnapshots, loadLatestSnapshot, removeSnapshotsExcept, writeSnapshot } from './snapshot.js';
+import { ChangedGraphs, graphsWrittenBy, type SnapshotCoverage, type WrittenGraphs } from './snapshot-coverage.js';
+import type { WriteOp } from './store.js';
 
 /*
  * Data directory layout (docs/decisions.md, Durability):
@@ -148,8 +150,14 @@ async function writeMarker(dataDir: string): Promise<void> {
 }
 
 /** The embedded store made durable by a journal, snapshots and a directory lock. */
-export class DurableStore extends OxigraphStore {
+export class DurableStore extends OxigraphStore implements SnapshotCoverage {
   private closed = false;
+  /** The newest snapshot file (TriG) and the graphs written since it was taken. */
+  private coverage: { file: string; changed: ChangedGraphs } | undefined;
+  /** While a snapshot is written: the graphs written after its seq. */
+  private nextCoverage: ChangedGraphs | undefined;
+  /** Graphs of the writes begun and not yet settled (one may apply after a snapshot's seq is chosen). */
+  private readonly inFlight = new Set<WrittenGraphs[]>();
   private snapshotChain: Promise<void> = Promise.resolve();
   private autoSnapshotRunning = false;
   private snapshotsWritten = 0;
@@ -169,18 +177,36 @@ export class DurableStore extends OxigraphStore {
     private snapshotSeq: number,
     private snapshotBytes: number,
     private readonly options: Required<Omit<DurableStoreOptions, 'acceptJournalLoss'>>,
+    snapshot?: { file: string; changed: ChangedGraphs },
   ) {
     super(raw, journal);
+    this.coverage = snapshot;
   }
 
-  override async write(...args: Parameters<OxigraphStore['write']>): Promise<void> {
+  override async write(ops: WriteOp[]): Promise<void> {
     if (this.closed) throw new Error('store is closed');
     // A snapshot is reading the store piece by piece: changes wait until it has it all.
     while (this.writeGate) await this.writeGate;
     if (this.closed) throw new Error('store is closed');
-    const durable = super.write(...args); // applied and journaled synchronously
+    const written = ops.map(graphsWrittenBy);
+    for (const graphs of written) {
+      this.coverage?.changed.add(graphs);
+      this.nextCoverage?.add(graphs);
+    }
+    this.inFlight.add(written);
+    const durable = super.write(ops); // applied and journaled synchronously
     this.maybeAutoSnapshot();
-    return durable;
+    try {
+      await durable;
+    } finally {
+      this.inFlight.delete(written);
+    }
+  }
+
+  unchangedInSnapshot(graphs: string[]): { file: string; graphs: string[] } | undefined {
+    const coverage = this.coverage;
+    if (!coverage || this.closed) return undefined;
+    return { file: coverage.file, graphs: graphs.filter((g) => !coverage.changed.has(g)) };
   }
 
   /** Counters: fsyncs, appends, journal bytes, snapshots. */
@@ -223,6 +249,10 @@ export class DurableStore extends OxigraphStore {
     }
     const seq = this.journal.lastSeq;
     if (seq === this.snapshotSeq) return;
+    // Graphs written after `seq`: those of writes still under way, then every later write's.
+    const changedAfter = new ChangedGraphs();
+    for (const written of this.inFlight) for (const graphs of written) changedAfter.add(graphs);
+    this.nextCoverage = changedAfter;
     let openGate!: () => void;
     this.writeGate = new Promise<void>((resolve) => {
       openGate = () => {
@@ -238,8 +268,10 @@ export class DurableStore extends OxigraphStore {
       const written = await writeSnapshot(this.dataDir, seq, this.raw, openGate);
       this.snapshotBytes = written.bytes;
       await rotated;
+      this.coverage = { file: written.file, changed: changedAfter };
     } finally {
       openGate();
+      this.nextCoverage = undefined;
     }
     const previous = this.snapshotSeq;
     this.snapshotSeq = seq;
@@ -295,7 +327,8 @@ export class DurableStore extends OxigraphStore {
   }
 }
 
-function replayRecord(raw: oxigraph.Store, record: JournalRecord, file: string): void {
+function replayRecord(raw: oxigraph.Store, record: JournalRecord, file: string, changed: ChangedGraphs): void {
+  changed.addOps(record.ops);
   try {
     for (const op of coalesceUpdates(record.ops)) applyOp(raw, op);
   } catch (err) {
@@ -347,6 +380,7 @@ export async function openDurableStore(dataDir: string, options: DurableStoreOpt
     const snapshot = await loadLatestSnapshot(dataDir, opts.onWarning);
     const raw = snapshot?.raw ?? new oxigraph.Store();
     const snapshotSeq = snapshot?.seq ?? 0;
+    const changedSinceSnapshot = new ChangedGraphs();
     const snapshotDone = performance.now();
     const info: ReplayInfo = {
       snapshotSeq,
@@ -425,7 +459,7 @@ export async function openDurableStore(dataDir: string, options: DurableStoreOpt
               ', refusing to open an incomplete history',
           );
         }
-        replayRecord(raw, record, file);
+        replayRecord(raw, record, file, changedSinceSnapshot);
         info.recordsReplayed++;
         info.lastSeq = record.seq;
       }
@@ -443,7 +477,9 @@ export async function openDurableStore(dataDir: string, options: DurableStoreOpt
         ` (${info.replayMillis} ms), ${info.recordsSkipped} skipped, ${info.cutBytes} bytes cut, last seq ${info.lastSeq}, ${info.millis} ms`,
     );
     const snapshotBytes = snapshot ? (await stat(snapshot.file)).size : 0;
-    return new DurableStore(raw, journal, lock, dataDir, info, snapshotSeq, snapshotBytes, opts);
+    // A version 1 snapshot (N-Quads) is not offered to readers of graphs: they read the TriG blocks.
+    const coverage = snapshot?.file.endsWith('.trig') ? { file: snapshot.file, changed: changedSinceSnapshot } : undefined;
+    return new DurableStore(raw, journal, lock, dataDir, info, snapshotSeq, snapshotBytes, opts, coverage);
   } catch (err) {
     await lock.release();
     throw err;
