@@ -473,7 +473,7 @@ export class QuerySandbox {
         worker.preparing = true;
         try {
           // Graphs the newest snapshot file holds as they are: the worker reads them from it, in its own thread.
-          const fromSnapshot = this.inSnapshot(view, load.map(([name]) => name));
+          const fromSnapshot = await this.inSnapshot(view, load.map(([name]) => name));
           const reused = new Set(fromSnapshot?.graphs);
           synced = await worker.call({
             type: 'sync',
@@ -554,9 +554,9 @@ export class QuerySandbox {
   }
 
   /** The graphs of `names` a worker can read from the newest snapshot file (not the system graph's excerpt). */
-  private inSnapshot(view: View, names: string[]): { file: string; graphs: string[] } | undefined {
+  private async inSnapshot(view: View, names: string[]): Promise<{ file: string; graphs: string[] } | undefined> {
     if (!hasSnapshotCoverage(this.store)) return undefined;
-    const found = this.store.unchangedInSnapshot(names.filter((name) => !(view.kind === 'all' && name === this.graphs.system)));
+    const found = await this.store.unchangedInSnapshot(names.filter((name) => !(view.kind === 'all' && name === this.graphs.system)));
     return found && found.graphs.length > 0 ? found : undefined;
   }
 

@@ -203,7 +203,10 @@ export class DurableStore extends OxigraphStore implements SnapshotCoverage {
     }
   }
 
-  unchangedInSnapshot(graphs: string[]): { file: string; graphs: string[] } | undefined {
+  async unchangedInSnapshot(graphs: string[]): Promise<{ file: string; graphs: string[] } | undefined> {
+    const taking = this.nextCoverage;
+    // A snapshot under way (one follows a large install) will hold graphs written since the last: wait for it.
+    if (taking && graphs.some((g) => this.coverage?.changed.has(g) !== false && !taking.has(g))) await this.snapshotChain;
     const coverage = this.coverage;
     if (!coverage || this.closed) return undefined;
     return { file: coverage.file, graphs: graphs.filter((g) => !coverage.changed.has(g)) };

@@ -64,9 +64,10 @@ export interface SnapshotCoverage {
    * The newest snapshot file (TriG, `snapshot.ts`) and those of `graphs`
    * no write changed since it was taken; undefined when there is no such
    * file. The file may be removed later (two snapshots on): a reader falls
-   * back to the store.
+   * back to the store. While a snapshot is being taken that will hold
+   * some of `graphs` as they are and the newest does not, waits for it.
    */
-  unchangedInSnapshot(graphs: string[]): { file: string; graphs: string[] } | undefined;
+  unchangedInSnapshot(graphs: string[]): Promise<{ file: string; graphs: string[] } | undefined>;
 }
 
 export function hasSnapshotCoverage(store: object): store is SnapshotCoverage {

@@ -28,15 +28,30 @@ describe('durable store: which graphs the newest snapshot still holds as they ar
   it('offers nothing before the first snapshot, then every graph until one is written', async () => {
     store = await openDurableStore(dir);
     await store.write([load(A, 1), load(B, 2)]);
-    expect(store.unchangedInSnapshot([A, B])).to.equal(undefined);
+    expect(await store.unchangedInSnapshot([A, B])).to.equal(undefined);
     await store.snapshot();
-    const all = store.unchangedInSnapshot([A, B]);
+    const all = await store.unchangedInSnapshot([A, B]);
     expect(all?.graphs).to.deep.equal([A, B]);
     expect(path.basename(all!.file)).to.match(/^snapshot-\d{16}\.trig$/);
     await store.write([load(B, 3)]);
-    expect(store.unchangedInSnapshot([A, B])?.graphs).to.deep.equal([A]);
+    expect((await store.unchangedInSnapshot([A, B]))?.graphs).to.deep.equal([A]);
     await store.update(`INSERT DATA { GRAPH <${A}> { <https://example.org/x> <https://example.org/p> 1 } }`);
-    expect(store.unchangedInSnapshot([A, B])?.graphs).to.deep.equal([]);
+    expect((await store.unchangedInSnapshot([A, B]))?.graphs).to.deep.equal([]);
+  });
+
+  it('waits for a snapshot under way that will hold a graph written since the last one', async () => {
+    store = await openDurableStore(dir);
+    await store.write([load(A, 1)]);
+    await store.snapshot();
+    const first = (await store.unchangedInSnapshot([A]))!.file;
+    await store.write([load(B, 2)]);
+    expect((await store.unchangedInSnapshot([A, B]))?.graphs).to.deep.equal([A]);
+    const taking = store.snapshot();
+    await new Promise((resolve) => setImmediate(resolve));
+    const found = await store.unchangedInSnapshot([A, B]);
+    expect(found?.graphs).to.deep.equal([A, B]);
+    expect(found?.file).to.not.equal(first);
+    await taking;
   });
 
   it('counts a graph written through a graph variable as changed, whatever its name', async () => {
@@ -44,7 +59,7 @@ describe('durable store: which graphs the newest snapshot still holds as they ar
     await store.write([load(A, 1), load(B, 2)]);
     await store.snapshot();
     await store.update('INSERT { GRAPH ?g { <https://example.org/y> <https://example.org/p> 2 } } WHERE { GRAPH ?g { ?s ?p ?o } }');
-    expect(store.unchangedInSnapshot([A, B])?.graphs).to.deep.equal([]);
+    expect((await store.unchangedInSnapshot([A, B]))?.graphs).to.deep.equal([]);
   });
 
   it('after a restart, counts the graphs of the journal records replayed after the snapshot as changed', async () => {
@@ -54,9 +69,9 @@ describe('durable store: which graphs the newest snapshot still holds as they ar
     await store.write([load(A, 4)]);
     await store.close();
     store = await openDurableStore(dir);
-    expect(store.unchangedInSnapshot([A, B])?.graphs).to.deep.equal([B]);
+    expect((await store.unchangedInSnapshot([A, B]))?.graphs).to.deep.equal([B]);
     await store.snapshot();
-    expect(store.unchangedInSnapshot([A, B])?.graphs).to.deep.equal([A, B]);
+    expect((await store.unchangedInSnapshot([A, B]))?.graphs).to.deep.equal([A, B]);
   });
 });
 
