@@ -26,7 +26,9 @@ import type { ViewKind, WorkspaceViews } from './views.js';
  * Cost per execution is one message each way to a warm worker. A view's
  * workers are re-synced only when a write touched a graph the view depends
  * on (`store.onWrite`, `reaches`), lazily, before the next query they run,
- * and then receive only the graphs that changed.
+ * and then receive only the graphs that changed: those the newest snapshot
+ * still holds as they are, by reading the snapshot file themselves (the
+ * main thread sends its name), the others dumped from the store.
  */
 
 export interface SandboxOptions {
@@ -61,7 +63,7 @@ export interface SandboxOptions {
   spareWorkers?: number;
   /** Longest wait for a free worker (default: the time limit, at least 10 s so a worker can start). */
   queueTimeoutMs?: number;
-  /** Longest wait for a worker's copy of the data to be brought up to date (default: 6 times the time limit, at least 60 s). */
+  /** Longest wait for a worker's copy of the data to be brought up to date (default: 30 times the time limit, at least 5 min). */
   prepareTimeoutMs?: number;
   /** A view holding more quads than this keeps a single worker (one copy of its data), whatever `maxWorkersPerView` says. */
   largeViewQuads?: number;
@@ -269,7 +271,7 @@ export class QuerySandbox {
       memorySampleMs: 20,
       spareWorkers: 2,
       queueTimeoutMs: Math.max(options.timeoutMs, 10_000),
-      prepareTimeoutMs: Math.max(options.timeoutMs * 6, 60_000),
+      prepareTimeoutMs: Math.max(options.timeoutMs * 30, 300_000),
       largeViewQuads: 100_000,
       unavailable: '',
       ...options,
