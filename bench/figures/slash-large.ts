@@ -78,7 +78,7 @@ export async function run(): Promise<Figure[]> {
       figure({
         name: `/health p99 while 5 executions start at once, ${quads.toLocaleString('en')}-quad workspace`, unit: 'ms',
         value: percentile(health, 99), baseline: percentile(health, 50), target: '<= 50 ms', check: (_r, v) => v <= 50,
-        note: `baseline: its p50; executions answered ${statuses} (${answers[0]!.text.trim().split('\n').length} triples each) in ${(elapsed / 1000).toFixed(1)} s; ${health.length} samples, ${healthErrors} failed (connection reset after a blocked event loop)`,
+        note: `baseline: its p50; executions answered ${statuses} (${answers[0]!.text.trim().split('\n').length} triples each) in ${(elapsed / 1000).toFixed(1)} s; ${health.length} samples (max ${Math.max(...health).toFixed(0)} ms), ${healthErrors} failed (connection reset after a blocked event loop)`,
       }),
       figure({
         name: `RSS after 5 concurrent executions vs at rest, ${quads.toLocaleString('en')}-quad workspace`, unit: 'MiB',

@@ -500,6 +500,7 @@ export class QuerySandbox {
         if (synced.type === 'error') throw new Error(`syncing the workspace's graphs failed: ${synced.message}`);
         // A write while syncing bumps versions: the next query syncs again.
         worker.held = held;
+        this.restartQueueWait(view);
         if (synced.type === 'synced') {
           worker.memoryAfterSync = synced.memory;
           view.quads = synced.quads;
@@ -552,6 +553,20 @@ export class QuerySandbox {
       worker.lastUsed = Date.now();
       if (job.worker === worker) job.worker = undefined;
       this.pump(view);
+    }
+  }
+
+  /**
+   * The data is ready: queries that waited for it now wait for a free
+   * worker, and that wait has its own limit from now on (else the queries
+   * queued behind a long preparation would all expire at once, each behind
+   * the few milliseconds of the one before).
+   */
+  private restartQueueWait(view: View): void {
+    for (const job of view.queue) {
+      clearTimeout(job.timer);
+      job.queuedAt = Date.now();
+      job.timer = setTimeout(() => this.expire(view, job), this.opts.queueTimeoutMs);
     }
   }
 
