@@ -17,12 +17,17 @@ export const BOOLEAN_FORMATS = ['application/sparql-results+json', 'application/
 
 export type ResultFormat = (typeof GRAPH_FORMATS)[number] | (typeof BINDINGS_FORMATS)[number];
 
-/** Brings a worker's copy up to date: drops graphs, then (re)loads graphs whole. */
+/**
+ * Brings a worker's copy up to date: drops graphs, then (re)loads graphs
+ * whole: `fromSnapshot` ones by reading their blocks from a snapshot file
+ * (in the worker's thread), `load` ones from the text given.
+ */
 export interface SyncMessage {
   type: 'sync';
   id: number;
   drop: string[];
   load: Array<{ name: string; ntriples: string }>;
+  fromSnapshot?: { file: string; graphs: string[] };
 }
 
 export interface RunMessage {
@@ -55,5 +60,5 @@ export type FromWorker =
   /** `memory`: the worker's memory (JS heap and WebAssembly, bytes) after the message. */
   | { type: 'synced'; id: number; quads: number; memory: number }
   | { type: 'result'; id: number; result: RunResult; memory: number }
-  /** `query`: the query failed (bad input); `internal`: anything else. */
-  | { type: 'error'; id: number; kind: 'query' | 'internal'; message: string };
+  /** `query`: the query failed (bad input); `snapshot`: the snapshot file could not be read (nothing was changed); `internal`: anything else. */
+  | { type: 'error'; id: number; kind: 'query' | 'snapshot' | 'internal'; message: string };

@@ -7,6 +7,7 @@ import type { Logger } from '../logger.js';
 import type { QuadStore } from '../store/store.js';
 import type { GraphPlaces, Graphs } from '../rdf/graphs.js';
 import { AppError } from '../errors.js';
+import { hasSnapshotCoverage } from '../store/snapshot-coverage.js';
 import type { FromWorker, ResultFormat, ResultKind, RunResult, ToWorker } from './protocol.js';
 import type { ViewKind, WorkspaceViews } from './views.js';
 
@@ -24,7 +25,9 @@ import type { ViewKind, WorkspaceViews } from './views.js';
  * Cost per execution is one message each way to a warm worker. A view's
  * workers are re-synced only when a write touched a graph the view depends
  * on (the graphs each write declares, `store.onWrite`; `reaches`), lazily, before the next query they run,
- * and then receive only the graphs that changed.
+ * and then receive only the graphs that changed: those the newest snapshot
+ * still holds as they are, by reading the snapshot file themselves (the
+ * main thread sends its name), the others dumped from the store.
  */
 
 export interface SandboxOptions {
@@ -59,7 +62,7 @@ export interface SandboxOptions {
   spareWorkers?: number;
   /** Longest wait for a free worker (default: the time limit, at least 10 s so a worker can start). */
   queueTimeoutMs?: number;
-  /** Longest wait for a worker's copy of the data to be brought up to date (default: 6 times the time limit, at least 60 s). */
+  /** Longest wait for a worker's copy of the data to be brought up to date (default: 30 times the time limit, at least 5 min). */
   prepareTimeoutMs?: number;
   /** A view holding more quads than this keeps a single worker (one copy of its data), whatever `maxWorkersPerView` says. */
   largeViewQuads?: number;
@@ -238,7 +241,7 @@ export class QuerySandbox {
   private readonly unsubscribe: () => void;
   private readonly housekeeping: NodeJS.Timeout;
   private closed = false;
-  private readonly counters = { loads: 0, graphsLoaded: 0, runs: 0, timeouts: 0, memoryStops: 0, retired: 0 };
+  private readonly counters = { loads: 0, graphsLoaded: 0, graphsFromSnapshot: 0, runs: 0, timeouts: 0, memoryStops: 0, retired: 0 };
   /** Jobs whose query runs now, and the memory watch while there are any. */
   private readonly running = new Set<Job>();
   private memoryWatch: { base: number; timer: NodeJS.Timeout } | undefined;
@@ -266,7 +269,7 @@ export class QuerySandbox {
       memorySampleMs: 20,
       spareWorkers: 2,
       queueTimeoutMs: Math.max(options.timeoutMs, 10_000),
-      prepareTimeoutMs: Math.max(options.timeoutMs * 6, 60_000),
+      prepareTimeoutMs: Math.max(options.timeoutMs * 30, 300_000),
       largeViewQuads: 100_000,
       unavailable: '',
       ...options,
@@ -303,8 +306,8 @@ export class QuerySandbox {
     });
   }
 
-  /** Counters (for tests, logs and health): live workers, views, syncs, graphs (re)loaded, queries run, queries stopped. */
-  stats(): { workers: number; views: number; loads: number; graphsLoaded: number; runs: number; timeouts: number; memoryStops: number; retired: number } {
+  /** Counters (for tests, logs and health): live workers, views, syncs, graphs (re)loaded (of them, read from the snapshot file by the worker), queries run, queries stopped. */
+  stats(): { workers: number; views: number; loads: number; graphsLoaded: number; graphsFromSnapshot: number; runs: number; timeouts: number; memoryStops: number; retired: number } {
     let workers = 0;
     for (const view of this.views.values()) workers += view.alive().length;
     return { workers, views: this.views.size, ...this.counters };
@@ -467,12 +470,23 @@ export class QuerySandbox {
         this.syncing++;
         worker.preparing = true;
         try {
+          // Graphs the newest snapshot file holds as they are: the worker reads them from it, in its own thread.
+          const fromSnapshot = await this.inSnapshot(view, load.map(([name]) => name));
+          const reused = new Set(fromSnapshot?.graphs);
           synced = await worker.call({
             type: 'sync',
             id: nextMessageId++,
             drop,
-            load: await Promise.all(load.map(async ([name]) => ({ name, ntriples: await this.workspaceViews.dump(view.workspaceId, view.kind, name) }))),
+            load: await this.dumpGraphs(view, load.map(([name]) => name).filter((name) => !reused.has(name))),
+            ...(fromSnapshot ? { fromSnapshot } : {}),
           });
+          if (synced.type === 'error' && synced.kind === 'snapshot') {
+            // Removed by later snapshots, say: the worker left those graphs empty; send them as text.
+            this.logger.warn({ view: view.key, reason: synced.message }, 'query worker could not read the snapshot; sending the graphs instead');
+            synced = await worker.call({ type: 'sync', id: nextMessageId++, drop: [], load: await this.dumpGraphs(view, [...reused]) });
+          } else if (synced.type === 'synced') {
+            this.counters.graphsFromSnapshot += reused.size;
+          }
         } finally {
           worker.preparing = false;
           this.syncing--;
@@ -482,6 +496,7 @@ export class QuerySandbox {
         if (synced.type === 'error') throw new Error(`syncing the workspace's graphs failed: ${synced.message}`);
         // A write while syncing bumps versions: the next query syncs again.
         worker.held = held;
+        this.restartQueueWait(view);
         if (synced.type === 'synced') {
           worker.memoryAfterSync = synced.memory;
           view.quads = synced.quads;
@@ -535,6 +550,37 @@ export class QuerySandbox {
       if (job.worker === worker) job.worker = undefined;
       this.pump(view);
     }
+  }
+
+  /**
+   * The data is ready: queries that waited for it now wait for a free
+   * worker, and that wait has its own limit from now on (else the queries
+   * queued behind a long preparation would all expire at once, each behind
+   * the few milliseconds of the one before).
+   */
+  private restartQueueWait(view: View): void {
+    for (const job of view.queue) {
+      clearTimeout(job.timer);
+      job.queuedAt = Date.now();
+      job.timer = setTimeout(() => this.expire(view, job), this.opts.queueTimeoutMs);
+    }
+  }
+
+  /** The graphs of `names` a worker can read from the newest snapshot file (not the system graph's excerpt). */
+  private async inSnapshot(view: View, names: string[]): Promise<{ file: string; graphs: string[] } | undefined> {
+    if (!hasSnapshotCoverage(this.store)) return undefined;
+    const found = await this.store.unchangedInSnapshot(names.filter((name) => !(view.kind === 'all' && name === this.graphs.system)));
+    return found && found.graphs.length > 0 ? found : undefined;
+  }
+
+  /** Graphs of a view as N-Triples, one engine call each, with an event-loop turn before each. */
+  private async dumpGraphs(view: View, names: string[]): Promise<Array<{ name: string; ntriples: string }>> {
+    const out: Array<{ name: string; ntriples: string }> = [];
+    for (const name of names) {
+      await new Promise<void>((resolve) => setImmediate(resolve));
+      out.push({ name, ntriples: await this.workspaceViews.dump(view.workspaceId, view.kind, name) });
+    }
+    return out;
   }
 
   private memoryError(): AppError {

@@ -1,4 +1,5 @@
 import { parentPort } from 'node:worker_threads';
+import { closeSync, openSync, readSync } from 'node:fs';
 import oxigraph from 'oxigraph';
 import type { FromWorker, RunMessage, RunResult, SyncMessage, ToWorker } from './protocol.js';
 import { toCsv, toTsv, toXml, type JsonResults } from './results.js';
@@ -31,10 +32,102 @@ const memory = () => {
   return usage.heapUsed + usage.external;
 };
 
-/** Drops the graphs named, then loads each given graph whole (replacing what it held). */
+/** Bytes read from a snapshot file per step. */
+const READ_BYTES = 4 * 2 ** 20;
+
+/**
+ * The blocks of `graphs` in a snapshot file (`store/snapshot.ts`: TriG
+ * whose graph blocks are a `<name> {` line, N-Triples lines, a `}` line),
+ * as TriG text in pieces of at most a few MiB: the file is read in bounded
+ * steps and every other block skipped. The file was checked when it was
+ * written; its blocks hold what Oxigraph dumped.
+ */
+function* snapshotBlocks(file: string, graphs: Set<string>): Generator<string> {
+  const fd = openSync(file, 'r');
+  try {
+    const buffer = Buffer.alloc(READ_BYTES);
+    const decoder = new TextDecoder('utf-8');
+    let text = '';
+    /** Inside a block (and whether it is wanted), or between blocks. */
+    let inside = false;
+    let keep = false;
+    for (let position = 0; ;) {
+      const read = readSync(fd, buffer, 0, READ_BYTES, position);
+      position += read;
+      const end = read === 0;
+      text += end ? decoder.decode() : decoder.decode(buffer.subarray(0, read), { stream: true });
+      let at = 0;
+      const out: string[] = [];
+      for (;;) {
+        if (inside) {
+          // Up to the block's closing line, or up to the last whole line read.
+          const close = text.startsWith('}\n', at) ? at - 1 : text.indexOf('\n}\n', at);
+          if (close !== -1) {
+            if (keep) out.push(text.slice(at, close + 3));
+            inside = false;
+            at = close + 3;
+            continue;
+          }
+          const last = text.lastIndexOf('\n');
+          if (last >= at) {
+            if (keep) out.push(text.slice(at, last + 1));
+            at = last + 1;
+          }
+          break;
+        }
+        // Between blocks: the header, the default graph's triples, a block's opening line, the end line.
+        const newline = text.indexOf('\n', at);
+        if (newline === -1) break;
+        const line = text.slice(at, newline + 1);
+        at = newline + 1;
+        if (line.startsWith('<') && line.endsWith('> {\n')) {
+          inside = true;
+          keep = graphs.has(line.slice(1, -4));
+          if (keep) out.push(line);
+        }
+      }
+      text = text.slice(at);
+      if (out.length > 0) yield out.join('');
+      if (end) break;
+    }
+    if (inside) throw new Error(`snapshot ${file} ends inside a graph block`);
+  } finally {
+    closeSync(fd);
+  }
+}
+
+/**
+ * Loads the blocks of `graphs` from a snapshot file, in one parse (so a
+ * blank node shared by blocks stays one node, as in the service's store).
+ */
+function loadFromSnapshot(file: string, graphs: string[]): void {
+  store.load(snapshotBlocks(file, new Set(graphs)), { format: 'application/trig', no_transaction: true, lenient: true });
+}
+
+function clearGraph(name: string): void {
+  store.update(`DROP SILENT GRAPH <${name}>`);
+}
+
+/** The snapshot file could not be read; the graphs it was to give are left empty. */
+class SnapshotUnreadable extends Error {}
+
+/**
+ * Drops the graphs named, then loads each given graph whole (replacing what
+ * it held): those of the snapshot from its file, the others from the text
+ * sent. When the snapshot cannot be read, the graphs it was to give are
+ * left empty and `SnapshotUnreadable` thrown (the main thread then sends
+ * them as text).
+ */
 function sync(msg: SyncMessage): number {
-  for (const name of [...msg.drop, ...msg.load.map((g) => g.name)]) {
-    for (const quad of store.match(null, null, null, oxigraph.namedNode(name))) store.delete(quad);
+  const snapshotGraphs = msg.fromSnapshot?.graphs ?? [];
+  for (const name of [...msg.drop, ...msg.load.map((g) => g.name), ...snapshotGraphs]) clearGraph(name);
+  if (msg.fromSnapshot && snapshotGraphs.length > 0) {
+    try {
+      loadFromSnapshot(msg.fromSnapshot.file, snapshotGraphs);
+    } catch (err) {
+      for (const name of snapshotGraphs) clearGraph(name);
+      throw new SnapshotUnreadable(err instanceof Error ? err.message : String(err));
+    }
   }
   for (const graph of msg.load) {
     if (graph.ntriples.length === 0) continue;
@@ -162,7 +255,7 @@ port.on('message', (msg: ToWorker) => {
       try {
         post({ type: 'synced', id: msg.id, quads: sync(msg), memory: memory() });
       } catch (err) {
-        post({ type: 'error', id: msg.id, kind: 'internal', message: err instanceof Error ? err.message : String(err) });
+        post({ type: 'error', id: msg.id, kind: err instanceof SnapshotUnreadable ? 'snapshot' : 'internal', message: err instanceof Error ? err.message : String(err) });
       }
     } else {
       await run(msg);

@@ -6,9 +6,10 @@ import { Journal, cutJournal, journalFileName, readJournalFile, type JournalFile
 import { acquireLock, type DirLock } from './lock.js';
 import { OxigraphStore, applyOp, coalesceUpdates } from './oxigraph-store.js';
 import { listSnapshots, loadLatestSnapshot, removeSnapshotsExcept, writeSnapshot } from './snapshot.js';
-import type { StoreHealth } from './store.js';
+import type { StoreHealth, WriteOp } from './store.js';
 
 export { journalFileName };
+import { ChangedGraphs, graphsWrittenBy, type SnapshotCoverage, type WrittenGraphs } from './snapshot-coverage.js';
 
 /*
  * Data directory layout (docs/decisions.md, Durability):
@@ -156,8 +157,14 @@ async function writeMarker(dataDir: string): Promise<void> {
 }
 
 /** The embedded store made durable by a journal, snapshots and a directory lock. */
-export class DurableStore extends OxigraphStore {
+export class DurableStore extends OxigraphStore implements SnapshotCoverage {
   private closed = false;
+  /** The newest snapshot file (TriG) and the graphs written since it was taken. */
+  private coverage: { file: string; changed: ChangedGraphs } | undefined;
+  /** While a snapshot is written: the graphs written after its seq. */
+  private nextCoverage: ChangedGraphs | undefined;
+  /** Graphs of the writes begun and not yet settled (one may apply after a snapshot's seq is chosen). */
+  private readonly inFlight = new Set<WrittenGraphs[]>();
   private snapshotChain: Promise<void> = Promise.resolve();
   private autoSnapshotRunning = false;
   private snapshotsWritten = 0;
@@ -177,18 +184,39 @@ export class DurableStore extends OxigraphStore {
     private snapshotSeq: number,
     private snapshotBytes: number,
     private readonly options: StoreOptions,
+    snapshot?: { file: string; changed: ChangedGraphs },
   ) {
     super(raw, journal);
+    this.coverage = snapshot;
   }
 
-  override async write(...args: Parameters<OxigraphStore['write']>): Promise<void> {
+  override async write(ops: WriteOp[]): Promise<void> {
     if (this.closed) throw new Error('store is closed');
     // A snapshot is reading the store piece by piece: changes wait until it has it all.
     while (this.writeGate) await this.writeGate;
     if (this.closed) throw new Error('store is closed');
-    const durable = super.write(...args); // checked and queued to the journal synchronously
+    const written = ops.map(graphsWrittenBy);
+    for (const graphs of written) {
+      this.coverage?.changed.add(graphs);
+      this.nextCoverage?.add(graphs);
+    }
+    this.inFlight.add(written);
+    const durable = super.write(ops); // checked and queued to the journal synchronously
     this.maybeAutoSnapshot();
-    return durable;
+    try {
+      await durable;
+    } finally {
+      this.inFlight.delete(written);
+    }
+  }
+
+  async unchangedInSnapshot(graphs: string[]): Promise<{ file: string; graphs: string[] } | undefined> {
+    const taking = this.nextCoverage;
+    // A snapshot under way (one follows a large install) will hold graphs written since the last: wait for it.
+    if (taking && graphs.some((g) => this.coverage?.changed.has(g) !== false && !taking.has(g))) await this.snapshotChain;
+    const coverage = this.coverage;
+    if (!coverage || this.closed) return undefined;
+    return { file: coverage.file, graphs: graphs.filter((g) => !coverage.changed.has(g)) };
   }
 
   /** Writable while the journal can be written (see `Journal`: what makes it writable again). */
@@ -229,6 +257,7 @@ export class DurableStore extends OxigraphStore {
     // failed, numbering going back) before the seq is read: the dump is
     // exactly the state at `seq`, and the journal switch is queued in the
     // same tick as that read.
+    const changedAfter = new ChangedGraphs();
     let openGate!: () => void;
     this.writeGate = new Promise<void>((resolve) => {
       openGate = () => {
@@ -244,13 +273,20 @@ export class DurableStore extends OxigraphStore {
       await this.journal.idle();
       seq = this.journal.lastSeq;
       if (seq === this.snapshotSeq) return;
+      // Graphs written after `seq`: those of writes still under way (every
+      // journaled one is applied by now, so this only errs on the safe side),
+      // then every later write's.
+      for (const written of this.inFlight) for (const graphs of written) changedAfter.add(graphs);
+      this.nextCoverage = changedAfter;
       const rotated = this.journal.rotate(join(this.dataDir, journalFileName(seq + 1)));
       rotated.catch(() => {}); // awaited below; avoid an unhandled rejection meanwhile
       const written = await writeSnapshot(this.dataDir, seq, this.raw, openGate);
       this.snapshotBytes = written.bytes;
       await rotated;
+      this.coverage = { file: written.file, changed: changedAfter };
     } finally {
       openGate();
+      this.nextCoverage = undefined;
     }
     const previous = this.snapshotSeq;
     this.snapshotSeq = seq;
@@ -306,7 +342,8 @@ export class DurableStore extends OxigraphStore {
   }
 }
 
-function replayRecord(raw: oxigraph.Store, record: JournalRecord, file: string): void {
+function replayRecord(raw: oxigraph.Store, record: JournalRecord, file: string, changed: ChangedGraphs): void {
+  changed.addOps(record.ops);
   try {
     for (const op of coalesceUpdates(record.ops)) applyOp(raw, op);
   } catch (err) {
@@ -360,6 +397,7 @@ export async function openDurableStore(dataDir: string, options: DurableStoreOpt
     const snapshot = await loadLatestSnapshot(dataDir, opts.onWarning);
     const raw = snapshot?.raw ?? new oxigraph.Store();
     const snapshotSeq = snapshot?.seq ?? 0;
+    const changedSinceSnapshot = new ChangedGraphs();
     const snapshotDone = performance.now();
     const info: ReplayInfo = {
       snapshotSeq,
@@ -438,7 +476,7 @@ export async function openDurableStore(dataDir: string, options: DurableStoreOpt
               ', refusing to open an incomplete history',
           );
         }
-        replayRecord(raw, record, file);
+        replayRecord(raw, record, file, changedSinceSnapshot);
         info.recordsReplayed++;
         info.lastSeq = record.seq;
       }
@@ -462,7 +500,9 @@ export async function openDurableStore(dataDir: string, options: DurableStoreOpt
         ` (${info.replayMillis} ms), ${info.recordsSkipped} skipped, ${info.cutBytes} bytes cut, last seq ${info.lastSeq}, ${info.millis} ms`,
     );
     const snapshotBytes = snapshot ? (await stat(snapshot.file)).size : 0;
-    return new DurableStore(raw, journal, lock, dataDir, info, snapshotSeq, snapshotBytes, opts);
+    // A version 1 snapshot (N-Quads) is not offered to readers of graphs: they read the TriG blocks.
+    const coverage = snapshot?.file.endsWith('.trig') ? { file: snapshot.file, changed: changedSinceSnapshot } : undefined;
+    return new DurableStore(raw, journal, lock, dataDir, info, snapshotSeq, snapshotBytes, opts, coverage);
   } catch (err) {
     await lock.release();
     throw err;

@@ -1,0 +1,56 @@
+import type { StoredOp } from './store.js';
+
+/*
+ * Which graphs still read the same in the newest snapshot file as in the
+ * store. A query worker loads those straight from the file, in its own
+ * thread, so the service's event loop never serializes them
+ * (docs/slash-commands.md, "Where a worker's data comes from").
+ */
+
+/** The graphs a write may have changed, or `any` when it does not say. */
+export type WrittenGraphs = Set<string> | 'any';
+
+/**
+ * The graphs a write op may have changed: a load, its graph; an update, the
+ * graphs it declares (store contract). A journal record written before
+ * writes declared their graphs says nothing: `any`.
+ */
+export function graphsWrittenBy(op: StoredOp): WrittenGraphs {
+  if (op.kind === 'load') return new Set([op.graph]);
+  return op.graphs ? new Set(op.graphs) : 'any';
+}
+
+/** Graphs changed since some point (a snapshot's seq). */
+export class ChangedGraphs {
+  private any = false;
+  private readonly names = new Set<string>();
+
+  add(written: WrittenGraphs): void {
+    if (written === 'any') this.any = true;
+    else if (!this.any) for (const name of written) this.names.add(name);
+  }
+
+  addOps(ops: readonly StoredOp[]): void {
+    for (const op of ops) this.add(graphsWrittenBy(op));
+  }
+
+  has(graph: string): boolean {
+    return this.any || this.names.has(graph);
+  }
+}
+
+/** A store that can say which graphs its newest snapshot file still holds as they are. */
+export interface SnapshotCoverage {
+  /**
+   * The newest snapshot file (TriG, `snapshot.ts`) and those of `graphs`
+   * no write changed since it was taken; undefined when there is no such
+   * file. The file may be removed later (two snapshots on): a reader falls
+   * back to the store. While a snapshot is being taken that will hold
+   * some of `graphs` as they are and the newest does not, waits for it.
+   */
+  unchangedInSnapshot(graphs: string[]): Promise<{ file: string; graphs: string[] } | undefined>;
+}
+
+export function hasSnapshotCoverage(store: object): store is SnapshotCoverage {
+  return typeof (store as Partial<SnapshotCoverage>).unchangedInSnapshot === 'function';
+}

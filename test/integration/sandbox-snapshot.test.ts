@@ -1,0 +1,143 @@
+import { expect } from 'chai';
+import { readdirSync, rmSync } from 'node:fs';
+import path from 'node:path';
+import { startTestServer, removeDir, bearer, seedWorkspace, tempDir, type TestServer } from '../helpers/server.js';
+import { installMatrices, uninstallPackage } from '../helpers/installs.js';
+import { openDurableStore, type DurableStore } from '../../src/store/durable.js';
+
+/**
+ * Issue 16, acceptance 3: the data a query worker holds is prepared off the
+ * main thread. Graphs no write changed since the newest snapshot are read
+ * by the worker from the snapshot file itself; only graphs written since
+ * are dumped by the service. The answers must be the same either way.
+ */
+
+const label = (uri: string, text: string) => `<${uri}> a <https://poliglot.io/os/spec/matrix#Matrix> ; <http://www.w3.org/2000/01/rdf-schema#label> "${text}" .
+<${uri}#thing> <http://www.w3.org/2000/01/rdf-schema#label> "${text} thing" ; <https://example.org/partOf> [ <http://www.w3.org/2000/01/rdf-schema#label> "${text} part" ] .`;
+
+describe('durable store: which graphs the newest snapshot still holds as they are', () => {
+  let dir: string;
+  let store: DurableStore | undefined;
+  const A = 'https://example.org/graphs/a';
+  const B = 'https://example.org/graphs/b';
+  const load = (graph: string, n: number) => ({ kind: 'load' as const, graph, format: 'application/n-triples' as const, data: `<https://example.org/s${n}> <https://example.org/p> "${n}" .\n` });
+
+  beforeEach(() => { dir = tempDir(); });
+  afterEach(async () => { await store?.close(); store = undefined; removeDir(dir); });
+
+  it('offers nothing before the first snapshot, then every graph until one is written', async () => {
+    store = await openDurableStore(dir);
+    await store.write([load(A, 1), load(B, 2)]);
+    expect(await store.unchangedInSnapshot([A, B])).to.equal(undefined);
+    await store.snapshot();
+    const all = await store.unchangedInSnapshot([A, B]);
+    expect(all?.graphs).to.deep.equal([A, B]);
+    expect(path.basename(all!.file)).to.match(/^snapshot-\d{16}\.trig$/);
+    await store.write([load(B, 3)]);
+    expect((await store.unchangedInSnapshot([A, B]))?.graphs).to.deep.equal([A]);
+    await store.update(`INSERT DATA { GRAPH <${A}> { <https://example.org/x> <https://example.org/p> 1 } }`, [A]);
+    expect((await store.unchangedInSnapshot([A, B]))?.graphs).to.deep.equal([]);
+  });
+
+  it('waits for a snapshot under way that will hold a graph written since the last one', async () => {
+    store = await openDurableStore(dir);
+    await store.write([load(A, 1)]);
+    await store.snapshot();
+    const first = (await store.unchangedInSnapshot([A]))!.file;
+    await store.write([load(B, 2)]);
+    expect((await store.unchangedInSnapshot([A, B]))?.graphs).to.deep.equal([A]);
+    const taking = store.snapshot();
+    await new Promise((resolve) => setImmediate(resolve));
+    const found = await store.unchangedInSnapshot([A, B]);
+    expect(found?.graphs).to.deep.equal([A, B]);
+    expect(found?.file).to.not.equal(first);
+    await taking;
+  });
+
+  it('counts the graphs a write declares as changed, and only those', async () => {
+    store = await openDurableStore(dir);
+    await store.write([load(A, 1), load(B, 2)]);
+    await store.snapshot();
+    await store.update(`DELETE WHERE { GRAPH <${B}> { ?s ?p ?o } }`, [B]);
+    expect((await store.unchangedInSnapshot([A, B]))?.graphs).to.deep.equal([A]);
+  });
+
+  it('after a restart, counts the graphs of the journal records replayed after the snapshot as changed', async () => {
+    store = await openDurableStore(dir);
+    await store.write([load(A, 1), load(B, 2)]);
+    await store.snapshot();
+    await store.write([load(A, 4)]);
+    await store.close();
+    store = await openDurableStore(dir);
+    expect((await store.unchangedInSnapshot([A, B]))?.graphs).to.deep.equal([B]);
+    await store.snapshot();
+    expect((await store.unchangedInSnapshot([A, B]))?.graphs).to.deep.equal([A, B]);
+  });
+});
+
+describe('query sandbox: graphs read from the snapshot file by the worker', function () {
+  this.timeout(120_000);
+  let t: TestServer;
+  let dataDir: string;
+  let tokens: Awaited<ReturnType<typeof seedWorkspace>>['tokens'];
+  const M1 = 'https://example.org/matrices/first';
+  const M2 = 'https://example.org/matrices/second';
+
+  const labels = async (): Promise<string[]> => {
+    const res = await t.http.post('/api/v1/commands/acme/alias/labels/execute').set(bearer(tokens.member)).set('Accept', 'application/n-triples');
+    expect(res.status, res.text.slice(0, 300)).to.equal(200);
+    return res.text.trim().split('\n').filter(Boolean).map((line) => /"([^"]*)"/.exec(line)![1]!).sort();
+  };
+
+  before(async () => {
+    dataDir = tempDir();
+    t = await startTestServer({}, dataDir);
+    ({ tokens } = await seedWorkspace(t, 'acme'));
+    const res = await t.http.post('/api/v1/commands/acme').set(bearer(tokens.owner))
+      .send({ alias: 'labels', scriptType: 'CONSTRUCT', scriptContent: 'CONSTRUCT { ?s <http://www.w3.org/2000/01/rdf-schema#label> ?l } WHERE { ?s <http://www.w3.org/2000/01/rdf-schema#label> ?l }' });
+    expect(res.status).to.equal(200);
+    await installMatrices(t, tokens.owner, 'acme', 'first', [{ uri: M1, turtle: label(M1, 'First') }]);
+    await (t.server.services.store as DurableStore).snapshot();
+    await t.close();
+    // A new process: the workspace's graphs are in the snapshot, no worker holds them.
+    t = await startTestServer({}, dataDir);
+  });
+  after(async () => { await t.close(); removeDir(dataDir); });
+
+  it('answers the first executions after a restart from the snapshot file, concurrent ones alike', async () => {
+    const before = t.server.services.sandbox.stats().graphsFromSnapshot;
+    const answers = await Promise.all([labels(), labels()]);
+    for (const answer of answers) expect(answer).to.deep.equal(['First', 'First part', 'First thing']);
+    expect(t.server.services.sandbox.stats().graphsFromSnapshot).to.be.above(before);
+  });
+
+  it('keeps a blank node of the snapshot one node (joins across it answer)', async () => {
+    const res = await t.http.get('/api/v1/sparql/acme').set(bearer(tokens.owner))
+      .query({ query: `SELECT ?l WHERE { GRAPH ?g { <${M1}#thing> <https://example.org/partOf> ?part . ?part <http://www.w3.org/2000/01/rdf-schema#label> ?l } }` })
+      .set('Accept', 'application/sparql-results+json');
+    expect(res.status, res.text.slice(0, 300)).to.equal(200);
+    expect(JSON.parse(res.text).results.bindings.map((b: { l: { value: string } }) => b.l.value)).to.deep.equal(['First part']);
+  });
+
+  it('sees graphs written after the snapshot, and no longer sees those removed', async () => {
+    await installMatrices(t, tokens.owner, 'acme', 'second', [{ uri: M2, turtle: label(M2, 'Second') }]);
+    expect(await labels()).to.deep.equal(['First', 'First part', 'First thing', 'Second', 'Second part', 'Second thing']);
+    await uninstallPackage(t, tokens.owner, 'acme', 'first');
+    expect(await labels()).to.deep.equal(['Second', 'Second part', 'Second thing']);
+  });
+
+  it('falls back to the service\'s own copy when the snapshot file is gone', async () => {
+    const store = t.server.services.store as DurableStore;
+    await store.snapshot();
+    for (const name of readdirSync(dataDir)) if (name.startsWith('snapshot-')) rmSync(path.join(dataDir, name));
+    const before = t.server.services.sandbox.stats().graphsFromSnapshot;
+    // The administrators' view is stale (written since its last query): its worker is sent to the removed file first.
+    const res = await t.http.get('/api/v1/sparql/acme').set(bearer(tokens.owner))
+      .query({ query: `SELECT ?l WHERE { GRAPH ?g { <${M2}#thing> <http://www.w3.org/2000/01/rdf-schema#label> ?l } }` })
+      .set('Accept', 'application/sparql-results+json');
+    expect(res.status, res.text.slice(0, 300)).to.equal(200);
+    expect(JSON.parse(res.text).results.bindings.map((b: { l: { value: string } }) => b.l.value)).to.deep.equal(['Second thing']);
+    expect(await labels()).to.deep.equal(['Second', 'Second part', 'Second thing']);
+    expect(t.server.services.sandbox.stats().graphsFromSnapshot).to.equal(before);
+  });
+});
