@@ -173,12 +173,12 @@ export class DurableStore extends OxigraphStore {
     super(raw, journal);
   }
 
-  override async write(...args: Parameters<OxigraphStore['write']>): Promise<void> {
+  protected override async apply(...args: Parameters<OxigraphStore['apply']>): Promise<boolean> {
     if (this.closed) throw new Error('store is closed');
     // A snapshot is reading the store piece by piece: changes wait until it has it all.
     while (this.writeGate) await this.writeGate;
     if (this.closed) throw new Error('store is closed');
-    const durable = super.write(...args); // applied and journaled synchronously
+    const durable = super.apply(...args); // condition checked, applied and journaled synchronously
     this.maybeAutoSnapshot();
     return durable;
   }

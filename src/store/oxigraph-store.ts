@@ -1,6 +1,6 @@
 import oxigraph from 'oxigraph';
 import { ExclusiveSections } from './sections.js';
-import { WriteRefusedError, type Binding, type QuadStore, type QueryScope, type RdfFormat, type WriteOp } from './store.js';
+import { WriteRefusedError, type Binding, type QuadStore, type QueryScope, type RdfFormat, type WriteCondition, type WriteOp } from './store.js';
 
 /**
  * Where applied writes go to become durable. The journal implements it; the
@@ -231,9 +231,35 @@ export class OxigraphStore implements QuadStore {
   protected slicing: Promise<void> | null = null;
 
   async write(ops: WriteOp[]): Promise<void> {
-    if (ops.length === 0) return;
+    await this.apply(ops, null);
+  }
+
+  writeIf(condition: WriteCondition, ops: WriteOp[]): Promise<boolean> {
+    return this.apply(ops, condition);
+  }
+
+  /**
+   * Asks the condition of a conditional write of the store as it is now,
+   * bypassing the read delay and the answer cache: it is evaluated in the
+   * same synchronous stretch as the apply that depends on it.
+   */
+  private holds(condition: WriteCondition): boolean {
+    const parsed = JSON.parse(this.raw.query(condition.ask, { results_format: RESULTS_JSON }) as string) as { boolean?: boolean };
+    if (typeof parsed.boolean !== 'boolean') throw new Error('writeIf() was given a condition that is not an ASK');
+    return parsed.boolean === condition.expect;
+  }
+
+  /**
+   * Applies a write, or a conditional one: the condition is evaluated right
+   * before the ops are applied, in the same synchronous stretch of code, so
+   * no other write comes between the check and the apply (writes queued
+   * before this one, behind a sliced write or a snapshot, are applied first).
+   */
+  protected async apply(ops: WriteOp[], condition: WriteCondition | null): Promise<boolean> {
     // Writes apply one after another: none starts while a sliced write is under way.
     while (this.slicing) await this.slicing;
+    if (condition && !this.holds(condition)) return false;
+    if (ops.length === 0) return true;
     // Consecutive updates run as one SPARQL request, which Oxigraph applies
     // atomically, and a load is atomic on its own: so only a write of several
     // engine calls can half-apply. Each call after the first is checked on a
@@ -272,6 +298,7 @@ export class OxigraphStore implements QuadStore {
     const durable = this.sink ? this.sink.append(ops) : Promise.resolve();
     for (const listener of this.listeners) listener(ops);
     await durable;
+    return true;
   }
 
   /**

@@ -58,6 +58,15 @@ export type WriteOp =
   /** Loads data into one graph (adding to what it holds). Use `clear` first to replace. */
   | { kind: 'load'; graph: string; format: RdfFormat; data: string };
 
+/**
+ * The condition of a conditional write: an ASK query (unscoped, standard
+ * SPARQL) and the answer it must give for the write to apply.
+ */
+export interface WriteCondition {
+  ask: string;
+  expect: boolean;
+}
+
 export interface QuadStore {
   /** SELECT: the bindings, in the query's order. */
   select(query: string, scope?: QueryScope): Promise<Binding[]>;
@@ -69,6 +78,16 @@ export interface QuadStore {
   queryRaw(query: string, resultsFormat: string, scope?: QueryScope): Promise<string | boolean>;
   /** Atomic, durable write of several ops. */
   write(ops: WriteOp[]): Promise<void>;
+  /**
+   * Conditional write: applies `ops` as `write` does only if `condition.ask`
+   * answers `condition.expect` on the very state the ops apply to; no other
+   * write (of this process or, on a remote engine, of any instance) comes
+   * between the check and the apply. Resolves true when applied, false when
+   * the condition did not hold (nothing applied, nothing journaled, no
+   * listener told). The invariants of docs/architecture.md ("Invariant
+   * sites") are kept this way.
+   */
+  writeIf(condition: WriteCondition, ops: WriteOp[]): Promise<boolean>;
   /** One SPARQL update, durably. */
   update(sparql: string): Promise<void>;
   /** Dumps one named graph as N-Triples. */
@@ -80,9 +99,10 @@ export interface QuadStore {
   /**
    * Runs `fn` while no other `exclusive` call with the same key runs (calls
    * queue in order). For invariants spanning reads and a write in the
-   * embedded store (the last administrator, ...): every code path that
-   * writes what the invariant covers takes the same key. Not available on a
-   * remote engine; sites kept this way are listed in docs/architecture.md.
+   * embedded store: every code path that writes what the invariant covers
+   * takes the same key. It holds within one process only, so an invariant
+   * that must hold across service instances uses `writeIf` instead; the
+   * sites are listed in docs/architecture.md.
    */
   exclusive<T>(key: string, fn: () => Promise<T>): Promise<T>;
   /** Flushes and releases resources (journal handle, lock). */
