@@ -70,7 +70,7 @@ async function main(): Promise<void> {
     if (created.status !== 200) throw new Error(`create failed: ${created.text}`);
     const id = (JSON.parse(created.text) as { data: { id: string } }).data.id;
 
-    const measure = async (name: string, run: () => Promise<unknown> | unknown) => {
+    const measure = async (name: string, run: () => unknown) => {
       for (let i = 0; i < Math.min(200, iterations / 5); i++) await run();
       const xs: number[] = [];
       for (let i = 0; i < iterations; i++) {

@@ -54,7 +54,7 @@ export function countLifecycleCommand(type: string, outcome: 'completed' | 'fail
 
 /** The route pattern of a request (`/api/v1/packages/:workspace`), or `unmatched`. */
 function routeOf(req: Request): string {
-  const route = (req as Request & { route?: { path?: unknown } }).route;
+  const route = (req as { route?: { path?: unknown } }).route;
   return typeof route?.path === 'string' ? route.path : 'unmatched';
 }
 

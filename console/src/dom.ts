@@ -11,7 +11,7 @@ export function h<K extends keyof HTMLElementTagNameMap>(tag: K, attrs?: Attrs |
     } else if (key === 'value' || key === 'checked' || key === 'disabled' || key === 'selected') {
       (el as unknown as Record<string, unknown>)[key] = value;
     } else {
-      el.setAttribute(key === 'className' ? 'class' : key, value === true ? '' : String(value));
+      el.setAttribute(key === 'className' ? 'class' : key, value === true ? '' : String(value as string | number | boolean));
     }
   }
   append(el, children);

@@ -14,7 +14,7 @@ export interface ValidationReport { conforms: boolean; violationCount: number; w
 export interface User { id: string; username: string; email: string | null; firstName?: string | null; lastName?: string | null }
 export interface Role { id: string; uri: string; label: string; description: string | null; matrixId: string | null }
 export type Agent = Role;
-export interface Principal { id: string; type: 'USER' | 'AGENT' | string; actor: User | Agent }
+export interface Principal { id: string; type: string; actor: User | Agent }
 export interface SlashParameter { name: string; kind: 'iri' | 'literal'; datatype?: string; required?: boolean; description?: string }
 export interface SlashCommand {
   id: string; alias: string; description: string | null; interpretation: string | null; scriptType: 'CONSTRUCT' | 'DESCRIBE';

@@ -87,6 +87,7 @@ export interface RouteDef<P extends z.ZodType = z.ZodType, Q extends z.ZodType =
 }
 
 /** Helps TypeScript infer the handler's input types from the schemas. */
+// eslint-disable-next-line @typescript-eslint/no-empty-object-type -- zod's type of an object schema without keys
 export function defineRoute<P extends z.ZodType = z.ZodObject<{}>, Q extends z.ZodType = z.ZodObject<{}>, B extends z.ZodType = z.ZodUnknown>(
   def: RouteDef<P, Q, B>,
 ): RouteDef {

@@ -54,7 +54,6 @@ const utf8 = new TextDecoder('utf-8', { fatal: true });
 
 /** The entry name as it is meant inside the package, or why it is unsafe. */
 function entryName(raw: string): { name: string } | { unsafe: string } {
-  // eslint-disable-next-line no-control-regex
   if (/[\u0000-\u001f\u007f]/.test(raw)) return { unsafe: 'contains a control character' };
   if (raw.includes('\\')) return { unsafe: 'contains a backslash' };
   if (raw.startsWith('/') || /^[A-Za-z]:/.test(raw)) return { unsafe: 'is an absolute path' };

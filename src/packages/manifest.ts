@@ -26,7 +26,6 @@ export const MAX_MATRICES = 100;
 const MATRIX_NAME = /^[A-Za-z0-9][A-Za-z0-9._-]*$/;
 const IRI_SCHEME = /^[A-Za-z][A-Za-z0-9+.-]*:/;
 // Characters RFC 3987 forbids anywhere in an IRI (they would also break N-Triples and SPARQL).
-// eslint-disable-next-line no-control-regex
 const IRI_FORBIDDEN = /[\u0000-\u0020<>"{}|\\^`\u007f-\u009f]/;
 
 /** zod error option: "X is required" when absent, else "X must be ..." */
@@ -43,7 +42,6 @@ const slug = (what: string) => z.string(required(what, 'a string'))
 export function unsafeMatrixPath(path: string): string | null {
   if (path.length === 0) return 'is empty';
   if (path.length > 255) return 'is longer than 255 characters';
-  // eslint-disable-next-line no-control-regex
   if (/[\u0000-\u001f\u007f]/.test(path)) return 'contains a control character';
   if (path.includes('\\')) return 'contains a backslash; use "/" between folders';
   if (path.startsWith('/') || /^[A-Za-z]:/.test(path)) return 'is absolute; give a path relative to the archive root';

@@ -2,7 +2,7 @@ import { DataFactory, type Quad, type Term } from 'n3';
 import type { BindingValue, QuadStore, WriteOp } from '../store/store.js';
 import type { Graphs } from '../rdf/graphs.js';
 import type { Logger } from '../logger.js';
-import { PREFIXES, MTX, RDF, RDFS, DCTERMS, WSM } from '../rdf/vocab.js';
+import { PREFIXES } from '../rdf/vocab.js';
 import { sparql, iri, literal, dateTime, integer, boolean, raw, join } from '../rdf/sparql.js';
 import { stableId, UUID_PATTERN } from '../rdf/ids.js';
 import { req, str, int, bool, time } from '../rdf/bindings.js';

@@ -411,7 +411,7 @@ export function reportTurtle(nt: string): string {
     writeSubject(subject);
   }
   let out = '';
-  writer.end((error, result) => { if (error) throw error; out = result; });
+  writer.end((error, result: string) => { if (error) throw error; out = result; });
   return out;
 }
 

@@ -10,7 +10,6 @@ import type { HostedRegistry } from './hosted.js';
  */
 const tag = 'Registry';
 const slugParam = z.string().min(1).max(200);
-const publisherParams = z.object({ slug: slugParam });
 const packageParams = z.object({ publisher: slugParam, name: slugParam });
 const publishParams = z.object({ slug: slugParam, name: slugParam });
 const versionParams = z.object({ publisher: slugParam, name: slugParam, version: z.string().min(1).max(300) });

@@ -39,7 +39,7 @@ export async function slashPage(ctx: PageContext): Promise<void> {
     let body: string | undefined;
     if (args.value.trim()) {
       try {
-        body = JSON.stringify({ arguments: JSON.parse(args.value) });
+        body = JSON.stringify({ arguments: JSON.parse(args.value) as unknown });
       } catch {
         status.show('The arguments must be a JSON object.', 'error');
         return;

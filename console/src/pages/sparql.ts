@@ -26,7 +26,7 @@ export async function sparqlPage(ctx: PageContext): Promise<void> {
       const type = (res.headers.get('content-type') ?? '').split(';')[0]!.trim();
       const { showBindings, showTriples } = await import('../results.js');
       status.clear();
-      if (type === 'application/sparql-results+json') showBindings(result, await res.json());
+      if (type === 'application/sparql-results+json') showBindings(result, await res.json() as Parameters<typeof showBindings>[1]);
       else {
         const truncated = res.headers.get('X-Result-Truncated') === 'true';
         const text = await res.text();

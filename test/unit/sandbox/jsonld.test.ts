@@ -57,7 +57,7 @@ describe('sandbox: JSON-LD answers', () => {
     const turtle = TURTLE.replace(/_:n/g, 'ex:n').replace(/ex:json[^;]*;/, '');
     const { ox, ntriples } = expandedOf(turtle);
     const ours = JSON.parse(compactJsonLd(ox, prefixes)) as { '@graph': Array<Record<string, unknown>> };
-    const theirs = await jsonld.compact(await jsonld.fromRDF(ntriples, { format: 'application/n-quads' }), prefixes, { documentLoader } as never) as unknown as { '@graph': Array<Record<string, unknown>> };
+    const theirs = await jsonld.compact(await jsonld.fromRDF(ntriples, { format: 'application/n-quads' }), prefixes, { documentLoader } as unknown as Parameters<typeof jsonld.compact>[2]) as unknown as { '@graph': Array<Record<string, unknown>> };
     const sortValues = (doc: { '@graph': Array<Record<string, unknown>> }) => doc['@graph'].map((node) => Object.fromEntries(
       Object.entries(node).map(([k, v]) => [k, Array.isArray(v) ? [...v].map((x) => JSON.stringify(x)).sort() : v])));
     expect(Object.keys(ours)).to.deep.equal(['@context', '@graph']);
