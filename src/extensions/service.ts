@@ -136,7 +136,7 @@ export class ExtensionService implements ExtensionHook {
    */
   async update(workspace: Workspace, id: string, input: { targetMatrix?: string | undefined; label: string | undefined; file: UploadedTurtle | undefined }): Promise<Extension> {
     const { existing, label } = await untilApplied(() => this.updateOnce(workspace, id, input),
-      () => conflict(`Extension "${id}" changed while this request ran; try again`));
+      () => conflict(`Extension "${id}" changed while this request ran; try again`), 100);
     const commandId = await this.redeploy(workspace, id, existing.targetMatrixUri, `extension "${label ?? existing.label}" (${id}) updated`);
     return { ...await this.get(workspace, id), active: false, lastCommandId: commandId ?? existing.lastCommandId };
   }

@@ -13,8 +13,14 @@ export const NOT_APPLIED: unique symbol = Symbol('not applied');
 
 const ATTEMPTS = 8;
 
-export async function untilApplied<T>(attempt: () => Promise<T | typeof NOT_APPLIED>, exhausted: () => Error): Promise<T> {
-  for (let i = 0; i < ATTEMPTS; i++) {
+/**
+ * `attempts`: a site whose checks cannot refuse (an optimistic update that
+ * every request may make, like X2) gives the number of writers it may
+ * race: each failed attempt means another request's write applied, seen by
+ * the next attempt's read.
+ */
+export async function untilApplied<T>(attempt: () => Promise<T | typeof NOT_APPLIED>, exhausted: () => Error, attempts = ATTEMPTS): Promise<T> {
+  for (let i = 0; i < attempts; i++) {
     const result = await attempt();
     if (result !== NOT_APPLIED) return result;
   }

@@ -168,20 +168,36 @@ export class OxigraphStore implements QuadStore {
 
   /**
    * In the test read-delay mode, waits 0-3 ms (a timer: other requests'
-   * reads and writes run meanwhile) before a read is answered, as a remote
-   * engine would; the read then sees the store as it is at that moment.
+   * reads and writes run meanwhile).
    */
-  private readGate(): Promise<void> | undefined {
-    if (!this.readDelay) return undefined;
+  private readGate(): Promise<void> {
     return new Promise((resolve) => setTimeout(resolve, Math.floor(Math.random() * 4)));
+  }
+
+  /**
+   * Answers a read. In the test read-delay mode, as a remote engine would:
+   * the request travels (0-3 ms), the store answers as it is at that
+   * moment, and the answer travels back (0-3 ms) while other requests'
+   * writes go on, so it may be stale when it arrives. Code that checks with
+   * a read and then writes without a condition shows up as failures there.
+   */
+  private async delayed<T>(answer: () => T): Promise<T> {
+    if (!this.readDelay) return answer();
+    await this.readGate();
+    const value = answer();
+    await this.readGate();
+    return value;
   }
 
   get version(): number {
     return this.versionCounter;
   }
 
-  async select(query: string, scope?: QueryScope): Promise<Binding[]> {
-    await this.readGate();
+  select(query: string, scope?: QueryScope): Promise<Binding[]> {
+    return this.delayed(() => this.selectNow(query, scope));
+  }
+
+  private selectNow(query: string, scope?: QueryScope): Binding[] {
     const key = answerKey('select', query, scope);
     const known = this.answers.get(key);
     if (known !== undefined) return (known as Binding[]).slice();
@@ -200,8 +216,11 @@ export class OxigraphStore implements QuadStore {
     return bindings;
   }
 
-  async ask(query: string, scope?: QueryScope): Promise<boolean> {
-    await this.readGate();
+  ask(query: string, scope?: QueryScope): Promise<boolean> {
+    return this.delayed(() => this.askNow(query, scope));
+  }
+
+  private askNow(query: string, scope?: QueryScope): boolean {
     const key = answerKey('ask', query, scope);
     const known = this.answers.get(key);
     if (known !== undefined) return known as boolean;
@@ -217,14 +236,12 @@ export class OxigraphStore implements QuadStore {
     this.answers.set(key, answer);
   }
 
-  async construct(query: string, scope?: QueryScope): Promise<string> {
-    await this.readGate();
-    return this.raw.query(query, { results_format: 'application/n-triples', ...scopeOptions(scope) }) as string;
+  construct(query: string, scope?: QueryScope): Promise<string> {
+    return this.delayed(() => this.raw.query(query, { results_format: 'application/n-triples', ...scopeOptions(scope) }) as string);
   }
 
-  async queryRaw(query: string, resultsFormat: string, scope?: QueryScope): Promise<string | boolean> {
-    await this.readGate();
-    return this.raw.query(query, { results_format: resultsFormat, ...scopeOptions(scope) }) as string | boolean;
+  queryRaw(query: string, resultsFormat: string, scope?: QueryScope): Promise<string | boolean> {
+    return this.delayed(() => this.raw.query(query, { results_format: resultsFormat, ...scopeOptions(scope) }) as string | boolean);
   }
 
   /** The sliced write being applied, if any: later writes wait for it. */
@@ -327,9 +344,8 @@ export class OxigraphStore implements QuadStore {
     return this.write([{ kind: 'update', sparql }]);
   }
 
-  async dumpGraph(graph: string): Promise<string> {
-    await this.readGate();
-    return this.raw.dump({ format: 'application/n-triples', from_graph_name: oxigraph.namedNode(graph) });
+  dumpGraph(graph: string): Promise<string> {
+    return this.delayed(() => this.raw.dump({ format: 'application/n-triples', from_graph_name: oxigraph.namedNode(graph) }));
   }
 
   async graphNames(): Promise<string[]> {
@@ -338,10 +354,11 @@ export class OxigraphStore implements QuadStore {
   }
 
   /** Oxigraph counts every quad on each call: remember the count until the next write (/health asks often). */
-  async size(): Promise<number> {
-    await this.readGate();
-    if (this.sizeAt?.version !== this.versionCounter) this.sizeAt = { version: this.versionCounter, size: this.raw.size };
-    return this.sizeAt.size;
+  size(): Promise<number> {
+    return this.delayed(() => {
+      if (this.sizeAt?.version !== this.versionCounter) this.sizeAt = { version: this.versionCounter, size: this.raw.size };
+      return this.sizeAt.size;
+    });
   }
   private sizeAt: { version: number; size: number } | undefined;
 

@@ -46,27 +46,35 @@ describe('invariants under racing requests', function () {
     expect(records).to.have.length(1);
   });
 
-  it('20 creates of one alias (C5): exactly one 200, the others 409', async () => {
-    const body = { alias: 'raced', scriptType: 'CONSTRUCT', scriptContent: 'CONSTRUCT WHERE { ?s ?p ?o }' };
-    const res = await Promise.all(Array.from({ length: 20 }, () => t.http.post('/api/v1/commands/acme').set(bearer(tokens.member)).send(body)));
-    const got = statuses(res);
-    expect(count(got, 200), JSON.stringify(got)).to.equal(1);
-    expect(count(got, 409)).to.equal(19);
-    const own = (await t.http.get('/api/v1/commands/acme').set(bearer(tokens.member))).body.data as Array<{ alias: string }>;
-    expect(own.filter((c) => c.alias === 'raced')).to.have.length(1);
+  it('20 creates of one alias (C5), three rounds: exactly one 200, the others 409', async () => {
+    const body = { scriptType: 'CONSTRUCT', scriptContent: 'CONSTRUCT WHERE { ?s ?p ?o }' };
+    // The script is parsed once and kept: the racing requests then run their checks side by side.
+    expect((await t.http.post('/api/v1/commands/acme').set(bearer(tokens.member)).send({ ...body, alias: 'warm-up' })).status).to.equal(200);
+    for (let round = 0; round < 3; round++) {
+      const alias = `raced-${round}`;
+      const res = await Promise.all(Array.from({ length: 20 }, () => t.http.post('/api/v1/commands/acme').set(bearer(tokens.member)).send({ ...body, alias })));
+      const got = statuses(res);
+      expect(count(got, 200), JSON.stringify(got)).to.equal(1);
+      expect(count(got, 409)).to.equal(19);
+      const own = (await t.http.get('/api/v1/commands/acme').set(bearer(tokens.member))).body.data as Array<{ alias: string }>;
+      expect(own.filter((c) => c.alias === alias)).to.have.length(1);
+    }
   });
 
-  it('10 renames of 10 commands to one alias (C2): exactly one 200, the others 409', async () => {
+  it('10 renames of 10 commands to one alias (C2), three rounds: exactly one 200, the others 409', async () => {
     const make = async (alias: string) => (await t.http.post('/api/v1/commands/acme').set(bearer(tokens.member))
       .send({ alias, scriptType: 'CONSTRUCT', scriptContent: 'CONSTRUCT WHERE { ?s ?p ?o }' })).body.data.id as string;
-    const ids: string[] = [];
-    for (let i = 0; i < 10; i++) ids.push(await make(`rename-${i}`));
-    const res = await Promise.all(ids.map((id) => t.http.put(`/api/v1/commands/acme/${id}`).set(bearer(tokens.member)).send({ alias: 'same' })));
-    const got = statuses(res);
-    expect(count(got, 200), JSON.stringify(got)).to.equal(1);
-    expect(count(got, 409)).to.equal(9);
-    const own = (await t.http.get('/api/v1/commands/acme').set(bearer(tokens.member))).body.data as Array<{ alias: string }>;
-    expect(own.filter((c) => c.alias === 'same')).to.have.length(1);
+    for (let round = 0; round < 3; round++) {
+      const ids: string[] = [];
+      for (let i = 0; i < 10; i++) ids.push(await make(`rename-${round}-${i}`));
+      const alias = `same-${round}`;
+      const res = await Promise.all(ids.map((id) => t.http.put(`/api/v1/commands/acme/${id}`).set(bearer(tokens.member)).send({ alias })));
+      const got = statuses(res);
+      expect(count(got, 200), JSON.stringify(got)).to.equal(1);
+      expect(count(got, 409)).to.equal(9);
+      const own = (await t.http.get('/api/v1/commands/acme').set(bearer(tokens.member))).body.data as Array<{ alias: string }>;
+      expect(own.filter((c) => c.alias === alias)).to.have.length(1);
+    }
   });
 
   it('10 deletions of one command (C3): exactly one 200, the others 404', async () => {
@@ -107,12 +115,18 @@ describe('invariants under racing requests', function () {
     expect(statuses(removed)).to.deep.equal([200, 404]);
   });
 
-  it('two removals of the last two administrators (member DELETE): one 200, one 409, an administrator remains', async () => {
-    expect((await t.http.put('/api/v1/workspaces/acme/members/acme-member').set(bearer(tokens.owner)).send({ admin: true })).status).to.equal(200);
-    const res = await Promise.all(['acme-owner', 'acme-member'].map((u) => t.http.delete(`/api/v1/workspaces/acme/members/${u}`).set(bearer(tokens.root))));
-    expect(statuses(res), JSON.stringify(res.map((r) => r.body))).to.deep.equal([200, 409]);
-    const admins = await t.server.services.workspaces.adminUserIds((await t.server.services.workspaces.find('acme'))!);
-    expect(admins).to.have.length(1);
+  it('two removals of the last two administrators (member DELETE), three rounds: one 200, one 409, an administrator remains', async () => {
+    for (let round = 0; round < 3; round++) {
+      expect((await t.http.put('/api/v1/workspaces/acme/members/acme-member').set(bearer(tokens.root)).send({ admin: true })).status).to.equal(200);
+      const res = await Promise.all(['acme-owner', 'acme-member'].map((u) => t.http.delete(`/api/v1/workspaces/acme/members/${u}`).set(bearer(tokens.root))));
+      expect(statuses(res), JSON.stringify(res.map((r) => r.body))).to.deep.equal([200, 409]);
+      const admins = await t.server.services.workspaces.adminUserIds((await t.server.services.workspaces.find('acme'))!);
+      expect(admins).to.have.length(1);
+      // Back as they were: the owner a member again (an administrator by ownership), the member too.
+      for (const u of ['acme-owner', 'acme-member']) {
+        expect((await t.http.put(`/api/v1/workspaces/acme/members/${u}`).set(bearer(tokens.root)).send({})).status).to.equal(200);
+      }
+    }
   });
 
   describe('the last administrator without the owner (I2, member PUT)', () => {
@@ -234,7 +248,7 @@ describe('invariants under racing requests', function () {
     }
   });
 
-  it('20 replacements of one extension at once (X2): all 200, each applied change strictly later than the one before', async () => {
+  it('20 replacements of one extension at once (X2), three rounds: all 200, each applied change strictly later than the one before', async () => {
     const matrix = 'https://example.org/matrices/support';
     await installMatrices(t, tokens.root, 'acme', 'support', [{ uri: matrix, turtle: supportMatrixTurtle(matrix) }]);
     const ext = await createExtension(t, tokens.root, 'acme', matrix,
@@ -255,17 +269,21 @@ describe('invariants under racing requests', function () {
       }
     });
     try {
-      const res = await Promise.all(Array.from({ length: 20 }, (_, i) =>
-        t.http.put(`/api/v1/extensions/acme/${ext.id}?label=${encodeURIComponent(`version ${i}`)}`).set(bearer(tokens.root))
-          .attach('file', Buffer.from(`@prefix iam: <https://poliglot.io/os/spec/iam#> .\n@prefix rdfs: <http://www.w3.org/2000/01/rdf-schema#> .\n<https://example.org/ext#Auditor${i}> a iam:Role ; rdfs:label "Auditor ${i}" .\n`), { filename: 'e.ttl', contentType: 'text/turtle' })));
-      expect(statuses(res), JSON.stringify(res.filter((r) => r.status !== 200).map((r) => r.body))).to.deep.equal(Array(20).fill(200));
-      const commands = res.map((r) => r.body.data.lastCommandId as string);
-      for (const id of new Set(commands)) await waitForCommand(t, tokens.root, 'acme', id);
+      for (let round = 0; round < 3; round++) {
+        // Round 0 replaces the Turtle too; later rounds only the label (lighter requests, tighter races).
+        const res = await Promise.all(Array.from({ length: 20 }, (_, i) => {
+          const put = t.http.put(`/api/v1/extensions/acme/${ext.id}?label=${encodeURIComponent(`version ${round}-${i}`)}`).set(bearer(tokens.root));
+          return round > 0 ? put : put.attach('file', Buffer.from(`@prefix iam: <https://poliglot.io/os/spec/iam#> .\n@prefix rdfs: <http://www.w3.org/2000/01/rdf-schema#> .\n<https://example.org/ext#Auditor${i}> a iam:Role ; rdfs:label "Auditor ${i}" .\n`), { filename: 'e.ttl', contentType: 'text/turtle' });
+        }));
+        expect(statuses(res), JSON.stringify(res.filter((r) => r.status !== 200).map((r) => r.body))).to.deep.equal(Array(20).fill(200));
+        const commands = res.map((r) => r.body.data.lastCommandId as string);
+        for (const id of new Set(commands)) await waitForCommand(t, tokens.root, 'acme', id);
+      }
     } finally {
       off();
     }
     const applied = changes.filter((c) => c.label.startsWith('version '));
-    expect(new Set(applied.map((c) => c.label)).size).to.equal(20);
+    expect(new Set(applied.map((c) => c.label)).size).to.equal(60);
     for (let i = 1; i < applied.length; i++) {
       expect(applied[i]!.updatedAt, JSON.stringify(applied)).to.be.greaterThan(applied[i - 1]!.updatedAt);
     }
