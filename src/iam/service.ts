@@ -332,7 +332,8 @@ export class IamService {
       throw conflict(`Agent "${(p.principal.actor as Agent).label}" already has the role "${role.record.label}" from its matrix specification`);
     }
     const member = p.principal.type === 'USER' ? sparql`FILTER EXISTS { GRAPH ${iam} { ${iri(p.iri)} a wsm:Principal } }` : '';
-    const condition = { ask: PREFIXES + sparql`ASK { FILTER NOT EXISTS { GRAPH ${iam} { ${a} a wsm:RoleAssignment } } ${raw(member)} }`, expect: true };
+    // VALUES anchors the group: Virtuoso ignores the FILTERs of a group that has no pattern (docs/remote-store.md).
+    const condition = { ask: PREFIXES + sparql`ASK { VALUES ?condition { true } FILTER NOT EXISTS { GRAPH ${iam} { ${a} a wsm:RoleAssignment } } ${raw(member)} }`, expect: true };
     const applied = await this.store.writeIf(condition, [{ kind: 'update', sparql: PREFIXES + sparql`INSERT DATA { GRAPH ${iam} {
       ${a} a wsm:RoleAssignment ; wsm:id ${literal(assignmentId)} ; wsm:role ${iri(role.iri)} ;
         wsm:principal ${iri(p.iri)} ; wsm:createdAt ${dateTime(now)} . } }` }]);

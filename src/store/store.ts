@@ -60,7 +60,10 @@ export type WriteOp =
 
 /**
  * The condition of a conditional write: an ASK query (unscoped, standard
- * SPARQL) and the answer it must give for the write to apply.
+ * SPARQL) and the answer it must give for the write to apply. Its groups
+ * must not be FILTERs alone: Virtuoso ignores the FILTERs of a group with
+ * no pattern (`ASK { FILTER NOT EXISTS { ... } }` answers true); anchor
+ * such a group with `VALUES ?condition { true }`.
  */
 export interface WriteCondition {
   ask: string;

@@ -275,7 +275,8 @@ export class WorkspaceService {
       if (remaining.length === 0) throw conflict('This is the last administrator of the workspace; make another member an administrator first');
       if (workspace.owner.id === user.id) throw conflict('The workspace owner is always an administrator');
       ops.push(sparql`DELETE WHERE { GRAPH ${iam} { ${a} ?p ?o } }`);
-      const keeps = { ask: PREFIXES + `ASK { ${this.keepsAnAdministrator(workspace, user.id)} }`, expect: true };
+      // VALUES anchors the group: Virtuoso ignores the FILTERs of a group that has no pattern (docs/remote-store.md).
+      const keeps = { ask: PREFIXES + `ASK { VALUES ?condition { true } ${this.keepsAnAdministrator(workspace, user.id)} }`, expect: true };
       if (!await this.store.writeIf(keeps, [{ kind: 'update', sparql: PREFIXES + ops.join(' ;\n') }])) return NOT_APPLIED;
       return user;
     }
