@@ -5,7 +5,8 @@ import { PREFIXES, WSM } from '../rdf/vocab.js';
 import { sparql, iri, literal, dateTime, boolean, isValidIri } from '../rdf/sparql.js';
 import { newId, UUID_PATTERN } from '../rdf/ids.js';
 import { req, time } from '../rdf/bindings.js';
-import { AppError, badRequest, notFound } from '../errors.js';
+import { AppError, badRequest, conflict, notFound } from '../errors.js';
+import { NOT_APPLIED, untilApplied } from '../store/conditional.js';
 import type { Workspace } from '../workspaces/service.js';
 import type { UserService } from '../users/service.js';
 import type { WriteOp } from '../store/store.js';
@@ -124,8 +125,23 @@ export class ExtensionService implements ExtensionHook {
     return { ...await this.get(workspace, id), active: false, lastCommandId: commandId };
   }
 
-  /** X2: replaces the label and/or the Turtle, makes the extension inactive and re-deploys. */
+  /**
+   * X2: replaces the label and/or the Turtle, makes the extension inactive
+   * and re-deploys. The change is a conditional write on the `updatedAt` it
+   * read (optimistic): each applied change gets an `updatedAt` strictly later
+   * than the one before it, which is what lets a REDEPLOY activate exactly
+   * the content it collected (`activateOps`). When another change got in
+   * between, it is made again on top of that one (both requests succeed, as
+   * they would one after the other); a deletion in between answers 404.
+   */
   async update(workspace: Workspace, id: string, input: { targetMatrix?: string | undefined; label: string | undefined; file: UploadedTurtle | undefined }): Promise<Extension> {
+    const { existing, label } = await untilApplied(() => this.updateOnce(workspace, id, input),
+      () => conflict(`Extension "${id}" changed while this request ran; try again`), 100);
+    const commandId = await this.redeploy(workspace, id, existing.targetMatrixUri, `extension "${label ?? existing.label}" (${id}) updated`);
+    return { ...await this.get(workspace, id), active: false, lastCommandId: commandId ?? existing.lastCommandId };
+  }
+
+  private async updateOnce(workspace: Workspace, id: string, input: { targetMatrix?: string | undefined; label: string | undefined; file: UploadedTurtle | undefined }): Promise<{ existing: Extension; label: string | undefined } | typeof NOT_APPLIED> {
     const existing = await this.get(workspace, id);
     if (input.targetMatrix !== undefined && input.targetMatrix.trim() !== existing.targetMatrixUri) {
       throw badRequest('The target matrix of an extension cannot change; create a new extension for the other matrix');
@@ -147,9 +163,11 @@ export class ExtensionService implements ExtensionHook {
     }
     set(WSM.active, boolean(false));
     set(WSM.updatedAt, dateTime(now));
-    await this.store.write(ops);
-    const commandId = await this.redeploy(workspace, id, existing.targetMatrixUri, `extension "${label ?? existing.label}" (${id}) updated`);
-    return { ...await this.get(workspace, id), active: false, lastCommandId: commandId ?? existing.lastCommandId };
+    const g = iri(this.graphs.extensions(workspace.id));
+    const unchanged = { ask: PREFIXES + sparql`ASK { GRAPH ${g} { ${iri(this.rdf.extensionIri(id))} a wsm:Extension ; wsm:updatedAt ?updatedAt .
+      FILTER (?updatedAt = ${dateTime(existing.updatedAt)}) } }`, expect: true };
+    if (!await this.store.writeIf(unchanged, ops)) return NOT_APPLIED;
+    return { existing, label };
   }
 
   /** X3: deletes the extension and its content, and re-deploys its target without it. */

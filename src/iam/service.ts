@@ -5,6 +5,7 @@ import { sparql, iri, literal, dateTime, raw, type SparqlFragment } from '../rdf
 import { stableId, UUID_PATTERN } from '../rdf/ids.js';
 import { int, req, str, time } from '../rdf/bindings.js';
 import { conflict, notFound } from '../errors.js';
+import { NOT_APPLIED, untilApplied } from '../store/conditional.js';
 import { offsetOf, page, type Page, type PageQuery } from '../http/paging.js';
 import type { User, UserService } from '../users/service.js';
 import { MemberOrder } from '../users/member-order.js';
@@ -262,49 +263,62 @@ export class IamService {
   // ---------------------------------------------------------- assignments
 
   /** I1: assigns a role to a member user. */
-  async assignToUser(workspace: Workspace, roleId: string, userId: string, now = new Date()): Promise<string> {
-    const role = await this.findRecord(workspace, 'Role', roleId);
-    const user = await this.getMemberUser(workspace, userId);
-    const principal = await this.resolvePrincipal(workspace, this.workspaces.userPrincipalId(workspace.id, user.id));
-    if (!principal) throw notFound(`User "${userId}" is not a member of workspace "${workspace.slug}"`);
-    return this.assign(workspace, role, principal, now);
+  assignToUser(workspace: Workspace, roleId: string, userId: string, now = new Date()): Promise<string> {
+    return this.assign(workspace, async () => {
+      const role = await this.findRecord(workspace, 'Role', roleId);
+      const user = await this.getMemberUser(workspace, userId);
+      const principal = await this.resolvePrincipal(workspace, this.workspaces.userPrincipalId(workspace.id, user.id));
+      if (!principal) throw notFound(`User "${userId}" is not a member of workspace "${workspace.slug}"`);
+      return { role, principal };
+    }, now);
   }
 
   /** I2: removes a role from a member user. */
-  async removeFromUser(workspace: Workspace, roleId: string, userId: string): Promise<string> {
-    const role = await this.findRecord(workspace, 'Role', roleId);
-    const user = await this.getMemberUser(workspace, userId);
-    const principal = await this.resolvePrincipal(workspace, this.workspaces.userPrincipalId(workspace.id, user.id));
-    if (!principal) throw notFound(`User "${userId}" is not a member of workspace "${workspace.slug}"`);
-    return this.unassign(workspace, role, principal);
+  removeFromUser(workspace: Workspace, roleId: string, userId: string): Promise<string> {
+    return this.unassign(workspace, async () => {
+      const role = await this.findRecord(workspace, 'Role', roleId);
+      const user = await this.getMemberUser(workspace, userId);
+      const principal = await this.resolvePrincipal(workspace, this.workspaces.userPrincipalId(workspace.id, user.id));
+      if (!principal) throw notFound(`User "${userId}" is not a member of workspace "${workspace.slug}"`);
+      return { role, principal };
+    });
   }
 
   /** I3: assigns a role to a principal (user or agent). */
-  async assignToPrincipal(workspace: Workspace, roleId: string, principalId: string, now = new Date()): Promise<string> {
-    const role = await this.findRecord(workspace, 'Role', roleId);
-    const principal = await this.resolvePrincipal(workspace, principalId);
-    if (!principal) throw notFound(`Principal "${principalId}" not found in workspace "${workspace.slug}"`);
-    return this.assign(workspace, role, principal, now);
+  assignToPrincipal(workspace: Workspace, roleId: string, principalId: string, now = new Date()): Promise<string> {
+    return this.assign(workspace, () => this.rolePrincipal(workspace, roleId, principalId), now);
   }
 
   /** I4: removes a role from a principal (user or agent). */
-  async removeFromPrincipal(workspace: Workspace, roleId: string, principalId: string): Promise<string> {
+  removeFromPrincipal(workspace: Workspace, roleId: string, principalId: string): Promise<string> {
+    return this.unassign(workspace, () => this.rolePrincipal(workspace, roleId, principalId));
+  }
+
+  private async rolePrincipal(workspace: Workspace, roleId: string, principalId: string): Promise<{ role: RecordRow; principal: ResolvedPrincipal }> {
     const role = await this.findRecord(workspace, 'Role', roleId);
     const principal = await this.resolvePrincipal(workspace, principalId);
     if (!principal) throw notFound(`Principal "${principalId}" not found in workspace "${workspace.slug}"`);
-    return this.unassign(workspace, role, principal);
+    return { role, principal };
   }
 
   private describe(p: ResolvedPrincipal): string {
     return p.principal.type === 'USER' ? `user "${(p.principal.actor as User).username}"` : `agent "${(p.principal.actor as Agent).label}"`;
   }
 
-  /** Checks and write run in the workspace's IAM exclusive section, so concurrent requests cannot interleave. */
-  private assign(workspace: Workspace, role: RecordRow, p: ResolvedPrincipal, now: Date): Promise<string> {
-    return this.store.exclusive(this.workspaces.iamSection(workspace.id), () => this.assignNow(workspace, role, p, now));
+  /**
+   * Checks, then a conditional write (docs/architecture.md, "Invariant
+   * sites"): the assignment is written only while it does not exist and, for
+   * a user, while the user is a member; when another request changed that in
+   * between, the checks run again and answer as they would after it (409).
+   */
+  private assign(workspace: Workspace, resolve: () => Promise<{ role: RecordRow; principal: ResolvedPrincipal }>, now: Date): Promise<string> {
+    return untilApplied(async () => {
+      const { role, principal } = await resolve();
+      return this.assignOnce(workspace, role, principal, now);
+    }, () => conflict('The role\'s assignments changed while this request ran; try again'));
   }
 
-  private async assignNow(workspace: Workspace, role: RecordRow, p: ResolvedPrincipal, now: Date): Promise<string> {
+  private async assignOnce(workspace: Workspace, role: RecordRow, p: ResolvedPrincipal, now: Date): Promise<string | typeof NOT_APPLIED> {
     const assignmentId = this.workspaces.assignmentId(workspace.id, role.record.id, p.principal.id);
     const a = iri(this.workspaces.assignmentIri(assignmentId));
     const iam = iri(this.graphs.iam(workspace.id));
@@ -317,25 +331,38 @@ export class IamService {
     if (p.agentIri && await this.hasSpecificationRole(workspace, p.agentIri, role.iri)) {
       throw conflict(`Agent "${(p.principal.actor as Agent).label}" already has the role "${role.record.label}" from its matrix specification`);
     }
-    await this.store.update(PREFIXES + sparql`INSERT DATA { GRAPH ${iam} {
+    const member = p.principal.type === 'USER' ? sparql`FILTER EXISTS { GRAPH ${iam} { ${iri(p.iri)} a wsm:Principal } }` : '';
+    // VALUES anchors the group: Virtuoso ignores the FILTERs of a group that has no pattern (docs/remote-store.md).
+    const condition = { ask: PREFIXES + sparql`ASK { VALUES ?condition { true } FILTER NOT EXISTS { GRAPH ${iam} { ${a} a wsm:RoleAssignment } } ${raw(member)} }`, expect: true };
+    const applied = await this.store.writeIf(condition, [{ kind: 'update', sparql: PREFIXES + sparql`INSERT DATA { GRAPH ${iam} {
       ${a} a wsm:RoleAssignment ; wsm:id ${literal(assignmentId)} ; wsm:role ${iri(role.iri)} ;
-        wsm:principal ${iri(p.iri)} ; wsm:createdAt ${dateTime(now)} . } }`, [this.graphs.iam(workspace.id)]);
-    return `Role "${role.record.label}" assigned to ${this.describe(p)}`;
+        wsm:principal ${iri(p.iri)} ; wsm:createdAt ${dateTime(now)} . } }`, graphs: [this.graphs.iam(workspace.id)] }]);
+    return applied ? `Role "${role.record.label}" assigned to ${this.describe(p)}` : NOT_APPLIED;
   }
 
-  private unassign(workspace: Workspace, role: RecordRow, p: ResolvedPrincipal): Promise<string> {
-    return this.store.exclusive(this.workspaces.iamSection(workspace.id), () => this.unassignNow(workspace, role, p));
+  /**
+   * Checks, then a conditional write: the assignment is deleted only while
+   * it exists and, for the built-in administrator role, while another
+   * administrator remains (the last administrator, docs/architecture.md).
+   */
+  private unassign(workspace: Workspace, resolve: () => Promise<{ role: RecordRow; principal: ResolvedPrincipal }>): Promise<string> {
+    return untilApplied(async () => {
+      const { role, principal } = await resolve();
+      return this.unassignOnce(workspace, role, principal);
+    }, () => conflict('The role\'s assignments changed while this request ran; try again'));
   }
 
-  private async unassignNow(workspace: Workspace, role: RecordRow, p: ResolvedPrincipal): Promise<string> {
+  private async unassignOnce(workspace: Workspace, role: RecordRow, p: ResolvedPrincipal): Promise<string | typeof NOT_APPLIED> {
     const assignmentId = this.workspaces.assignmentId(workspace.id, role.record.id, p.principal.id);
     const a = iri(this.workspaces.assignmentIri(assignmentId));
     const iam = iri(this.graphs.iam(workspace.id));
+    let keeps = '';
     if (p.principal.type === 'USER' && role.record.uri === ADMIN_ROLE_URI) {
       const userId = (p.principal.actor as User).id;
       const remaining = (await this.workspaces.adminUserIds(workspace)).filter((id) => id !== userId);
       if (remaining.length === 0) throw conflict('This is the last administrator of the workspace; make another member an administrator first');
       if (workspace.owner.id === userId) throw conflict('The workspace owner is always an administrator; the administrator role cannot be removed from the owner');
+      keeps = this.workspaces.keepsAnAdministrator(workspace, userId);
     }
     if (!await this.store.ask(PREFIXES + sparql`ASK { GRAPH ${iam} { ${a} a wsm:RoleAssignment } }`)) {
       if (p.agentIri && await this.hasSpecificationRole(workspace, p.agentIri, role.iri)) {
@@ -343,8 +370,9 @@ export class IamService {
       }
       throw notFound(`${capitalize(this.describe(p))} has no assignment of the role "${role.record.label}"`);
     }
-    await this.store.update(PREFIXES + sparql`DELETE WHERE { GRAPH ${iam} { ${a} ?p ?o } }`, [this.graphs.iam(workspace.id)]);
-    return `Role "${role.record.label}" removed from ${this.describe(p)}`;
+    const condition = { ask: PREFIXES + sparql`ASK { GRAPH ${iam} { ${a} a wsm:RoleAssignment } ${raw(keeps)} }`, expect: true };
+    const applied = await this.store.writeIf(condition, [{ kind: 'update', sparql: PREFIXES + sparql`DELETE WHERE { GRAPH ${iam} { ${a} ?p ?o } }`, graphs: [this.graphs.iam(workspace.id)] }]);
+    return applied ? `Role "${role.record.label}" removed from ${this.describe(p)}` : NOT_APPLIED;
   }
 
   // ------------------------------------------------------------ internals

@@ -257,6 +257,25 @@ export class CommandStore {
     [this.graphs.command(workspaceId, commandId)]);
   }
 
+  /**
+   * ASK: has the package a command pending or in progress? The condition of
+   * an exclusive submission's write (one active command per package,
+   * docs/architecture.md), so it holds across service instances.
+   */
+  activeAsk(workspaceId: string, packageName: string): string {
+    return PREFIXES + sparql`ASK { GRAPH ${iri(this.graphs.packages(workspaceId))} {
+      ?c a wsm:LifecycleCommand ; wsm:packageName ${literal(packageName)} ; wsm:status ?status .
+      FILTER (?status IN ("pending", "in_progress")) } }`;
+  }
+
+  /** The oldest command of the package that is pending or in progress, or null. */
+  async active(workspaceId: string, packageName: string): Promise<{ commandId: string; version: string } | null> {
+    const rows = await this.store.select(PREFIXES + sparql`SELECT ?id ?version WHERE { GRAPH ${iri(this.graphs.packages(workspaceId))} {
+      ?c a wsm:LifecycleCommand ; wsm:id ?id ; wsm:packageName ${literal(packageName)} ; wsm:version ?version ; wsm:status ?status ; wsm:createdAt ?createdAt .
+      FILTER (?status IN ("pending", "in_progress")) } } ORDER BY ?createdAt LIMIT 1`);
+    return rows[0] ? { commandId: req(rows[0], 'id'), version: req(rows[0], 'version') } : null;
+  }
+
   /** Update op that creates a pending command record. */
   createOp(input: { workspaceId: string; id: string; packageName: string; version: string; commandType: CommandType; packageInstallationId: string | null; now: string; parentCommandId?: string | undefined }): WriteOp {
     const c = iri(this.commandIri(input.id));
@@ -379,29 +398,56 @@ export class CommandRunner {
 
   /**
    * Accepts a command: the 409 check and the reservation happen synchronously,
-   * so two concurrent requests cannot both pass; then the pending record is
-   * written and the command queued. Resolves with the pending command.
+   * so two concurrent requests of this process cannot both pass; then the
+   * pending record is written and the command queued. The pending record of
+   * an exclusive command (P1, P6) is a conditional write, applied only while
+   * the store holds no unfinished command of the package, so the rule holds
+   * across service instances sharing one store too (docs/architecture.md).
+   * Resolves with the pending command.
    */
   async submit(request: CommandRequest): Promise<LifecycleCommand> {
+    for (let attempt = 0; ; attempt++) {
+      const accepted = await this.submitOnce(request);
+      if (accepted) return accepted;
+      // The store had an unfinished command that finished before it could be named: try again.
+      if (attempt >= 8) throw conflict(`Package "${request.packageName}" has an active operation; wait for it to finish and try again`);
+    }
+  }
+
+  private conflictWith(request: CommandRequest, head: { id: string; version: string }): AppError {
+    const details = { existing: { commandId: head.id, version: head.version }, requested: { version: request.version } };
+    return conflict(`Package "${request.packageName}" has an active operation (command ${head.id}, version ${head.version}); wait for it to finish and try again`, details);
+  }
+
+  private async submitOnce(request: CommandRequest): Promise<LifecycleCommand | null> {
     if (this.stopped) throw new AppError('SERVICE_UNAVAILABLE', 'The service is stopping; try again in a moment');
     const key = CommandRunner.key(request.workspaceId, request.packageName);
     const queue = this.queues.get(key) ?? [];
     const head = this.liveHead(request.workspaceId, queue);
-    if (head && request.exclusive) {
-      const details = { existing: { commandId: head.id, version: head.version }, requested: { version: request.version } };
-      throw conflict(`Package "${request.packageName}" has an active operation (command ${head.id}, version ${head.version}); wait for it to finish and try again`, details);
-    }
+    if (head && request.exclusive) throw this.conflictWith(request, head);
     const id = newId();
     const item: Queued = { id, version: request.version, request };
     queue.push(item);
     this.queues.set(key, queue);
     const now = this.now();
-    try {
-      await this.store.write([this.commands.createOp({ ...request, id, now })]);
-    } catch (err) {
+    const dequeue = () => {
       queue.splice(queue.indexOf(item), 1);
-      if (queue.length === 0) this.queues.delete(key);
+      if (queue.length === 0 && this.queues.get(key) === queue) this.queues.delete(key);
+    };
+    let applied: boolean;
+    try {
+      const create = [this.commands.createOp({ ...request, id, now })];
+      if (request.exclusive) applied = await this.store.writeIf({ ask: this.commands.activeAsk(request.workspaceId, request.packageName), expect: false }, create);
+      else { await this.store.write(create); applied = true; }
+    } catch (err) {
+      dequeue();
       throw err;
+    }
+    if (!applied) {
+      dequeue();
+      const active = await this.commands.active(request.workspaceId, request.packageName);
+      if (active) throw this.conflictWith(request, { id: active.commandId, version: active.version });
+      return null;
     }
     const accepted = (await this.commands.get(request.workspaceId, id))!;
     // Commands of one workspace run one at a time, in the order they were accepted: each reads the

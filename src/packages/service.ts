@@ -7,6 +7,7 @@ import { sparql, iri, literal, dateTime, integer, boolean, raw, join } from '../
 import { stableId, UUID_PATTERN } from '../rdf/ids.js';
 import { req, str, int, bool, time } from '../rdf/bindings.js';
 import { AppError, badRequest, conflict, notFound } from '../errors.js';
+import { NOT_APPLIED, untilApplied } from '../store/conditional.js';
 import type { Workspace, WorkspaceService } from '../workspaces/service.js';
 import type { PageQuery, Page } from '../http/paging.js';
 import { offsetOf, page } from '../http/paging.js';
@@ -849,19 +850,31 @@ export class PackageService {
 
   // ---------------------------------------------------------------- auto-update
 
-  /** P3. */
-  async setAutoUpdate(workspace: Workspace, name: string, autoUpdate: boolean): Promise<PackageInstallation> {
+  /**
+   * P3: a conditional write, applied only while the installation it read is
+   * still there (an uninstall or reinstall in between must not leave an
+   * auto-update setting on a record that is gone); then the checks run
+   * again and answer as they would after it.
+   */
+  setAutoUpdate(workspace: Workspace, name: string, autoUpdate: boolean): Promise<PackageInstallation> {
+    return untilApplied(() => this.setAutoUpdateOnce(workspace, name, autoUpdate),
+      () => conflict(`Package "${name}" changed while this request ran; try again`));
+  }
+
+  private async setAutoUpdateOnce(workspace: Workspace, name: string, autoUpdate: boolean): Promise<PackageInstallation | typeof NOT_APPLIED> {
     const rec = await this.installed(workspace.id, name);
     if (!rec) throw notFound(`Package "${name}" is not installed in this workspace`);
     if (!rec.registryPublisher) throw badRequest(`Package "${name}" was installed by upload, not from the registry; only registry packages update themselves`);
     const g = iri(this.graphs.packages(workspace.id));
     const p = iri(this.packageIri(rec.id));
     // Setting auto-update again lifts the pin of an explicitly named version (DESIGN.md section 10).
-    await this.store.update(PREFIXES + [
+    const there = { ask: PREFIXES + sparql`ASK { GRAPH ${g} { ${p} a wsm:PackageInstallation ; wsm:name ${literal(name)} ; wsm:registryPublisher ?publisher } }`, expect: true };
+    const applied = await this.store.writeIf(there, [{ kind: 'update', sparql: PREFIXES + [
       sparql`DELETE WHERE { GRAPH ${g} { ${p} wsm:autoUpdate ?a } }`,
       sparql`DELETE WHERE { GRAPH ${g} { ${p} wsm:pinned ?pinned } }`,
       sparql`INSERT DATA { GRAPH ${g} { ${p} wsm:autoUpdate ${boolean(autoUpdate)} ; wsm:pinned ${boolean(false)} } }`,
-    ].join(' ;\n'), [this.graphs.packages(workspace.id)]);
+    ].join(' ;\n'), graphs: [this.graphs.packages(workspace.id)] }]);
+    if (!applied) return NOT_APPLIED;
     return this.get(workspace, name);
   }
 

@@ -6,6 +6,7 @@ import { sparql, iri, literal, dateTime, raw, boolean, integer } from '../rdf/sp
 import { newId, UUID_PATTERN } from '../rdf/ids.js';
 import { req, str, time } from '../rdf/bindings.js';
 import { badRequest, conflict, forbidden, notFound } from '../errors.js';
+import { NOT_APPLIED, untilApplied } from '../store/conditional.js';
 import type { Binding } from '../store/store.js';
 import type { User, UserService } from '../users/service.js';
 import type { WorkspaceAccess } from '../workspaces/service.js';
@@ -212,9 +213,14 @@ export class SlashCommandService {
   }
 
   private async aliasTaken(workspaceId: string, alias: string, except?: string): Promise<boolean> {
+    return await this.store.ask(this.aliasAsk(workspaceId, alias, except));
+  }
+
+  /** ASK: does a command of the workspace (other than `except`) have the alias? Also the condition of C5's and C2's writes. */
+  private aliasAsk(workspaceId: string, alias: string, except?: string): string {
     const g = iri(this.graphs.slashCommands(workspaceId));
     const other = except ? sparql`FILTER (?c != ${iri(this.commandIri(except))})` : '';
-    return await this.store.ask(PREFIXES + sparql`ASK { GRAPH ${g} { ?c wsm:alias ${literal(alias)} ; a wsm:SlashCommand . ${raw(other)} } }`);
+    return PREFIXES + sparql`ASK { GRAPH ${g} { ?c wsm:alias ${literal(alias)} . ${raw(other)} } }`;
   }
 
   /** Parses a script once (in the parse worker, bounded); later runs of the same text reuse the result. */
@@ -230,14 +236,12 @@ export class SlashCommandService {
   }
 
   /** C5: creates a command owned by `owner`. */
-  /** Key of the exclusive section for the aliases of a workspace's commands (C5, C2). */
-  private aliasSection(workspaceId: string): string { return `aliases ${workspaceId}`; }
-
   create(access: WorkspaceAccess, owner: User, body: SlashCommandBody, now = new Date()): Promise<SlashCommand> {
-    return this.store.exclusive(this.aliasSection(access.workspace.id), () => this.createNow(access, owner, body, now));
+    return untilApplied(() => this.createOnce(access, owner, body, now),
+      () => conflict(`The aliases of this workspace changed while this request ran; try again`));
   }
 
-  private async createNow(access: WorkspaceAccess, owner: User, body: SlashCommandBody, now: Date): Promise<SlashCommand> {
+  private async createOnce(access: WorkspaceAccess, owner: User, body: SlashCommandBody, now: Date): Promise<SlashCommand | typeof NOT_APPLIED> {
     const missing = (['alias', 'scriptType', 'scriptContent'] as const).filter((f) => body[f] === undefined);
     if (missing.length) throw badRequest(`${missing.join(', ')} ${missing.length === 1 ? 'is' : 'are'} required`);
     const alias = body.alias!;
@@ -255,27 +259,25 @@ export class SlashCommandService {
       body.description != null ? sparql`${c} wsm:description ${literal(body.description)} .` : '',
       body.interpretation != null ? sparql`${c} wsm:interpretation ${literal(body.interpretation)} .` : '',
     ].join('\n');
-    // Conditional on the alias being free, so two racing creations cannot both take it.
-    await this.store.update(PREFIXES + sparql`
-      INSERT { GRAPH ${g} {
+    // A conditional write: applied only while no command of the workspace has the alias (docs/architecture.md).
+    const applied = await this.store.writeIf({ ask: this.aliasAsk(ws, alias), expect: false }, [{ kind: 'update', sparql: PREFIXES + sparql`
+      INSERT DATA { GRAPH ${g} {
         ${c} a wsm:SlashCommand ; wsm:id ${literal(id)} ; wsm:alias ${literal(alias)} ;
           wsm:scriptType ${literal(scriptType)} ; wsm:scriptContent ${literal(body.scriptContent!)} ;
           wsm:owner ${iri(this.users.userIri(owner.id))} ; wsm:workspace ${iri(this.graphs.resource('workspace', ws))} ;
           wsm:createdAt ${t} ; wsm:updatedAt ${t} .
         ${raw(optional)}
         ${raw(this.parameterTriples(this.commandIri(id), parameters))}
-      } }
-      WHERE { FILTER NOT EXISTS { GRAPH ${g} { ?other wsm:alias ${literal(alias)} } } }`, [this.graphs.slashCommands(ws)]);
-    const taken = () => conflict(`A slash command with alias "${alias}" already exists in this workspace`, { alias });
+      } }`, graphs: [this.graphs.slashCommands(ws)] }]);
+    // Taken in between: the checks run again and answer 409.
+    if (!applied) return NOT_APPLIED;
     const texts = [alias, body.description, body.interpretation, body.scriptContent];
     if (texts.some((text) => text != null && LONE_SURROGATE.test(text))) {
       // Lone surrogates come back from the store replaced: answer what was stored.
       const created = (await this.select(ws, sparql`?c wsm:id ${literal(id)} .`))[0];
-      if (!created) throw taken();
+      if (!created) throw notFound(`Slash command "${id}" not found`);
       return created;
     }
-    // The record is what was just written; a cheap check that the conditional insert took place.
-    if (!await this.store.ask(PREFIXES + sparql`ASK { GRAPH ${g} { ${c} wsm:alias ${literal(alias)} } }`)) throw taken();
     const createdAt = now.toISOString();
     return {
       id, alias, description: body.description ?? null, interpretation: body.interpretation ?? null,
@@ -289,12 +291,17 @@ export class SlashCommandService {
     throw forbidden(`Only the owner of slash command "${command.alias}" or an administrator may ${action} it`);
   }
 
-  /** C2: updates any subset of the fields, with the same checks as create. */
+  /**
+   * C2: updates any subset of the fields, with the same checks as create.
+   * A conditional write: applied only while the command exists and no other
+   * command has the new alias.
+   */
   update(access: WorkspaceAccess, id: string, body: SlashCommandBody, now = new Date()): Promise<SlashCommand> {
-    return this.store.exclusive(this.aliasSection(access.workspace.id), () => this.updateNow(access, id, body, now));
+    return untilApplied(() => this.updateOnce(access, id, body, now),
+      () => conflict(`The aliases of this workspace changed while this request ran; try again`));
   }
 
-  private async updateNow(access: WorkspaceAccess, id: string, body: SlashCommandBody, now: Date): Promise<SlashCommand> {
+  private async updateOnce(access: WorkspaceAccess, id: string, body: SlashCommandBody, now: Date): Promise<SlashCommand | typeof NOT_APPLIED> {
     const current = await this.get(access, id);
     this.requireOwnerOrAdmin(access, current, 'update');
     if (body.alias !== undefined) checkAlias(body.alias);
@@ -327,22 +334,30 @@ export class SlashCommandService {
       if (parameters.length) ops.push(sparql`INSERT DATA { GRAPH ${g} { ${raw(this.parameterTriples(this.commandIri(current.id), parameters))} } }`);
     }
     set('updatedAt', dateTime(now));
-    // One atomic write, applied in this tick right after the alias check.
-    await this.store.write(ops.map((op) => ({ kind: 'update' as const, sparql: PREFIXES + op, graphs: [this.graphs.slashCommands(access.workspace.id)] })));
+    const exists = sparql`GRAPH ${g} { ${c} a wsm:SlashCommand }`;
+    const aliasFree = body.alias !== undefined && body.alias !== current.alias
+      ? sparql`FILTER NOT EXISTS { GRAPH ${g} { ?other wsm:alias ${literal(body.alias)} . FILTER (?other != ${c}) } }` : '';
+    const condition = { ask: PREFIXES + sparql`ASK { ${raw(exists)} ${raw(aliasFree)} }`, expect: true };
+    // Deleted or the alias taken in between: the checks run again and answer 404 or 409.
+    if (!await this.store.writeIf(condition, ops.map((op) => ({ kind: 'update' as const, sparql: PREFIXES + op, graphs: [this.graphs.slashCommands(access.workspace.id)] })))) return NOT_APPLIED;
     return this.get(access, current.id);
   }
 
-  /** C3. */
-  async delete(access: WorkspaceAccess, id: string): Promise<SlashCommand> {
+  /** C3: a conditional write, so of two racing deletions one answers 404 as it would after the other. */
+  delete(access: WorkspaceAccess, id: string): Promise<SlashCommand> {
+    return untilApplied(() => this.deleteOnce(access, id), () => notFound(`Slash command "${id}" not found`));
+  }
+
+  private async deleteOnce(access: WorkspaceAccess, id: string): Promise<SlashCommand | typeof NOT_APPLIED> {
     const current = await this.get(access, id);
     this.requireOwnerOrAdmin(access, current, 'delete');
     const g = iri(this.graphs.slashCommands(access.workspace.id));
     const c = iri(this.commandIri(current.id));
-    await this.store.write([
+    const applied = await this.store.writeIf({ ask: PREFIXES + sparql`ASK { GRAPH ${g} { ${c} a wsm:SlashCommand } }`, expect: true }, [
       sparql`DELETE WHERE { GRAPH ${g} { ${c} wsm:parameter ?p . ?p ?pp ?po } }`,
       sparql`DELETE WHERE { GRAPH ${g} { ${c} ?p ?o } }`,
     ].map((op) => ({ kind: 'update' as const, sparql: PREFIXES + op, graphs: [this.graphs.slashCommands(access.workspace.id)] })));
-    return current;
+    return applied ? current : NOT_APPLIED;
   }
 
   /**

@@ -6,7 +6,7 @@ import { Journal, cutJournal, journalFileName, readJournalFile, type JournalFile
 import { acquireLock, type DirLock } from './lock.js';
 import { OxigraphStore, applyOp, coalesceUpdates } from './oxigraph-store.js';
 import { listSnapshots, loadLatestSnapshot, removeSnapshotsExcept, writeSnapshot } from './snapshot.js';
-import type { StoreHealth, WriteOp } from './store.js';
+import type { StoreHealth, WriteCondition, WriteOp } from './store.js';
 
 export { journalFileName };
 import { ChangedGraphs, graphsWrittenBy, type SnapshotCoverage, type WrittenGraphs } from './snapshot-coverage.js';
@@ -190,7 +190,7 @@ export class DurableStore extends OxigraphStore implements SnapshotCoverage {
     this.coverage = snapshot;
   }
 
-  override async write(ops: WriteOp[]): Promise<void> {
+  protected override async writeChecked(ops: WriteOp[], condition: WriteCondition | null): Promise<boolean> {
     if (this.closed) throw new Error('store is closed');
     // A snapshot is reading the store piece by piece: changes wait until it has it all.
     while (this.writeGate) await this.writeGate;
@@ -201,13 +201,17 @@ export class DurableStore extends OxigraphStore implements SnapshotCoverage {
       this.nextCoverage?.add(graphs);
     }
     this.inFlight.add(written);
-    const durable = super.write(ops); // checked and queued to the journal synchronously
+    const durable = super.writeChecked(ops, condition); // checked and queued to the journal (a conditional write: once its condition is asked)
     this.maybeAutoSnapshot();
     try {
-      await durable;
+      return await durable;
     } finally {
       this.inFlight.delete(written);
     }
+  }
+
+  protected override appendBlocked(): Promise<void> | null {
+    return this.writeGate;
   }
 
   async unchangedInSnapshot(graphs: string[]): Promise<{ file: string; graphs: string[] } | undefined> {

@@ -2,7 +2,7 @@ import oxigraph from 'oxigraph';
 import { ExclusiveSections } from './sections.js';
 import { GraphRevisions } from './revisions.js';
 import { UndeclaredGraphError, checkGraphsFromEnv, declarationProblem } from './declared-graphs.js';
-import { WriteRefusedError, declaredGraphs, type Binding, type QuadStore, type QueryScope, type RdfFormat, type StoredOp, type WriteOp } from './store.js';
+import { WriteRefusedError, declaredGraphs, type Binding, type QuadStore, type QueryScope, type RdfFormat, type StoredOp, type WriteCondition, type WriteOp } from './store.js';
 
 /**
  * Where writes go to become durable. The journal implements it; the store
@@ -199,20 +199,36 @@ export class OxigraphStore implements QuadStore {
 
   /**
    * In the test read-delay mode, waits 0-3 ms (a timer: other requests'
-   * reads and writes run meanwhile) before a read is answered, as a remote
-   * engine would; the read then sees the store as it is at that moment.
+   * reads and writes run meanwhile).
    */
-  private readGate(): Promise<void> | undefined {
-    if (!this.readDelay) return undefined;
+  private readGate(): Promise<void> {
     return new Promise((resolve) => setTimeout(resolve, Math.floor(Math.random() * 4)));
+  }
+
+  /**
+   * Answers a read. In the test read-delay mode, as a remote engine would:
+   * the request travels (0-3 ms), the store answers as it is at that
+   * moment, and the answer travels back (0-3 ms) while other requests'
+   * writes go on, so it may be stale when it arrives. Code that checks with
+   * a read and then writes without a condition shows up as failures there.
+   */
+  private async delayed<T>(answer: () => T): Promise<T> {
+    if (!this.readDelay) return answer();
+    await this.readGate();
+    const value = answer();
+    await this.readGate();
+    return value;
   }
 
   get version(): number {
     return this.versionCounter;
   }
 
-  async select(query: string, scope?: QueryScope): Promise<Binding[]> {
-    await this.readGate();
+  select(query: string, scope?: QueryScope): Promise<Binding[]> {
+    return this.delayed(() => this.selectNow(query, scope));
+  }
+
+  private selectNow(query: string, scope?: QueryScope): Binding[] {
     const key = answerKey('select', query, scope);
     const known = this.answers.get(key);
     if (known !== undefined) return (known as Binding[]).slice();
@@ -231,8 +247,11 @@ export class OxigraphStore implements QuadStore {
     return bindings;
   }
 
-  async ask(query: string, scope?: QueryScope): Promise<boolean> {
-    await this.readGate();
+  ask(query: string, scope?: QueryScope): Promise<boolean> {
+    return this.delayed(() => this.askNow(query, scope));
+  }
+
+  private askNow(query: string, scope?: QueryScope): boolean {
     const key = answerKey('ask', query, scope);
     const known = this.answers.get(key);
     if (known !== undefined) return known as boolean;
@@ -248,14 +267,12 @@ export class OxigraphStore implements QuadStore {
     this.answers.set(key, answer);
   }
 
-  async construct(query: string, scope?: QueryScope): Promise<string> {
-    await this.readGate();
-    return this.raw.query(query, { results_format: 'application/n-triples', ...scopeOptions(scope) }) as string;
+  construct(query: string, scope?: QueryScope): Promise<string> {
+    return this.delayed(() => this.raw.query(query, { results_format: 'application/n-triples', ...scopeOptions(scope) }) as string);
   }
 
-  async queryRaw(query: string, resultsFormat: string, scope?: QueryScope): Promise<string | boolean> {
-    await this.readGate();
-    return this.raw.query(query, { results_format: resultsFormat, ...scopeOptions(scope) }) as string | boolean;
+  queryRaw(query: string, resultsFormat: string, scope?: QueryScope): Promise<string | boolean> {
+    return this.delayed(() => this.raw.query(query, { results_format: resultsFormat, ...scopeOptions(scope) }) as string | boolean);
   }
 
   /** The last write's turn to be applied: writes are applied one after another, in journal order. */
@@ -270,7 +287,42 @@ export class OxigraphStore implements QuadStore {
   }
 
   async write(ops: WriteOp[]): Promise<void> {
-    if (ops.length === 0) return;
+    await this.writeChecked(ops, null);
+  }
+
+  writeIf(condition: WriteCondition, ops: WriteOp[]): Promise<boolean> {
+    return this.writeChecked(ops, condition);
+  }
+
+  /**
+   * Asks the condition of a conditional write of the store as it is now,
+   * bypassing the read delay and the answer cache: it is evaluated in the
+   * same synchronous stretch as the journal append that depends on it.
+   */
+  private holds(condition: WriteCondition): boolean {
+    const parsed = JSON.parse(this.raw.query(condition.ask, { results_format: RESULTS_JSON }) as string) as { boolean?: boolean };
+    if (typeof parsed.boolean !== 'boolean') throw new Error('writeIf() was given a condition that is not an ASK');
+    return parsed.boolean === condition.expect;
+  }
+
+  /**
+   * While appends must wait (a snapshot is dumping the store: see
+   * `DurableStore`), what to wait for; null when a write may append now.
+   */
+  protected appendBlocked(): Promise<void> | null {
+    return null;
+  }
+
+  /**
+   * A write, or a conditional one. Writes are journaled first and applied
+   * after their fsync, in journal order; so a condition is asked once every
+   * write journaled before it is applied, and in the same synchronous
+   * stretch as the append of the ops that depend on it: no other write
+   * comes between the check and the apply, and the journal record needs no
+   * condition (replay applies what was applied).
+   */
+  protected async writeChecked(ops: WriteOp[], condition: WriteCondition | null): Promise<boolean> {
+    if (ops.length === 0 && !condition) return true;
     if (this.checkGraphs) {
       const problem = declarationProblem(ops);
       if (problem) throw new UndeclaredGraphError(problem);
@@ -286,6 +338,20 @@ export class OxigraphStore implements QuadStore {
     const plan = loadBytes(ops) > SLICE_BYTES * 4 ? stagingPlan(ops) : null;
     checkOnScratch(plan ? plan.calls : calls, 0);
     const touched = declaredGraphs(ops);
+    if (condition) {
+      for (;;) {
+        const blocked = this.appendBlocked();
+        if (blocked) {
+          await blocked;
+          continue;
+        }
+        const tail = this.applyTail;
+        await tail;
+        if (tail === this.applyTail && !this.appendBlocked()) break;
+      }
+      if (!this.holds(condition)) return false;
+      if (ops.length === 0) return true;
+    }
     // Journal first, in this tick (journal order is call order), and apply
     // only once the record is fsynced: a write whose journal write or fsync
     // fails (StoreUnavailableError) is never visible to any read, and no
@@ -297,6 +363,7 @@ export class OxigraphStore implements QuadStore {
     });
     this.applyTail = turn.catch(() => {});
     await turn;
+    return true;
   }
 
   /** Applies a checked, journaled write in memory, then tells caches and listeners. */
@@ -380,9 +447,8 @@ export class OxigraphStore implements QuadStore {
     return this.revisions.get(graph);
   }
 
-  async dumpGraph(graph: string): Promise<string> {
-    await this.readGate();
-    return this.raw.dump({ format: 'application/n-triples', from_graph_name: oxigraph.namedNode(graph) });
+  dumpGraph(graph: string): Promise<string> {
+    return this.delayed(() => this.raw.dump({ format: 'application/n-triples', from_graph_name: oxigraph.namedNode(graph) }));
   }
 
   async graphNames(): Promise<string[]> {
@@ -391,10 +457,11 @@ export class OxigraphStore implements QuadStore {
   }
 
   /** Oxigraph counts every quad on each call: remember the count until the next write (/health asks often). */
-  async size(): Promise<number> {
-    await this.readGate();
-    if (this.sizeAt?.version !== this.versionCounter) this.sizeAt = { version: this.versionCounter, size: this.raw.size };
-    return this.sizeAt.size;
+  size(): Promise<number> {
+    return this.delayed(() => {
+      if (this.sizeAt?.version !== this.versionCounter) this.sizeAt = { version: this.versionCounter, size: this.raw.size };
+      return this.sizeAt.size;
+    });
   }
   private sizeAt: { version: number; size: number } | undefined;
 

@@ -90,18 +90,25 @@ export class SparqlClient {
   /**
    * Virtuoso: runs update operations in one transaction through the
    * `WSM_APPLY` procedure (installed by `npm run virtuoso`); the first
-   * refusal rolls every operation back.
+   * refusal rolls every operation back. With a condition, the ASK runs
+   * first in the same transaction (`WSM_APPLY_IF`) and nothing is applied
+   * unless it answers as expected. Resolves whether the ops were applied.
    */
-  async applyAtomically(operations: string[]): Promise<void> {
-    if (operations.length === 0) return;
+  async applyAtomically(operations: string[], condition: { ask: string; expect: boolean } | null = null): Promise<boolean> {
+    if (operations.length === 0 && !condition) return true;
     // Virtuoso turns a call with text beyond ASCII into a wide string that exec() narrows to '?':
     // such characters go as SPARQL codepoint escapes (\uXXXX, \UXXXXXXXX), decoded by the engine's parser.
     operations = operations.map(asciiOnly);
     const body = operations.join('\n');
     let sep = `#wsm-op-${randomBytes(8).toString('hex')}#`;
     while (body.includes(sep)) sep = `#wsm-op-${randomBytes(8).toString('hex')}#`;
-    const call = `SELECT (<sql:WSM_APPLY>(${stringLiteral(sep)}, ${stringLiteral(operations.join(sep))}) AS ?n) {}`;
-    await this.query(call, 'application/sparql-results+json');
+    const ops = stringLiteral(operations.join(sep));
+    // With a condition (`WSM_APPLY_IF`): the ASK and the ops in one transaction; -1 when it did not hold.
+    const call = condition
+      ? `SELECT (<sql:WSM_APPLY_IF>(${stringLiteral(asciiOnly(condition.ask))}, ${condition.expect ? 1 : 0}, ${stringLiteral(sep)}, ${ops}) AS ?n) {}`
+      : `SELECT (<sql:WSM_APPLY>(${stringLiteral(sep)}, ${ops}) AS ?n) {}`;
+    const answer = JSON.parse(await this.query(call, 'application/sparql-results+json')) as { results?: { bindings: Array<{ n?: { value: string } }> } };
+    return Number(answer.results?.bindings[0]?.n?.value ?? 0) >= 0;
   }
 }
 

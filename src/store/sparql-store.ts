@@ -3,7 +3,7 @@ import sparqljs from 'sparqljs';
 import { ExclusiveSections } from './sections.js';
 import { GraphRevisions } from './revisions.js';
 import { UndeclaredGraphError, checkGraphsFromEnv, declarationProblem } from './declared-graphs.js';
-import { WriteRefusedError, declaredGraphs, type Binding, type QuadStore, type QueryScope, type WriteOp } from './store.js';
+import { WriteRefusedError, declaredGraphs, type Binding, type QuadStore, type QueryScope, type WriteCondition, type WriteOp } from './store.js';
 import { EngineError, SparqlClient, insertOperations, type SparqlEndpointOptions } from './sparql-client.js';
 
 const RESULTS_JSON = 'application/sparql-results+json';
@@ -87,7 +87,33 @@ export class SparqlStore implements QuadStore {
   }
 
   async write(ops: WriteOp[]): Promise<void> {
-    if (ops.length === 0) return;
+    await this.writeChecked(ops, null);
+  }
+
+  /**
+   * `virtuoso` dialect: the condition and the ops run in one engine
+   * transaction (`WSM_APPLY_IF`) under serializable isolation, so the
+   * answer holds across service instances. `standard` dialect: SPARQL 1.1
+   * has no conditional request that reports its effect; the condition is
+   * asked first and the write sent after it, guarded within this process
+   * only (one instance per engine in that dialect).
+   */
+  writeIf(condition: WriteCondition, ops: WriteOp[]): Promise<boolean> {
+    if (this.client.options.dialect === 'standard') {
+      return this.standardConditions.run('writeIf', async () => {
+        if (await this.ask(condition.ask) !== condition.expect) return false;
+        await this.writeChecked(ops, null);
+        return true;
+      });
+    }
+    return this.writeChecked(ops, condition);
+  }
+
+  /** `standard` dialect: conditional writes of this process run one at a time. */
+  private readonly standardConditions = new ExclusiveSections();
+
+  private async writeChecked(ops: WriteOp[], condition: WriteCondition | null): Promise<boolean> {
+    if (ops.length === 0 && !condition) return true;
     if (this.checkGraphs) {
       const problem = declarationProblem(ops);
       if (problem) throw new UndeclaredGraphError(problem);
@@ -95,16 +121,19 @@ export class SparqlStore implements QuadStore {
     const touched = declaredGraphs(ops);
     // Moved when the write starts and when it is done: a read overlapping it is not cached.
     this.revisions.bump(touched);
+    let applied: boolean;
     try {
-      await this.send(ops);
+      applied = await this.send(ops, condition);
     } finally {
       this.revisions.bump(touched);
     }
+    if (!applied || ops.length === 0) return applied;
     this.versionCounter++;
     for (const listener of this.listeners) listener(touched);
+    return true;
   }
 
-  private async send(ops: WriteOp[]): Promise<void> {
+  private async send(ops: WriteOp[], condition: WriteCondition | null): Promise<boolean> {
     // Everything is compiled (loads parsed) before anything is sent: a load that does not parse changes nothing.
     const compiled = ops.map((op, index) => {
       if (op.kind === 'update') return { op, inserts: null as string[] | null };
@@ -123,9 +152,10 @@ export class SparqlStore implements QuadStore {
         if (err instanceof EngineError && err.status >= 400 && err.status < 500) throw new WriteRefusedError(0, err.engineText.slice(0, 500));
         throw err;
       }
-    } else {
-      await this.writeVirtuoso(compiled);
+    } else if (!await this.writeVirtuoso(compiled, condition)) {
+      return false;
     }
+    return true;
   }
 
   /** Maps an engine refusal inside WSM_APPLY (`op N refused`) to the write op that sent operation N. */
@@ -136,7 +166,8 @@ export class SparqlStore implements QuadStore {
     return new WriteRefusedError(owners[Number(match[1])] ?? 0, match[2]!.trim().slice(0, 500));
   }
 
-  private async writeVirtuoso(compiled: Array<{ op: WriteOp; inserts: string[] | null }>): Promise<void> {
+  /** Applies the ops in one transaction, when `condition` holds in it; false when it did not (nothing applied). */
+  private async writeVirtuoso(compiled: Array<{ op: WriteOp; inserts: string[] | null }>, condition: WriteCondition | null): Promise<boolean> {
     const operations: string[] = [];
     /** For each operation, the index of the write op it comes from. */
     const owners: number[] = [];
@@ -163,11 +194,16 @@ export class SparqlStore implements QuadStore {
         operations.push(`ADD SILENT <${stage}> TO <${op.graph}>`, `DROP SILENT GRAPH <${stage}>`);
         owners.push(index, index);
       }
+      let applied: boolean;
       try {
-        await this.client.applyAtomically(operations);
+        applied = await this.client.applyAtomically(operations, condition);
       } catch (err) {
         throw SparqlStore.refusal(err, owners);
       }
+      if (!applied && staging.length > 0) {
+        await this.client.applyAtomically(staging.map((g) => `DROP SILENT GRAPH <${g}>`)).catch(() => undefined);
+      }
+      return applied;
     } catch (err) {
       if (staging.length > 0) {
         await this.client.applyAtomically(staging.map((g) => `DROP SILENT GRAPH <${g}>`)).catch(() => undefined);

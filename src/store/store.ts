@@ -121,6 +121,18 @@ export type StoredOp =
   | { kind: 'update'; sparql: string; graphs?: readonly string[] }
   | { kind: 'load'; graph: string; format: RdfFormat; data: string };
 
+/**
+ * The condition of a conditional write: an ASK query (unscoped, standard
+ * SPARQL) and the answer it must give for the write to apply. Its groups
+ * must not be FILTERs alone: Virtuoso ignores the FILTERs of a group with
+ * no pattern (`ASK { FILTER NOT EXISTS { ... } }` answers true); anchor
+ * such a group with `VALUES ?condition { true }`.
+ */
+export interface WriteCondition {
+  ask: string;
+  expect: boolean;
+}
+
 export interface QuadStore {
   /** SELECT: the bindings, in the query's order. */
   select(query: string, scope?: QueryScope): Promise<Binding[]>;
@@ -132,6 +144,16 @@ export interface QuadStore {
   queryRaw(query: string, resultsFormat: string, scope?: QueryScope): Promise<string | boolean>;
   /** Atomic, durable write of several ops. */
   write(ops: WriteOp[]): Promise<void>;
+  /**
+   * Conditional write: applies `ops` as `write` does only if `condition.ask`
+   * answers `condition.expect` on the very state the ops apply to; no other
+   * write (of this process or, on a remote engine, of any instance) comes
+   * between the check and the apply. Resolves true when applied, false when
+   * the condition did not hold (nothing applied, nothing journaled, no
+   * listener told). The invariants of docs/architecture.md ("Invariant
+   * sites") are kept this way.
+   */
+  writeIf(condition: WriteCondition, ops: WriteOp[]): Promise<boolean>;
   /** One SPARQL update that may change `graphs` (see `WriteOp`), durably. */
   update(sparql: string, graphs: readonly string[]): Promise<void>;
   /** Dumps one named graph as N-Triples. */
@@ -143,9 +165,10 @@ export interface QuadStore {
   /**
    * Runs `fn` while no other `exclusive` call with the same key runs (calls
    * queue in order). For invariants spanning reads and a write in the
-   * embedded store (the last administrator, ...): every code path that
-   * writes what the invariant covers takes the same key. Not available on a
-   * remote engine; sites kept this way are listed in docs/architecture.md.
+   * embedded store: every code path that writes what the invariant covers
+   * takes the same key. It holds within one process only, so an invariant
+   * that must hold across service instances uses `writeIf` instead; the
+   * sites are listed in docs/architecture.md.
    */
   exclusive<T>(key: string, fn: () => Promise<T>): Promise<T>;
   /** Flushes and releases resources (journal handle, lock). */

@@ -12,15 +12,38 @@ DB.DBA.VHOST_REMOVE (lhost=>'*ini*', vhost=>'*ini*', lpath=>'/wsm/sparql');
 DB.DBA.VHOST_DEFINE (lhost=>'*ini*', vhost=>'*ini*', lpath=>'/wsm/sparql', ppath=>'/!sparql/', is_dav=>1,
   vsp_user=>'dba', auth_fn=>'DB.DBA.HP_AUTH_SQL_USER', realm=>'wsm', sec=>'basic', ses_vars=>0, opts=>vector('noinherit', 1));
 
--- All-or-nothing multi-operation update: the ops, separated by `sep`, run in
--- one transaction; the first refusal rolls every op back and signals WSM01.
--- Called from SPARQL as SELECT (<sql:WSM_APPLY>(sep, body) AS ?n) {}.
-create procedure DB.DBA.WSM_APPLY (in sep varchar, in body varchar)
+-- Conditional write (QuadStore.writeIf): in ONE transaction, runs the ASK
+-- query `cond` and, only when it answers `expect` (1 true, 0 false), the ops
+-- as WSM_APPLY does. Answers the number of ops applied, or -1 when the
+-- condition did not hold (nothing applied). An empty `cond` always holds.
+-- Under serializable isolation (DefaultIsolation = 8) the rows the ASK read
+-- stay locked until the commit, so a concurrent transaction that would
+-- change its answer waits or is rolled back as a deadlock (and sent again
+-- by the client, which then sees the new state).
+create procedure DB.DBA.WSM_APPLY_IF (in cond varchar, in expect integer, in sep varchar, in body varchar)
 {
-  declare pos, n integer;
+  declare pos, n, answer integer;
   declare st, msg, op varchar;
+  declare meta, rows any;
   declare exit handler for sqlstate '*' { rollback work; resignal; };
   log_enable (1, 1);
+  if (length (cond) > 0)
+    {
+      st := '00000';
+      exec (concat ('SPARQL ', cond), st, msg, vector (), 1, meta, rows);
+      if (st <> '00000')
+        {
+          rollback work;
+          signal ('WSM02', sprintf ('condition refused: %s', msg));
+        }
+      answer := 0;
+      if (length (rows) > 0 and rows[0][0] is not null and rows[0][0] <> 0) answer := 1;
+      if (answer <> expect)
+        {
+          commit work;
+          return -1;
+        }
+    }
   n := 0;
   while (length (body) > 0)
     {
@@ -38,5 +61,14 @@ create procedure DB.DBA.WSM_APPLY (in sep varchar, in body varchar)
     }
   commit work;
   return n;
+};
+GRANT EXECUTE ON DB.DBA.WSM_APPLY_IF TO "{{USER}}";
+
+-- All-or-nothing multi-operation update: the ops, separated by `sep`, run in
+-- one transaction; the first refusal rolls every op back and signals WSM01.
+-- Called from SPARQL as SELECT (<sql:WSM_APPLY>(sep, body) AS ?n) {}.
+create procedure DB.DBA.WSM_APPLY (in sep varchar, in body varchar)
+{
+  return DB.DBA.WSM_APPLY_IF ('', 1, sep, body);
 };
 GRANT EXECUTE ON DB.DBA.WSM_APPLY TO "{{USER}}";

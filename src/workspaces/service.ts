@@ -1,10 +1,11 @@
 import type { QuadStore } from '../store/store.js';
 import type { Graphs } from '../rdf/graphs.js';
 import { PREFIXES, WSM } from '../rdf/vocab.js';
-import { sparql, iri, literal, dateTime } from '../rdf/sparql.js';
+import { sparql, iri, literal, dateTime, raw } from '../rdf/sparql.js';
 import { cachedStableId, newId, UUID_PATTERN } from '../rdf/ids.js';
 import { req, str, time } from '../rdf/bindings.js';
 import { badRequest, conflict, forbidden, notFound } from '../errors.js';
+import { NOT_APPLIED, untilApplied } from '../store/conditional.js';
 import type { AuthContext } from '../auth/context.js';
 import type { User, UserProfile, UserService } from '../users/service.js';
 import { GraphCache } from '../store/graph-cache.js';
@@ -127,9 +128,11 @@ export class WorkspaceService {
     const iam = iri(this.graphs.iam(id));
     const slug = literal(input.slug);
     const t = dateTime(now);
-    // One atomic update: the slug check inside it makes concurrent creations of one slug safe.
-    await this.store.update(PREFIXES + sparql`
-      INSERT { GRAPH ${sys} { ${ws} a wsm:Workspace ; wsm:id ${literal(id)} ; wsm:slug ${slug} ; wsm:name ${literal(input.name ?? input.slug)} ;
+    // A conditional write: applied only while no workspace has the slug, checked on the state it applies to
+    // (across service instances on a remote engine too); the store says whether it applied.
+    const free = { ask: PREFIXES + sparql`ASK { GRAPH ${sys} { ?other wsm:slug ${slug} } }`, expect: false };
+    const applied = await this.store.writeIf(free, [{ kind: 'update', sparql: PREFIXES + sparql`
+      INSERT DATA { GRAPH ${sys} { ${ws} a wsm:Workspace ; wsm:id ${literal(id)} ; wsm:slug ${slug} ; wsm:name ${literal(input.name ?? input.slug)} ;
                  wsm:engineVersion ${literal(engineVersion)} ; wsm:owner ${iri(this.users.userIri(owner.id))} ;
                  wsm:createdAt ${t} ; wsm:updatedAt ${t} . }
                GRAPH ${iam} {
@@ -141,10 +144,10 @@ export class WorkspaceService {
                    wsm:actor ${iri(this.users.userIri(owner.id))} ; wsm:workspace ${ws} ; wsm:createdAt ${t} .
                  ${iri(this.assignmentIri(assignmentId))} a wsm:RoleAssignment ; wsm:id ${literal(assignmentId)} ;
                    wsm:role ${iri(this.roleIri(roleId))} ; wsm:principal ${iri(this.principalIri(principalId))} ; wsm:createdAt ${t} .
-               } }
-      WHERE { FILTER NOT EXISTS { GRAPH ${sys} { ?other wsm:slug ${slug} } } }`, [this.graphs.system, this.graphs.iam(id)]);
+               } }`, graphs: [this.graphs.system, this.graphs.iam(id)] }]);
+    if (!applied) throw conflict(`A workspace with slug "${input.slug}" already exists`);
     const created = await this.find(id);
-    if (!created || created.slug !== input.slug || created.owner.id !== owner.id) throw conflict(`A workspace with slug "${input.slug}" already exists`);
+    if (!created) throw new Error(`workspace ${id} was written but cannot be read back`);
     return created;
   }
 
@@ -206,19 +209,41 @@ export class WorkspaceService {
     return access;
   }
 
-  /** Adds or updates a member (creating the user record if needed); `admin` grants or revokes the built-in role. */
   /**
-   * Key of the exclusive section for a workspace's memberships and role
-   * assignments: every check-then-write on them (last administrator,
-   * duplicate assignment) runs inside it (docs/architecture.md).
+   * A SPARQL group pattern that matches (once) while taking the
+   * administrator status from `userId` leaves the workspace at least one
+   * administrator: the user is not one (neither the owner nor a holder of
+   * the built-in role), or another member is. The condition of every write
+   * that could remove the last administrator (docs/architecture.md).
    */
-  iamSection(workspaceId: string): string { return `iam ${workspaceId}`; }
-
-  putMember(workspace: Workspace, username: string, input: UserProfile & { admin?: boolean }, caller: AuthContext, now = new Date()): Promise<User> {
-    return this.store.exclusive(this.iamSection(workspace.id), () => this.putMemberNow(workspace, username, input, caller, now));
+  keepsAnAdministrator(workspace: Workspace, userId: string): string {
+    const iam = iri(this.graphs.iam(workspace.id));
+    const sys = iri(this.graphs.system);
+    const role = iri(this.roleIri(this.adminRoleId(workspace.id)));
+    const owner = iri(this.users.userIri(workspace.owner.id));
+    const user = iri(this.users.userIri(userId));
+    const p = iri(this.principalIri(this.userPrincipalId(workspace.id, userId)));
+    const another = sparql`EXISTS {
+        { GRAPH ${iam} { ?p a wsm:Principal ; wsm:principalType "USER" ; wsm:actor ?u . ?a wsm:role ${role} ; wsm:principal ?p }
+          FILTER (?u != ${user}) GRAPH ${sys} { ?u wsm:id ?uid } }
+        UNION
+        { GRAPH ${iam} { ?p a wsm:Principal ; wsm:principalType "USER" ; wsm:actor ${owner} }
+          FILTER (${owner} != ${user}) GRAPH ${sys} { ${owner} wsm:id ?uid } } }`;
+    if (workspace.owner.id === userId) return `FILTER (${another})`;
+    return sparql`FILTER (NOT EXISTS { GRAPH ${iam} { ${p} a wsm:Principal . ?a wsm:role ${role} ; wsm:principal ${p} } } || ${raw(another)})`;
   }
 
-  private async putMemberNow(workspace: Workspace, username: string, input: UserProfile & { admin?: boolean }, caller: AuthContext, now: Date): Promise<User> {
+  /**
+   * Adds or updates a member (creating the user record if needed); `admin`
+   * grants or revokes the built-in role. Revoking is a conditional write
+   * that keeps an administrator (docs/architecture.md, "Invariant sites").
+   */
+  putMember(workspace: Workspace, username: string, input: UserProfile & { admin?: boolean }, caller: AuthContext, now = new Date()): Promise<User> {
+    return untilApplied(() => this.putMemberOnce(workspace, username, input, caller, now),
+      () => conflict('The workspace\'s administrators changed while this request ran; try again'));
+  }
+
+  private async putMemberOnce(workspace: Workspace, username: string, input: UserProfile & { admin?: boolean }, caller: AuthContext, now: Date): Promise<User | typeof NOT_APPLIED> {
     const { admin, ...profile } = input;
     // An existing user's profile is global (every workspace sees it): only that user (from their token) or a
     // system administrator changes it. A workspace administrator may add the user, and set the profile of a
@@ -238,11 +263,10 @@ export class WorkspaceService {
     const iam = iri(this.graphs.iam(workspace.id));
     const p = iri(this.principalIri(principalId));
     const a = iri(this.assignmentIri(this.assignmentId(workspace.id, roleId, principalId)));
-    const ops: string[] = [];
-    if (!await this.isMember(workspace.id, user.id)) {
-      ops.push(sparql`INSERT DATA { GRAPH ${iam} { ${p} a wsm:Principal ; wsm:id ${literal(principalId)} ; wsm:principalType "USER" ;
-        wsm:actor ${iri(this.users.userIri(user.id))} ; wsm:workspace ${iri(this.workspaceIri(workspace.id))} ; wsm:createdAt ${dateTime(now)} . } }`);
-    }
+    // Each insert is conditional on what it adds not being there yet: two racing adds of one member write it once.
+    const ops: string[] = [sparql`INSERT { GRAPH ${iam} { ${p} a wsm:Principal ; wsm:id ${literal(principalId)} ; wsm:principalType "USER" ;
+        wsm:actor ${iri(this.users.userIri(user.id))} ; wsm:workspace ${iri(this.workspaceIri(workspace.id))} ; wsm:createdAt ${dateTime(now)} . } }
+      WHERE { FILTER NOT EXISTS { GRAPH ${iam} { ${p} a wsm:Principal } } }`];
     if (admin === true) {
       ops.push(sparql`INSERT { GRAPH ${iam} { ${a} a wsm:RoleAssignment ; wsm:id ${literal(this.assignmentId(workspace.id, roleId, principalId))} ;
         wsm:role ${iri(this.roleIri(roleId))} ; wsm:principal ${p} ; wsm:createdAt ${dateTime(now)} . } }
@@ -252,17 +276,26 @@ export class WorkspaceService {
       if (remaining.length === 0) throw conflict('This is the last administrator of the workspace; make another member an administrator first');
       if (workspace.owner.id === user.id) throw conflict('The workspace owner is always an administrator');
       ops.push(sparql`DELETE WHERE { GRAPH ${iam} { ${a} ?p ?o } }`);
+      // VALUES anchors the group: Virtuoso ignores the FILTERs of a group that has no pattern (docs/remote-store.md).
+      const keeps = { ask: PREFIXES + `ASK { VALUES ?condition { true } ${this.keepsAnAdministrator(workspace, user.id)} }`, expect: true };
+      if (!await this.store.writeIf(keeps, [{ kind: 'update', sparql: PREFIXES + ops.join(' ;\n'), graphs: [this.graphs.iam(workspace.id)] }])) return NOT_APPLIED;
+      return user;
     }
-    if (ops.length) await this.store.update(PREFIXES + ops.join(' ;\n'), [this.graphs.iam(workspace.id)]);
+    if (await this.isMember(workspace.id, user.id) && admin !== true) return user;
+    await this.store.update(PREFIXES + ops.join(' ;\n'), [this.graphs.iam(workspace.id)]);
     return user;
   }
 
-  /** Removes a member with its role assignments. */
+  /**
+   * Removes a member with its role assignments: a conditional write, applied
+   * only while the user is a member and an administrator remains after it.
+   */
   removeMember(workspace: Workspace, username: string): Promise<void> {
-    return this.store.exclusive(this.iamSection(workspace.id), () => this.removeMemberNow(workspace, username));
+    return untilApplied(() => this.removeMemberOnce(workspace, username),
+      () => conflict('The workspace\'s members changed while this request ran; try again'));
   }
 
-  private async removeMemberNow(workspace: Workspace, username: string): Promise<void> {
+  private async removeMemberOnce(workspace: Workspace, username: string): Promise<void | typeof NOT_APPLIED> {
     const user = await this.users.get({ username });
     if (!user || !await this.isMember(workspace.id, user.id)) throw notFound(`User "${username}" is not a member of this workspace`);
     const admins = await this.adminUserIds(workspace);
@@ -271,8 +304,11 @@ export class WorkspaceService {
     }
     const iam = iri(this.graphs.iam(workspace.id));
     const p = iri(this.principalIri(this.userPrincipalId(workspace.id, user.id)));
-    await this.store.update(PREFIXES + sparql`
+    const condition = { ask: PREFIXES + sparql`ASK { GRAPH ${iam} { ${p} a wsm:Principal } ${raw(this.keepsAnAdministrator(workspace, user.id))} }`, expect: true };
+    const applied = await this.store.writeIf(condition, [{ kind: 'update', sparql: PREFIXES + sparql`
       DELETE WHERE { GRAPH ${iam} { ?a wsm:principal ${p} ; ?ap ?ao } } ;
-      DELETE WHERE { GRAPH ${iam} { ${p} ?pp ?po } }`, [this.graphs.iam(workspace.id)]);
+      DELETE WHERE { GRAPH ${iam} { ${p} ?pp ?po } }`, graphs: [this.graphs.iam(workspace.id)] }]);
+    return applied ? undefined : NOT_APPLIED;
   }
+
 }

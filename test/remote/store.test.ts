@@ -18,10 +18,11 @@ describe('store: remote SPARQL engine (WSM_STORE=sparql)', function () {
   let store: SparqlStore;
   let client: SparqlClient;
   let base: string;
+  let settings: ReturnType<typeof requireRemote>;
   const g = (name: string) => `${base}${name}`;
 
   before(function () {
-    const settings = requireRemote(this);
+    settings = requireRemote(this);
     base = `https://remote-test.example/${randomUUID()}/`;
     store = new SparqlStore(settings, base);
     client = new SparqlClient(settings);
@@ -101,6 +102,55 @@ describe('store: remote SPARQL engine (WSM_STORE=sparql)', function () {
     expect(values).to.deep.equal(['kept']);
     expect(store.version).to.equal(version);
     expect(seen).to.deep.equal([]);
+  });
+
+  it('a conditional write applies only while its condition holds, in one engine transaction', async () => {
+    const graph = g('conditional');
+    const free = { ask: `ASK { GRAPH <${graph}> { ?c <urn:alias> "a" } }`, expect: false };
+    const claim = (n: number): WriteOp[] => [{ kind: 'update', sparql: `INSERT DATA { GRAPH <${graph}> { <urn:c:${n}> <urn:alias> "a" } }`, graphs: [graph] }];
+    expect(await store.writeIf(free, claim(1))).to.equal(true);
+    const version = store.version;
+    const seen: string[][] = [];
+    const off = store.onWrite((graphs) => seen.push([...graphs]));
+    expect(await store.writeIf(free, claim(2))).to.equal(false);
+    off();
+    expect(store.version).to.equal(version);
+    expect(seen).to.deep.equal([]);
+    const holders = async () => (await store.select(`SELECT ?c WHERE { GRAPH <${graph}> { ?c <urn:alias> "a" } }`)).map((r) => r.c!.value);
+    expect(await holders()).to.deep.equal(['urn:c:1']);
+    // expect: true, and text beyond ASCII in the condition.
+    await store.update(`INSERT DATA { GRAPH <${graph}> { <urn:c:1> <urn:label> "émile" } }`, [graph]);
+    expect(await store.writeIf({ ask: `ASK { GRAPH <${graph}> { <urn:c:1> <urn:label> "émile" } }`, expect: true },
+      [{ kind: 'update', sparql: `DELETE DATA { GRAPH <${graph}> { <urn:c:1> <urn:alias> "a" } }`, graphs: [graph] }])).to.equal(true);
+    expect(await holders()).to.deep.equal([]);
+    expect(await store.writeIf({ ask: `ASK { GRAPH <${graph}> { <urn:c:1> <urn:label> "zoë" } }`, expect: true }, claim(3))).to.equal(false);
+    expect(await holders()).to.deep.equal([]);
+  });
+
+  it('20 racing conditional claims of one alias from separate store clients: exactly one applies', async () => {
+    const graph = g('conditional-race');
+    // Separate SparqlStore objects: nothing is shared in this process but the engine, as with several instances.
+    const stores = Array.from({ length: 20 }, () => new SparqlStore(settings, base));
+    const results = await Promise.all(stores.map(async (one, n) => {
+      if (await one.ask(`ASK { GRAPH <${graph}> { ?c <urn:alias> "x" } }`)) return false;
+      return one.writeIf({ ask: `ASK { GRAPH <${graph}> { ?c <urn:alias> "x" } }`, expect: false },
+        [{ kind: 'update', sparql: `INSERT DATA { GRAPH <${graph}> { <urn:c:${n}> <urn:alias> "x" } }`, graphs: [graph] }]);
+    }));
+    expect(results.filter(Boolean)).to.have.length(1);
+    expect(await count(graph)).to.equal(1);
+  });
+
+  it('a large conditional write whose condition fails leaves no staging graph behind', async () => {
+    const graph = g('conditional-large');
+    await store.update(`INSERT DATA { GRAPH <${g('conditional-marker')}> { <urn:m> <urn:p> 1 } }`, [g('conditional-marker')]);
+    let data = '';
+    for (let i = 0; i < 12_000; i++) data += `<urn:l:${i}> <urn:p:n> "${i}" .\n`;
+    const applied = await store.writeIf({ ask: `ASK { GRAPH <${g('conditional-marker')}> { <urn:m> <urn:p> 1 } }`, expect: false },
+      [{ kind: 'load', graph, format: 'application/n-triples', data }]);
+    expect(applied).to.equal(false);
+    expect(await count(graph)).to.equal(0);
+    const staged = await store.select(`SELECT ?g WHERE { GRAPH ?g { ?s ?p ?o } FILTER(STRSTARTS(STR(?g), ${JSON.stringify(`${base}staging/`)})) } LIMIT 1`);
+    expect(staged).to.deep.equal([]);
   });
 
   it('a load that does not parse is refused before anything is sent', async () => {
