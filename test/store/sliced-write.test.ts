@@ -109,7 +109,8 @@ describe('store: a large write becomes visible all at once', function () {
     writing = false;
     await reader;
 
-    expect(polls, 'the reader ran while the write was applied').to.be.greaterThan(5);
+    // Several polls while the write was applied (a few only in the read-delay mode, where each read waits for timers).
+    expect(polls, 'the reader ran while the write was applied').to.be.greaterThan(1);
     expect([...seen].sort()).to.deep.equal(['20000 triples, version 2', '3 triples, version 1'].filter((s) => seen.has(s)).sort());
     expect(seen.has('3 triples, version 1'), 'the reader saw the state before').to.equal(true);
     expect([...strays], 'no staging graph is ever listed').to.deep.equal([]);
