@@ -82,7 +82,7 @@ export function graphsChangedBy(update: string): { graphs: Set<string> } | { unr
  * may change a graph it did not declare (or whose graphs cannot be named),
  * or null when every op declared what it may change.
  */
-export function declarationProblem(ops: readonly WriteOp[]): string | null {
+function declarationProblem(ops: readonly WriteOp[]): string | null {
   const problems: string[] = [];
   ops.forEach((op, i) => {
     if (op.kind === 'load') {
@@ -107,6 +107,12 @@ export function declarationProblem(ops: readonly WriteOp[]): string | null {
  */
 export function checkGraphsFromEnv(): boolean {
   return process.env.WSM_TEST_CHECK_GRAPHS === '1';
+}
+
+/** Both stores' check before a write: throws `UndeclaredGraphError` when its declarations do not cover it. */
+export function assertDeclared(ops: readonly WriteOp[]): void {
+  const problem = declarationProblem(ops);
+  if (problem) throw new UndeclaredGraphError(problem);
 }
 
 /** A write declared graphs that do not cover what it may change (a programming error; test suite only). */

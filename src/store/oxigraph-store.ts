@@ -1,7 +1,7 @@
 import oxigraph from 'oxigraph';
 import { ExclusiveSections } from './sections.js';
 import { GraphRevisions } from './revisions.js';
-import { UndeclaredGraphError, checkGraphsFromEnv, declarationProblem } from './declared-graphs.js';
+import { assertDeclared, checkGraphsFromEnv } from './declared-graphs.js';
 import { WriteRefusedError, declaredGraphs, type Binding, type QuadStore, type QueryScope, type RdfFormat, type StoredOp, type WriteCondition, type WriteOp } from './store.js';
 
 /**
@@ -323,10 +323,7 @@ export class OxigraphStore implements QuadStore {
    */
   protected async writeChecked(ops: WriteOp[], condition: WriteCondition | null): Promise<boolean> {
     if (ops.length === 0 && !condition) return true;
-    if (this.checkGraphs) {
-      const problem = declarationProblem(ops);
-      if (problem) throw new UndeclaredGraphError(problem);
-    }
+    if (this.checkGraphs) assertDeclared(ops);
     // Everything the write will send is checked before anything else, on an
     // empty scratch store (consecutive updates run as one SPARQL request,
     // which Oxigraph applies atomically; a load is atomic on its own). A

@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import sparqljs from 'sparqljs';
 import { ExclusiveSections } from './sections.js';
 import { GraphRevisions } from './revisions.js';
-import { UndeclaredGraphError, checkGraphsFromEnv, declarationProblem } from './declared-graphs.js';
+import { assertDeclared, checkGraphsFromEnv } from './declared-graphs.js';
 import { WriteRefusedError, declaredGraphs, type Binding, type QuadStore, type QueryScope, type WriteCondition, type WriteOp } from './store.js';
 import { EngineError, SparqlClient, insertOperations, type SparqlEndpointOptions } from './sparql-client.js';
 
@@ -114,10 +114,7 @@ export class SparqlStore implements QuadStore {
 
   private async writeChecked(ops: WriteOp[], condition: WriteCondition | null): Promise<boolean> {
     if (ops.length === 0 && !condition) return true;
-    if (this.checkGraphs) {
-      const problem = declarationProblem(ops);
-      if (problem) throw new UndeclaredGraphError(problem);
-    }
+    if (this.checkGraphs) assertDeclared(ops);
     const touched = declaredGraphs(ops);
     // Moved when the write starts and when it is done: a read overlapping it is not cached.
     this.revisions.bump(touched);
