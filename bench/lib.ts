@@ -131,7 +131,9 @@ export async function spawnTs(script: string, args: string[], env: Record<string
   // goes to a file, written by the kernel: no process of the bench reads it.
   const logDir = workDir('log');
   const out = openSync(path.join(logDir, 'stdout.log'), 'a');
-  const proc = spawn(process.execPath, ['--import', 'tsx', path.join(ROOT, script), ...args], {
+  // BENCH_CPU_PROF=<dir>: the service writes a CPU profile there when it stops (read it to find what holds the event loop).
+  const profile = process.env.BENCH_CPU_PROF && script === 'src/cli.ts' ? ['--cpu-prof', `--cpu-prof-dir=${process.env.BENCH_CPU_PROF}`] : [];
+  const proc = spawn(process.execPath, [...profile, '--import', 'tsx', path.join(ROOT, script), ...args], {
     cwd: ROOT,
     // A key given as undefined is removed from the inherited environment.
     env: Object.fromEntries(Object.entries({ ...process.env, PORT: String(port), HOST: '127.0.0.1', ...env }).filter(([, v]) => v !== undefined)),

@@ -38,7 +38,7 @@ export function encodeRecord(seq: number, ops: WriteOp[]): Buffer {
 }
 
 /** A record holding a load of more characters than this is encoded in slices (`encodeRecordInSlices`). */
-export const ENCODE_SLICE_CHARS = 1 << 20;
+export const ENCODE_SLICE_CHARS = 1 << 18;
 
 const nextTurn = () => new Promise<void>((resolve) => setImmediate(resolve));
 
@@ -48,8 +48,10 @@ const nextTurn = () => new Promise<void>((resolve) => setImmediate(resolve));
  * escaping is per character, so the pieces' escapes join into the whole
  * string's; a piece never ends inside a surrogate pair), then the checksum
  * piece by piece. An install journals tens of megabytes in one record.
+ * The record is returned as its pieces, in order (never copied into one
+ * buffer): the journal writes them one after another.
  */
-export async function encodeRecordInSlices(seq: number, ops: WriteOp[]): Promise<Buffer> {
+export async function encodeRecordInSlices(seq: number, ops: WriteOp[]): Promise<Buffer[]> {
   const pieces: Buffer[] = [Buffer.from('[')];
   for (const [i, op] of ops.entries()) {
     if (i > 0) pieces.push(Buffer.from(','));
@@ -80,7 +82,7 @@ export async function encodeRecordInSlices(seq: number, ops: WriteOp[]): Promise
   header.writeUInt32LE(length, 0);
   hash.digest().subarray(0, 8).copy(header, 4);
   header.writeBigUInt64LE(BigInt(seq), 12);
-  return Buffer.concat([header, ...pieces], HEADER_BYTES + length);
+  return [header, ...pieces];
 }
 
 /** One decoded journal record. */
@@ -287,7 +289,7 @@ export interface JournalOptions {
   probeMaxMs?: number;
 }
 
-type RecordEntry = { kind: 'record'; seq: number; bytes: Buffer | Promise<Buffer>; resolve: () => void; reject: (err: Error) => void };
+type RecordEntry = { kind: 'record'; seq: number; bytes: Buffer | Promise<Buffer[]>; resolve: () => void; reject: (err: Error) => void };
 type QueueEntry = RecordEntry | { kind: 'switch'; path: string; resolve: () => void; reject: (err: Error) => void };
 
 /** Counters for logs and tests. */
@@ -538,18 +540,18 @@ export class Journal implements WriteSink {
       const batch = this.queue.splice(0, n) as RecordEntry[];
       let stage = 'encode';
       try {
-        const records = await Promise.all(batch.map((e) => e.bytes));
-        const bytes = records.length === 1 ? records[0]! : Buffer.concat(records);
+        const chunks = (await Promise.all(batch.map((e) => e.bytes))).flat();
+        const length = chunks.reduce((n, c) => n + c.length, 0);
         stage = 'repair';
         await this.repair();
         stage = 'write';
-        await this.writeAll(bytes);
+        await this.writeAll(chunks);
         stage = 'fsync';
         const started = process.hrtime.bigint();
         await this.ops.datasync(this.handle);
         observeFsync(Number(process.hrtime.bigint() - started) / 1e9);
         this.fsyncs++;
-        this.durableBytes += bytes.length;
+        this.durableBytes += length;
         this.durableSeq = batch.at(-1)!.seq;
         if (this.failure) {
           this.opts.onInfo(`journal ${this.currentFile}: writable again after ${Math.round((Date.now() - this.failure.since.getTime()) / 1000)} s; writes are accepted`);
@@ -657,9 +659,22 @@ export class Journal implements WriteSink {
     }
   }
 
-  private async writeAll(bytes: Buffer): Promise<void> {
-    let offset = 0;
-    while (offset < bytes.length) offset += await this.ops.write(this.handle, bytes, offset, bytes.length - offset);
+  /**
+   * Writes the chunks in order: runs of small ones joined into one write,
+   * a large one (a piece of an install's record) written as it is, so no
+   * step copies a whole large record.
+   */
+  private async writeAll(chunks: Buffer[]): Promise<void> {
+    const JOIN_BELOW = 1 << 20;
+    for (let i = 0; i < chunks.length;) {
+      let j = i + 1;
+      let size = chunks[i]!.length;
+      while (j < chunks.length && size + chunks[j]!.length <= JOIN_BELOW) size += chunks[j++]!.length;
+      const bytes = j - i === 1 ? chunks[i]! : Buffer.concat(chunks.slice(i, j), size);
+      let offset = 0;
+      while (offset < bytes.length) offset += await this.ops.write(this.handle, bytes, offset, bytes.length - offset);
+      i = j;
+    }
   }
 
   private unavailable(err: unknown, what: string): StoreUnavailableError {

@@ -2,6 +2,7 @@ import oxigraph from 'oxigraph';
 import { ExclusiveSections } from './sections.js';
 import { GraphRevisions } from './revisions.js';
 import { assertDeclared, checkGraphsFromEnv } from './declared-graphs.js';
+import { checkLoadsOffThread } from './load-check.js';
 import { WriteRefusedError, declaredGraphs, type Binding, type QuadStore, type QueryScope, type RdfFormat, type StoredOp, type WriteCondition, type WriteOp } from './store.js';
 
 /**
@@ -115,31 +116,10 @@ export function* nTriplesSlices(data: string, size: number): Generator<string> {
   }
 }
 
-/**
- * Staging graphs of large writes (see `OxigraphStore.applyStaged`): not under
- * the service's base IRI, so outside every workspace's graph space and every
- * listing; they exist only while a large write is being staged.
- */
-export const STAGING_GRAPH_PREFIX = 'urn:x-wsm-staging:';
-let stagingCounter = 0;
+const loadBytes = (ops: readonly WriteOp[]) => ops.reduce((n, op) => n + (op.kind === 'load' ? op.data.length : 0), 0);
 
-/** How a large write is staged: a staging graph per load, and the request that publishes the whole write. */
-interface StagingPlan {
-  staged: Array<string | null>;
-  calls: WriteOp[];
-}
-
-function stagingPlan(ops: readonly WriteOp[]): StagingPlan {
-  const staged = ops.map((op) => (op.kind === 'load' ? `${STAGING_GRAPH_PREFIX}${++stagingCounter}` : null));
-  const publish: WriteOp[] = ops.map((op, i) => (op.kind === 'update' ? op : {
-    kind: 'update',
-    sparql: `ADD SILENT <${staged[i]}> TO <${op.graph}> ; DROP SILENT GRAPH <${staged[i]}>`,
-    graphs: [op.graph, staged[i]!],
-  }));
-  return { staged, calls: coalesceUpdates(publish) };
-}
-
-const loadBytes = (ops: readonly WriteOp[]) => ops.reduce((n, op) => n + (op.kind === 'load' && op.format === 'application/n-triples' ? op.data.length : 0), 0);
+/** A write whose loads hold more than this many characters is large: checked off the event loop and published in slices. */
+export const LARGE_WRITE_CHARS = SLICE_BYTES * 4;
 const nextTurn = () => new Promise<void>((resolve) => setImmediate(resolve));
 
 /**
@@ -213,12 +193,26 @@ export class OxigraphStore implements QuadStore {
    * a read and then writes without a condition shows up as failures there.
    */
   private async delayed<T>(answer: () => T): Promise<T> {
-    if (!this.readDelay) return answer();
-    await this.readGate();
+    if (this.readDelay) await this.readGate();
+    // A large write is being published in slices: the store answers once it is whole.
+    while (this.publishing) await this.publishing;
     const value = answer();
-    await this.readGate();
+    if (this.readDelay) await this.readGate();
     return value;
   }
+
+  /**
+   * Set while a large write is being published slice by slice (see
+   * `publish`): reads wait for it, so none sees a part of the write.
+   */
+  private publishing: Promise<void> | null = null;
+
+  /**
+   * Set while a large write's loads are checked off the event loop (before
+   * it is journaled): writes made meanwhile are journaled after it, so
+   * writes are journaled, and applied, in the order they were made.
+   */
+  private checking: Promise<void> | null = null;
 
   get version(): number {
     return this.versionCounter;
@@ -328,26 +322,40 @@ export class OxigraphStore implements QuadStore {
     // empty scratch store (consecutive updates run as one SPARQL request,
     // which Oxigraph applies atomically; a load is atomic on its own). A
     // refusal changes nothing and journals nothing. A large write (an
-    // install) is staged: what is checked is its publishing request; its
-    // loads hold N-Triples the deployment pipeline already checked term by
-    // term against what the store accepts (src/packages/pipeline.ts).
+    // install) has its loads checked the same way in a worker thread, so
+    // the event loop keeps turning; writes made meanwhile wait their turn.
     const calls = coalesceUpdates(ops);
-    const plan = loadBytes(ops) > SLICE_BYTES * 4 ? stagingPlan(ops) : null;
-    checkOnScratch(plan ? plan.calls : calls, 0);
+    const large = loadBytes(ops) > LARGE_WRITE_CHARS;
+    if (!large) checkOnScratch(calls, 0);
+    else {
+      checkOnScratch(calls.filter((op) => op.kind === 'update'), 0);
+      while (this.checking) await this.checking;
+      const loads = ops.flatMap((op, index) => (op.kind === 'load' ? [{ index, format: op.format, data: op.data }] : []));
+      const check = checkLoadsOffThread(loads.map(({ format, data }) => ({ format, data })));
+      const done: Promise<void> = check.then(() => {}, () => {}).finally(() => {
+        if (this.checking === done) this.checking = null;
+      });
+      this.checking = done;
+      const refused = await check;
+      if (refused) throw new WriteRefusedError(loads[refused.index]!.index, refused.message);
+    }
     const touched = declaredGraphs(ops);
     if (condition) {
       for (;;) {
-        const blocked = this.appendBlocked();
+        const blocked = this.checking ?? this.appendBlocked();
         if (blocked) {
           await blocked;
           continue;
         }
         const tail = this.applyTail;
         await tail;
-        if (tail === this.applyTail && !this.appendBlocked()) break;
+        if (tail === this.applyTail && !this.checking && !this.appendBlocked()) break;
       }
       if (!this.holds(condition)) return false;
       if (ops.length === 0) return true;
+    } else {
+      // Behind a large write still being checked, or a snapshot being taken (the durable store).
+      for (let blocked = (large ? null : this.checking) ?? this.appendBlocked(); blocked; blocked = this.checking ?? this.appendBlocked()) await blocked;
     }
     // Journal first, in this tick (journal order is call order), and apply
     // only once the record is fsynced: a write whose journal write or fsync
@@ -356,7 +364,7 @@ export class OxigraphStore implements QuadStore {
     const durable = this.sink ? this.sink.append(ops) : Promise.resolve();
     const turn = this.applyTail.then(async () => {
       await durable;
-      await this.apply(calls, ops, plan, touched);
+      await this.apply(calls, large, touched);
     });
     this.applyTail = turn.catch(() => {});
     await turn;
@@ -364,28 +372,33 @@ export class OxigraphStore implements QuadStore {
   }
 
   /** Applies a checked, journaled write in memory, then tells caches and listeners. */
-  private async apply(calls: WriteOp[], ops: readonly WriteOp[], plan: StagingPlan | null, touched: ReadonlySet<string>): Promise<void> {
+  private async apply(calls: WriteOp[], large: boolean, touched: ReadonlySet<string>): Promise<void> {
+    if (large) {
+      await this.publish(calls, touched);
+      return;
+    }
     this.revisions.bump(touched);
     try {
-      if (plan) {
-        await this.applyStaged(ops, plan);
-      } else {
-        this.answers.clear();
-        this.sizeAt = undefined;
-        // Checked on the scratch store above; the engine refusing here would
-        // need a non-SILENT graph-management op (the store contract forbids them).
-        calls.forEach((op, i) => {
-          try {
-            applyOp(this.raw, op);
-          } catch (err) {
-            throw new WriteRefusedError(i, (err as Error).message);
-          }
-        });
-      }
+      this.answers.clear();
+      this.sizeAt = undefined;
+      // Checked on the scratch store above; the engine refusing here would
+      // need a non-SILENT graph-management op (the store contract forbids them).
+      calls.forEach((op, i) => {
+        try {
+          applyOp(this.raw, op);
+        } catch (err) {
+          throw new WriteRefusedError(i, (err as Error).message);
+        }
+      });
     } catch (err) {
       this.revisions.bump(touched);
       throw err;
     }
+    this.applied(touched);
+  }
+
+  /** After a write was applied: revisions, version, listeners. */
+  private applied(touched: ReadonlySet<string>): void {
     this.revisions.bump(touched);
     this.versionCounter++;
     for (const listener of this.listeners) listener(touched);
@@ -393,46 +406,43 @@ export class OxigraphStore implements QuadStore {
 
   /**
    * Applies a large write (an install's graphs: hundreds of thousands of
-   * triples) so that it becomes visible all at once while the event loop
-   * keeps turning: each load goes, in bounded slices with an event-loop turn
-   * before each, into a staging graph of its own (`STAGING_GRAPH_PREFIX`:
-   * outside the base IRI, so no workspace view, record or graph listing
-   * reaches it), then ONE update request (atomic in Oxigraph) publishes the
-   * whole write: the write's updates in order, each load becoming
-   * `ADD SILENT <staging> TO <graph> ; DROP SILENT GRAPH <staging>`. A
-   * reader sees the store before that request or after it, never between.
+   * triples) in bounded steps so the event loop keeps turning, while no
+   * read sees a part of it: reads made meanwhile wait until it is whole
+   * (`publishing`), answers cached by callers stay good (the graphs'
+   * revisions move when the write becomes visible, at the end), and other
+   * writes wait their turn (writes apply one after another). Each update
+   * is one step; each load goes in slices of about `SLICE_BYTES` (whole
+   * lines of N-Triples), an event-loop turn before each.
    *
-   * The publishing request is checked on a scratch store before the write is
-   * journaled (see `write`); the loads hold N-Triples the deployment pipeline checked term by
-   * term against what the store accepts (src/packages/pipeline.ts). A slice
-   * the engine refuses anyway rejects the write with `WriteRefusedError`
-   * after dropping the staging graphs: nothing visible changed. The journal
-   * record, fsynced before staging starts, is the whole write.
+   * Every load was accepted by the engine in the check before the write
+   * was journaled, and updates on the scratch store: the engine refusing
+   * a step here would be a fault of the engine itself (out of memory).
+   * Then the write stays applied as far as it got and the error is thrown;
+   * the journal holds the whole write.
    */
-  private async applyStaged(ops: readonly WriteOp[], { staged, calls }: StagingPlan): Promise<void> {
-    // The visible store does not change until the publish (other writes wait): /health's count stays that of before.
-    if (this.sizeAt?.version !== this.versionCounter) this.sizeAt = { version: this.versionCounter, size: this.raw.size };
+  private async publish(calls: WriteOp[], touched: ReadonlySet<string>): Promise<void> {
+    let open!: () => void;
+    this.publishing = new Promise<void>((resolve) => { open = resolve; });
+    this.answers.clear();
     try {
-      for (const [i, op] of ops.entries()) {
-        if (op.kind !== 'load') continue;
-        const pieces = op.format === 'application/n-triples' ? nTriplesSlices(op.data, SLICE_BYTES) : [op.data];
+      for (const [i, op] of calls.entries()) {
+        const pieces = op.kind === 'update' ? [null] : op.format === 'application/n-triples' ? nTriplesSlices(op.data, SLICE_BYTES) : [op.data];
         for (const piece of pieces) {
           await nextTurn();
           try {
-            this.raw.load(piece, { format: op.format, to_graph_name: oxigraph.namedNode(staged[i]!) });
+            if (op.kind === 'update') applyOp(this.raw, op);
+            else this.raw.load(piece!, { format: op.format, to_graph_name: oxigraph.namedNode(op.graph), no_transaction: true });
           } catch (err) {
             throw new WriteRefusedError(i, (err as Error).message);
           }
         }
       }
-      await nextTurn();
-      // The publish: one request (several only if the updates' prologues clash, then in one tick, checked above).
+    } finally {
       this.answers.clear();
       this.sizeAt = undefined;
-      for (const call of calls) applyOp(this.raw, call);
-    } finally {
-      const left = staged.filter((g): g is string => g !== null);
-      this.raw.update(left.map((g) => `DROP SILENT GRAPH <${g}>`).join(' ;\n'));
+      this.applied(touched);
+      this.publishing = null;
+      open();
     }
   }
 
@@ -450,7 +460,7 @@ export class OxigraphStore implements QuadStore {
 
   async graphNames(): Promise<string[]> {
     const bindings = await this.select('SELECT DISTINCT ?g WHERE { GRAPH ?g { ?s ?p ?o } }');
-    return bindings.map((b) => b.g!.value).filter((g) => !g.startsWith(STAGING_GRAPH_PREFIX));
+    return bindings.map((b) => b.g!.value);
   }
 
   /** Oxigraph counts every quad on each call: remember the count until the next write (/health asks often). */

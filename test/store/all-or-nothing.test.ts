@@ -3,6 +3,7 @@ import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { WriteRefusedError, type WriteOp } from '../../src/store/store.js';
 import { openDurableStore } from '../../src/store/durable.js';
+import { LARGE_WRITE_CHARS } from '../../src/store/oxigraph-store.js';
 import { tempDir, content } from './helpers.js';
 
 /** A write is all or nothing: an op the engine refuses leaves store, journal and caches as they were. */
@@ -55,6 +56,46 @@ describe('store: all-or-nothing writes', () => {
     await store.close();
     const reopened = await openDurableStore(dir);
     expect(content(reopened)).to.deep.equal(before.quads);
+    await reopened.close();
+  });
+
+  it('refuses a large write (checked off the event loop) whose last load holds a refused IRI, changing nothing', async function () {
+    this.timeout(60_000);
+    const store = await openDurableStore(dir);
+    await store.update('INSERT DATA { GRAPH <urn:g> { <urn:s> <urn:p> "kept" } }', ['urn:g']);
+    const ask = 'ASK { GRAPH <urn:g> { <urn:s> <urn:p> "kept" } }';
+    expect(await store.ask(ask)).to.equal(true);
+    const before = { quads: content(store), journal: await journalBytes(), version: store.version, revision: store.revision('urn:g') };
+    const writes: string[][] = [];
+    const off = store.onWrite((graphs) => writes.push([...graphs]));
+    let big = '';
+    for (let i = 0; big.length <= LARGE_WRITE_CHARS; i++) big += `<urn:s:${i}> <urn:p> "a large load, line ${i}" .\n`;
+    const ops: WriteOp[] = [
+      { kind: 'update', sparql: 'DROP SILENT GRAPH <urn:g>', graphs: ['urn:g'] },
+      { kind: 'load', graph: 'urn:g', format: 'application/n-triples', data: big },
+      { kind: 'load', graph: 'urn:h', format: 'application/n-triples', data: `${big}<http://example.org/a%zz> <urn:p> "refused" .\n` },
+    ];
+    // A small write made while the large one is checked is journaled and applied after it (here: alone).
+    const [refused, later] = await Promise.allSettled([
+      store.write(ops),
+      store.update('INSERT DATA { GRAPH <urn:g> { <urn:s> <urn:p> "later" } }', ['urn:g']),
+    ]);
+    off();
+    expect(refused.status).to.equal('rejected');
+    const error = (refused as PromiseRejectedResult).reason as WriteRefusedError;
+    expect(error).to.be.instanceOf(WriteRefusedError);
+    expect(error.opIndex).to.equal(2);
+    expect(error.message).to.contain('%zz');
+    expect(later.status).to.equal('fulfilled');
+    expect(writes).to.deep.equal([['urn:g']]);
+    expect(store.version).to.equal(before.version + 1);
+    expect(await store.ask(ask)).to.equal(true);
+    const after = content(store);
+    expect(after.filter((q) => !before.quads.includes(q))).to.have.length(1);
+    expect(after.filter((q) => !before.quads.includes(q))[0]).to.contain('"later"');
+    await store.close();
+    const reopened = await openDurableStore(dir);
+    expect(content(reopened)).to.deep.equal(after);
     await reopened.close();
   });
 

@@ -136,7 +136,7 @@ describe('journal: a large record is encoded in slices', () => {
       { kind: 'load', graph: 'urn:g:big', format: 'application/n-triples', data },
       { kind: 'load', graph: 'urn:g:small', format: 'application/n-triples', data: '<urn:a> <urn:b> "c" .\n' },
     ];
-    const sliced = await encodeRecordInSlices(42, ops);
+    const sliced = Buffer.concat(await encodeRecordInSlices(42, ops));
     expect(sliced.equals(encodeRecord(42, ops))).to.equal(true);
     const scan = scanJournal(sliced);
     expect(scan.records).to.have.length(1);
