@@ -1,5 +1,5 @@
-import { DataFactory, type Quad, type Term } from 'n3';
-import { updateOp, type BindingValue, type QuadStore, type WriteOp } from '../store/store.js';
+import type { Quad } from 'n3';
+import { updateOp, type QuadStore, type WriteOp } from '../store/store.js';
 import type { Graphs } from '../rdf/graphs.js';
 import type { Logger } from '../logger.js';
 import { PREFIXES } from '../rdf/vocab.js';
@@ -12,7 +12,8 @@ import type { Workspace, WorkspaceService } from '../workspaces/service.js';
 import type { PageQuery, Page } from '../http/paging.js';
 import { offsetOf, page } from '../http/paging.js';
 import { quadsToNTriples } from '../rdf/turtle.js';
-import { reportFromResultRows, reportTurtle, type StoredResultRow, type ValidationReport } from './validation.js';
+import { reportTurtle, type ValidationReport } from './validation.js';
+import { ReportReader } from './report-json.js';
 import { derivedIds } from './derive.js';
 import { sharedPipelinePool, type PipelineJob, type PipelinePool } from './pipeline-pool.js';
 import type { ValidateOutput } from './pipeline.js';
@@ -138,9 +139,13 @@ export class PackageService {
   ) {
     this.commands = new CommandStore(store, graphs);
     this.p5Reads = new GraphCache(store, 1000);
+    this.reports = new ReportReader(store);
     this.runner = new CommandRunner(this.commands, store, logger);
     this.pipeline = options.pipeline ?? sharedPipelinePool();
   }
+
+  /** P9's reads. */
+  private readonly reports: ReportReader;
 
   /** Worker threads that parse, validate and derive packages off the event loop. */
   private readonly pipeline: PipelinePool;
@@ -326,44 +331,12 @@ export class PackageService {
     return await this.store.dumpGraph(graph);
   }
 
-  /**
-   * P9 as JSON. Read with SPARQL (one row per result, then the few blank
-   * nodes they point at), not by parsing the whole report graph: a package of
-   * 15,000 roles has a report of 15,000 results.
-   */
+  /** P9 as JSON (src/packages/report-json.ts: one SELECT, kept while the report graph does not change). */
   async report(workspace: Workspace, commandId: string): Promise<ValidationReportJson> {
     await this.getCommand(workspace, commandId);
     const graph = await this.commands.reportGraph(workspace.id, commandId);
     if (!graph) throw notFound(`Command ${commandId} has no validation report: it never reached validation`);
-    const g = iri(graph);
-    const rows = await this.store.select(sparql`PREFIX sh: <http://www.w3.org/ns/shacl#>
-      SELECT ?r ?severity ?focus ?path ?value ?message ?shape WHERE { GRAPH ${g} {
-        ?report sh:result ?r .
-        OPTIONAL { ?r sh:resultSeverity ?severity } OPTIONAL { ?r sh:focusNode ?focus } OPTIONAL { ?r sh:resultPath ?path }
-        OPTIONAL { ?r sh:value ?value } OPTIONAL { ?r sh:resultMessage ?message } OPTIONAL { ?r sh:sourceShape ?shape } } }`);
-    const byResult = new Map<string, StoredResultRow>();
-    for (const b of rows) {
-      const key = b.r!.value;
-      let row = byResult.get(key);
-      if (!row) {
-        row = { severity: toTerm(b.severity), focusNode: toTerm(b.focus), path: toTerm(b.path), value: toTerm(b.value), messages: [], sourceShape: toTerm(b.shape) };
-        byResult.set(key, row);
-      }
-      const message = toTerm(b.message);
-      if (message && !row.messages.some((m) => m.equals(message))) row.messages.push(message);
-    }
-    // Blank nodes the results point at, and every blank node below them (a path's list, a node's label).
-    const blanks = await this.store.construct(sparql`PREFIX sh: <http://www.w3.org/ns/shacl#>
-      CONSTRUCT { ?s ?p ?o } WHERE {
-        { SELECT DISTINCT ?b WHERE { GRAPH ${g} { ?r sh:resultPath|sh:focusNode|sh:value ?b FILTER isBlank(?b) } } }
-        GRAPH ${g} { ?b (<urn:wsm:any>|!<urn:wsm:any>)* ?s . ?s ?p ?o FILTER isBlank(?s) } }`);
-    const r = reportFromResultRows([...byResult.values()], blanks);
-    const entries = (severity: string) => r.results.filter((x) => x.severity === severity)
-      .map((x) => ({ focusNode: x.focusNode, path: x.path, value: x.value, message: x.message }));
-    return {
-      conforms: r.conforms, violationCount: r.violationCount, warningCount: r.warningCount, infoCount: r.infoCount,
-      violations: entries('VIOLATION'), warnings: entries('WARNING'), infos: entries('INFO'),
-    };
+    return this.reports.json(graph);
   }
 
   /** P9 as Turtle. */
@@ -944,14 +917,6 @@ function mentionedIris(quads: Quad[]): Set<string> {
 }
 
 /** An n3 term for a SPARQL JSON binding value (blank nodes keep the store's label). */
-function toTerm(v: BindingValue | undefined): Term | null {
-  if (!v) return null;
-  if (v.type === 'uri') return DataFactory.namedNode(v.value);
-  if (v.type === 'bnode') return DataFactory.blankNode(v.value);
-  if (v.type === 'literal') return DataFactory.literal(v.value, v['xml:lang'] || (v.datatype ? DataFactory.namedNode(v.datatype) : undefined));
-  return null;
-}
-
 /** Lets the event loop turn (timers, sockets) before going on. */
 const nextTurn = () => new Promise<void>((resolve) => setImmediate(resolve));
 
