@@ -1,0 +1,14 @@
+import { PipelineSession } from '../src/packages/pipeline.js';
+import { matrixTurtle } from './data.js';
+const uri = 'https://bench.example/matrix/roles';
+const text = matrixTurtle(uri, 0, { roles: 15000, agents: 0 });
+const t = () => performance.now();
+const s = new PipelineSession();
+const a0 = t();
+let a = t();
+s.parse({ matrices: [{ uri, name: 'main', path: 'main/assembly.ttl', text }], roleIrisOf: { graphsBase: 'https://workspaces.local/', workspaceId: 'w1' } });
+const p = t() - a; a = t();
+await s.validate({ extensions: {}, context: { roleUris: [], matrixUris: [] }, reservedBase: 'https://workspaces.local/' });
+const v = t() - a; a = t();
+s.derive({ graphsBase: 'https://workspaces.local/', workspaceId: 'w1', now: new Date().toISOString(), matrices: [{ uri, id: 'm1', createdAt: [] }] });
+console.log(process.execArgv.join(' '), 'parse', p.toFixed(0), 'validate', v.toFixed(0), 'derive', (t() - a).toFixed(0), 'total', (t() - a0).toFixed(0));
