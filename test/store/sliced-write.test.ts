@@ -3,6 +3,7 @@ import { openDurableStore } from '../../src/store/durable.js';
 import { SLICE_BYTES, nTriplesSlices } from '../../src/store/oxigraph-store.js';
 import { ENCODE_SLICE_CHARS, encodeRecord, encodeRecordInSlices, scanJournal } from '../../src/store/journal.js';
 import type { Binding, WriteOp } from '../../src/store/store.js';
+import { GraphCache } from '../../src/store/graph-cache.js';
 import { content, tempDir } from './helpers.js';
 
 /** N-Triples of `n` triples, about 90 bytes each. */
@@ -113,14 +114,56 @@ describe('store: a large write becomes visible all at once', function () {
     expect(polls, 'the reader ran while the write was applied').to.be.greaterThan(1);
     expect([...seen].sort()).to.deep.equal(['20000 triples, version 2', '3 triples, version 1'].filter((s) => seen.has(s)).sort());
     expect(seen.has('3 triples, version 1'), 'the reader saw the state before').to.equal(true);
-    expect([...strays], 'no staging graph is ever listed').to.deep.equal([]);
+    expect([...strays], 'no graph but those of the store and the write is ever listed').to.deep.equal([]);
     expect(await store.select(`SELECT (COUNT(*) AS ?n) WHERE { GRAPH <${graph}> { ?s ?p ?o } }`)).to.have.nested.property('[0].n.value', '20000');
-    expect(store.raw.size, 'the staging graphs are gone').to.equal(20_001);
+    expect(store.raw.size, 'nothing but the write was added').to.equal(20_001);
     const before = content(store);
     await store.close();
     const reopened = await openDurableStore(dir);
     expect(content(reopened)).to.deep.equal(before);
     await reopened.close();
+  });
+});
+
+describe('store: the read cache during a large write', function () {
+  this.timeout(120_000);
+  let dir: string;
+  let cleanup: () => Promise<void>;
+  beforeEach(async () => ({ dir, cleanup } = await tempDir()));
+  afterEach(async () => cleanup());
+
+  it('keeps answering a cached read while a large write to its graph is published, and drops it once the write is visible', async () => {
+    const store = await openDurableStore(dir);
+    const graph = 'urn:g:cached';
+    await store.update(`INSERT DATA { GRAPH <${graph}> { <urn:record> <urn:p:version> "1" } }`, [graph]);
+    const cache = new GraphCache<string>(store);
+    const read = async () => (await store.select(`SELECT ?v WHERE { GRAPH <${graph}> { <urn:record> <urn:p:version> ?v } }`))[0]!.v!.value;
+    expect(await cache.get('version', [graph], read)).to.equal('1');
+
+    // Polled on every event-loop turn while the write is checked, journaled and published.
+    const answers = new Set<string>();
+    let writing = true;
+    let polls = 0;
+    const poll = (async () => {
+      while (writing) {
+        const hit = cache.peek('version');
+        answers.add(hit.found ? `cached ${hit.value}` : 'not cached');
+        polls++;
+        await new Promise((resolve) => setImmediate(resolve));
+      }
+    })();
+    await store.write([
+      { kind: 'update', sparql: `DELETE WHERE { GRAPH <${graph}> { <urn:record> <urn:p:version> ?v } } ; INSERT DATA { GRAPH <${graph}> { <urn:record> <urn:p:version> "2" } }`, graphs: [graph] },
+      { kind: 'load', graph, format: 'application/n-triples', data: triples(20_000) },
+    ]);
+    writing = false;
+    await poll;
+    expect(polls).to.be.greaterThan(5);
+    // Until the write was whole, the kept answer was the store's answer (nothing of the write was visible).
+    expect([...answers]).to.deep.equal(['cached 1']);
+    expect(cache.peek('version').found, 'dropped once the write is visible').to.equal(false);
+    expect(await cache.get('version', [graph], read)).to.equal('2');
+    await store.close();
   });
 });
 
