@@ -12,21 +12,37 @@ if (!port) throw new Error('the load check must run in a worker thread');
 
 const CHECK_GRAPH = oxigraph.namedNode('urn:x-wsm-check:graph');
 
+/** The throwaway store of each check under way, and whether one of its pieces was refused. */
+const checks = new Map<number, { store: oxigraph.Store; refused: boolean }>();
+
+const free = (store: oxigraph.Store) => (store as unknown as { free?: () => void }).free?.();
+
+/** Checks already answered as refused: their later pieces are ignored. */
+const refused = new Set<number>();
+
 port.on('message', (msg: LoadCheckRequest) => {
-  let reply: LoadCheckReply = { id: msg.id, ok: true };
-  const scratch = new oxigraph.Store();
-  try {
-    for (const [i, load] of msg.loads.entries()) {
-      try {
-        scratch.load(load.data, { format: load.format, to_graph_name: CHECK_GRAPH, no_transaction: true });
-      } catch (err) {
-        reply = { id: msg.id, ok: false, index: i, message: (err as Error).message };
-        break;
-      }
-    }
-  } finally {
-    (scratch as unknown as { free?: () => void }).free?.();
+  if (refused.has(msg.id)) {
+    if (msg.last) refused.delete(msg.id);
+    return;
   }
-  port.postMessage(reply);
+  let check = checks.get(msg.id);
+  if (!check) {
+    check = { store: new oxigraph.Store(), refused: false };
+    checks.set(msg.id, check);
+  }
+  if (!check.refused && msg.index >= 0) {
+    try {
+      check.store.load(msg.data, { format: msg.format, to_graph_name: CHECK_GRAPH, no_transaction: true });
+    } catch (err) {
+      check.refused = true;
+      port.postMessage({ id: msg.id, ok: false, index: msg.index, message: (err as Error).message } satisfies LoadCheckReply);
+    }
+  }
+  if (msg.last || check.refused) {
+    checks.delete(msg.id);
+    if (check.refused && !msg.last) refused.add(msg.id);
+    free(check.store);
+    if (!check.refused) port.postMessage({ id: msg.id, ok: true } satisfies LoadCheckReply);
+  }
 });
 port.postMessage({ ready: true });

@@ -1,5 +1,9 @@
 import type { Worker } from 'node:worker_threads';
 import { spawnModuleWorker } from '../workers/spawn.js';
+import { nTriplesSlices } from './oxigraph-store.js';
+
+/** Characters of N-Triples per message to the worker. */
+const PIECE_CHARS = 256 * 1024;
 
 /*
  * The engine's check of a large write's loads, off the event loop. A large
@@ -11,7 +15,12 @@ import { spawnModuleWorker } from '../workers/spawn.js';
  * when it loads there (a load's acceptance depends on its text only).
  */
 
-export interface LoadCheckRequest { id: number; loads: Array<{ format: string; data: string }> }
+/**
+ * One piece of a check: `data` goes into the throwaway store of check `id`
+ * (N-Triples in pieces cut at line ends, so no one message copies a whole
+ * install); `last` ends the check and frees its store.
+ */
+export interface LoadCheckRequest { id: number; index: number; format: string; data: string; last: boolean }
 export type LoadCheckReply = { id: number; ok: true } | { id: number; ok: false; index: number; message: string };
 
 /** What the check found: null when every load is accepted, else the first refused one. */
@@ -55,10 +64,17 @@ class LoadChecker {
   async check(loads: Array<{ format: string; data: string }>): Promise<LoadCheckResult> {
     await this.start();
     const id = this.nextId++;
-    return new Promise<LoadCheckResult>((resolve, reject) => {
-      this.pending.set(id, { resolve, reject });
-      this.worker!.postMessage({ id, loads } satisfies LoadCheckRequest);
-    });
+    const answer = new Promise<LoadCheckResult>((resolve, reject) => this.pending.set(id, { resolve, reject }));
+    // Each message is copied on this thread: a few hundred kilobytes each, an event-loop turn between them.
+    const pieces = loads.flatMap(({ format, data }, index) => (format === 'application/n-triples'
+      ? [...nTriplesSlices(data, PIECE_CHARS)] : [data]).map((piece) => ({ index, format, data: piece })));
+    if (pieces.length === 0) pieces.push({ index: -1, format: 'application/n-triples', data: '' });
+    for (const [i, piece] of pieces.entries()) {
+      if (!this.pending.has(id)) break; // refused, or the worker stopped
+      if (i > 0) await new Promise<void>((resolve) => setImmediate(resolve));
+      this.worker?.postMessage({ id, ...piece, last: i === pieces.length - 1 } satisfies LoadCheckRequest);
+    }
+    return answer;
   }
 }
 
