@@ -2,7 +2,7 @@ import { GraphCache } from '../store/graph-cache.js';
 import type { Binding, QuadStore } from '../store/store.js';
 import { iri, sparql } from '../rdf/sparql.js';
 import { reportFromResultBindings, type StoredResultBindings } from './validation.js';
-import type { ValidationReportJson } from './service.js';
+import type { ValidationReportJson } from './reads.js';
 
 /**
  * P9 as JSON, read from the stored report graph: one SELECT of every
