@@ -10,18 +10,28 @@ import { mintToken, type MintOptions } from '../../src/auth/tokens.js';
 import { SparqlStore } from '../../src/store/sparql-store.js';
 import { remoteSettings } from './remote.js';
 
+/** Data directories (with their base IRI) whose remote graphs this test process has already emptied. */
+const emptied = new Set<string>();
+
 /**
  * `WSM_TEST_STORE=sparql` runs the test servers on the remote engine whose
- * settings are in the environment (see helpers/remote.ts), each starting
- * from an engine emptied of the service's graphs.
+ * settings are in the environment (see helpers/remote.ts). A new data
+ * directory starts from an engine emptied of the graphs under its base IRI;
+ * a restart on the same data directory finds what the last run left, as
+ * on the embedded store. Two servers up at once on one engine need
+ * different base IRIs (`WSM_BASE_IRI`), or they share their graphs.
  */
-async function remoteStoreEnv(baseIri: string): Promise<Record<string, string>> {
+async function remoteStoreEnv(baseIri: string, dataDir: string): Promise<Record<string, string>> {
   if (process.env.WSM_TEST_STORE !== 'sparql') return {};
   const settings = remoteSettings();
   if (!settings) throw new Error('WSM_TEST_STORE=sparql needs the WSM_SPARQL_* settings of a running engine');
-  const store = new SparqlStore(settings, baseIri);
-  const graphs = await store.graphNames();
-  if (graphs.length) await store.write(graphs.map((g) => ({ kind: 'update' as const, sparql: `DROP SILENT GRAPH <${g}>`, graphs: [g] })));
+  const key = `${path.resolve(dataDir)} ${baseIri}`;
+  if (!emptied.has(key)) {
+    emptied.add(key);
+    const store = new SparqlStore(settings, baseIri);
+    const graphs = await store.graphNames();
+    if (graphs.length) await store.write(graphs.map((g) => ({ kind: 'update' as const, sparql: `DROP SILENT GRAPH <${g}>`, graphs: [g] })));
+  }
   return {
     WSM_STORE: 'sparql',
     WSM_SPARQL_QUERY_URL: settings.queryUrl,
@@ -49,7 +59,7 @@ export const tempDir = (prefix = 'wsm-test-'): string => mkdtempSync(path.join(o
  * `store` reaches the embedded store's test options (journal fault injection).
  */
 export async function startTestServer(env: Record<string, string> = {}, dataDir = tempDir(), store?: StoreTestOptions): Promise<TestServer> {
-  const remote = await remoteStoreEnv(env.WSM_BASE_IRI ?? 'https://workspaces.local/');
+  const remote = await remoteStoreEnv(env.WSM_BASE_IRI ?? 'https://workspaces.local/', dataDir);
   const config = loadConfig({
     ...remote,
     PORT: '0',

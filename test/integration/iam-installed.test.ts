@@ -39,7 +39,7 @@ describe('IAM over installed example packages', function () {
     expect(me.status).to.equal(200);
     memberId = me.body.data.actor.id;
     const cmd = await uploadAndWait(t, owner, ws, await examplePackage('project-tracking-1.0.0'));
-    expect(cmd.status).to.equal('completed');
+    expect(cmd.status, JSON.stringify(cmd)).to.equal('completed');
   });
   after(async () => {
     await t.close();

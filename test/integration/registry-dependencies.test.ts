@@ -168,7 +168,8 @@ describe('a second instance installing from the first one\'s registry', function
 
   before(async () => {
     first = await startTestServer({ WSM_REGISTRY: 'self' });
-    second = await startTestServer({ WSM_REGISTRY: `http://127.0.0.1:${new URL(first.url).port}` });
+    // Its own base IRI: on a remote engine (WSM_TEST_STORE=sparql) both instances would otherwise share their graphs.
+    second = await startTestServer({ WSM_REGISTRY: `http://127.0.0.1:${new URL(first.url).port}`, WSM_BASE_IRI: 'https://second.workspaces.local/' });
     ({ tokens } = await seedWorkspace(second, 'acme'));
   });
   after(async () => {
