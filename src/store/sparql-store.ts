@@ -35,15 +35,23 @@ export class SparqlStore implements QuadStore {
   private versionCounter = 0;
   private readonly listeners = new Set<(graphs: ReadonlySet<string>) => void>();
   /**
-   * Revisions of the graphs written through THIS process. Writes made by
-   * other instances on the same engine do not move them: the seam for
-   * cross-instance generations (DESIGN.md section 9) is `revision()`.
+   * Revisions of graphs as this process knows them: moved by its own writes
+   * (when each starts and ends) and by `syncRevisions` when the engine's
+   * generation of a graph is not the one seen last (another instance wrote
+   * it, or it was never seen).
    */
   private readonly revisions = new GraphRevisions();
+  /** The engine's generation of each graph, as last seen by `syncRevisions`. */
+  private seen = new Map<string, string>();
+  /** Generation reads not sent yet: calls made before it is sent share it. */
+  private nextSync: { graphs: Set<string>; done: Promise<void> } | null = null;
   private readonly checkGraphs = checkGraphsFromEnv();
+  /** The graph holding each graph's generation (`${base}store/generations`). */
+  readonly generationsGraph: string;
 
   constructor(options: SparqlEndpointOptions, private readonly base: string) {
     this.client = new SparqlClient(options);
+    this.generationsGraph = `${base}store/generations`;
   }
 
   get version(): number {
@@ -86,6 +94,59 @@ export class SparqlStore implements QuadStore {
     return this.revisions.get(graph);
   }
 
+  /**
+   * Cross-instance freshness (docs/architecture.md, the cache rule): every
+   * write sets a new generation (a fresh UUID) on each graph it declared, in
+   * the same engine transaction as its ops. This reads the generations of
+   * `graphs` in one query and moves the revision of each graph whose
+   * generation is not the one seen last, so a cached value read before
+   * another instance's write is not answered after it. Calls made in one
+   * synchronous stretch share one query, sent after all of them were made.
+   */
+  syncRevisions(graphs: readonly string[]): Promise<void> {
+    if (graphs.length === 0) return Promise.resolve();
+    if (!this.nextSync) {
+      const batch = { graphs: new Set<string>(), done: Promise.resolve() };
+      batch.done = Promise.resolve().then(() => {
+        if (this.nextSync === batch) this.nextSync = null;
+        return this.readGenerations([...batch.graphs]);
+      });
+      this.nextSync = batch;
+    }
+    for (const g of graphs) this.nextSync.graphs.add(g);
+    return this.nextSync.done;
+  }
+
+  private async readGenerations(graphs: string[]): Promise<void> {
+    const rows = await this.select(`SELECT ?g ?gen WHERE { VALUES ?g { ${graphs.map((g) => `<${generationSubject(g)}>`).join(' ')} }
+      GRAPH <${this.generationsGraph}> { ?g <${GENERATION}> ?gen } }`);
+    const now = new Map<string, string>();
+    for (const r of rows) now.set(r.g!.value, r.gen!.value);
+    if (this.seen.size > 100_000) this.seen = new Map();
+    const moved: string[] = [];
+    for (const g of graphs) {
+      // A graph never written has no generation: '' stands for it.
+      const gen = now.get(generationSubject(g)) ?? '';
+      if (this.seen.get(g) === gen) continue;
+      // First sight (or forgotten) moves the revision too: a value kept before cannot be vouched for.
+      this.seen.set(g, gen);
+      moved.push(g);
+    }
+    if (moved.length > 0) this.revisions.bump(moved);
+  }
+
+  /** Update operations that give each of `graphs` a new generation (run in the write's own transaction). */
+  private generationOps(graphs: ReadonlySet<string>): string[] {
+    if (graphs.size === 0) return [];
+    const gen = randomUUID();
+    const subjects = [...graphs].map((g) => `<${generationSubject(g)}>`);
+    const gg = `<${this.generationsGraph}>`;
+    return [
+      `DELETE { GRAPH ${gg} { ?g <${GENERATION}> ?old } } WHERE { VALUES ?g { ${subjects.join(' ')} } GRAPH ${gg} { ?g <${GENERATION}> ?old } }`,
+      `INSERT DATA { GRAPH ${gg} { ${subjects.map((s) => `${s} <${GENERATION}> "${gen}" .`).join(' ')} } }`,
+    ];
+  }
+
   async write(ops: WriteOp[]): Promise<void> {
     await this.writeChecked(ops, null);
   }
@@ -120,7 +181,7 @@ export class SparqlStore implements QuadStore {
     this.revisions.bump(touched);
     let applied: boolean;
     try {
-      applied = await this.send(ops, condition);
+      applied = await this.send(ops, condition, touched);
     } finally {
       this.revisions.bump(touched);
     }
@@ -130,7 +191,7 @@ export class SparqlStore implements QuadStore {
     return true;
   }
 
-  private async send(ops: WriteOp[], condition: WriteCondition | null): Promise<boolean> {
+  private async send(ops: WriteOp[], condition: WriteCondition | null, touched: ReadonlySet<string>): Promise<boolean> {
     // Everything is compiled (loads parsed) before anything is sent: a load that does not parse changes nothing.
     const compiled = ops.map((op, index) => {
       if (op.kind === 'update') return { op, inserts: null as string[] | null };
@@ -142,6 +203,7 @@ export class SparqlStore implements QuadStore {
     });
     if (this.client.options.dialect === 'standard') {
       const parts = compiled.map(({ op, inserts }) => (op.kind === 'update' ? op.sparql : inserts!.join(' ;\n')));
+      parts.push(...this.generationOps(touched));
       try {
         await this.client.update(parts.join(' ;\n'));
       } catch (err) {
@@ -149,7 +211,7 @@ export class SparqlStore implements QuadStore {
         if (err instanceof EngineError && err.status >= 400 && err.status < 500) throw new WriteRefusedError(0, err.engineText.slice(0, 500));
         throw err;
       }
-    } else if (!await this.writeVirtuoso(compiled, condition)) {
+    } else if (!await this.writeVirtuoso(compiled, condition, touched)) {
       return false;
     }
     return true;
@@ -164,7 +226,7 @@ export class SparqlStore implements QuadStore {
   }
 
   /** Applies the ops in one transaction, when `condition` holds in it; false when it did not (nothing applied). */
-  private async writeVirtuoso(compiled: Array<{ op: WriteOp; inserts: string[] | null }>, condition: WriteCondition | null): Promise<boolean> {
+  private async writeVirtuoso(compiled: Array<{ op: WriteOp; inserts: string[] | null }>, condition: WriteCondition | null, touched: ReadonlySet<string>): Promise<boolean> {
     const operations: string[] = [];
     /** For each operation, the index of the write op it comes from. */
     const owners: number[] = [];
@@ -191,6 +253,8 @@ export class SparqlStore implements QuadStore {
         operations.push(`ADD SILENT <${stage}> TO <${op.graph}>`, `DROP SILENT GRAPH <${stage}>`);
         owners.push(index, index);
       }
+      // The new generations of the written graphs, in the same transaction (attributed to the last op).
+      for (const op of this.generationOps(touched)) { operations.push(op); owners.push(compiled.length - 1); }
       let applied: boolean;
       try {
         applied = await this.client.applyAtomically(operations, condition);
@@ -220,11 +284,12 @@ export class SparqlStore implements QuadStore {
   async graphNames(): Promise<string[]> {
     // Only the service's graphs: the engine's own graphs share the store.
     const rows = await this.select(`SELECT DISTINCT ?g WHERE { GRAPH ?g { ?s ?p ?o } FILTER(STRSTARTS(STR(?g), ${JSON.stringify(this.base)})) }`);
-    return rows.map((r) => r.g!.value).filter((g) => !g.startsWith(`${this.base}staging/`));
+    return rows.map((r) => r.g!.value).filter((g) => !g.startsWith(`${this.base}staging/`) && !g.startsWith(`${this.base}store/`));
   }
 
   async size(): Promise<number> {
-    const rows = await this.select(`SELECT (COUNT(*) AS ?n) WHERE { GRAPH ?g { ?s ?p ?o } FILTER(STRSTARTS(STR(?g), ${JSON.stringify(this.base)})) }`);
+    const rows = await this.select(`SELECT (COUNT(*) AS ?n) WHERE { GRAPH ?g { ?s ?p ?o } FILTER(STRSTARTS(STR(?g), ${JSON.stringify(this.base)})
+      && !STRSTARTS(STR(?g), ${JSON.stringify(`${this.base}staging/`)}) && !STRSTARTS(STR(?g), ${JSON.stringify(`${this.base}store/`)})) }`);
     return Number(rows[0]?.n?.value ?? 0);
   }
 
@@ -247,6 +312,14 @@ export class SparqlStore implements QuadStore {
   async close(): Promise<void> {
     // Nothing held: the engine keeps the data; fetch's connections close on their own.
   }
+}
+
+/** The predicate of a graph's generation in the generations graph. */
+const GENERATION = 'https://w3id.org/wsm/ns#generation';
+
+/** The subject a graph's generation is kept on: the graph's IRI (the default graph has none, so a name of its own). */
+function generationSubject(graph: string): string {
+  return graph === '' ? 'urn:x-wsm:default-graph' : graph;
 }
 
 /**
