@@ -4,6 +4,7 @@ import { ExclusiveSections } from './sections.js';
 import { GraphRevisions } from './revisions.js';
 import { assertDeclared, checkGraphsFromEnv } from './declared-graphs.js';
 import { WriteRefusedError, declaredGraphs, type Binding, type QuadStore, type QueryScope, type WriteCondition, type WriteOp } from './store.js';
+import { InstanceLease } from './instance-lease.js';
 import { EngineError, SparqlClient, insertOperations, type SparqlEndpointOptions } from './sparql-client.js';
 
 const RESULTS_JSON = 'application/sparql-results+json';
@@ -49,6 +50,13 @@ export class SparqlStore implements QuadStore {
   /** The graph holding each graph's generation (`${base}store/generations`). */
   readonly generationsGraph: string;
 
+  /**
+   * This instance's lease on the engine (started by `startLease`): lifecycle
+   * commands are claimed under its id, and the staging graphs of its large
+   * writes carry it, so another instance can drop them once the lease ended.
+   */
+  instance: InstanceLease | undefined;
+
   constructor(options: SparqlEndpointOptions, private readonly base: string) {
     this.client = new SparqlClient(options);
     this.generationsGraph = `${base}store/generations`;
@@ -88,6 +96,35 @@ export class SparqlStore implements QuadStore {
   async queryRaw(query: string, resultsFormat: string, scope?: QueryScope): Promise<string | boolean> {
     SparqlStore.unscoped(scope);
     return this.client.query(query, resultsFormat);
+  }
+
+  /** Registers this instance on the engine and keeps its lease renewed (docs/architecture.md, "Command leases"). */
+  async startLease(durationMs: number, warn?: (message: string, details?: Record<string, unknown>) => void): Promise<InstanceLease> {
+    const lease = new InstanceLease(this, this.base, durationMs, warn);
+    lease.dropOrphanStaging = () => this.dropOrphanStaging();
+    await lease.start();
+    this.instance = lease;
+    return lease;
+  }
+
+  /**
+   * Drops the staging graphs of instances that no longer hold a lease (a
+   * large write cut off by the end of its process). The graphs are listed
+   * before the instances, so a graph of an instance that registered since
+   * is never taken for an orphan. Resolves how many were dropped.
+   */
+  async dropOrphanStaging(): Promise<number> {
+    const lease = this.instance;
+    if (!lease) return 0;
+    const prefix = `${this.base}staging/`;
+    const rows = await this.select(`SELECT DISTINCT ?g WHERE { GRAPH ?g { ?s ?p ?o } FILTER(STRSTARTS(STR(?g), ${JSON.stringify(prefix)})) }`);
+    const live = await lease.registered();
+    const orphans = rows.map((r) => r.g!.value).filter((g) => {
+      const parts = g.slice(prefix.length).split('/');
+      return parts.length === 2 && !live.has(decodeURIComponent(parts[0]!));
+    });
+    if (orphans.length > 0) await this.client.applyAtomically(orphans.map((g) => `DROP SILENT GRAPH <${g}>`));
+    return orphans.length;
   }
 
   revision(graph: string): number {
@@ -231,13 +268,15 @@ export class SparqlStore implements QuadStore {
     /** For each operation, the index of the write op it comes from. */
     const owners: number[] = [];
     const staging: string[] = [];
+    // The lease (and its id at this moment) the staging graphs are kept under.
+    const lease = this.instance ? { lease: this.instance, id: this.instance.id } : undefined;
     const bytes = compiled.reduce((n, c) => n + (c.inserts ?? []).reduce((m, s) => m + s.length, 0), 0);
     try {
       for (const [index, { op, inserts }] of compiled.entries()) {
         if (op.kind === 'update') { for (const one of splitUpdate(op.sparql)) { operations.push(one); owners.push(index); } continue; }
         if (bytes <= MAX_CALL_BYTES) { for (const i of inserts!) { operations.push(i); owners.push(index); } continue; }
         // Large: stage in bounded calls, then add to the target inside the final transaction.
-        const stage = `${this.base}staging/${randomUUID()}`;
+        const stage = `${lease ? lease.lease.stagingPrefix(lease.id) : `${this.base}staging/`}${randomUUID()}`;
         staging.push(stage);
         const staged = insertOperations(stage, op.data, op.format);
         for (let i = 0; i < staged.length;) {
@@ -255,14 +294,20 @@ export class SparqlStore implements QuadStore {
       }
       // The new generations of the written graphs, in the same transaction (attributed to the last op).
       for (const op of this.generationOps(touched)) { operations.push(op); owners.push(compiled.length - 1); }
+      // Staged under this instance's lease: applied only while it holds (another instance drops the staging
+      // graphs of an instance whose lease ended, so a late write would add part of its data).
+      const conditions = [...(condition ? [condition] : []), ...(staging.length > 0 && lease ? [{ ask: lease.lease.liveAsk(lease.id), expect: true }] : [])];
       let applied: boolean;
       try {
-        applied = await this.client.applyAtomically(operations, condition);
+        applied = await this.client.applyAtomically(operations, conditions);
       } catch (err) {
         throw SparqlStore.refusal(err, owners);
       }
       if (!applied && staging.length > 0) {
         await this.client.applyAtomically(staging.map((g) => `DROP SILENT GRAPH <${g}>`)).catch(() => undefined);
+        if (lease && !await this.ask(lease.lease.liveAsk(lease.id))) {
+          throw new Error('this instance\'s lease ended during a large write; nothing of the write was applied');
+        }
       }
       return applied;
     } catch (err) {
@@ -310,7 +355,8 @@ export class SparqlStore implements QuadStore {
   }
 
   async close(): Promise<void> {
-    // Nothing held: the engine keeps the data; fetch's connections close on their own.
+    // The engine keeps the data; fetch's connections close on their own. The lease record goes.
+    await this.instance?.close();
   }
 }
 

@@ -29,6 +29,8 @@
  *   (`DROP SILENT GRAPH`): the check runs on an empty scratch store.
  */
 
+import type { InstanceLease } from './instance-lease.js';
+
 /** The engine refused an op of a write; nothing of the write was applied. */
 export class WriteRefusedError extends Error {
   constructor(readonly opIndex: number, readonly engineMessage: string) {
@@ -195,6 +197,13 @@ export interface QuadStore {
    * no other writers (the embedded store: one process per data directory).
    */
   syncRevisions?(graphs: readonly string[]): Promise<void>;
+  /**
+   * This service instance's lease, when several instances may share the
+   * store (the remote store): lifecycle commands are claimed under it
+   * (docs/architecture.md, "Command leases"). Absent on the embedded store,
+   * which one process holds alone.
+   */
+  readonly instance?: InstanceLease | undefined;
   /** Subscribes to writes; the listener gets the graphs the write declared, once it is applied. */
   onWrite(listener: (graphs: ReadonlySet<string>) => void): () => void;
   /**

@@ -281,12 +281,51 @@ describe('store: remote SPARQL engine (WSM_STORE=sparql)', function () {
     expect(reads).to.equal(4);
     // Gets made together share one generation read; a large (staged) write moves the generation too.
     let data = '';
-    for (let i = 0; i < 12_000; i++) data += `<urn:s> <urn:p> "n${i}" .\n`;
+    for (let i = 0; i < 12_000; i++) data += `<urn:s> <urn:p> "n${i} of a load large enough to be staged" .\n`;
     await theirs.write([{ kind: 'load', graph, format: 'application/n-triples', data }]);
     const both = await Promise.all([cache.get('k', [graph], read(graph)), cache.get('other', [other], read(other))]);
     expect(both[0]).to.have.length(12_002);
     expect(reads).to.equal(5);
     // The generations graph is the store's own: never listed among the service's graphs.
     expect(await mine.graphNames()).to.not.include(mine.generationsGraph);
+  });
+  it('instance leases: a large write staged under a lease that ended applies nothing, and orphaned staging graphs are dropped', async () => {
+    const graph = g('leased');
+    const mine = new SparqlStore(settings, base);
+    const theirs = new SparqlStore(settings, base);
+    const lease = await mine.startLease(60_000);
+    const other = await theirs.startLease(60_000);
+    let data = '';
+    for (let i = 0; i < 12_000; i++) data += `<urn:l:${i}> <urn:p:n> "value ${i} of a load large enough to be staged" .\n`;
+    // Held: the staged write applies whole.
+    await mine.write([{ kind: 'load', graph, format: 'application/n-triples', data }]);
+    expect(await count(graph)).to.equal(12_000);
+    // Another instance finds the lease over (as it would after 60 s without renewal) and removes it.
+    expect(await other.expire(Date.now() + 120_000)).to.deep.equal([lease.id]);
+    let failed: unknown;
+    try {
+      await mine.write([{ kind: 'update', sparql: `DROP SILENT GRAPH <${graph}>`, graphs: [graph] }, { kind: 'load', graph, format: 'application/n-triples', data: data.replaceAll('urn:l:', 'urn:m:') }]);
+    } catch (err) { failed = err; }
+    expect(String(failed)).to.match(/lease ended/);
+    const subjects = await store.select(`SELECT (COUNT(*) AS ?n) WHERE { GRAPH <${graph}> { ?s ?p ?o FILTER(STRSTARTS(STR(?s), "urn:m:")) } }`);
+    expect(Number(subjects[0]!.n!.value)).to.equal(0);
+    expect(await count(graph)).to.equal(12_000);
+    // A staging graph left by an instance without a lease goes; one of a live instance stays.
+    const orphan = `${lease.stagingPrefix('gone-instance')}x`;
+    const live = `${other.stagingPrefix(other.id)}y`;
+    await client.applyAtomically([`INSERT DATA { GRAPH <${orphan}> { <urn:a> <urn:b> 1 } }`, `INSERT DATA { GRAPH <${live}> { <urn:a> <urn:b> 1 } }`]);
+    expect(await theirs.dropOrphanStaging()).to.be.greaterThanOrEqual(1);
+    expect(await count(orphan)).to.equal(0);
+    expect(await count(live)).to.equal(1);
+    await client.applyAtomically([`DROP SILENT GRAPH <${live}>`]);
+    // Renewing a removed lease registers again under a new id.
+    const lost = lease.id;
+    await lease.renew();
+    expect(lease.id).to.not.equal(lost);
+    expect((await other.registered()).has(lease.id)).to.equal(true);
+    await lease.close();
+    await other.close();
+    expect((await other.registered()).has(lease.id)).to.equal(false);
+    await store.write([{ kind: 'update', sparql: `DROP SILENT GRAPH <${lease.graph}>`, graphs: [lease.graph] }]);
   });
 });
