@@ -354,7 +354,7 @@ export class CommandStore {
     return PREFIXES + sparql`ASK { GRAPH ${iri(this.graphs.packages(workspaceId))} {
       ${iri(this.commandIri(commandId))} wsm:leaseOwner ${literal(owner)} ; wsm:status ?status .
       FILTER (?status IN ("pending", "in_progress")) }
-      GRAPH ${iri(lease.graph)} { ${iri(lease.iri(owner))} wsm:leaseExpiresAt ?leaseExpiresAt } }`;
+      GRAPH ${iri(lease.graph)} { ${iri(lease.iri(owner))} a wsm:ServiceInstance } }`;
   }
 
   /**
@@ -367,7 +367,7 @@ export class CommandStore {
     const held = owner === null
       ? sparql`FILTER NOT EXISTS { ${c} wsm:leaseOwner ?anyOwner }`
       : sparql`${c} wsm:leaseOwner ${literal(owner)} .`;
-    const alive = owner === null ? '' : sparql`FILTER NOT EXISTS { GRAPH ${iri(lease.graph)} { ${iri(lease.iri(owner))} wsm:leaseExpiresAt ?leaseExpiresAt } }`;
+    const alive = owner === null ? '' : sparql`FILTER NOT EXISTS { GRAPH ${iri(lease.graph)} { ${iri(lease.iri(owner))} a wsm:ServiceInstance } }`;
     return PREFIXES + sparql`ASK { GRAPH ${iri(this.graphs.packages(workspaceId))} {
       ${c} wsm:status ?status . ${raw(held)}
       FILTER (?status IN ("pending", "in_progress")) }
@@ -667,6 +667,10 @@ export class CommandRunner {
     this.sweeping ??= (async () => {
       try {
         const expired = await lease.expire();
+        // Commands are read (across workspaces) only when an instance's record went (here, or possibly by an
+        // instance that stopped before failing its commands: every tenth sweep), not to keep the engine busy.
+        this.sweeps++;
+        if (expired.length === 0 && !this.firstSweep && this.sweeps % 10 !== 0) return 0;
         // Commands first, then the instances: a command of an instance that registered since is never taken.
         const unfinished = await this.commands.unfinished();
         const live = await lease.registered();
@@ -690,6 +694,7 @@ export class CommandRunner {
   }
 
   private firstSweep = true;
+  private sweeps = 0;
 
   private async failUnfinished(lease: InstanceLease | null, records?: Awaited<ReturnType<CommandStore['unfinished']>>): Promise<number> {
     let recovered = 0;

@@ -77,9 +77,15 @@ export class InstanceLease {
     };
   }
 
-  /** ASK: does the instance `id` still hold its lease (its record exists)? Its writes are conditional on it. */
+  /**
+   * ASK: does the instance `id` still hold its lease (its record exists)? Its
+   * writes are conditional on it. It reads the record's type, which renewals
+   * leave alone: under serializable isolation a long write of the instance
+   * (holding what its condition read until it commits) does not block the
+   * renewal of its own lease.
+   */
   liveAsk(id: string): string {
-    return `ASK { GRAPH <${this.graph}> { <${this.iri(id)}> <${WSM}leaseExpiresAt> ?wsmLeaseExpiresAt } }`;
+    return `ASK { GRAPH <${this.graph}> { <${this.iri(id)}> a <${WSM}ServiceInstance> } }`;
   }
 
   /** The condition of a write that must apply only while this instance holds its lease. */
