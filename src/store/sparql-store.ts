@@ -46,7 +46,7 @@ export class SparqlStore implements QuadStore {
   private seen = new Map<string, string>();
   /** Generation reads not sent yet: calls made before it is sent share it. */
   private nextSync: { graphs: Set<string>; done: Promise<void> } | null = null;
-  private readonly checkGraphs = checkGraphsFromEnv();
+  private readonly checkGraphs: boolean;
   /** The graph holding each graph's generation (`${base}store/generations`). */
   readonly generationsGraph: string;
 
@@ -57,9 +57,10 @@ export class SparqlStore implements QuadStore {
    */
   instance: InstanceLease | undefined;
 
-  constructor(options: SparqlEndpointOptions, private readonly base: string) {
+  constructor(options: SparqlEndpointOptions, private readonly base: string, checks: { checkGraphs?: boolean } = {}) {
     this.client = new SparqlClient(options);
     this.generationsGraph = `${base}store/generations`;
+    this.checkGraphs = checks.checkGraphs ?? checkGraphsFromEnv();
   }
 
   get version(): number {
@@ -212,7 +213,7 @@ export class SparqlStore implements QuadStore {
 
   private async writeChecked(ops: WriteOp[], condition: WriteCondition | null): Promise<boolean> {
     if (ops.length === 0 && !condition) return true;
-    if (this.checkGraphs) assertDeclared(ops);
+    if (this.checkGraphs) assertDeclared(ops, condition?.ask);
     const touched = declaredGraphs(ops);
     // Moved when the write starts and when it is done: a read overlapping it is not cached.
     this.revisions.bump(touched);
