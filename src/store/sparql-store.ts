@@ -156,10 +156,14 @@ export class SparqlStore implements QuadStore {
   }
 
   private async readGenerations(graphs: string[]): Promise<void> {
-    const rows = await this.select(`SELECT ?g ?gen WHERE { VALUES ?g { ${graphs.map((g) => `<${generationSubject(g)}>`).join(' ')} }
-      GRAPH <${this.generationsGraph}> { ?g <${GENERATION}> ?gen } }`);
+    // One OPTIONAL per graph, each a lookup by constant subject: under serializable isolation a read locks
+    // only the rows it reads, so it does not contend with writes of other graphs' generations.
+    const gg = `<${this.generationsGraph}>`;
+    const rows = await this.select(`SELECT * WHERE { VALUES ?wsmAnchor { true }
+      ${graphs.map((g, i) => `OPTIONAL { GRAPH ${gg} { <${generationSubject(g)}> <${GENERATION}> ?v${i} } }`).join('\n      ')} }`);
     const now = new Map<string, string>();
-    for (const r of rows) now.set(r.g!.value, r.gen!.value);
+    const row = rows[0] ?? {};
+    graphs.forEach((g, i) => { const v = row[`v${i}`]; if (v) now.set(generationSubject(g), v.value); });
     if (this.seen.size > 100_000) this.seen = new Map();
     const moved: string[] = [];
     for (const g of graphs) {
@@ -175,12 +179,15 @@ export class SparqlStore implements QuadStore {
 
   /** Update operations that give each of `graphs` a new generation (run in the write's own transaction). */
   private generationOps(graphs: ReadonlySet<string>): string[] {
-    if (graphs.size === 0) return [];
+    // The store's own graphs (instance leases, generations) are read by no cache: their writes (lease
+    // renewals every few seconds) set no generation, so they never wait for another write's generations.
+    const subjects = [...graphs].filter((g) => !g.startsWith(`${this.base}store/`)).map((g) => `<${generationSubject(g)}>`);
+    if (subjects.length === 0) return [];
     const gen = randomUUID();
-    const subjects = [...graphs].map((g) => `<${generationSubject(g)}>`);
     const gg = `<${this.generationsGraph}>`;
     return [
-      `DELETE { GRAPH ${gg} { ?g <${GENERATION}> ?old } } WHERE { VALUES ?g { ${subjects.join(' ')} } GRAPH ${gg} { ?g <${GENERATION}> ?old } }`,
+      // One DELETE per graph, by constant subject: it locks that graph's generation only.
+      ...subjects.map((s) => `DELETE WHERE { GRAPH ${gg} { ${s} <${GENERATION}> ?old } }`),
       `INSERT DATA { GRAPH ${gg} { ${subjects.map((s) => `${s} <${GENERATION}> "${gen}" .`).join(' ')} } }`,
     ];
   }
