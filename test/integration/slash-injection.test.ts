@@ -17,7 +17,7 @@ const PAYLOADS = [
 const S = 'https://example.org/matrices/support';
 
 describe('slash commands and SPARQL endpoint: injection', function () {
-  this.timeout(60_000);
+  this.timeout(180_000); // on the remote store too (WSM_TEST_STORE=sparql), where each write is an engine round trip
   let t: TestServer;
   let tokens: Awaited<ReturnType<typeof seedWorkspace>>['tokens'];
   let ws: { id: string; slug: string };
