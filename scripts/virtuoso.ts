@@ -159,6 +159,8 @@ async function start(): Promise<Credentials> {
     : JSON.parse(readFileSync(credentialsFile, 'utf8')) as Credentials;
   if (await answers(`http://127.0.0.1:${c.httpPort}/sparql`)) {
     say(`Virtuoso already runs on 127.0.0.1:${c.httpPort}`);
+    // The set-up is idempotent: a running engine gets the service's current procedures too.
+    isql(c, c.dbaPassword, readFileSync(setupSql, 'utf8').replaceAll('{{USER}}', c.user));
     return c;
   }
   writeFileSync(path.join(dir, 'virtuoso.ini'), ini(c));

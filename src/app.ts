@@ -80,10 +80,6 @@ export function createServices(deps: { config: Config; logger: Logger; store: Qu
     timeoutMs: deps.config.WSM_QUERY_TIMEOUT_MS,
     maxResults: deps.config.WSM_QUERY_MAX_TRIPLES,
     maxMemoryMb: deps.config.WSM_QUERY_MAX_MEMORY_MB,
-    // Not yet on the remote store (docs/remote-store.md): refused rather than answered from a stale copy.
-    ...(deps.config.WSM_STORE === 'sparql'
-      ? { unavailable: 'User queries (slash commands, the SPARQL endpoint) are not available yet when the service runs on a remote SPARQL engine (WSM_STORE=sparql)' }
-      : {}),
   });
   const apiKeys = new ApiKeyService(deps.store, graphs, users);
   const queryParser = new QueryParser();

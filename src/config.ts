@@ -45,6 +45,8 @@ export const configSchema = z.object({
   WSM_SPARQL_PASSWORD: z.string().min(1).optional(),
   /** `virtuoso` absorbs Virtuoso 7's quirks (non-atomic multi-op updates, INSERT DATA size limit). */
   WSM_SPARQL_DIALECT: z.enum(['standard', 'virtuoso']).default('standard'),
+  /** With `sparql`: milliseconds an instance's lease on the lifecycle commands it runs lasts unless renewed. */
+  WSM_LEASE_MS: z.coerce.number().int().min(500).max(3_600_000).default(30_000),
 }).superRefine((c, ctx) => {
   if (c.WSM_STORE !== 'sparql') return;
   for (const key of ['WSM_SPARQL_QUERY_URL', 'WSM_SPARQL_UPDATE_URL'] as const) {

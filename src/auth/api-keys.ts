@@ -4,7 +4,7 @@ import type { Graphs } from '../rdf/graphs.js';
 import { PREFIXES } from '../rdf/vocab.js';
 import { sparql, iri, literal, dateTime, boolean, raw } from '../rdf/sparql.js';
 import { newId, UUID_PATTERN } from '../rdf/ids.js';
-import { req, str, optTime, time } from '../rdf/bindings.js';
+import { bool, req, str, optTime, time } from '../rdf/bindings.js';
 import { badRequest, notFound, unauthorized } from '../errors.js';
 import type { UserService } from '../users/service.js';
 import type { AuthContext } from './context.js';
@@ -125,7 +125,7 @@ export class ApiKeyService {
     if (expiresAt !== null && new Date(expiresAt).getTime() <= now) throw unauthorized('Invalid API key: it has expired');
     const id = req(row, 'id');
     await this.touch(id, now);
-    return { username: req(row, 'username'), systemAdmin: req(row, 'systemAdmin') === 'true', profile: {} };
+    return { username: req(row, 'username'), systemAdmin: bool(row, 'systemAdmin') === true, profile: {} };
   }
 
   /** Records the use, at most once a minute per key. */

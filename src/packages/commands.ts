@@ -8,6 +8,7 @@ import { Clock } from '../rdf/clock.js';
 import { req, str, int, bool, time } from '../rdf/bindings.js';
 import { AppError, conflict } from '../errors.js';
 import { countLifecycleCommand } from '../metrics.js';
+import type { InstanceLease } from '../store/instance-lease.js';
 
 /**
  * Lifecycle commands as RDF (docs/rdf-model.md "Packages graph") and the
@@ -134,6 +135,8 @@ interface Queued {
   id: string;
   version: string;
   request: CommandRequest;
+  /** The instance id the command was claimed under (shared store), else undefined. */
+  owner?: string | undefined;
   /** Set when its final status write is issued: it no longer blocks exclusive requests. */
   settled?: boolean;
 }
@@ -277,10 +280,11 @@ export class CommandStore {
   }
 
   /** Update op that creates a pending command record. */
-  createOp(input: { workspaceId: string; id: string; packageName: string; version: string; commandType: CommandType; packageInstallationId: string | null; now: string; parentCommandId?: string | undefined }): WriteOp {
+  createOp(input: { workspaceId: string; id: string; packageName: string; version: string; commandType: CommandType; packageInstallationId: string | null; now: string; parentCommandId?: string | undefined; leaseOwner?: string | undefined }): WriteOp {
     const c = iri(this.commandIri(input.id));
     const pkg = (input.packageInstallationId ? sparql`${c} wsm:package ${iri(this.packageIri(input.packageInstallationId))} .` : '')
-      + (input.parentCommandId ? sparql`${c} wsm:parentCommand ${iri(this.commandIri(input.parentCommandId))} .` : '');
+      + (input.parentCommandId ? sparql`${c} wsm:parentCommand ${iri(this.commandIri(input.parentCommandId))} .` : '')
+      + (input.leaseOwner ? sparql`${c} wsm:leaseOwner ${literal(input.leaseOwner)} .` : '');
     return updateOp(PREFIXES + sparql`INSERT DATA { GRAPH ${iri(this.graphs.packages(input.workspaceId))} {
       ${c} a wsm:LifecycleCommand ; wsm:id ${literal(input.id)} ; wsm:packageName ${literal(input.packageName)} ;
         wsm:version ${literal(input.version)} ; wsm:commandType ${literal(input.commandType)} ; wsm:status "pending" ;
@@ -328,16 +332,46 @@ export class CommandStore {
    * that workspace: nothing a package wrote into a matrix or extension graph
    * can pass for a command (issue 12).
    */
-  async unfinished(): Promise<Array<{ workspaceId: string; commandId: string; status: CommandStatus; subject: string; workspace: string }>> {
-    const rows = await this.store.select(PREFIXES + sparql`SELECT ?wsId ?ws ?c ?id ?status WHERE {
+  async unfinished(): Promise<Array<{ workspaceId: string; commandId: string; status: CommandStatus; subject: string; workspace: string; leaseOwner: string | null }>> {
+    const rows = await this.store.select(PREFIXES + sparql`SELECT ?wsId ?ws ?c ?id ?status ?owner WHERE {
       GRAPH ${iri(this.graphs.system)} { ?ws a wsm:Workspace ; wsm:id ?wsId }
       BIND (IRI(CONCAT(${literal(`${this.graphs.base}workspaces/`)}, STR(?wsId), "/packages")) AS ?g)
       GRAPH ?g { ?c a wsm:LifecycleCommand ; wsm:id ?id ; wsm:status ?status ; wsm:workspace ?ws .
-        FILTER (?status IN ("pending", "in_progress")) } }`);
+        FILTER (?status IN ("pending", "in_progress"))
+        OPTIONAL { ?c wsm:leaseOwner ?owner } } }`);
     return rows.map((b) => ({
       workspaceId: req(b, 'wsId'), commandId: req(b, 'id'), status: req(b, 'status') as CommandStatus,
-      subject: req(b, 'c'), workspace: req(b, 'ws'),
+      subject: req(b, 'c'), workspace: req(b, 'ws'), leaseOwner: str(b, 'owner'),
     }));
+  }
+
+  /**
+   * ASK: is the command still unfinished and held by the instance `owner`
+   * (its record names it and the instance still holds its lease)? The
+   * condition of every write a command's owner makes to it on a shared store.
+   */
+  heldAsk(workspaceId: string, commandId: string, owner: string, lease: InstanceLease): string {
+    return PREFIXES + sparql`ASK { GRAPH ${iri(this.graphs.packages(workspaceId))} {
+      ${iri(this.commandIri(commandId))} wsm:leaseOwner ${literal(owner)} ; wsm:status ?status .
+      FILTER (?status IN ("pending", "in_progress")) }
+      GRAPH ${iri(lease.graph)} { ${iri(lease.iri(owner))} a wsm:ServiceInstance } }`;
+  }
+
+  /**
+   * ASK: is the command still unfinished and its owner without a lease (no
+   * record of the instance `owner`, or no owner at all)? The condition of a
+   * takeover: an owner that renewed its lease keeps the command.
+   */
+  orphanedAsk(workspaceId: string, commandId: string, owner: string | null, lease: InstanceLease): string {
+    const c = iri(this.commandIri(commandId));
+    const held = owner === null
+      ? sparql`FILTER NOT EXISTS { ${c} wsm:leaseOwner ?anyOwner }`
+      : sparql`${c} wsm:leaseOwner ${literal(owner)} .`;
+    const alive = owner === null ? '' : sparql`FILTER NOT EXISTS { GRAPH ${iri(lease.graph)} { ${iri(lease.iri(owner))} a wsm:ServiceInstance } }`;
+    return PREFIXES + sparql`ASK { GRAPH ${iri(this.graphs.packages(workspaceId))} {
+      ${c} wsm:status ?status . ${raw(held)}
+      FILTER (?status IN ("pending", "in_progress")) }
+      ${raw(alive)} }`;
   }
 
   /** Highest event sequence of a command (0 when none). */
@@ -352,6 +386,15 @@ export class CommandStore {
 const bounded = (text: string) => (text.length > 100 ? `${text.slice(0, 100)}...` : text);
 
 const RECOVERY_MESSAGE = 'Interrupted: the service stopped while this command was pending or running; nothing of it was applied. Run the command again.';
+const TAKEOVER_MESSAGE = 'Interrupted: the service instance running this command stopped (its lease ended); nothing of it was applied. Run the command again.';
+
+/** The command was taken over by another instance (this instance's lease on it ended): stop working on it. */
+class TakenOver extends Error {
+  constructor() {
+    super('this instance no longer holds the lease of the command');
+    this.name = 'TakenOver';
+  }
+}
 
 /**
  * Runs lifecycle commands, one active command per package (workspace id +
@@ -366,8 +409,27 @@ export class CommandRunner {
   private readonly clock = new Clock();
   private readonly idle = new Set<() => void>();
   private stopped = false;
+  /** Shared store: this instance's lease, under which it claims the commands it accepts. */
+  private readonly lease: InstanceLease | undefined;
+  private sweepTimer: NodeJS.Timeout | undefined;
+  private sweeping: Promise<number> | undefined;
 
-  constructor(readonly commands: CommandStore, private readonly store: QuadStore, private readonly logger: Logger) {}
+  constructor(readonly commands: CommandStore, private readonly store: QuadStore, private readonly logger: Logger) {
+    this.lease = store.instance;
+  }
+
+  /**
+   * A write to a command by its owner: on a shared store, applied only while
+   * the command is unfinished and this instance still holds the lease it was
+   * claimed under (false otherwise: another instance took it over).
+   */
+  private async held(item: Queued, ops: WriteOp[]): Promise<boolean> {
+    if (!this.lease || item.owner === undefined) {
+      await this.store.write(ops);
+      return true;
+    }
+    return this.store.writeIf({ ask: this.commands.heldAsk(item.request.workspaceId, item.id, item.owner, this.lease), expect: true }, ops);
+  }
 
   private static key(workspaceId: string, packageName: string): string { return `${workspaceId}\u0000${packageName}`; }
 
@@ -426,7 +488,7 @@ export class CommandRunner {
     const head = this.liveHead(request.workspaceId, queue);
     if (head && request.exclusive) throw this.conflictWith(request, head);
     const id = newId();
-    const item: Queued = { id, version: request.version, request };
+    const item: Queued = { id, version: request.version, request, owner: this.lease?.id };
     queue.push(item);
     this.queues.set(key, queue);
     const now = this.now();
@@ -436,7 +498,7 @@ export class CommandRunner {
     };
     let applied: boolean;
     try {
-      const create = [this.commands.createOp({ ...request, id, now })];
+      const create = [this.commands.createOp({ ...request, id, now, leaseOwner: item.owner })];
       if (request.exclusive) applied = await this.store.writeIf({ ask: this.commands.activeAsk(request.workspaceId, request.packageName), expect: false }, create);
       else { await this.store.write(create); applied = true; }
     } catch (err) {
@@ -480,11 +542,11 @@ export class CommandRunner {
         'Wait for it to finish and run this command again.');
     }
     const id = newId();
-    const item: Queued = { id, version: request.version, request };
+    const item: Queued = { id, version: request.version, request, owner: this.lease?.id };
     queue.push(item);
     this.queues.set(key, queue);
     try {
-      await this.store.write([this.commands.createOp({ ...request, id, now: this.now(), parentCommandId })]);
+      await this.store.write([this.commands.createOp({ ...request, id, now: this.now(), parentCommandId, leaseOwner: item.owner })]);
       await this.execute(item);
     } finally {
       queue.splice(queue.indexOf(item), 1);
@@ -502,7 +564,7 @@ export class CommandRunner {
       commandId: id,
       workspaceId: ws,
       event: async (level, message) => {
-        await this.store.write([this.commands.eventOp(ws, id, ++sequence, level, message, this.now())]);
+        if (!await this.held(item, [this.commands.eventOp(ws, id, ++sequence, level, message, this.now())])) throw new TakenOver();
       },
       setReport: (counts, ntriples) => { report = { counts, ntriples }; },
     };
@@ -516,14 +578,15 @@ export class CommandRunner {
     let outcome: 'completed' | 'failed' = 'failed';
     try {
       if (this.stopped) throw new CommandFailure('The service stopped before this command started', 'Run the command again.');
-      await this.store.write([
+      if (!await this.held(item, [
         this.commands.statusOp(ws, id, 'in_progress', this.now()),
         this.commands.eventOp(ws, id, ++sequence, 'INFO', `${request.commandType} of package "${request.packageName}" version ${request.version} started`, this.now()),
-      ]);
+      ])) throw new TakenOver();
       const result = await request.job(ctx);
       type = result.commandType ?? request.commandType;
       item.settled = true;
-      await this.store.write([
+      // Everything the command changes, with its `completed` status: on a shared store only while this instance holds it.
+      const done = await this.held(item, [
         ...result.ops,
         ...reportOps(),
         this.commands.statusOp(ws, id, 'completed', this.now(), {
@@ -533,8 +596,16 @@ export class CommandRunner {
         }),
         this.commands.eventOp(ws, id, ++sequence, 'SUCCESS', result.message, this.now()),
       ]);
+      if (!done) throw new TakenOver();
       outcome = 'completed';
     } catch (err) {
+      if (err instanceof TakenOver) {
+        // Another instance found this instance's lease ended and failed the command: nothing of it was applied here.
+        item.settled = true;
+        this.logger.warn({ commandId: id, workspaceId: ws }, 'lifecycle command taken over by another instance (this instance\'s lease ended); its work is dropped');
+        countLifecycleCommand(type, outcome);
+        return;
+      }
       const failure = err instanceof CommandFailure ? err
         : err instanceof AppError ? new CommandFailure(err.message)
           : new CommandFailure('The command failed because of an internal error', 'Check the service log; if the problem persists, report it with this command id.');
@@ -547,11 +618,11 @@ export class CommandRunner {
       ];
       item.settled = true;
       try {
-        await this.store.write(failedOps(true));
+        await this.held(item, failedOps(true));
       } catch (writeErr) {
         this.logger.error({ err: writeErr, commandId: id }, 'could not store the report of a failed lifecycle command');
         // At least the status: a command must never stay in progress.
-        await this.store.write(failedOps(false)).catch((err: unknown) => this.logger.error({ err, commandId: id }, 'could not record the failure of a lifecycle command'));
+        await this.held(item, failedOps(false)).catch((err: unknown) => this.logger.error({ err, commandId: id }, 'could not record the failure of a lifecycle command'));
       }
     }
     countLifecycleCommand(type, outcome);
@@ -572,8 +643,62 @@ export class CommandRunner {
    * fixing: failed, with an ERROR event saying "interrupted".
    */
   async recover(): Promise<number> {
+    if (this.lease) {
+      // Shared store: only commands whose owner's lease ended, now and from time to time while running.
+      const recovered = await this.sweep();
+      const every = Math.max(100, Math.floor(this.lease.durationMs / 2));
+      this.sweepTimer = setInterval(() => { void this.sweep(); }, every);
+      this.sweepTimer.unref();
+      return recovered;
+    }
+    return this.failUnfinished(null);
+  }
+
+  /**
+   * Shared store (several instances, docs/architecture.md "Command leases"):
+   * removes the records of instances whose lease ended, fails the unfinished
+   * commands no live instance holds (each in a write conditional on that,
+   * so a command whose owner renewed its lease is never taken), and drops
+   * the staging graphs those instances left. Resolves how many commands it failed.
+   */
+  sweep(): Promise<number> {
+    const lease = this.lease;
+    if (!lease || this.stopped) return Promise.resolve(0);
+    this.sweeping ??= (async () => {
+      try {
+        const expired = await lease.expire();
+        // Commands are read (across workspaces) only when an instance's record went (here, or possibly by an
+        // instance that stopped before failing its commands: every tenth sweep), not to keep the engine busy.
+        this.sweeps++;
+        if (expired.length === 0 && !this.firstSweep && this.sweeps % 10 !== 0) return 0;
+        // Commands first, then the instances: a command of an instance that registered since is never taken.
+        const unfinished = await this.commands.unfinished();
+        const live = await lease.registered();
+        const orphaned = unfinished.filter((r) => r.leaseOwner === null || !live.has(r.leaseOwner));
+        const failed = orphaned.length > 0 ? await this.failUnfinished(lease, orphaned) : 0;
+        if (expired.length > 0 || this.firstSweep) {
+          this.firstSweep = false;
+          const dropped = await lease.dropOrphanStaging();
+          if (dropped > 0) this.logger.warn({ dropped }, 'dropped staging graphs of large writes cut off by the end of their instance');
+        }
+        if (expired.length > 0) this.logger.warn({ instances: expired }, 'removed the leases of service instances that stopped renewing them');
+        return failed;
+      } catch (err) {
+        this.logger.error({ err }, 'could not look for lifecycle commands of stopped instances');
+        return 0;
+      } finally {
+        this.sweeping = undefined;
+      }
+    })();
+    return this.sweeping;
+  }
+
+  private firstSweep = true;
+  private sweeps = 0;
+
+  private async failUnfinished(lease: InstanceLease | null, records?: Awaited<ReturnType<CommandStore['unfinished']>>): Promise<number> {
     let recovered = 0;
-    for (const record of await this.commands.unfinished()) {
+    for (const record of records ?? await this.commands.unfinished()) {
       const { workspaceId, commandId } = record;
       // A record that is not what the service writes (an id that is not a UUID, a subject that is not the
       // command IRI of its id) is skipped and logged: start-up never stops on one, and writes only into
@@ -585,10 +710,17 @@ export class CommandRunner {
       }
       try {
         const now = this.now();
-        await this.store.write([
-          this.commands.statusOp(workspaceId, commandId, 'failed', now, { errorMessage: RECOVERY_MESSAGE }),
-          this.commands.eventOp(workspaceId, commandId, (await this.commands.lastSequence(workspaceId, commandId)) + 1, 'ERROR', RECOVERY_MESSAGE, now),
-        ]);
+        const message = lease ? TAKEOVER_MESSAGE : RECOVERY_MESSAGE;
+        const ops = [
+          this.commands.statusOp(workspaceId, commandId, 'failed', now, { errorMessage: message }),
+          this.commands.eventOp(workspaceId, commandId, (await this.commands.lastSequence(workspaceId, commandId)) + 1, 'ERROR', message, now),
+        ];
+        if (lease) {
+          // Only while no live instance holds it: an owner that renewed its lease keeps its command.
+          if (!await this.store.writeIf({ ask: this.commands.orphanedAsk(workspaceId, commandId, record.leaseOwner, lease), expect: true }, ops)) continue;
+        } else {
+          await this.store.write(ops);
+        }
         recovered++;
         this.logger.warn({ workspaceId, commandId }, 'marked an interrupted lifecycle command failed');
       } catch (err) {
@@ -610,6 +742,8 @@ export class CommandRunner {
   /** Stops accepting commands, lets queued ones fail fast, and waits for the running ones. */
   async stop(): Promise<void> {
     this.stopped = true;
+    if (this.sweepTimer) clearInterval(this.sweepTimer);
+    await this.sweeping;
     await this.whenIdle();
   }
 }

@@ -42,6 +42,8 @@ export const WSM = namespace('https://w3id.org/wsm/ns#', [
   // the hosted registry, dependencies and pins (docs/packages.md)
   'Publisher', 'RegistryPackage', 'PackageVersion', 'publisher', 'ownerUsername', 'registryPackage', 'sha256', 'archiveSize',
   'publishedAt', 'publishedBy', 'yanked', 'yankReason', 'providesMatrix', 'definesRole', 'dependsOn', 'pinned', 'parentCommand',
+  // several instances on the remote store (docs/architecture.md, "Command leases", the cache rule)
+  'leaseOwner', 'ServiceInstance', 'leaseExpiresAt', 'generation',
 ] as const);
 
 export const PREFIXES = `PREFIX wsm: <${WSM.ns}>

@@ -210,6 +210,8 @@ class View {
   graphs = new Map<string, number>();
   /** What writes since the last refresh may have changed. */
   stale: Staleness = { everything: true, names: true, graphs: new Set() };
+  /** Shared store: the store revision of each graph the view depends on, at its last refresh. */
+  seen = new Map<string, number>();
   /** Quads in its workers' copies (as the last sync reported; unknown before the first). */
   quads: number | undefined;
   lastUsed = Date.now();
@@ -375,6 +377,7 @@ export class QuerySandbox {
    * each graph that may have changed, so workers reload just those.
    */
   private async refresh(view: View): Promise<void> {
+    if (this.store.syncRevisions) await this.staleAfterOtherInstances(view);
     const { stale } = view;
     if (!stale.everything && !stale.names && stale.graphs.size === 0) return;
     // Reset first: writes made while the names are read mark the view stale again.
@@ -386,6 +389,42 @@ export class QuerySandbox {
       next.set(name, version !== undefined && !stale.everything && !stale.graphs.has(name) ? version : ++this.graphVersion);
     }
     view.graphs = next;
+    if (this.store.syncRevisions) {
+      // Graphs new to the view: their revisions now, before they are dumped (a write after this moves them).
+      const fresh = names.filter((name) => !view.seen.has(name));
+      if (fresh.length > 0) {
+        await this.store.syncRevisions(fresh);
+        for (const name of fresh) view.seen.set(name, this.store.revision(name));
+      }
+    }
+  }
+
+  /**
+   * Several instances on one store: their writes reach no `onWrite` of this
+   * process. The view is checked against the store's revisions of the graphs
+   * it depends on (`syncRevisions`: one query for the engine's generations),
+   * as the read cache is (docs/architecture.md, the cache rule): a graph
+   * whose revision moved since the last refresh is reloaded, and when one
+   * of the records that choose the view's graphs moved, the names are read
+   * again. Revisions are taken before the graphs are dumped, so a write
+   * during the dump moves them again and the next query reloads.
+   */
+  private async staleAfterOtherInstances(view: View): Promise<void> {
+    const ws = view.workspaceId;
+    const records = view.kind === 'knowledge'
+      ? [this.graphs.packages(ws), this.graphs.extensions(ws)]
+      : [this.graphs.packages(ws), this.graphs.extensions(ws), this.graphs.iam(ws), this.graphs.slashCommands(ws), this.graphs.system];
+    const tracked = [...new Set([...records, ...view.graphs.keys()])];
+    await this.store.syncRevisions!(tracked);
+    for (const g of tracked) {
+      const revision = this.store.revision(g);
+      const before = view.seen.get(g);
+      view.seen.set(g, revision);
+      // First sight: the view has not loaded it since (a new view is stale as a whole; new names are seen in `refresh`).
+      if (before === undefined || before === revision) continue;
+      view.stale.graphs.add(g);
+      if (records.includes(g)) view.stale.names = true;
+    }
   }
 
   private newWorker(): QueryWorker {

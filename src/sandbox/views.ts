@@ -45,6 +45,8 @@ export class WorkspaceViews {
   /** Names of every graph of the workspace (its records included). */
   async workspaceGraphs(workspaceId: string): Promise<string[]> {
     const prefix = this.graphs.workspacePrefix(workspaceId);
+    // The remote store (Virtuoso answers `GRAPH ?g { }` with no graph): its own listing, which leaves out its staging graphs.
+    if (this.store.syncRevisions) return (await this.store.graphNames()).filter((g) => g.startsWith(prefix)).sort();
     const rows = await this.store.select(sparql`SELECT DISTINCT ?g WHERE { GRAPH ?g { } FILTER(STRSTARTS(STR(?g), ${literal(prefix)})) }`);
     return rows.map((r) => r.g!.value).sort();
   }
@@ -52,12 +54,16 @@ export class WorkspaceViews {
   /** The workspace's own record and its members' user records, as N-Triples. */
   async systemExcerpt(workspaceId: string): Promise<string> {
     const ws = iri(this.graphs.resource('workspace', workspaceId));
-    return await this.store.construct(PREFIXES + sparql`
-      CONSTRUCT { ?s ?p ?o } WHERE {
-        { GRAPH ${iri(this.graphs.iam(workspaceId))} { ?member a wsm:Principal ; wsm:actor ?s } }
-        UNION { VALUES ?s { ${ws} } }
-        GRAPH ${iri(this.graphs.system)} { ?s ?p ?o }
-      }`);
+    // Two queries: Virtuoso answers a UNION of a pattern and a VALUES branch, joined with the system graph, with nothing.
+    const [record, members] = await Promise.all([
+      this.store.construct(sparql`CONSTRUCT { ${ws} ?p ?o } WHERE { GRAPH ${iri(this.graphs.system)} { ${ws} ?p ?o } }`),
+      this.store.construct(PREFIXES + sparql`
+        CONSTRUCT { ?s ?p ?o } WHERE {
+          GRAPH ${iri(this.graphs.iam(workspaceId))} { ?member a wsm:Principal ; wsm:actor ?s }
+          GRAPH ${iri(this.graphs.system)} { ?s ?p ?o }
+        }`),
+    ]);
+    return `${record.trim() && !record.trim().startsWith('#') ? `${record.trim()}\n` : ''}${members}`;
   }
 
   /** The graphs a view holds. */

@@ -4,7 +4,7 @@ import type { Graphs } from '../rdf/graphs.js';
 import { PREFIXES } from '../rdf/vocab.js';
 import { sparql, iri, literal, dateTime, raw, boolean, integer } from '../rdf/sparql.js';
 import { newId, UUID_PATTERN } from '../rdf/ids.js';
-import { req, str, time } from '../rdf/bindings.js';
+import { bool, req, str, time } from '../rdf/bindings.js';
 import { badRequest, conflict, forbidden, notFound } from '../errors.js';
 import { NOT_APPLIED, untilApplied } from '../store/conditional.js';
 import type { Binding } from '../store/store.js';
@@ -140,7 +140,7 @@ export class SlashCommandService {
       const datatype = str(b, 'datatype');
       const description = str(b, 'description');
       command.parameters.push({
-        name: req(b, 'name'), kind: req(b, 'kind') as Parameter['kind'], required: req(b, 'required') === 'true',
+        name: req(b, 'name'), kind: req(b, 'kind') as Parameter['kind'], required: bool(b, 'required') === true,
         ...(datatype !== null ? { datatype } : {}), ...(description !== null ? { description } : {}),
       });
     }

@@ -94,18 +94,23 @@ export class SparqlClient {
    * first in the same transaction (`WSM_APPLY_IF`) and nothing is applied
    * unless it answers as expected. Resolves whether the ops were applied.
    */
-  async applyAtomically(operations: string[], condition: { ask: string; expect: boolean } | null = null): Promise<boolean> {
-    if (operations.length === 0 && !condition) return true;
+  async applyAtomically(operations: string[], condition: { ask: string; expect: boolean } | Array<{ ask: string; expect: boolean }> | null = null): Promise<boolean> {
+    const conditions = condition === null ? [] : Array.isArray(condition) ? condition : [condition];
+    if (operations.length === 0 && conditions.length === 0) return true;
+    if (conditions.length > 30) throw new Error('at most 30 conditions in one write');
     // Virtuoso turns a call with text beyond ASCII into a wide string that exec() narrows to '?':
     // such characters go as SPARQL codepoint escapes (\uXXXX, \UXXXXXXXX), decoded by the engine's parser.
     operations = operations.map(asciiOnly);
-    const body = operations.join('\n');
+    const asks = conditions.map((c) => asciiOnly(c.ask));
+    const body = [...operations, ...asks].join('\n');
     let sep = `#wsm-op-${randomBytes(8).toString('hex')}#`;
     while (body.includes(sep)) sep = `#wsm-op-${randomBytes(8).toString('hex')}#`;
     const ops = stringLiteral(operations.join(sep));
-    // With a condition (`WSM_APPLY_IF`): the ASK and the ops in one transaction; -1 when it did not hold.
-    const call = condition
-      ? `SELECT (<sql:WSM_APPLY_IF>(${stringLiteral(asciiOnly(condition.ask))}, ${condition.expect ? 1 : 0}, ${stringLiteral(sep)}, ${ops}) AS ?n) {}`
+    // With conditions (`WSM_APPLY_IF`): the ASKs and the ops in one transaction; -1 when one did not hold.
+    // The answer condition i must give is bit i of the second argument.
+    const expect = conditions.reduce((mask, c, i) => mask + (c.expect ? 2 ** i : 0), 0);
+    const call = conditions.length > 0
+      ? `SELECT (<sql:WSM_APPLY_IF>(${stringLiteral(asks.join(sep))}, ${expect}, ${stringLiteral(sep)}, ${ops}) AS ?n) {}`
       : `SELECT (<sql:WSM_APPLY>(${stringLiteral(sep)}, ${ops}) AS ?n) {}`;
     const answer = JSON.parse(await this.query(call, 'application/sparql-results+json')) as { results?: { bindings: Array<{ n?: { value: string } }> } };
     return Number(answer.results?.bindings[0]?.n?.value ?? 0) >= 0;

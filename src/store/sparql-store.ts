@@ -4,6 +4,7 @@ import { ExclusiveSections } from './sections.js';
 import { GraphRevisions } from './revisions.js';
 import { assertDeclared, checkGraphsFromEnv } from './declared-graphs.js';
 import { WriteRefusedError, declaredGraphs, type Binding, type QuadStore, type QueryScope, type WriteCondition, type WriteOp } from './store.js';
+import { InstanceLease } from './instance-lease.js';
 import { EngineError, SparqlClient, insertOperations, type SparqlEndpointOptions } from './sparql-client.js';
 
 const RESULTS_JSON = 'application/sparql-results+json';
@@ -35,15 +36,30 @@ export class SparqlStore implements QuadStore {
   private versionCounter = 0;
   private readonly listeners = new Set<(graphs: ReadonlySet<string>) => void>();
   /**
-   * Revisions of the graphs written through THIS process. Writes made by
-   * other instances on the same engine do not move them: the seam for
-   * cross-instance generations (DESIGN.md section 9) is `revision()`.
+   * Revisions of graphs as this process knows them: moved by its own writes
+   * (when each starts and ends) and by `syncRevisions` when the engine's
+   * generation of a graph is not the one seen last (another instance wrote
+   * it, or it was never seen).
    */
   private readonly revisions = new GraphRevisions();
+  /** The engine's generation of each graph, as last seen by `syncRevisions`. */
+  private seen = new Map<string, string>();
+  /** Generation reads not sent yet: calls made before it is sent share it. */
+  private nextSync: { graphs: Set<string>; done: Promise<void> } | null = null;
   private readonly checkGraphs: boolean;
+  /** The graph holding each graph's generation (`${base}store/generations`). */
+  readonly generationsGraph: string;
+
+  /**
+   * This instance's lease on the engine (started by `startLease`): lifecycle
+   * commands are claimed under its id, and the staging graphs of its large
+   * writes carry it, so another instance can drop them once the lease ended.
+   */
+  instance: InstanceLease | undefined;
 
   constructor(options: SparqlEndpointOptions, private readonly base: string, checks: { checkGraphs?: boolean } = {}) {
     this.client = new SparqlClient(options);
+    this.generationsGraph = `${base}store/generations`;
     this.checkGraphs = checks.checkGraphs ?? checkGraphsFromEnv();
   }
 
@@ -83,8 +99,97 @@ export class SparqlStore implements QuadStore {
     return this.client.query(query, resultsFormat);
   }
 
+  /** Registers this instance on the engine and keeps its lease renewed (docs/architecture.md, "Command leases"). */
+  async startLease(durationMs: number, warn?: (message: string, details?: Record<string, unknown>) => void): Promise<InstanceLease> {
+    const lease = new InstanceLease(this, this.base, durationMs, warn);
+    lease.dropOrphanStaging = () => this.dropOrphanStaging();
+    await lease.start();
+    this.instance = lease;
+    return lease;
+  }
+
+  /**
+   * Drops the staging graphs of instances that no longer hold a lease (a
+   * large write cut off by the end of its process). The graphs are listed
+   * before the instances, so a graph of an instance that registered since
+   * is never taken for an orphan. Resolves how many were dropped.
+   */
+  async dropOrphanStaging(): Promise<number> {
+    const lease = this.instance;
+    if (!lease) return 0;
+    const prefix = `${this.base}staging/`;
+    const rows = await this.select(`SELECT DISTINCT ?g WHERE { GRAPH ?g { ?s ?p ?o } FILTER(STRSTARTS(STR(?g), ${JSON.stringify(prefix)})) }`);
+    const live = await lease.registered();
+    const orphans = rows.map((r) => r.g!.value).filter((g) => {
+      const parts = g.slice(prefix.length).split('/');
+      return parts.length === 2 && !live.has(decodeURIComponent(parts[0]!));
+    });
+    if (orphans.length > 0) await this.client.applyAtomically(orphans.map((g) => `DROP SILENT GRAPH <${g}>`));
+    return orphans.length;
+  }
+
   revision(graph: string): number {
     return this.revisions.get(graph);
+  }
+
+  /**
+   * Cross-instance freshness (docs/architecture.md, the cache rule): every
+   * write sets a new generation (a fresh UUID) on each graph it declared, in
+   * the same engine transaction as its ops. This reads the generations of
+   * `graphs` in one query and moves the revision of each graph whose
+   * generation is not the one seen last, so a cached value read before
+   * another instance's write is not answered after it. Calls made in one
+   * synchronous stretch share one query, sent after all of them were made.
+   */
+  syncRevisions(graphs: readonly string[]): Promise<void> {
+    if (graphs.length === 0) return Promise.resolve();
+    if (!this.nextSync) {
+      const batch = { graphs: new Set<string>(), done: Promise.resolve() };
+      batch.done = Promise.resolve().then(() => {
+        if (this.nextSync === batch) this.nextSync = null;
+        return this.readGenerations([...batch.graphs]);
+      });
+      this.nextSync = batch;
+    }
+    for (const g of graphs) this.nextSync.graphs.add(g);
+    return this.nextSync.done;
+  }
+
+  private async readGenerations(graphs: string[]): Promise<void> {
+    // One OPTIONAL per graph, each a lookup by constant subject: under serializable isolation a read locks
+    // only the rows it reads, so it does not contend with writes of other graphs' generations.
+    const gg = `<${this.generationsGraph}>`;
+    const rows = await this.select(`SELECT * WHERE { VALUES ?wsmAnchor { true }
+      ${graphs.map((g, i) => `OPTIONAL { GRAPH ${gg} { <${generationSubject(g)}> <${GENERATION}> ?v${i} } }`).join('\n      ')} }`);
+    const now = new Map<string, string>();
+    const row = rows[0] ?? {};
+    graphs.forEach((g, i) => { const v = row[`v${i}`]; if (v) now.set(generationSubject(g), v.value); });
+    if (this.seen.size > 100_000) this.seen = new Map();
+    const moved: string[] = [];
+    for (const g of graphs) {
+      // A graph never written has no generation: '' stands for it.
+      const gen = now.get(generationSubject(g)) ?? '';
+      if (this.seen.get(g) === gen) continue;
+      // First sight (or forgotten) moves the revision too: a value kept before cannot be vouched for.
+      this.seen.set(g, gen);
+      moved.push(g);
+    }
+    if (moved.length > 0) this.revisions.bump(moved);
+  }
+
+  /** Update operations that give each of `graphs` a new generation (run in the write's own transaction). */
+  private generationOps(graphs: ReadonlySet<string>): string[] {
+    // The store's own graphs (instance leases, generations) are read by no cache: their writes (lease
+    // renewals every few seconds) set no generation, so they never wait for another write's generations.
+    const subjects = [...graphs].filter((g) => !g.startsWith(`${this.base}store/`)).map((g) => `<${generationSubject(g)}>`);
+    if (subjects.length === 0) return [];
+    const gen = randomUUID();
+    const gg = `<${this.generationsGraph}>`;
+    return [
+      // One DELETE per graph, by constant subject: it locks that graph's generation only.
+      ...subjects.map((s) => `DELETE WHERE { GRAPH ${gg} { ${s} <${GENERATION}> ?old } }`),
+      `INSERT DATA { GRAPH ${gg} { ${subjects.map((s) => `${s} <${GENERATION}> "${gen}" .`).join(' ')} } }`,
+    ];
   }
 
   async write(ops: WriteOp[]): Promise<void> {
@@ -121,7 +226,7 @@ export class SparqlStore implements QuadStore {
     this.revisions.bump(touched);
     let applied: boolean;
     try {
-      applied = await this.send(ops, condition);
+      applied = await this.send(ops, condition, touched);
     } finally {
       this.revisions.bump(touched);
     }
@@ -131,7 +236,7 @@ export class SparqlStore implements QuadStore {
     return true;
   }
 
-  private async send(ops: WriteOp[], condition: WriteCondition | null): Promise<boolean> {
+  private async send(ops: WriteOp[], condition: WriteCondition | null, touched: ReadonlySet<string>): Promise<boolean> {
     // Everything is compiled (loads parsed) before anything is sent: a load that does not parse changes nothing.
     const compiled = ops.map((op, index) => {
       if (op.kind === 'update') return { op, inserts: null as string[] | null };
@@ -143,6 +248,7 @@ export class SparqlStore implements QuadStore {
     });
     if (this.client.options.dialect === 'standard') {
       const parts = compiled.map(({ op, inserts }) => (op.kind === 'update' ? op.sparql : inserts!.join(' ;\n')));
+      parts.push(...this.generationOps(touched));
       try {
         await this.client.update(parts.join(' ;\n'));
       } catch (err) {
@@ -150,7 +256,7 @@ export class SparqlStore implements QuadStore {
         if (err instanceof EngineError && err.status >= 400 && err.status < 500) throw new WriteRefusedError(0, err.engineText.slice(0, 500));
         throw err;
       }
-    } else if (!await this.writeVirtuoso(compiled, condition)) {
+    } else if (!await this.writeVirtuoso(compiled, condition, touched)) {
       return false;
     }
     return true;
@@ -165,18 +271,20 @@ export class SparqlStore implements QuadStore {
   }
 
   /** Applies the ops in one transaction, when `condition` holds in it; false when it did not (nothing applied). */
-  private async writeVirtuoso(compiled: Array<{ op: WriteOp; inserts: string[] | null }>, condition: WriteCondition | null): Promise<boolean> {
+  private async writeVirtuoso(compiled: Array<{ op: WriteOp; inserts: string[] | null }>, condition: WriteCondition | null, touched: ReadonlySet<string>): Promise<boolean> {
     const operations: string[] = [];
     /** For each operation, the index of the write op it comes from. */
     const owners: number[] = [];
     const staging: string[] = [];
+    // The lease (and its id at this moment) the staging graphs are kept under.
+    const lease = this.instance ? { lease: this.instance, id: this.instance.id } : undefined;
     const bytes = compiled.reduce((n, c) => n + (c.inserts ?? []).reduce((m, s) => m + s.length, 0), 0);
     try {
       for (const [index, { op, inserts }] of compiled.entries()) {
         if (op.kind === 'update') { for (const one of splitUpdate(op.sparql)) { operations.push(one); owners.push(index); } continue; }
         if (bytes <= MAX_CALL_BYTES) { for (const i of inserts!) { operations.push(i); owners.push(index); } continue; }
         // Large: stage in bounded calls, then add to the target inside the final transaction.
-        const stage = `${this.base}staging/${randomUUID()}`;
+        const stage = `${lease ? lease.lease.stagingPrefix(lease.id) : `${this.base}staging/`}${randomUUID()}`;
         staging.push(stage);
         const staged = insertOperations(stage, op.data, op.format);
         for (let i = 0; i < staged.length;) {
@@ -192,14 +300,22 @@ export class SparqlStore implements QuadStore {
         operations.push(`ADD SILENT <${stage}> TO <${op.graph}>`, `DROP SILENT GRAPH <${stage}>`);
         owners.push(index, index);
       }
+      // The new generations of the written graphs, in the same transaction (attributed to the last op).
+      for (const op of this.generationOps(touched)) { operations.push(op); owners.push(compiled.length - 1); }
+      // Staged under this instance's lease: applied only while it holds (another instance drops the staging
+      // graphs of an instance whose lease ended, so a late write would add part of its data).
+      const conditions = [...(condition ? [condition] : []), ...(staging.length > 0 && lease ? [{ ask: lease.lease.liveAsk(lease.id), expect: true }] : [])];
       let applied: boolean;
       try {
-        applied = await this.client.applyAtomically(operations, condition);
+        applied = await this.client.applyAtomically(operations, conditions);
       } catch (err) {
         throw SparqlStore.refusal(err, owners);
       }
       if (!applied && staging.length > 0) {
         await this.client.applyAtomically(staging.map((g) => `DROP SILENT GRAPH <${g}>`)).catch(() => undefined);
+        if (lease && !await this.ask(lease.lease.liveAsk(lease.id))) {
+          throw new Error('this instance\'s lease ended during a large write; nothing of the write was applied');
+        }
       }
       return applied;
     } catch (err) {
@@ -221,11 +337,12 @@ export class SparqlStore implements QuadStore {
   async graphNames(): Promise<string[]> {
     // Only the service's graphs: the engine's own graphs share the store.
     const rows = await this.select(`SELECT DISTINCT ?g WHERE { GRAPH ?g { ?s ?p ?o } FILTER(STRSTARTS(STR(?g), ${JSON.stringify(this.base)})) }`);
-    return rows.map((r) => r.g!.value).filter((g) => !g.startsWith(`${this.base}staging/`));
+    return rows.map((r) => r.g!.value).filter((g) => !g.startsWith(`${this.base}staging/`) && !g.startsWith(`${this.base}store/`));
   }
 
   async size(): Promise<number> {
-    const rows = await this.select(`SELECT (COUNT(*) AS ?n) WHERE { GRAPH ?g { ?s ?p ?o } FILTER(STRSTARTS(STR(?g), ${JSON.stringify(this.base)})) }`);
+    const rows = await this.select(`SELECT (COUNT(*) AS ?n) WHERE { GRAPH ?g { ?s ?p ?o } FILTER(STRSTARTS(STR(?g), ${JSON.stringify(this.base)})
+      && !STRSTARTS(STR(?g), ${JSON.stringify(`${this.base}staging/`)}) && !STRSTARTS(STR(?g), ${JSON.stringify(`${this.base}store/`)})) }`);
     return Number(rows[0]?.n?.value ?? 0);
   }
 
@@ -246,8 +363,17 @@ export class SparqlStore implements QuadStore {
   }
 
   async close(): Promise<void> {
-    // Nothing held: the engine keeps the data; fetch's connections close on their own.
+    // The engine keeps the data; fetch's connections close on their own. The lease record goes.
+    await this.instance?.close();
   }
+}
+
+/** The predicate of a graph's generation in the generations graph. */
+const GENERATION = 'https://w3id.org/wsm/ns#generation';
+
+/** The subject a graph's generation is kept on: the graph's IRI (the default graph has none, so a name of its own). */
+function generationSubject(graph: string): string {
+  return graph === '' ? 'urn:x-wsm:default-graph' : graph;
 }
 
 /**

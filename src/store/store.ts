@@ -29,6 +29,8 @@
  *   (`DROP SILENT GRAPH`): the check runs on an empty scratch store.
  */
 
+import type { InstanceLease } from './instance-lease.js';
+
 /** The engine refused an op of a write; nothing of the write was applied. */
 export class WriteRefusedError extends Error {
   constructor(readonly opIndex: number, readonly engineMessage: string) {
@@ -184,10 +186,24 @@ export interface QuadStore {
    * otherwise (except all at once, when the store forgets old revisions: see
    * `GraphRevisions`). A read made while a graph's revision did not move saw
    * one state of that graph. Per process: on the remote store, writes made
-   * by other instances do not move it (DESIGN.md section 9, cross-instance
-   * generations).
+   * by other instances move it once `syncRevisions` has seen them.
    */
   revision(graph: string): number;
+  /**
+   * Brings `revision()` of these graphs up to date with writes made by
+   * other service instances on the same engine (the remote store: one
+   * query for the engine's generation of each graph). Called by the read
+   * cache before it answers from a kept value. Absent when the store has
+   * no other writers (the embedded store: one process per data directory).
+   */
+  syncRevisions?(graphs: readonly string[]): Promise<void>;
+  /**
+   * This service instance's lease, when several instances may share the
+   * store (the remote store): lifecycle commands are claimed under it
+   * (docs/architecture.md, "Command leases"). Absent on the embedded store,
+   * which one process holds alone.
+   */
+  readonly instance?: InstanceLease | undefined;
   /** Subscribes to writes; the listener gets the graphs the write declared, once it is applied. */
   onWrite(listener: (graphs: ReadonlySet<string>) => void): () => void;
   /**

@@ -13,24 +13,29 @@ DB.DBA.VHOST_DEFINE (lhost=>'*ini*', vhost=>'*ini*', lpath=>'/wsm/sparql', ppath
   vsp_user=>'dba', auth_fn=>'DB.DBA.HP_AUTH_SQL_USER', realm=>'wsm', sec=>'basic', ses_vars=>0, opts=>vector('noinherit', 1));
 
 -- Conditional write (QuadStore.writeIf): in ONE transaction, runs the ASK
--- query `cond` and, only when it answers `expect` (1 true, 0 false), the ops
--- as WSM_APPLY does. Answers the number of ops applied, or -1 when the
--- condition did not hold (nothing applied). An empty `cond` always holds.
--- Under serializable isolation (DefaultIsolation = 8) the rows the ASK read
+-- queries of `cond` (separated by `sep`) and, only when each answers as bit
+-- i of `expect` says (1 true, 0 false; condition i is bit i), the ops as
+-- WSM_APPLY does. Answers the number of ops applied, or -1 when a condition
+-- did not hold (nothing applied). An empty `cond` always holds.
+-- Under serializable isolation (DefaultIsolation = 8) the rows the ASKs read
 -- stay locked until the commit, so a concurrent transaction that would
--- change its answer waits or is rolled back as a deadlock (and sent again
+-- change an answer waits or is rolled back as a deadlock (and sent again
 -- by the client, which then sees the new state).
 create procedure DB.DBA.WSM_APPLY_IF (in cond varchar, in expect integer, in sep varchar, in body varchar)
 {
-  declare pos, n, answer integer;
-  declare st, msg, op varchar;
+  declare pos, n, answer, bit integer;
+  declare st, msg, op, one varchar;
   declare meta, rows any;
   declare exit handler for sqlstate '*' { rollback work; resignal; };
   log_enable (1, 1);
-  if (length (cond) > 0)
+  bit := 1;
+  while (length (cond) > 0)
     {
+      pos := strstr (cond, sep);
+      if (pos is null) { one := cond; cond := ''; }
+      else { one := subseq (cond, 0, pos); cond := subseq (cond, pos + length (sep)); }
       st := '00000';
-      exec (concat ('SPARQL ', cond), st, msg, vector (), 1, meta, rows);
+      exec (concat ('SPARQL ', one), st, msg, vector (), 1, meta, rows);
       if (st <> '00000')
         {
           rollback work;
@@ -38,11 +43,12 @@ create procedure DB.DBA.WSM_APPLY_IF (in cond varchar, in expect integer, in sep
         }
       answer := 0;
       if (length (rows) > 0 and rows[0][0] is not null and rows[0][0] <> 0) answer := 1;
-      if (answer <> expect)
+      if (answer <> mod (expect / bit, 2))
         {
           commit work;
           return -1;
         }
+      bit := bit * 2;
     }
   n := 0;
   while (length (body) > 0)

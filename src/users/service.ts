@@ -101,6 +101,7 @@ export class UserService {
   async byIris(userIris: readonly string[]): Promise<Map<string, User>> {
     const out = new Map<string, User>();
     const missing: string[] = [];
+    if (userIris.length > 0) await this.cache.sync([this.graphs.system]);
     for (const u of userIris) {
       const hit = this.cache.peek(u);
       if (!hit.found) missing.push(u);

@@ -1,4 +1,5 @@
 import type { SparqlEndpointOptions } from '../../src/store/sparql-client.js';
+import type { QuadStore } from '../../src/store/store.js';
 
 /**
  * The remote engine the remote-store tests run against, from the same
@@ -28,4 +29,17 @@ export function requireRemote(ctx: Mocha.Context): SparqlEndpointOptions {
   console.log(`      skipped: ${NO_ENGINE}`);
   ctx.skip();
   throw new Error('unreachable');
+}
+
+/**
+ * Every quad of the service's named graphs, as sorted N-Quads-like lines:
+ * the whole state, through the store contract, on either store (the embedded
+ * one and the remote one, whose engine holds graphs of its own besides).
+ */
+export async function storeDump(store: Pick<QuadStore, 'graphNames' | 'dumpGraph'>): Promise<string[]> {
+  const out: string[] = [];
+  for (const g of await store.graphNames()) {
+    for (const line of (await store.dumpGraph(g)).split('\n')) if (line.trim()) out.push(`${line.trim().replace(/\s*\.$/, '')} <${g}> .`);
+  }
+  return out.sort();
 }

@@ -1,7 +1,7 @@
 import { expect } from 'chai';
 import n3 from 'n3';
-import type oxigraph from 'oxigraph';
 import { startTestServer, removeDir, bearer, seedWorkspace, type TestServer } from '../helpers/server.js';
+import { storeDump } from '../helpers/remote.js';
 import { installMatrices, supportMatrixTurtle } from '../helpers/installs.js';
 
 const S = 'https://example.org/matrices/support';
@@ -36,8 +36,7 @@ describe('slash commands: discovery and parameters', function () {
   this.timeout(60_000);
   let t: TestServer;
   let tokens: Awaited<ReturnType<typeof seedWorkspace>>['tokens'];
-  const dump = () => (t.server.services.store as unknown as { raw: oxigraph.Store }).raw
-    .dump({ format: 'application/n-quads' }).split('\n').filter(Boolean).sort();
+  const dump = () => storeDump(t.server.services.store);
 
   const create = (token: string, body: Record<string, unknown>) => t.http.post('/api/v1/commands/acme').set(bearer(token)).send(body);
   const run = (alias: string, args?: unknown, accept = 'application/n-triples', token = tokens.member) => {
@@ -111,7 +110,7 @@ describe('slash commands: discovery and parameters', function () {
   describe('declaring parameters', () => {
     const base = { scriptType: 'CONSTRUCT', scriptContent: ROLES_OF };
     it('refuses a name that is not a variable of the script, twice, with "?", a bad kind or a datatype on an IRI (400, nothing stored)', async () => {
-      const before = dump();
+      const before = await dump();
       const cases: Array<[unknown[], RegExp]> = [
         [[{ name: 'agnet', kind: 'iri', required: true }], /"agnet" is not a variable of the script \(its variables: \?agent, \?role\)/],
         [[{ name: 'agent', kind: 'iri', required: true }, { name: 'agent', kind: 'literal', required: false }], /declared twice/],
@@ -128,7 +127,7 @@ describe('slash commands: discovery and parameters', function () {
         expect(res.status, JSON.stringify(parameters)).to.equal(400);
         expect(res.body.error.message, JSON.stringify(parameters)).to.match(message);
       }
-      expect(dump()).to.deep.equal(before);
+      expect(await dump()).to.deep.equal(before);
     });
 
     it('checks kept parameters against a changed script, and replaces them on update', async () => {
@@ -154,7 +153,7 @@ describe('slash commands: discovery and parameters', function () {
       // Deleting the command leaves nothing of it behind, parameters included.
       await t.http.put(`/api/v1/commands/acme/${id}`).set(bearer(tokens.member)).send({ parameters: [{ name: 'agent', kind: 'iri', required: true }] });
       expect((await t.http.delete(`/api/v1/commands/acme/${id}`).set(bearer(tokens.member))).status).to.equal(200);
-      expect(dump().filter((q) => q.includes(id))).to.deep.equal([]);
+      expect((await dump()).filter((q) => q.includes(id))).to.deep.equal([]);
     });
   });
 
@@ -211,7 +210,7 @@ describe('slash commands: discovery and parameters', function () {
     });
 
     it('keeps injection attempts data: literals come back verbatim, IRIs are refused, the store is unchanged', async () => {
-      const before = dump();
+      const before = await dump();
       for (const payload of PAYLOADS) {
         const echoed = await run('echo', { text: payload }, 'application/n-triples');
         expect(echoed.status, payload).to.equal(200);
@@ -224,7 +223,7 @@ describe('slash commands: discovery and parameters', function () {
         const asIri = await run('roles-of', { agent: `urn:x:${payload}` });
         expect(asIri.status, payload).to.equal(400);
       }
-      expect(dump()).to.deep.equal(before);
+      expect(await dump()).to.deep.equal(before);
     });
   });
 });

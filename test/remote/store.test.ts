@@ -4,6 +4,7 @@ import { Parser } from 'n3';
 import { SparqlStore } from '../../src/store/sparql-store.js';
 import { SparqlClient } from '../../src/store/sparql-client.js';
 import { WriteRefusedError, type WriteOp } from '../../src/store/store.js';
+import { GraphCache } from '../../src/store/graph-cache.js';
 import { requireRemote } from '../helpers/remote.js';
 
 const XSD = 'http://www.w3.org/2001/XMLSchema#';
@@ -30,7 +31,7 @@ describe('store: remote SPARQL engine (WSM_STORE=sparql)', function () {
 
   after(async () => {
     if (!store) return;
-    const graphs = await store.graphNames();
+    const graphs = [...await store.graphNames(), store.generationsGraph];
     if (graphs.length) await store.write(graphs.map((graph) => ({ kind: 'update', sparql: `DROP SILENT GRAPH <${graph}>`, graphs: [graph] })));
   });
 
@@ -262,5 +263,83 @@ describe('store: remote SPARQL engine (WSM_STORE=sparql)', function () {
     let expected = 0;
     for (const name of names) expected += await count(name);
     expect(size).to.equal(expected);
+  });
+  it('a value cached by one instance is not answered after another instance wrote its graph (engine generations)', async () => {
+    const graph = g('fresh');
+    const other = g('fresh-other');
+    // Two store clients: nothing shared in this process but the engine, as with two service instances.
+    const mine = new SparqlStore(settings, base);
+    const theirs = new SparqlStore(settings, base);
+    const cache = new GraphCache<string[]>(mine);
+    let reads = 0;
+    const read = (name: string) => () => {
+      reads++;
+      return mine.select(`SELECT ?o WHERE { GRAPH <${name}> { <urn:s> <urn:p> ?o } } ORDER BY ?o`).then((rows) => rows.map((r) => r.o!.value));
+    };
+    await theirs.update(`INSERT DATA { GRAPH <${graph}> { <urn:s> <urn:p> "one" } }`, [graph]);
+    expect(await cache.get('k', [graph], read(graph))).to.deep.equal(['one']);
+    expect(await cache.get('other', [other], read(other))).to.deep.equal([]);
+    expect(await cache.get('k', [graph], read(graph))).to.deep.equal(['one']);
+    expect(reads, 'the second get of k is answered from the cache').to.equal(2);
+    // Another instance writes the graph: the next get on this one reads again and sees it.
+    await theirs.update(`INSERT DATA { GRAPH <${graph}> { <urn:s> <urn:p> "two" } }`, [graph]);
+    expect(await cache.get('k', [graph], read(graph))).to.deep.equal(['one', 'two']);
+    expect(reads).to.equal(3);
+    // A write to another graph leaves the kept value in place; a conditional write that did not apply too.
+    await theirs.update(`INSERT DATA { GRAPH <${other}> { <urn:s> <urn:p> "x" } }`, [other]);
+    expect(await theirs.writeIf({ ask: `ASK { GRAPH <${graph}> { <urn:s> <urn:p> "two" } }`, expect: false },
+      [{ kind: 'update', sparql: `INSERT DATA { GRAPH <${graph}> { <urn:s> <urn:p> "three" } }`, graphs: [graph] }])).to.equal(false);
+    expect(await cache.get('k', [graph], read(graph))).to.deep.equal(['one', 'two']);
+    expect(reads).to.equal(3);
+    expect(await cache.get('other', [other], read(other))).to.deep.equal(['x']);
+    expect(reads).to.equal(4);
+    // Gets made together share one generation read; a large (staged) write moves the generation too.
+    let data = '';
+    for (let i = 0; i < 12_000; i++) data += `<urn:s> <urn:p> "n${i} of a load large enough to be staged" .\n`;
+    await theirs.write([{ kind: 'load', graph, format: 'application/n-triples', data }]);
+    const both = await Promise.all([cache.get('k', [graph], read(graph)), cache.get('other', [other], read(other))]);
+    expect(both[0]).to.have.length(12_002);
+    expect(reads).to.equal(5);
+    // The generations graph is the store's own: never listed among the service's graphs.
+    expect(await mine.graphNames()).to.not.include(mine.generationsGraph);
+  });
+  it('instance leases: a large write staged under a lease that ended applies nothing, and orphaned staging graphs are dropped', async () => {
+    const graph = g('leased');
+    const mine = new SparqlStore(settings, base);
+    const theirs = new SparqlStore(settings, base);
+    const lease = await mine.startLease(60_000);
+    const other = await theirs.startLease(60_000);
+    let data = '';
+    for (let i = 0; i < 12_000; i++) data += `<urn:l:${i}> <urn:p:n> "value ${i} of a load large enough to be staged" .\n`;
+    // Held: the staged write applies whole.
+    await mine.write([{ kind: 'load', graph, format: 'application/n-triples', data }]);
+    expect(await count(graph)).to.equal(12_000);
+    // Another instance finds the lease over (as it would after 60 s without renewal) and removes it.
+    expect(await other.expire(Date.now() + 120_000)).to.deep.equal([lease.id]);
+    let failed: unknown;
+    try {
+      await mine.write([{ kind: 'update', sparql: `DROP SILENT GRAPH <${graph}>`, graphs: [graph] }, { kind: 'load', graph, format: 'application/n-triples', data: data.replaceAll('urn:l:', 'urn:m:') }]);
+    } catch (err) { failed = err; }
+    expect(String(failed)).to.match(/lease ended/);
+    const subjects = await store.select(`SELECT (COUNT(*) AS ?n) WHERE { GRAPH <${graph}> { ?s ?p ?o FILTER(STRSTARTS(STR(?s), "urn:m:")) } }`);
+    expect(Number(subjects[0]!.n!.value)).to.equal(0);
+    expect(await count(graph)).to.equal(12_000);
+    // A staging graph left by an instance without a lease goes; one of a live instance stays.
+    const orphan = `${lease.stagingPrefix('gone-instance')}x`;
+    const live = `${other.stagingPrefix(other.id)}y`;
+    await client.applyAtomically([`INSERT DATA { GRAPH <${orphan}> { <urn:a> <urn:b> 1 } }`, `INSERT DATA { GRAPH <${live}> { <urn:a> <urn:b> 1 } }`]);
+    expect(await theirs.dropOrphanStaging()).to.be.greaterThanOrEqual(1);
+    expect(await count(orphan)).to.equal(0);
+    expect(await count(live)).to.equal(1);
+    await client.applyAtomically([`DROP SILENT GRAPH <${live}>`]);
+    // Renewing a removed lease registers again under a new id.
+    const lost = lease.id;
+    await lease.renew();
+    expect(lease.id).to.not.equal(lost);
+    expect((await other.registered()).has(lease.id)).to.equal(true);
+    await lease.close();
+    await other.close();
+    expect((await other.registered()).has(lease.id)).to.equal(false);
+    await store.write([{ kind: 'update', sparql: `DROP SILENT GRAPH <${lease.graph}>`, graphs: [lease.graph] }]);
   });
 });

@@ -1,0 +1,155 @@
+import { randomUUID } from 'node:crypto';
+import type { QuadStore, WriteCondition, WriteOp } from './store.js';
+
+const WSM = 'https://w3id.org/wsm/ns#';
+
+/**
+ * The lease of one service instance on a store shared by several instances
+ * (the remote store, DESIGN.md section 9; docs/architecture.md, "Command
+ * leases"). The instance's record in the instances graph
+ * (`<base>store/instances`, never listed among the service's graphs) holds
+ * the time its lease ends (`wsm:leaseExpiresAt`, milliseconds since the
+ * epoch by the instance's clock); the instance renews it every third of the
+ * lease duration.
+ *
+ * What the lease guards (the lifecycle commands an instance runs, the
+ * staging graphs of its large writes) belongs to the instance only while its
+ * record exists: its writes are conditional on it (`liveAsk`). Another
+ * instance that finds a record whose lease ended removes it in a conditional
+ * write (`sweep`), after which the late owner can neither renew nor finish
+ * anything it held; it registers again under a new id.
+ *
+ * The clocks of the instances must agree to well within the lease duration.
+ */
+export class InstanceLease {
+  /** This instance's id: it changes when the lease was lost and taken again. */
+  id = randomUUID();
+  readonly graph: string;
+  private timer: NodeJS.Timeout | undefined;
+  private renewing: Promise<void> | undefined;
+  private closed = false;
+
+  constructor(
+    private readonly store: Pick<QuadStore, 'write' | 'writeIf' | 'select'>,
+    private readonly base: string,
+    readonly durationMs: number,
+    private readonly warn: (message: string, details?: Record<string, unknown>) => void = () => undefined,
+  ) {
+    this.graph = `${base}store/instances`;
+  }
+
+  /** The IRI of an instance's record. */
+  iri(id: string): string {
+    return `${this.base}store/instance/${encodeURIComponent(id)}`;
+  }
+
+  /** The prefix of the staging graphs of an instance's large writes. */
+  stagingPrefix(id: string): string {
+    return `${this.base}staging/${encodeURIComponent(id)}/`;
+  }
+
+  /**
+   * Drops the staging graphs of instances that no longer hold a lease (set
+   * by the store that stages large writes under this lease). Resolves how
+   * many were dropped.
+   */
+  dropOrphanStaging: () => Promise<number> = () => Promise.resolve(0);
+
+  /** Registers this instance and starts renewing its lease. */
+  async start(): Promise<void> {
+    await this.register();
+    this.timer = setInterval(() => { void this.renew(); }, Math.max(50, Math.floor(this.durationMs / 3)));
+    this.timer.unref();
+  }
+
+  private async register(): Promise<void> {
+    await this.store.write([this.setOp(this.id, Date.now() + this.durationMs, false)]);
+  }
+
+  private setOp(id: string, expiresAt: number, replace: boolean): WriteOp {
+    const s = `<${this.iri(id)}>`;
+    const g = `<${this.graph}>`;
+    const insert = `INSERT DATA { GRAPH ${g} { ${s} a <${WSM}ServiceInstance> ; <${WSM}leaseExpiresAt> ${expiresAt} } }`;
+    return {
+      kind: 'update',
+      sparql: replace ? `DELETE WHERE { GRAPH ${g} { ${s} <${WSM}leaseExpiresAt> ?e } } ;\n${insert}` : insert,
+      graphs: [this.graph],
+    };
+  }
+
+  /**
+   * ASK: does the instance `id` still hold its lease (its record exists)? Its
+   * writes are conditional on it. It reads the record's type, which renewals
+   * leave alone: under serializable isolation a long write of the instance
+   * (holding what its condition read until it commits) does not block the
+   * renewal of its own lease.
+   */
+  liveAsk(id: string): string {
+    return `ASK { GRAPH <${this.graph}> { <${this.iri(id)}> a <${WSM}ServiceInstance> } }`;
+  }
+
+  /** The condition of a write that must apply only while this instance holds its lease. */
+  liveCondition(): WriteCondition {
+    return { ask: this.liveAsk(this.id), expect: true };
+  }
+
+  /** Moves the end of the lease on; when the record was removed (the lease had ended), registers again under a new id. */
+  renew(): Promise<void> {
+    if (this.closed) return Promise.resolve();
+    this.renewing ??= (async () => {
+      try {
+        const kept = await this.store.writeIf(this.liveCondition(), [this.setOp(this.id, Date.now() + this.durationMs, true)]);
+        if (!kept && !this.closed) {
+          const lost = this.id;
+          this.id = randomUUID();
+          this.warn('this instance\'s lease had ended and another instance took over what it held; registered again', { lost, id: this.id });
+          await this.register();
+        }
+      } catch (err) {
+        this.warn('could not renew this instance\'s lease', { err });
+      } finally {
+        this.renewing = undefined;
+      }
+    })();
+    return this.renewing;
+  }
+
+  /**
+   * Removes the records of instances whose lease ended (each in a write
+   * conditional on its lease still being over, so an instance that renewed
+   * meanwhile keeps it). Resolves the ids removed.
+   */
+  async expire(now = Date.now()): Promise<string[]> {
+    const rows = await this.store.select(`SELECT ?i WHERE { GRAPH <${this.graph}> { ?i <${WSM}leaseExpiresAt> ?e FILTER (?e < ${now}) } }`);
+    const removed: string[] = [];
+    for (const row of rows) {
+      const subject = row.i!.value;
+      const prefix = `${this.base}store/instance/`;
+      if (!subject.startsWith(prefix)) continue;
+      const id = decodeURIComponent(subject.slice(prefix.length));
+      if (id === this.id) continue;
+      const applied = await this.store.writeIf(
+        { ask: `ASK { GRAPH <${this.graph}> { <${subject}> <${WSM}leaseExpiresAt> ?e FILTER (?e < ${now}) } }`, expect: true },
+        [{ kind: 'update', sparql: `DELETE WHERE { GRAPH <${this.graph}> { <${subject}> ?p ?o } }`, graphs: [this.graph] }],
+      );
+      if (applied) removed.push(id);
+    }
+    return removed;
+  }
+
+  /** Ids of the instances holding a record now (live or not yet removed). */
+  async registered(): Promise<Set<string>> {
+    const rows = await this.store.select(`SELECT ?i WHERE { GRAPH <${this.graph}> { ?i a <${WSM}ServiceInstance> } }`);
+    const prefix = `${this.base}store/instance/`;
+    return new Set(rows.map((r) => r.i!.value).filter((i) => i.startsWith(prefix)).map((i) => decodeURIComponent(i.slice(prefix.length))));
+  }
+
+  /** Stops renewing and removes this instance's record (what it held has finished or is taken over by its `close`). */
+  async close(): Promise<void> {
+    this.closed = true;
+    if (this.timer) clearInterval(this.timer);
+    await this.renewing;
+    await this.store.write([{ kind: 'update', sparql: `DELETE WHERE { GRAPH <${this.graph}> { <${this.iri(this.id)}> ?p ?o } }`, graphs: [this.graph] }])
+      .catch((err: unknown) => this.warn('could not remove this instance\'s lease record', { err }));
+  }
+}
