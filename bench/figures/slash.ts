@@ -58,7 +58,9 @@ export async function run(): Promise<Figure[]> {
       const id: string = created.json.data.id;
       const execute = (accept?: string) => () => executeOnce(`${svc.url}/api/v1/commands/${slug}/${id}/execute`, token, accept);
       // The default answer (no Accept) is the JSON envelope; check it holds the whole result, untruncated.
-      const probe = await (await execute()()).json() as { data: { tripleCount: number; truncated?: boolean } };
+      const answered = await execute()();
+      if (!answered.ok) throw new Error(`the command answered ${answered.status}: ${(await answered.text()).slice(0, 200)}`);
+      const probe = await answered.json() as { data: { tripleCount: number; truncated?: boolean } };
       if (probe.data.tripleCount !== size.triples) throw new Error(`the command answered ${probe.data.tripleCount} triples, expected ${size.triples}`);
       const bare = async () => {
         const times: number[] = [];
