@@ -25,9 +25,10 @@ import type { ViewKind, WorkspaceViews } from './views.js';
  * Cost per execution is one message each way to a warm worker. A view's
  * workers are re-synced only when a write touched a graph the view depends
  * on (the graphs each write declares, `store.onWrite`; `reaches`), lazily, before the next query they run,
- * and then receive only the graphs that changed: those the newest snapshot
- * still holds as they are, by reading the snapshot file themselves (the
- * main thread sends its name), the others dumped from the store.
+ * and then receive only the graphs that changed, which they rebuild
+ * themselves from the newest snapshot file and the journal records after
+ * it (the main thread sends where those are: `graphSources`); only graphs
+ * an update wrote from other graphs' content are dumped from the store.
  */
 
 export interface SandboxOptions {
