@@ -138,7 +138,8 @@ async function replayJournal(source: NonNullable<SyncMessage['fromJournal']>): P
     for (const record of journalRecords(source.dir, source.afterSeq, source.throughSeq)) {
       for (const op of record.ops) {
         if (op.kind === 'load') {
-          if (wanted.has(op.graph) && !lost.has(op.graph)) store.load(op.data, { format: op.format, to_graph_name: oxigraph.namedNode(op.graph) });
+          // Without a transaction (less memory): a load that fails part-way ends the replay, and the graphs are cleared below.
+          if (wanted.has(op.graph) && !lost.has(op.graph)) store.load(op.data, { format: op.format, to_graph_name: oxigraph.namedNode(op.graph), no_transaction: true });
           continue;
         }
         const live = (op.graphs ?? [...wanted]).filter((g) => wanted.has(g) && !lost.has(g));
