@@ -201,7 +201,7 @@ export class ExtensionService implements ExtensionHook {
     return commandId;
   }
 
-  // ---- ExtensionHook: the lifecycle's side (src/packages/service.ts) ----
+  // ---- ExtensionHook: the deployment's side (src/packages/deployment.ts) ----
 
   /**
    * Called inside every INSTALL, UPDATE, REINSTALL and REDEPLOY for each

@@ -21,6 +21,10 @@ import { DEFAULT_GRAPH, type WriteOp } from './store.js';
  * reported as undeclarable: in the test suite every write must name its
  * graphs. A load changes exactly its `graph`, so loads must use a triples
  * format (N-Quads data could name other graphs).
+ *
+ * The same check refuses SPARQL that would mean something else on the
+ * remote engine: a WHERE (or a write's condition) with a group of nothing
+ * but FILTERs, which Virtuoso ignores.
  */
 
 /** The graphs an update may change, or why it cannot say. */
@@ -43,7 +47,8 @@ export function graphsChangedBy(update: string): { graphs: Set<string> } | { unr
   const graphs = new Set<string>();
   for (const op of parsed.updates) {
     if ('updateType' in op) {
-      const u = op as { insert?: sparqljs.Quads[]; delete?: sparqljs.Quads[]; graph?: { termType: string; value: string } };
+      const u = op as { insert?: sparqljs.Quads[]; delete?: sparqljs.Quads[]; graph?: { termType: string; value: string }; where?: sparqljs.Pattern[] };
+      if (u.where && hasFilterOnlyGroup(u.where)) return { unresolved: FILTER_ONLY };
       for (const quads of [...(u.insert ?? []), ...(u.delete ?? [])]) {
         const term = quads.type === 'graph' ? (quads.name as { termType: string; value: string }) : u.graph;
         if (!term) { graphs.add(DEFAULT_GRAPH); continue; }
@@ -77,6 +82,43 @@ export function graphsChangedBy(update: string): { graphs: Set<string> } | { unr
   return { graphs };
 }
 
+const FILTER_ONLY = 'its WHERE has a group of nothing but FILTERs, which Virtuoso ignores (the update would apply as if '
+  + 'the FILTER held); anchor the group with `VALUES ?condition { true }`';
+
+/**
+ * Whether a group pattern (or one nested in it) holds FILTERs and nothing
+ * else. Virtuoso 7 drops the FILTERs of such a group (`ASK { FILTER NOT
+ * EXISTS { ... } }` answers true, and an update whose WHERE is such a group
+ * always applies), so the service's own SPARQL anchors them with VALUES.
+ */
+export function hasFilterOnlyGroup(patterns: readonly sparqljs.Pattern[]): boolean {
+  if (patterns.length > 0 && patterns.every((p) => p.type === 'filter')) return true;
+  return patterns.some((p) => {
+    switch (p.type) {
+      case 'group': case 'optional': case 'minus': case 'graph': case 'service':
+        return hasFilterOnlyGroup(p.patterns);
+      case 'union':
+        return p.patterns.some((branch) => hasFilterOnlyGroup(branch.type === 'group' ? branch.patterns : [branch]));
+      default:
+        return false;
+    }
+  });
+}
+
+/** The condition of a conditional write, checked like the writes' WHERE (test suite only). */
+function conditionProblem(ask: string): string | null {
+  let parsed: sparqljs.SparqlQuery;
+  try {
+    parsed = new sparqljs.Parser().parse(ask);
+  } catch {
+    return null; // the store refuses it when it asks it
+  }
+  if (parsed.type === 'query' && parsed.where && hasFilterOnlyGroup(parsed.where)) {
+    return `the condition of a conditional write: ${FILTER_ONLY}`;
+  }
+  return null;
+}
+
 /**
  * Checks one write's declarations: the message naming each op whose update
  * may change a graph it did not declare (or whose graphs cannot be named),
@@ -90,6 +132,10 @@ function declarationProblem(ops: readonly WriteOp[]): string | null {
       return;
     }
     const found = graphsChangedBy(op.sparql);
+    if ('unresolved' in found && found.unresolved === FILTER_ONLY) {
+      problems.push(`op ${i + 1}: ${FILTER_ONLY}`);
+      return;
+    }
     if ('unresolved' in found) {
       problems.push(`op ${i + 1}: cannot tell which graphs it changes (${found.unresolved}); name them as constants`);
       return;
@@ -110,8 +156,8 @@ export function checkGraphsFromEnv(): boolean {
 }
 
 /** Both stores' check before a write: throws `UndeclaredGraphError` when its declarations do not cover it. */
-export function assertDeclared(ops: readonly WriteOp[]): void {
-  const problem = declarationProblem(ops);
+export function assertDeclared(ops: readonly WriteOp[], condition?: string): void {
+  const problem = declarationProblem(ops) ?? (condition === undefined ? null : conditionProblem(condition));
   if (problem) throw new UndeclaredGraphError(problem);
 }
 

@@ -323,7 +323,7 @@ export class OxigraphStore implements QuadStore {
    */
   protected async writeChecked(ops: WriteOp[], condition: WriteCondition | null): Promise<boolean> {
     if (ops.length === 0 && !condition) return true;
-    if (this.checkGraphs) assertDeclared(ops);
+    if (this.checkGraphs) assertDeclared(ops, condition?.ask);
     // Everything the write will send is checked before anything else, on an
     // empty scratch store (consecutive updates run as one SPARQL request,
     // which Oxigraph applies atomically; a load is atomic on its own). A

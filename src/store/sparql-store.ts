@@ -40,10 +40,11 @@ export class SparqlStore implements QuadStore {
    * cross-instance generations (DESIGN.md section 9) is `revision()`.
    */
   private readonly revisions = new GraphRevisions();
-  private readonly checkGraphs = checkGraphsFromEnv();
+  private readonly checkGraphs: boolean;
 
-  constructor(options: SparqlEndpointOptions, private readonly base: string) {
+  constructor(options: SparqlEndpointOptions, private readonly base: string, checks: { checkGraphs?: boolean } = {}) {
     this.client = new SparqlClient(options);
+    this.checkGraphs = checks.checkGraphs ?? checkGraphsFromEnv();
   }
 
   get version(): number {
@@ -114,7 +115,7 @@ export class SparqlStore implements QuadStore {
 
   private async writeChecked(ops: WriteOp[], condition: WriteCondition | null): Promise<boolean> {
     if (ops.length === 0 && !condition) return true;
-    if (this.checkGraphs) assertDeclared(ops);
+    if (this.checkGraphs) assertDeclared(ops, condition?.ask);
     const touched = declaredGraphs(ops);
     // Moved when the write starts and when it is done: a read overlapping it is not cached.
     this.revisions.bump(touched);

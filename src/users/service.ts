@@ -179,7 +179,7 @@ export class UserService {
       // Conditional, so two first requests of the same user racing each other create one record.
       ops.push(sparql`INSERT { GRAPH ${g} { ${u} a wsm:User ; wsm:id ${literal(id)} ; wsm:username ${literal(username)} ;
         wsm:createdAt ${dateTime(now)} ; wsm:updatedAt ${dateTime(now)} ; wsm:emailVerified ${boolean(false)} . } }
-        WHERE { FILTER NOT EXISTS { GRAPH ${g} { ${u} a wsm:User } } }`);
+        WHERE { VALUES ?condition { true } FILTER NOT EXISTS { GRAPH ${g} { ${u} a wsm:User } } }`);
     }
     for (const [field, value] of changes) {
       const p = iri(WSM[field as keyof typeof WSM] as string);

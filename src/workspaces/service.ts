@@ -266,11 +266,11 @@ export class WorkspaceService {
     // Each insert is conditional on what it adds not being there yet: two racing adds of one member write it once.
     const ops: string[] = [sparql`INSERT { GRAPH ${iam} { ${p} a wsm:Principal ; wsm:id ${literal(principalId)} ; wsm:principalType "USER" ;
         wsm:actor ${iri(this.users.userIri(user.id))} ; wsm:workspace ${iri(this.workspaceIri(workspace.id))} ; wsm:createdAt ${dateTime(now)} . } }
-      WHERE { FILTER NOT EXISTS { GRAPH ${iam} { ${p} a wsm:Principal } } }`];
+      WHERE { VALUES ?condition { true } FILTER NOT EXISTS { GRAPH ${iam} { ${p} a wsm:Principal } } }`];
     if (admin === true) {
       ops.push(sparql`INSERT { GRAPH ${iam} { ${a} a wsm:RoleAssignment ; wsm:id ${literal(this.assignmentId(workspace.id, roleId, principalId))} ;
         wsm:role ${iri(this.roleIri(roleId))} ; wsm:principal ${p} ; wsm:createdAt ${dateTime(now)} . } }
-        WHERE { FILTER NOT EXISTS { GRAPH ${iam} { ${a} a wsm:RoleAssignment } } }`);
+        WHERE { VALUES ?condition { true } FILTER NOT EXISTS { GRAPH ${iam} { ${a} a wsm:RoleAssignment } } }`);
     } else if (admin === false) {
       const remaining = (await this.adminUserIds(workspace)).filter((id) => id !== user.id);
       if (remaining.length === 0) throw conflict('This is the last administrator of the workspace; make another member an administrator first');

@@ -127,6 +127,20 @@ describe('store: remote SPARQL engine (WSM_STORE=sparql)', function () {
     expect(await holders()).to.deep.equal([]);
   });
 
+  it('an insert-if-absent anchored with VALUES applies once; the engine ignores a WHERE of nothing but FILTERs', async () => {
+    const graph = g('anchored');
+    const insert = (value: number, anchor: string) => `INSERT { GRAPH <${graph}> { <urn:s> <urn:createdAt> ${value} } }
+      WHERE { ${anchor} FILTER NOT EXISTS { GRAPH <${graph}> { <urn:s> <urn:createdAt> ?any } } }`;
+    const values = async () => (await store.select(`SELECT ?o WHERE { GRAPH <${graph}> { <urn:s> <urn:createdAt> ?o } }`)).map((r) => r.o!.value).sort();
+    await store.update(insert(1, 'VALUES ?condition { true }'), [graph]);
+    await store.update(insert(2, 'VALUES ?condition { true }'), [graph]);
+    expect(await values()).to.deep.equal(['1']);
+    // What the anchor is for (and why the suite's check refuses the unanchored form): this engine inserts anyway.
+    const unchecked = new SparqlStore(settings, base, { checkGraphs: false });
+    await unchecked.update(insert(3, ''), [graph]);
+    expect(await values()).to.deep.equal(['1', '3']);
+  });
+
   it('20 racing conditional claims of one alias from separate store clients: exactly one applies', async () => {
     const graph = g('conditional-race');
     // Separate SparqlStore objects: nothing is shared in this process but the engine, as with several instances.

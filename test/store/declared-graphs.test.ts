@@ -42,6 +42,27 @@ describe('store: write declarations are checked in the test suite', () => {
     expect(await store.select('SELECT ?o WHERE { GRAPH ?g { ?s ?p ?o } }')).to.have.length(1);
   });
 
+  it('refuses a WHERE or a condition whose group holds nothing but FILTERs (Virtuoso ignores them), before applying anything', async () => {
+    const store = new OxigraphStore(undefined, undefined, { checkGraphs: true });
+    const insert = (where: string) => `INSERT { GRAPH <urn:g:a> { <urn:s> <urn:p> 2 } } WHERE { ${where} }`;
+    const notThere = 'FILTER NOT EXISTS { GRAPH <urn:g:a> { <urn:s> <urn:p> ?o } }';
+    expect(changed(insert(notThere))).to.match(/nothing but FILTERs/);
+    expect(changed(insert(`OPTIONAL { ${notThere} }`))).to.match(/nothing but FILTERs/);
+    expect(changed(insert(`VALUES ?condition { true } ${notThere}`))).to.deep.equal(['urn:g:a']);
+    let refused: unknown;
+    await store.update(insert(notThere), ['urn:g:a']).catch((err: unknown) => { refused = err; });
+    expect(refused).to.be.instanceOf(UndeclaredGraphError);
+    expect((refused as Error).message).to.contain('VALUES ?condition { true }');
+    let condition: unknown;
+    await store.writeIf({ ask: `ASK { ${notThere} }`, expect: true },
+      [{ kind: 'update', sparql: 'INSERT DATA { GRAPH <urn:g:a> { <urn:s> <urn:p> 3 } }', graphs: ['urn:g:a'] }])
+      .catch((err: unknown) => { condition = err; });
+    expect((condition as Error).message).to.contain('the condition of a conditional write');
+    expect(await store.select('SELECT ?o WHERE { GRAPH ?g { ?s ?p ?o } }')).to.have.length(0);
+    expect(await store.writeIf({ ask: `ASK { VALUES ?condition { true } ${notThere} }`, expect: true },
+      [{ kind: 'update', sparql: 'INSERT DATA { GRAPH <urn:g:a> { <urn:s> <urn:p> 3 } }', graphs: ['urn:g:a'] }])).to.equal(true);
+  });
+
   it('is on in this suite', () => {
     expect(process.env.WSM_TEST_CHECK_GRAPHS).to.equal('1');
   });

@@ -1,0 +1,208 @@
+import { DataFactory, type Term } from 'n3';
+import type { BindingValue, QuadStore } from '../store/store.js';
+import type { Graphs } from '../rdf/graphs.js';
+import { PREFIXES } from '../rdf/vocab.js';
+import { sparql, iri, join } from '../rdf/sparql.js';
+import { UUID_PATTERN } from '../rdf/ids.js';
+import { req, str, int } from '../rdf/bindings.js';
+import { notFound } from '../errors.js';
+import type { Workspace } from '../workspaces/service.js';
+import type { PageQuery, Page } from '../http/paging.js';
+import { offsetOf, page } from '../http/paging.js';
+import { reportFromResultRows, reportTurtle, type StoredResultRow } from './validation.js';
+import { compareSemver } from './semver.js';
+import { GraphCache } from '../store/graph-cache.js';
+import type { CommandStore, LifecycleCommand, LifecycleCommandSummary, CommandEvent } from './commands.js';
+import type { InstalledRecord, PackageRecords } from './records.js';
+import type { RegistryReads } from './registry-reads.js';
+
+/** MatrixSummary of INTERFACE.md. */
+export interface MatrixSummary {
+  id: string;
+  /** The matrix URI (DESIGN.md section 11). */
+  uri: string;
+  name: string;
+  description: string | null;
+  dependencyCount: number;
+}
+
+/** Package installation of INTERFACE.md (P4, P5). */
+export interface PackageInstallation {
+  id: string;
+  name: string;
+  currentVersion: string;
+  createdAt: string;
+  updatedAt: string;
+  matrices: MatrixSummary[];
+  latestCommand: LifecycleCommandSummary | null;
+  registryPublisher: string | null;
+  registryName: string | null;
+  latestVersion: string | null;
+  updateAvailable: boolean;
+  autoUpdate: boolean;
+}
+
+/** JSON form of a validation report (P9). */
+export interface ValidationReportJson {
+  conforms: boolean;
+  violationCount: number;
+  warningCount: number;
+  infoCount: number;
+  violations: ValidationEntry[];
+  warnings: ValidationEntry[];
+  infos: ValidationEntry[];
+}
+export interface ValidationEntry { focusNode: string | null; path: string | null; value: string | null; message: string }
+
+/** The RDF reads of the packages area: P4, P5, P7, P8, P9 and P10. */
+export class PackageReads {
+  constructor(
+    private readonly store: QuadStore,
+    private readonly graphs: Graphs,
+    private readonly records: PackageRecords,
+    private readonly commands: CommandStore,
+    private readonly registryReads: RegistryReads,
+  ) {
+    this.p5Reads = new GraphCache(store, 1000);
+  }
+
+  private async toInstallation(workspace: Workspace, rec: InstalledRecord, matrices: MatrixSummary[], latestCommand?: LifecycleCommandSummary | null): Promise<PackageInstallation> {
+    const latestVersion = await this.registryReads.latestFromRegistry(workspace, rec);
+    return {
+      id: rec.id,
+      name: rec.name,
+      currentVersion: rec.currentVersion,
+      createdAt: rec.createdAt,
+      updatedAt: rec.updatedAt,
+      matrices,
+      latestCommand: latestCommand !== undefined ? latestCommand : await this.commands.latestSummary(workspace.id, rec.name),
+      registryPublisher: rec.registryPublisher,
+      registryName: rec.registryName,
+      latestVersion,
+      updateAvailable: latestVersion !== null && compareSemver(latestVersion, rec.currentVersion) > 0,
+      autoUpdate: rec.autoUpdate,
+    };
+  }
+
+  private async matrixSummaries(workspaceId: string, packageIds: string[]): Promise<Map<string, MatrixSummary[]>> {
+    const out = new Map<string, MatrixSummary[]>(packageIds.map((id) => [id, []]));
+    if (packageIds.length === 0) return out;
+    const values = join(packageIds.map((id) => iri(this.records.packageIri(id))));
+    const rows = await this.store.select(PREFIXES + sparql`SELECT ?pid ?id ?uri ?name ?description ?dependencyCount WHERE {
+      GRAPH ${iri(this.graphs.packages(workspaceId))} {
+        VALUES ?p { ${values} }
+        ?p wsm:id ?pid . ?m a wsm:Matrix ; wsm:package ?p ; wsm:id ?id ; wsm:uri ?uri ; wsm:name ?name ; wsm:dependencyCount ?dependencyCount .
+        OPTIONAL { ?m wsm:description ?description } } } ORDER BY ?name ?id`);
+    for (const b of rows) {
+      out.get(req(b, 'pid'))?.push({ id: req(b, 'id'), uri: req(b, 'uri'), name: req(b, 'name'), description: str(b, 'description'), dependencyCount: int(b, 'dependencyCount') });
+    }
+    return out;
+  }
+
+  /** P4: one page of installations, by name. */
+  async list(workspace: Workspace, query: PageQuery): Promise<Page<PackageInstallation>> {
+    const g = iri(this.graphs.packages(workspace.id));
+    const total = Number((await this.store.select(PREFIXES + sparql`SELECT (COUNT(?p) AS ?n) WHERE { GRAPH ${g} { ?p a wsm:PackageInstallation } }`))[0]?.n?.value ?? 0);
+    const records = await this.records.installedRecords(workspace.id, '', `ORDER BY ?name LIMIT ${query.pageSize} OFFSET ${offsetOf(query)}`);
+    const matrices = await this.matrixSummaries(workspace.id, records.map((r) => r.id));
+    const items = await Promise.all(records.map((r) => this.toInstallation(workspace, r, matrices.get(r.id) ?? [])));
+    return page(items, query, total);
+  }
+
+  /** P5's store reads (record, matrices, newest command): all from the workspace's packages graph, kept while it does not change. */
+  private readonly p5Reads: GraphCache<{ rec: InstalledRecord; matrices: MatrixSummary[]; latestCommand: LifecycleCommandSummary | null } | null>;
+
+  /** P5. */
+  async get(workspace: Workspace, name: string): Promise<PackageInstallation> {
+    const found = await this.p5Reads.get(`${workspace.id}\n${name}`, [this.graphs.packages(workspace.id)], async () => {
+      const rec = await this.records.installed(workspace.id, name);
+      if (!rec) return null;
+      return { rec, matrices: (await this.matrixSummaries(workspace.id, [rec.id])).get(rec.id) ?? [], latestCommand: await this.commands.latestSummary(workspace.id, rec.name) };
+    });
+    if (!found) throw notFound(`Package "${name}" is not installed in this workspace`);
+    // Copies: the cached read stays as read whatever a caller does with its answer.
+    return this.toInstallation(workspace, { ...found.rec }, found.matrices.map((m) => ({ ...m })), found.latestCommand && { ...found.latestCommand });
+  }
+
+  /** P7: 404 when the package is neither installed nor has any command. */
+  async listCommands(workspace: Workspace, name: string, pageIndex: number, size: number): Promise<LifecycleCommand[]> {
+    if (!await this.records.installed(workspace.id, name) && !await this.commands.hasCommands(workspace.id, name)) {
+      throw notFound(`Package "${name}" is not installed in this workspace and has no commands`);
+    }
+    return await this.commands.listForPackage(workspace.id, name, pageIndex * size, size);
+  }
+
+  /** P8. */
+  async getCommand(workspace: Workspace, commandId: string): Promise<LifecycleCommand> {
+    const c = UUID_PATTERN.test(commandId) ? await this.commands.get(workspace.id, commandId.toLowerCase()) : null;
+    if (!c) throw notFound(`Command ${commandId} not found in this workspace`);
+    return c;
+  }
+
+  /** P10. */
+  async events(workspace: Workspace, commandId: string): Promise<CommandEvent[]> {
+    await this.getCommand(workspace, commandId);
+    return await this.commands.events(workspace.id, commandId);
+  }
+
+  private async reportNTriples(workspace: Workspace, commandId: string): Promise<string> {
+    await this.getCommand(workspace, commandId);
+    const graph = await this.commands.reportGraph(workspace.id, commandId);
+    if (!graph) throw notFound(`Command ${commandId} has no validation report: it never reached validation`);
+    return await this.store.dumpGraph(graph);
+  }
+
+  /**
+   * P9 as JSON. Read with SPARQL (one row per result, then the few blank
+   * nodes they point at), not by parsing the whole report graph: a package of
+   * 15,000 roles has a report of 15,000 results.
+   */
+  async report(workspace: Workspace, commandId: string): Promise<ValidationReportJson> {
+    await this.getCommand(workspace, commandId);
+    const graph = await this.commands.reportGraph(workspace.id, commandId);
+    if (!graph) throw notFound(`Command ${commandId} has no validation report: it never reached validation`);
+    const g = iri(graph);
+    const rows = await this.store.select(sparql`PREFIX sh: <http://www.w3.org/ns/shacl#>
+      SELECT ?r ?severity ?focus ?path ?value ?message ?shape WHERE { GRAPH ${g} {
+        ?report sh:result ?r .
+        OPTIONAL { ?r sh:resultSeverity ?severity } OPTIONAL { ?r sh:focusNode ?focus } OPTIONAL { ?r sh:resultPath ?path }
+        OPTIONAL { ?r sh:value ?value } OPTIONAL { ?r sh:resultMessage ?message } OPTIONAL { ?r sh:sourceShape ?shape } } }`);
+    const byResult = new Map<string, StoredResultRow>();
+    for (const b of rows) {
+      const key = b.r!.value;
+      let row = byResult.get(key);
+      if (!row) {
+        row = { severity: toTerm(b.severity), focusNode: toTerm(b.focus), path: toTerm(b.path), value: toTerm(b.value), messages: [], sourceShape: toTerm(b.shape) };
+        byResult.set(key, row);
+      }
+      const message = toTerm(b.message);
+      if (message && !row.messages.some((m) => m.equals(message))) row.messages.push(message);
+    }
+    // Blank nodes the results point at, and every blank node below them (a path's list, a node's label).
+    const blanks = await this.store.construct(sparql`PREFIX sh: <http://www.w3.org/ns/shacl#>
+      CONSTRUCT { ?s ?p ?o } WHERE {
+        { SELECT DISTINCT ?b WHERE { GRAPH ${g} { ?r sh:resultPath|sh:focusNode|sh:value ?b FILTER isBlank(?b) } } }
+        GRAPH ${g} { ?b (<urn:wsm:any>|!<urn:wsm:any>)* ?s . ?s ?p ?o FILTER isBlank(?s) } }`);
+    const r = reportFromResultRows([...byResult.values()], blanks);
+    const entries = (severity: string) => r.results.filter((x) => x.severity === severity)
+      .map((x) => ({ focusNode: x.focusNode, path: x.path, value: x.value, message: x.message }));
+    return {
+      conforms: r.conforms, violationCount: r.violationCount, warningCount: r.warningCount, infoCount: r.infoCount,
+      violations: entries('VIOLATION'), warnings: entries('WARNING'), infos: entries('INFO'),
+    };
+  }
+
+  /** P9 as Turtle. */
+  async reportAsTurtle(workspace: Workspace, commandId: string): Promise<string> {
+    return reportTurtle(await this.reportNTriples(workspace, commandId));
+  }
+}
+
+/** An n3 term for a SPARQL JSON binding value (blank nodes keep the store's label). */
+function toTerm(v: BindingValue | undefined): Term | null {
+  if (!v) return null;
+  if (v.type === 'uri') return DataFactory.namedNode(v.value);
+  if (v.type === 'bnode') return DataFactory.blankNode(v.value);
+  if (v.type === 'literal') return DataFactory.literal(v.value, v['xml:lang'] || (v.datatype ? DataFactory.namedNode(v.datatype) : undefined));
+  return null;
+}

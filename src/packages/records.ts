@@ -1,0 +1,114 @@
+import type { Quad } from 'n3';
+import type { QuadStore } from '../store/store.js';
+import type { Graphs } from '../rdf/graphs.js';
+import { PREFIXES } from '../rdf/vocab.js';
+import { sparql, iri, literal, raw, join } from '../rdf/sparql.js';
+import { stableId } from '../rdf/ids.js';
+import { req, str, bool, time } from '../rdf/bindings.js';
+
+/**
+ * Store reads of the package records (installations and matrices) in a
+ * workspace's packages graph, shared by the lifecycle, the deployment, the
+ * RDF reads and auto-update.
+ */
+
+export interface InstalledRecord {
+  id: string;
+  name: string;
+  currentVersion: string;
+  createdAt: string;
+  updatedAt: string;
+  registryPublisher: string | null;
+  registryName: string | null;
+  autoUpdate: boolean;
+  /** Installed at a version named explicitly: auto-update leaves it until P3 sets auto-update again. */
+  pinned: boolean;
+}
+
+export interface MatrixRecord { id: string; uri: string; packageName: string; graph: string }
+
+export const plural = (n: number, word: string) => `${n} ${word}${n === 1 ? '' : 's'}`;
+
+export class PackageRecords {
+  constructor(private readonly store: QuadStore, private readonly graphs: Graphs) {}
+
+  packageId(workspaceId: string, name: string): string { return stableId('package', workspaceId, name); }
+  matrixId(workspaceId: string, matrixUri: string): string { return stableId('matrix', workspaceId, matrixUri); }
+  packageIri(id: string): string { return this.graphs.resource('package', id); }
+  matrixIri(id: string): string { return this.graphs.resource('matrix', id); }
+
+  /** `lead`, a pattern that narrows ?p, comes first: Oxigraph joins in the order written. */
+  async installedRecords(workspaceId: string, filter: string, modifiers = '', lead = ''): Promise<InstalledRecord[]> {
+    const rows = await this.store.select(PREFIXES + sparql`SELECT * WHERE { GRAPH ${iri(this.graphs.packages(workspaceId))} {
+      ${raw(lead)}
+      ?p a wsm:PackageInstallation ; wsm:id ?id ; wsm:name ?name ; wsm:currentVersion ?currentVersion ;
+         wsm:autoUpdate ?autoUpdate ; wsm:createdAt ?createdAt ; wsm:updatedAt ?updatedAt .
+      OPTIONAL { ?p wsm:registryPublisher ?registryPublisher } OPTIONAL { ?p wsm:registryName ?registryName }
+      OPTIONAL { ?p wsm:pinned ?pinned }
+      ${raw(filter)} } } ${raw(modifiers)}`);
+    return rows.map((b) => ({
+      id: req(b, 'id'), name: req(b, 'name'), currentVersion: req(b, 'currentVersion'), createdAt: time(b, 'createdAt'), updatedAt: time(b, 'updatedAt'),
+      registryPublisher: str(b, 'registryPublisher'), registryName: str(b, 'registryName'), autoUpdate: bool(b, 'autoUpdate') ?? false,
+      pinned: bool(b, 'pinned') ?? false,
+    }));
+  }
+
+  async installed(workspaceId: string, name: string): Promise<InstalledRecord | null> {
+    return (await this.installedRecords(workspaceId, '', 'LIMIT 1', sparql`?p wsm:name ${literal(name)} .`))[0] ?? null;
+  }
+
+  /** `lead`, a pattern that narrows ?m (or ?uri, ?p), comes first: Oxigraph joins in the order written. */
+  private async matrixRecords(workspaceId: string, filter = '', lead = ''): Promise<MatrixRecord[]> {
+    const rows = await this.store.select(PREFIXES + sparql`SELECT ?id ?uri ?packageName ?graph WHERE { GRAPH ${iri(this.graphs.packages(workspaceId))} {
+      ${raw(lead)}
+      ?m a wsm:Matrix ; wsm:id ?id ; wsm:uri ?uri ; wsm:graph ?graph ; wsm:package ?p . ?p wsm:name ?packageName .
+      ${raw(filter)} } } ORDER BY ?uri`);
+    return rows.map((b) => ({ id: req(b, 'id'), uri: req(b, 'uri'), packageName: req(b, 'packageName'), graph: req(b, 'graph') }));
+  }
+
+  /** Installed matrix by URI, or null. */
+  async findMatrix(workspaceId: string, matrixUri: string): Promise<MatrixRecord | null> {
+    return (await this.matrixRecords(workspaceId, '', sparql`?m wsm:uri ${iri(matrixUri)} .`)).find((m) => m.uri === matrixUri) ?? null;
+  }
+
+  /** Installed matrices whose URI is one of `uris` (looked up by URI, a few hundred at a time). */
+  async matricesAmong(workspaceId: string, uris: Iterable<string>): Promise<MatrixRecord[]> {
+    const out: MatrixRecord[] = [];
+    for (const [i, chunk] of chunks([...new Set(uris)], 500).entries()) {
+      if (i > 0) await nextTurn(); // a package names thousands of IRIs: let requests in between
+      out.push(...await this.matrixRecords(workspaceId, '', sparql`VALUES ?uri { ${join(chunk.map((u) => iri(u)))} } ?m wsm:uri ?uri .`));
+    }
+    return out.sort((a, b) => (a.uri < b.uri ? -1 : a.uri > b.uri ? 1 : 0));
+  }
+
+  /** Installed matrices of one package. */
+  matricesOfPackage(workspaceId: string, name: string): Promise<MatrixRecord[]> {
+    return this.matrixRecords(workspaceId, '', sparql`?p wsm:name ${literal(name)} . ?m wsm:package ?p .`);
+  }
+
+  /** Names of installed packages whose manifest depends on `name`. */
+  async dependentsOf(workspaceId: string, name: string): Promise<string[]> {
+    const rows = await this.store.select(PREFIXES + sparql`SELECT DISTINCT ?name WHERE { GRAPH ${iri(this.graphs.packages(workspaceId))} {
+      ?p wsm:dependsOn ${literal(name)} ; a wsm:PackageInstallation ; wsm:name ?name } } ORDER BY ?name`);
+    return rows.map((b) => req(b, 'name')).filter((n) => n !== name);
+  }
+}
+
+/** IRIs a set of triples names as subject or object. */
+export function mentionedIris(quads: Quad[]): Set<string> {
+  const out = new Set<string>();
+  for (const q of quads) {
+    if (q.subject.termType === 'NamedNode') out.add(q.subject.value);
+    if (q.object.termType === 'NamedNode') out.add(q.object.value);
+  }
+  return out;
+}
+
+/** Lets the event loop turn (timers, sockets) before going on. */
+export const nextTurn = () => new Promise<void>((resolve) => setImmediate(resolve));
+
+export function chunks<T>(items: T[], size: number): T[][] {
+  const out: T[][] = [];
+  for (let i = 0; i < items.length; i += size) out.push(items.slice(i, i + size));
+  return out;
+}
