@@ -163,8 +163,8 @@ export async function spawnTs(script: string, args: string[], env: Record<string
  * hosted registry) unless `env` says otherwise. WSM_LOG_LEVEL and
  * WSM_REGISTRY set in the bench's own environment are not passed on.
  */
-export const startService = (dataDir: string, env: Record<string, string> = {}) =>
-  spawnTs('src/cli.ts', ['serve'], { WSM_LOG_LEVEL: undefined, WSM_REGISTRY: undefined, WSM_DATA_DIR: dataDir, ...env });
+export const startService = (dataDir: string, env: Record<string, string> = {}, timeoutMs?: number) =>
+  spawnTs('src/cli.ts', ['serve'], { WSM_LOG_LEVEL: undefined, WSM_REGISTRY: undefined, WSM_DATA_DIR: dataDir, ...env }, '/health', timeoutMs);
 
 /** Starts a baseline server (bench/baseline-server.ts) in a mode. */
 export const startBaseline = (mode: 'static' | 'fsync', env: Record<string, string> = {}) =>
@@ -284,9 +284,9 @@ async function waitForCommand(url: string, token: string, workspace: string, com
 }
 
 /** A running service with a workspace and an administrator token. */
-export async function serviceWithWorkspace(slug = 'bench'): Promise<{ svc: Proc; dataDir: string; token: string; root: string; slug: string; close(): Promise<void> }> {
+export async function serviceWithWorkspace(slug = 'bench', startTimeoutMs?: number): Promise<{ svc: Proc; dataDir: string; token: string; root: string; slug: string; close(): Promise<void> }> {
   const dataDir = workDir('svc');
-  const svc = await startService(dataDir, { WSM_DEMO: 'false' });
+  const svc = await startService(dataDir, { WSM_DEMO: 'false' }, startTimeoutMs);
   const root = await mintToken(dataDir, 'root', true);
   const created = await api(svc.url, root, 'POST', '/api/v1/workspaces', { slug, owner: 'owner' });
   if (created.status !== 201) throw new Error(`workspace creation answered ${created.status}`);

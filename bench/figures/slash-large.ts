@@ -8,18 +8,22 @@ import { openDurableStore } from '../../src/store/durable.js';
  * Slash commands on a large workspace (issue 16, acceptance 3): a package
  * is installed through the API, then its matrix graph is grown to
  * `BENCH_LARGE_QUADS` quads (default 1M) directly in the data directory
- * (bypassing the API, as the issue allows), a snapshot taken, and the
- * service restarted: the query worker reads the graph from the snapshot
- * file (docs/slash-commands.md, "Where a worker's data comes from").
- * Then 5 executions start at once (the first after the start, so they
- * include preparing the data) while `/health` is sampled every 20 ms.
- * Figures: `/health` p99 during that, and RSS after the executions against
- * RSS at rest.
+ * (bypassing the API, as the issue allows), with the service's data
+ * shapes. Two cases, each on a freshly started service, so the executions
+ * include preparing the data for the query worker:
+ * - `snapshot`: the graph is in the snapshot file: the worker reads its
+ *   block from the file;
+ * - `journal`: the graph was written again after the snapshot (as an
+ *   install writes it: dropped, then loaded): the worker reads the
+ *   snapshot's block and replays the journal records after it.
+ * In each, 5 executions start at once while `/health` is sampled every
+ * 20 ms. Figures: `/health` p99 during that, and RSS after the executions
+ * against RSS at rest.
  */
 export async function run(): Promise<Figure[]> {
   const quads = Number(process.env.BENCH_LARGE_QUADS ?? 1_000_000);
-  const env = await serviceWithWorkspace();
-  let svc: Awaited<ReturnType<typeof spawnTs>> | undefined;
+  // An empty service starts in seconds, but minutes on a machine at load average 30.
+  const env = await serviceWithWorkspace('bench', 600_000);
   try {
     const { token, slug, dataDir } = env;
     const uri = 'https://bench.example/matrix/large';
@@ -31,22 +35,51 @@ export async function run(): Promise<Figure[]> {
     if (created.status !== 200) throw new Error(`C5 answered ${created.status}`);
     await env.svc.stop();
     // Grow the matrix graph in the data directory itself.
-    const store = await openDurableStore(dataDir);
+    let store = await openDurableStore(dataDir, { snapshotAfterBytes: Number.MAX_SAFE_INTEGER });
     const graph = (await store.graphNames()).find((g) => g.includes('/workspaces/') && g.includes('/matrices/') && !g.endsWith('/derived'));
     if (!graph) throw new Error('no matrix graph found');
+    const chunks = (each: (text: string) => void) => {
+      for (let done = 0, chunk = 0; done < quads; done += 100_000, chunk++) each(generateTriples(Math.min(100_000, quads - done), `https://bench.example/large/c${chunk}/`));
+    };
     // Straight into the engine (no journal), then one snapshot holds it all: fast to build on a busy machine.
-    for (let done = 0, chunk = 0; done < quads; done += 100_000, chunk++) {
-      store.raw.load(generateTriples(Math.min(100_000, quads - done), `https://bench.example/large/c${chunk}/`), {
-        format: 'application/n-triples', to_graph_name: oxigraph.namedNode(graph), no_transaction: true, lenient: true,
-      });
-    }
+    chunks((text) => store.raw.load(text, { format: 'application/n-triples', to_graph_name: oxigraph.namedNode(graph), no_transaction: true, lenient: true }));
     await store.update('INSERT DATA { GRAPH <https://bench.example/marker> { <https://bench.example/grown> <https://bench.example/to> 1 } }', ['https://bench.example/marker']);
     await store.snapshot();
     await store.close();
+    const figures = await measureOrSay('snapshot', quads, dataDir, token, slug);
 
-    // Loading a million quads at start-up takes minutes on a busy machine: wait up to 10 minutes for /health.
-    const running = await spawnTs('src/cli.ts', ['serve'], { WSM_DATA_DIR: dataDir, WSM_REGISTRY: path.join(dataDir, 'registry'), WSM_DEMO: 'false' }, '/health', 600_000);
-    svc = running;
+    // The same graph written again after the snapshot, through the journal: dropped, then loaded in records of 100,000 triples.
+    store = await openDurableStore(dataDir, { snapshotAfterBytes: Number.MAX_SAFE_INTEGER });
+    await store.update(`DROP SILENT GRAPH <${graph}>`, [graph]);
+    const writes: Promise<void>[] = [];
+    chunks((text) => writes.push(store.write([{ kind: 'load', graph, format: 'application/n-triples', data: text }])));
+    await Promise.all(writes);
+    await store.close();
+    figures.push(...await measureOrSay('journal', quads, dataDir, token, slug));
+    return figures;
+  } finally {
+    await env.close();
+  }
+}
+
+/** One case's figures, or a row saying why it was not measured (so the other case still reports). */
+async function measureOrSay(source: 'snapshot' | 'journal', quads: number, dataDir: string, token: string, slug: string): Promise<Figure[]> {
+  try {
+    return await measure(source, quads, dataDir, token, slug);
+  } catch (err) {
+    const e = err as Error & { cause?: { code?: string } };
+    return [figure({
+      name: `5 executions at once, ${quads.toLocaleString('en')}-quad workspace, data ${source === 'snapshot' ? 'in the snapshot' : 'written since the snapshot'}`, unit: 'ms',
+      value: Number.NaN, baseline: Number.NaN, target: 'every execution answers', check: () => false,
+      cause: `not measured: ${e.message}${e.cause?.code ? ` (${e.cause.code})` : ''}`,
+    })];
+  }
+}
+
+async function measure(source: 'snapshot' | 'journal', quads: number, dataDir: string, token: string, slug: string): Promise<Figure[]> {
+  // Loading a million quads at start-up takes minutes on a busy machine: wait up to 10 minutes for /health.
+  const running = await spawnTs('src/cli.ts', ['serve'], { WSM_DATA_DIR: dataDir, WSM_REGISTRY: path.join(dataDir, 'registry'), WSM_DEMO: 'false' }, '/health', 600_000);
+  try {
     await new Promise((r) => setTimeout(r, 1000));
     const atRest = running.rss();
     const health: number[] = [];
@@ -73,22 +106,24 @@ export async function run(): Promise<Figure[]> {
     await sampler;
     const after = running.rss();
     const statuses = answers.map((a) => a.status).join(', ');
+    const triples = answers[0]!.text.trim().split('\n').length;
     const mib = (n: number) => n / 2 ** 20;
+    const label = `${quads.toLocaleString('en')}-quad workspace, data ${source === 'snapshot' ? 'in the snapshot' : 'written since the snapshot'}`;
+    const ok = answers.every((a) => a.status === 200) && triples === 5;
     return [
       figure({
-        name: `/health p99 while 5 executions start at once, ${quads.toLocaleString('en')}-quad workspace`, unit: 'ms',
-        value: percentile(health, 99), baseline: percentile(health, 50), target: '<= 50 ms', check: (_r, v) => v <= 50,
-        cause: 'the main thread is busy while the executions start: preparing the data for the query workers still runs on it',
-        note: `baseline: its p50; executions answered ${statuses} (${answers[0]!.text.trim().split('\n').length} triples each) in ${(elapsed / 1000).toFixed(1)} s; ${health.length} samples (max ${Math.max(...health).toFixed(0)} ms), ${healthErrors} failed (connection reset after a blocked event loop)`,
+        name: `/health p99 while 5 executions start at once, ${label}`, unit: 'ms',
+        value: percentile(health, 99), baseline: percentile(health, 50), target: '<= 50 ms, every execution answers', check: (_r, v) => v <= 50 && ok,
+        cause: ok ? 'the main thread was held while the executions started (see the max)' : `not every execution answered its 5 triples (${statuses})`,
+        note: `baseline: its p50; executions answered ${statuses} (${triples} triples each) in ${(elapsed / 1000).toFixed(1)} s; ${health.length} samples (max ${Math.max(...health).toFixed(0)} ms), ${healthErrors} failed`,
       }),
       figure({
-        name: `RSS after 5 concurrent executions vs at rest, ${quads.toLocaleString('en')}-quad workspace`, unit: 'MiB',
+        name: `RSS after 5 concurrent executions vs at rest, ${label}`, unit: 'MiB',
         value: mib(after), baseline: mib(atRest), target: '<= 2x', check: (r) => r <= 2,
-        cause: 'each query worker holds a full copy of the workspace\'s data',
+        cause: 'the query worker holds a copy of the workspace\'s data beside the service\'s store',
       }),
     ];
   } finally {
-    await svc?.stop();
-    await env.close();
+    await running.stop();
   }
 }

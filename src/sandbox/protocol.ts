@@ -28,6 +28,13 @@ export interface SyncMessage {
   drop: string[];
   load: Array<{ name: string; ntriples: string }>;
   fromSnapshot?: { file: string; graphs: string[] };
+  /**
+   * Graphs the worker rebuilds itself: their blocks of `fromSnapshot.file`
+   * (when there is a snapshot), then the journal records of `dir` with seq
+   * in `(afterSeq, throughSeq]` (`GraphSources.journal`). Those it cannot
+   * replay (`replay.ts`) are left empty and named in the answer.
+   */
+  fromJournal?: { dir: string; afterSeq: number; throughSeq: number; graphs: string[] };
 }
 
 export interface RunMessage {
@@ -58,7 +65,7 @@ export interface RunResult {
 export type FromWorker =
   | { type: 'ready' }
   /** `memory`: the worker's memory (JS heap and WebAssembly, bytes) after the message. */
-  | { type: 'synced'; id: number; quads: number; memory: number }
+  | { type: 'synced'; id: number; quads: number; memory: number; unreplayed?: string[] }
   | { type: 'result'; id: number; result: RunResult; memory: number }
   /** `query`: the query failed (bad input); `snapshot`: the snapshot file could not be read (nothing was changed); `internal`: anything else. */
   | { type: 'error'; id: number; kind: 'query' | 'snapshot' | 'internal'; message: string };

@@ -25,9 +25,10 @@ import type { ViewKind, WorkspaceViews } from './views.js';
  * Cost per execution is one message each way to a warm worker. A view's
  * workers are re-synced only when a write touched a graph the view depends
  * on (the graphs each write declares, `store.onWrite`; `reaches`), lazily, before the next query they run,
- * and then receive only the graphs that changed: those the newest snapshot
- * still holds as they are, by reading the snapshot file themselves (the
- * main thread sends its name), the others dumped from the store.
+ * and then receive only the graphs that changed, which they rebuild
+ * themselves from the newest snapshot file and the journal records after
+ * it (the main thread sends where those are: `graphSources`); only graphs
+ * an update wrote from other graphs' content are dumped from the store.
  */
 
 export interface SandboxOptions {
@@ -243,7 +244,7 @@ export class QuerySandbox {
   private readonly unsubscribe: () => void;
   private readonly housekeeping: NodeJS.Timeout;
   private closed = false;
-  private readonly counters = { loads: 0, graphsLoaded: 0, graphsFromSnapshot: 0, runs: 0, timeouts: 0, memoryStops: 0, retired: 0 };
+  private readonly counters = { loads: 0, graphsLoaded: 0, graphsFromSnapshot: 0, graphsFromJournal: 0, runs: 0, timeouts: 0, memoryStops: 0, retired: 0 };
   /** Jobs whose query runs now, and the memory watch while there are any. */
   private readonly running = new Set<Job>();
   private memoryWatch: { base: number; timer: NodeJS.Timeout } | undefined;
@@ -308,8 +309,8 @@ export class QuerySandbox {
     });
   }
 
-  /** Counters (for tests, logs and health): live workers, views, syncs, graphs (re)loaded (of them, read from the snapshot file by the worker), queries run, queries stopped. */
-  stats(): { workers: number; views: number; loads: number; graphsLoaded: number; graphsFromSnapshot: number; runs: number; timeouts: number; memoryStops: number; retired: number } {
+  /** Counters (for tests, logs and health): live workers, views, syncs, graphs (re)loaded (of them, read from the snapshot file by the worker, and rebuilt by the worker from the journal), queries run, queries stopped. */
+  stats(): { workers: number; views: number; loads: number; graphsLoaded: number; graphsFromSnapshot: number; graphsFromJournal: number; runs: number; timeouts: number; memoryStops: number; retired: number } {
     let workers = 0;
     for (const view of this.views.values()) workers += view.alive().length;
     return { workers, views: this.views.size, ...this.counters };
@@ -509,22 +510,30 @@ export class QuerySandbox {
         this.syncing++;
         worker.preparing = true;
         try {
-          // Graphs the newest snapshot file holds as they are: the worker reads them from it, in its own thread.
-          const fromSnapshot = await this.inSnapshot(view, load.map(([name]) => name));
-          const reused = new Set(fromSnapshot?.graphs);
+          // The worker rebuilds the graphs itself, in its own thread: from the newest snapshot file and
+          // the journal records after it. Only the system graph's excerpt is made here, and graphs the
+          // journal cannot give (written from other graphs' content) are sent afterwards.
+          const names = load.map(([name]) => name);
+          const excerpt = names.filter((name) => view.kind === 'all' && name === this.graphs.system);
+          const rebuilt = names.filter((name) => !excerpt.includes(name));
+          const sources = rebuilt.length > 0 && hasSnapshotCoverage(this.store) ? await this.store.graphSources(rebuilt) : undefined;
           synced = await worker.call({
             type: 'sync',
             id: nextMessageId++,
             drop,
-            load: await this.dumpGraphs(view, load.map(([name]) => name).filter((name) => !reused.has(name))),
-            ...(fromSnapshot ? { fromSnapshot } : {}),
+            load: await this.dumpGraphs(view, sources ? excerpt : names),
+            ...(sources?.snapshot ? { fromSnapshot: sources.snapshot } : {}),
+            ...(sources ? { fromJournal: sources.journal } : {}),
           });
           if (synced.type === 'error' && synced.kind === 'snapshot') {
             // Removed by later snapshots, say: the worker left those graphs empty; send them as text.
             this.logger.warn({ view: view.key, reason: synced.message }, 'query worker could not read the snapshot; sending the graphs instead');
-            synced = await worker.call({ type: 'sync', id: nextMessageId++, drop: [], load: await this.dumpGraphs(view, [...reused]) });
-          } else if (synced.type === 'synced') {
-            this.counters.graphsFromSnapshot += reused.size;
+            synced = await worker.call({ type: 'sync', id: nextMessageId++, drop: [], load: await this.dumpGraphs(view, rebuilt) });
+          } else if (synced.type === 'synced' && sources) {
+            const unreplayed = synced.unreplayed ?? [];
+            this.counters.graphsFromSnapshot += sources.snapshot?.graphs.length ?? 0;
+            this.counters.graphsFromJournal += sources.journal.graphs.length - unreplayed.length;
+            if (unreplayed.length > 0) synced = await worker.call({ type: 'sync', id: nextMessageId++, drop: [], load: await this.dumpGraphs(view, unreplayed) });
           }
         } finally {
           worker.preparing = false;
@@ -603,13 +612,6 @@ export class QuerySandbox {
       job.queuedAt = Date.now();
       job.timer = setTimeout(() => this.expire(view, job), this.opts.queueTimeoutMs);
     }
-  }
-
-  /** The graphs of `names` a worker can read from the newest snapshot file (not the system graph's excerpt). */
-  private async inSnapshot(view: View, names: string[]): Promise<{ file: string; graphs: string[] } | undefined> {
-    if (!hasSnapshotCoverage(this.store)) return undefined;
-    const found = await this.store.unchangedInSnapshot(names.filter((name) => !(view.kind === 'all' && name === this.graphs.system)));
-    return found && found.graphs.length > 0 ? found : undefined;
   }
 
   /** Graphs of a view as N-Triples, one engine call each, with an event-loop turn before each. */

@@ -5,6 +5,7 @@ import type { FromWorker, RunMessage, RunResult, SyncMessage, ToWorker } from '.
 import { toCsv, toTsv, toXml, type JsonResults } from './results.js';
 import { limitPlan, PROBE_VAR, type LimitPlan } from './limits.js';
 import { compactJsonLd } from './jsonld.js';
+import { journalRecords } from '../store/journal-records.js';
 
 /*
  * A query worker (worker thread). It holds its own Oxigraph store with a
@@ -111,29 +112,85 @@ function clearGraph(name: string): void {
 /** The snapshot file could not be read; the graphs it was to give are left empty. */
 class SnapshotUnreadable extends Error {}
 
+/** The update-replay module (sparqljs) loads when a journaled update first needs it. */
+let replayModule: Promise<typeof import('./replay.js')> | undefined;
+
+/**
+ * Brings `graphs` (already holding their snapshot content) up to date from
+ * the journal records in `(afterSeq, throughSeq]`: loads into them are
+ * loaded, updates that declare them replayed when their effect depends on
+ * their own text only (`replay.ts`). Answers the graphs it could not bring
+ * up to date (left empty: the main thread sends them): those an update
+ * writes from other graphs' content, or all of them when the records
+ * cannot be read.
+ */
+async function replayJournal(source: NonNullable<SyncMessage['fromJournal']>): Promise<string[]> {
+  const wanted = new Set(source.graphs);
+  const lost = new Set<string>();
+  const lose = (graphs: Iterable<string>) => {
+    for (const g of graphs) {
+      if (lost.has(g)) continue;
+      lost.add(g);
+      clearGraph(g);
+    }
+  };
+  try {
+    for (const record of journalRecords(source.dir, source.afterSeq, source.throughSeq)) {
+      for (const op of record.ops) {
+        if (op.kind === 'load') {
+          // Without a transaction (less memory): a load that fails part-way ends the replay, and the graphs are cleared below.
+          if (wanted.has(op.graph) && !lost.has(op.graph)) store.load(op.data, { format: op.format, to_graph_name: oxigraph.namedNode(op.graph), no_transaction: true });
+          continue;
+        }
+        const live = (op.graphs ?? [...wanted]).filter((g) => wanted.has(g) && !lost.has(g));
+        if (live.length === 0) continue;
+        // A record from before writes declared their graphs: it may have written any of them.
+        if (!op.graphs) {
+          lose(live);
+          continue;
+        }
+        const { replaySteps } = await (replayModule ??= import('./replay.js'));
+        const { steps, unreplayable } = replaySteps(op.sparql, new Set(live));
+        lose(unreplayable);
+        for (const step of steps) {
+          if ('clear' in step) for (const g of step.clear) clearGraph(g);
+          else store.update(step.update);
+        }
+      }
+    }
+  } catch {
+    // Records missing (removed by later snapshots), unreadable, or refused: the main thread sends the graphs.
+    lose(wanted);
+  }
+  return [...lost];
+}
+
 /**
  * Drops the graphs named, then loads each given graph whole (replacing what
- * it held): those of the snapshot from its file, the others from the text
- * sent. When the snapshot cannot be read, the graphs it was to give are
- * left empty and `SnapshotUnreadable` thrown (the main thread then sends
- * them as text).
+ * it held): those of the snapshot from its file, the journal's from the
+ * snapshot and the records after it, the others from the text sent. When
+ * the snapshot cannot be read, the graphs it was to give (the journal's
+ * too) are left empty and `SnapshotUnreadable` thrown (the main thread then
+ * sends them as text).
  */
-function sync(msg: SyncMessage): number {
-  const snapshotGraphs = msg.fromSnapshot?.graphs ?? [];
-  for (const name of [...msg.drop, ...msg.load.map((g) => g.name), ...snapshotGraphs]) clearGraph(name);
-  if (msg.fromSnapshot && snapshotGraphs.length > 0) {
+async function sync(msg: SyncMessage): Promise<{ quads: number; unreplayed: string[] }> {
+  const journalGraphs = msg.fromJournal?.graphs ?? [];
+  const fileGraphs = [...(msg.fromSnapshot?.graphs ?? []), ...(msg.fromSnapshot ? journalGraphs : [])];
+  for (const name of [...msg.drop, ...msg.load.map((g) => g.name), ...fileGraphs, ...journalGraphs]) clearGraph(name);
+  if (msg.fromSnapshot && fileGraphs.length > 0) {
     try {
-      loadFromSnapshot(msg.fromSnapshot.file, snapshotGraphs);
+      loadFromSnapshot(msg.fromSnapshot.file, fileGraphs);
     } catch (err) {
-      for (const name of snapshotGraphs) clearGraph(name);
+      for (const name of fileGraphs) clearGraph(name);
       throw new SnapshotUnreadable(err instanceof Error ? err.message : String(err));
     }
   }
+  const unreplayed = msg.fromJournal && journalGraphs.length > 0 ? await replayJournal(msg.fromJournal) : [];
   for (const graph of msg.load) {
     if (graph.ntriples.length === 0) continue;
     store.load(graph.ntriples, { format: 'application/n-triples', to_graph_name: oxigraph.namedNode(graph.name) });
   }
-  return store.size;
+  return { quads: store.size, unreplayed };
 }
 
 function queryOptions(msg: RunMessage): Parameters<oxigraph.Store['query']>[1] {
@@ -253,7 +310,8 @@ port.on('message', (msg: ToWorker) => {
   chain = chain.then(async () => {
     if (msg.type === 'sync') {
       try {
-        post({ type: 'synced', id: msg.id, quads: sync(msg), memory: memory() });
+        const { quads, unreplayed } = await sync(msg);
+        post({ type: 'synced', id: msg.id, quads, memory: memory(), ...(unreplayed.length ? { unreplayed } : {}) });
       } catch (err) {
         post({ type: 'error', id: msg.id, kind: err instanceof SnapshotUnreadable ? 'snapshot' : 'internal', message: err instanceof Error ? err.message : String(err) });
       }

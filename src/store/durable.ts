@@ -5,11 +5,12 @@ import { fsyncDir } from './fsutil.js';
 import { Journal, cutJournal, journalFileName, readJournalFile, type JournalFileOps, type JournalRecord, type JournalStats } from './journal.js';
 import { acquireLock, type DirLock } from './lock.js';
 import { OxigraphStore, applyOp, coalesceUpdates } from './oxigraph-store.js';
+import { JOURNAL_FILE } from './journal-records.js';
 import { listSnapshots, loadLatestSnapshot, removeSnapshotsExcept, writeSnapshot } from './snapshot.js';
 import type { StoreHealth, WriteCondition, WriteOp } from './store.js';
 
 export { journalFileName };
-import { ChangedGraphs, graphsWrittenBy, type SnapshotCoverage, type WrittenGraphs } from './snapshot-coverage.js';
+import { ChangedGraphs, graphsWrittenBy, type GraphSources, type SnapshotCoverage, type WrittenGraphs } from './snapshot-coverage.js';
 
 /*
  * Data directory layout (docs/decisions.md, Durability):
@@ -119,7 +120,6 @@ export class LostHistoryError extends Error {
 
 /** Marker written when a store is created in a directory. */
 export const STORE_MARKER = 'store.json';
-const JOURNAL_NAME = /^journal-(\d{16})\.log$/;
 /** The journal may always grow this far before an automatic snapshot. */
 const MIN_SNAPSHOT_AFTER_BYTES = 4 * 1024 * 1024;
 const MAX_SNAPSHOT_RETRY_MS = 10 * 60 * 1000;
@@ -132,7 +132,7 @@ export function snapshotThresholdFor(snapshotBytes: number, maxBytes: number): n
 export async function listJournals(dir: string): Promise<{ firstSeq: number; file: string }[]> {
   const found: { firstSeq: number; file: string }[] = [];
   for (const name of await readdir(dir)) {
-    const m = JOURNAL_NAME.exec(name);
+    const m = JOURNAL_FILE.exec(name);
     if (m) found.push({ firstSeq: Number(m[1]), file: join(dir, name) });
   }
   return found.sort((a, b) => a.firstSeq - b.firstSeq);
@@ -160,7 +160,7 @@ async function writeMarker(dataDir: string): Promise<void> {
 export class DurableStore extends OxigraphStore implements SnapshotCoverage {
   private closed = false;
   /** The newest snapshot file (TriG) and the graphs written since it was taken. */
-  private coverage: { file: string; changed: ChangedGraphs } | undefined;
+  private coverage: { file: string; seq: number; changed: ChangedGraphs } | undefined;
   /** While a snapshot is written: the graphs written after its seq. */
   private nextCoverage: ChangedGraphs | undefined;
   /** Graphs of the writes begun and not yet settled (one may apply after a snapshot's seq is chosen). */
@@ -184,7 +184,7 @@ export class DurableStore extends OxigraphStore implements SnapshotCoverage {
     private snapshotSeq: number,
     private snapshotBytes: number,
     private readonly options: StoreOptions,
-    snapshot?: { file: string; changed: ChangedGraphs },
+    snapshot?: { file: string; seq: number; changed: ChangedGraphs },
   ) {
     super(raw, journal);
     this.coverage = snapshot;
@@ -221,6 +221,25 @@ export class DurableStore extends OxigraphStore implements SnapshotCoverage {
     const coverage = this.coverage;
     if (!coverage || this.closed) return undefined;
     return { file: coverage.file, graphs: graphs.filter((g) => !coverage.changed.has(g)) };
+  }
+
+  async graphSources(graphs: string[]): Promise<GraphSources | undefined> {
+    // The same wait as `unchangedInSnapshot`: a snapshot under way will hold more graphs as they are.
+    const taking = this.nextCoverage;
+    if (taking && graphs.some((g) => this.coverage?.changed.has(g) !== false && !taking.has(g))) await this.snapshotChain;
+    if (this.closed) return undefined;
+    // From here on synchronous: the file, its seq and the journal's end belong together.
+    const coverage = this.coverage;
+    const unchanged = coverage ? graphs.filter((g) => !coverage.changed.has(g)) : [];
+    return {
+      ...(coverage ? { snapshot: { file: coverage.file, graphs: unchanged } } : {}),
+      journal: {
+        dir: this.dataDir,
+        afterSeq: coverage?.seq ?? 0,
+        throughSeq: this.journal.lastDurableSeq,
+        graphs: graphs.filter((g) => !unchanged.includes(g)),
+      },
+    };
   }
 
   /** Writable while the journal can be written (see `Journal`: what makes it writable again). */
@@ -287,7 +306,7 @@ export class DurableStore extends OxigraphStore implements SnapshotCoverage {
       const written = await writeSnapshot(this.dataDir, seq, this.raw, openGate);
       this.snapshotBytes = written.bytes;
       await rotated;
-      this.coverage = { file: written.file, changed: changedAfter };
+      this.coverage = { file: written.file, seq, changed: changedAfter };
     } finally {
       openGate();
       this.nextCoverage = undefined;
@@ -505,7 +524,7 @@ export async function openDurableStore(dataDir: string, options: DurableStoreOpt
     );
     const snapshotBytes = snapshot ? (await stat(snapshot.file)).size : 0;
     // A version 1 snapshot (N-Quads) is not offered to readers of graphs: they read the TriG blocks.
-    const coverage = snapshot?.file.endsWith('.trig') ? { file: snapshot.file, changed: changedSinceSnapshot } : undefined;
+    const coverage = snapshot?.file.endsWith('.trig') ? { file: snapshot.file, seq: snapshot.seq, changed: changedSinceSnapshot } : undefined;
     return new DurableStore(raw, journal, lock, dataDir, info, snapshotSeq, snapshotBytes, opts, coverage);
   } catch (err) {
     await lock.release();

@@ -5,26 +5,9 @@ import { fsyncDir } from './fsutil.js';
 import { observeFsync } from '../metrics.js';
 import type { WriteSink } from './oxigraph-store.js';
 import { StoreUnavailableError, type StoredOp, type WriteOp } from './store.js';
+import { HEADER_BYTES, checksum, isWriteOp, lengthAndSeqBytes } from './journal-records.js';
 
-/*
- * Record layout (little endian):
- *   [0, 4)    u32  payload length in bytes
- *   [4, 12)   8 bytes checksum: first 8 bytes of sha256(length ‖ seq ‖ payload)
- *   [12, 20)  u64  sequence number (1, 2, 3, ... over the whole history)
- *   [20, ..)  payload: UTF-8 JSON of the WriteOp[] of one write
- */
-const HEADER_BYTES = 20;
-
-function checksum(lengthAndSeq: Buffer, payload: Buffer): Buffer {
-  return createHash('sha256').update(lengthAndSeq).update(payload).digest().subarray(0, 8);
-}
-
-function lengthAndSeqBytes(length: number, seq: number): Buffer {
-  const b = Buffer.alloc(12);
-  b.writeUInt32LE(length, 0);
-  b.writeBigUInt64LE(BigInt(seq), 4);
-  return b;
-}
+// Record layout: see `journal-records.ts`.
 
 /** Encodes one journal record: the bytes appended to the file for one write. */
 export function encodeRecord(seq: number, ops: WriteOp[]): Buffer {
@@ -99,14 +82,6 @@ export interface JournalScan {
   validBytes: number;
   /** Why scanning stopped before the end, if it did. */
   problem?: string;
-}
-
-function isWriteOp(value: unknown): value is WriteOp {
-  if (typeof value !== 'object' || value === null) return false;
-  const op = value as Record<string, unknown>;
-  if (op.kind === 'update') return typeof op.sparql === 'string';
-  if (op.kind === 'load') return typeof op.graph === 'string' && typeof op.format === 'string' && typeof op.data === 'string';
-  return false;
 }
 
 /**
@@ -425,6 +400,11 @@ export class Journal implements WriteSink {
   /** Sequence number of the last appended record (assigned synchronously by `append`). */
   get lastSeq(): number {
     return this.seq;
+  }
+
+  /** Sequence number of the last record known to be on disk (fsynced): every applied write's record is at or before it. */
+  get lastDurableSeq(): number {
+    return this.durableSeq;
   }
 
   stats(): JournalStats {

@@ -49,8 +49,27 @@ export interface SnapshotCoverage {
    * some of `graphs` as they are and the newest does not, waits for it.
    */
   unchangedInSnapshot(graphs: string[]): Promise<{ file: string; graphs: string[] } | undefined>;
+  /**
+   * Like `unchangedInSnapshot` (it waits alike), and for the other graphs,
+   * the journal records to replay on the snapshot's content to get them as
+   * they are now. Undefined once the store is closed.
+   */
+  graphSources(graphs: string[]): Promise<GraphSources | undefined>;
+}
+
+/** Where a reader outside the store's thread finds the current content of graphs. */
+export interface GraphSources {
+  /** The newest snapshot file (TriG) and those graphs no write changed since it was taken. */
+  snapshot?: { file: string; graphs: string[] };
+  /**
+   * The other graphs: the snapshot's content (none when there is no
+   * snapshot) followed by the journal records of `dir` with seq in
+   * `(afterSeq, throughSeq]`. Every write applied when this was answered
+   * has its record at or before `throughSeq`.
+   */
+  journal: { dir: string; afterSeq: number; throughSeq: number; graphs: string[] };
 }
 
 export function hasSnapshotCoverage(store: object): store is SnapshotCoverage {
-  return typeof (store as Partial<SnapshotCoverage>).unchangedInSnapshot === 'function';
+  return typeof (store as Partial<SnapshotCoverage>).graphSources === 'function';
 }
