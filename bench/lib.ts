@@ -124,7 +124,7 @@ async function waitFor(url: string, proc: ChildProcess, timeoutMs: number): Prom
 }
 
 /** Spawns a TypeScript entry point with node --import tsx and waits until `readyPath` answers 200. */
-export async function spawnTs(script: string, args: string[], env: Record<string, string | undefined>, readyPath = '/health', timeoutMs = 120_000): Promise<Proc & { startMs: number }> {
+export async function spawnTs(script: string, args: string[], env: Record<string, string | undefined>, readyPath = '/health', timeoutMs = 120_000, nodeArgs: string[] = []): Promise<Proc & { startMs: number }> {
   const port = await freePort();
   const started = performance.now();
   // Its output (the service's request log, at the service's default level)
@@ -133,7 +133,7 @@ export async function spawnTs(script: string, args: string[], env: Record<string
   const out = openSync(path.join(logDir, 'stdout.log'), 'a');
   // BENCH_CPU_PROF=<dir>: the service writes a CPU profile there when it stops (read it to find what holds the event loop).
   const profile = process.env.BENCH_CPU_PROF && script === 'src/cli.ts' ? ['--cpu-prof', `--cpu-prof-dir=${process.env.BENCH_CPU_PROF}`] : [];
-  const proc = spawn(process.execPath, [...profile, '--import', 'tsx', path.join(ROOT, script), ...args], {
+  const proc = spawn(process.execPath, [...profile, ...nodeArgs, '--import', 'tsx', path.join(ROOT, script), ...args], {
     cwd: ROOT,
     // A key given as undefined is removed from the inherited environment.
     env: Object.fromEntries(Object.entries({ ...process.env, PORT: String(port), HOST: '127.0.0.1', ...env }).filter(([, v]) => v !== undefined)),
@@ -162,18 +162,28 @@ export async function spawnTs(script: string, args: string[], env: Record<string
  * Starts the service on a data dir, with its defaults (log level, the
  * hosted registry) unless `env` says otherwise. WSM_LOG_LEVEL and
  * WSM_REGISTRY set in the bench's own environment are not passed on.
+ * BENCH_SERVICE_NODE_ARGS, when set, are node options (space-separated)
+ * given to the service only: `--cpu-prof --cpu-prof-dir=DIR` profiles the
+ * service under a figure's load (the profile is written when it stops).
  */
-export const startService = (dataDir: string, env: Record<string, string> = {}, timeoutMs?: number) =>
-  spawnTs('src/cli.ts', ['serve'], { WSM_LOG_LEVEL: undefined, WSM_REGISTRY: undefined, WSM_DATA_DIR: dataDir, ...env }, '/health', timeoutMs);
+export const startService = (dataDir: string, env: Record<string, string> = {}, timeoutMs = 120_000) =>
+  spawnTs('src/cli.ts', ['serve'], { WSM_LOG_LEVEL: undefined, WSM_REGISTRY: undefined, WSM_DATA_DIR: dataDir, ...env },
+    '/health', timeoutMs, (process.env.BENCH_SERVICE_NODE_ARGS ?? '').split(' ').filter(Boolean));
 
 /** Starts a baseline server (bench/baseline-server.ts) in a mode. */
 export const startBaseline = (mode: 'static' | 'fsync', env: Record<string, string> = {}) =>
   spawnTs('bench/baseline-server.ts', [mode], env, '/ready');
 
-export interface LoadResult { rps: number; p50: number; p99: number; max: number; errors: number; non2xx: number }
+/** One request kind's latency in a load of several kinds (milliseconds, fractional). */
+export interface KindResult { kind: string; count: number; non2xx: number; p50: number; p99: number; max: number }
 
-/** One request shape for the load generator; `uniqueBody` has `{{n}}` replaced per request. */
-export interface LoadRequest { method?: 'GET' | 'POST' | 'PUT' | 'DELETE'; path?: string; headers?: Record<string, string>; body?: string; uniqueBody?: string }
+export interface LoadResult { rps: number; p50: number; p99: number; max: number; errors: number; non2xx: number; byKind?: KindResult[] }
+
+/**
+ * One request shape for the load generator; `uniqueBody` has `{{n}}` replaced
+ * per request; `label` names the kind in `LoadResult.byKind`.
+ */
+export interface LoadRequest { method?: 'GET' | 'POST' | 'PUT' | 'DELETE'; path?: string; headers?: Record<string, string>; body?: string; uniqueBody?: string; label?: string }
 
 /** What bench/loadgen.ts runs (autocannon's options that survive JSON). */
 export interface LoadSpec extends LoadRequest { url: string; connections: number; duration: number; requests?: LoadRequest[] }

@@ -35,16 +35,16 @@ export async function run(): Promise<Figure[]> {
       return load({
         url: svc.url, connections: CONNECTIONS, duration,
         requests: [
-          { method: 'GET', path: `/api/v1/packages/${slug}/reads`, headers: auth },
+          { label: 'P5 read', method: 'GET', path: `/api/v1/packages/${slug}/reads`, headers: auth },
           {
-            method: 'POST', path: `/api/v1/commands/${slug}`, headers: { ...auth, 'Content-Type': 'application/json' },
+            label: 'C5 write', method: 'POST', path: `/api/v1/commands/${slug}`, headers: { ...auth, 'Content-Type': 'application/json' },
             uniqueBody: JSON.stringify({
               alias: `mixed-${window}-{{n}}`, description: 'Mixed load', interpretation: 'Lists every labelled thing.',
               scriptType: 'CONSTRUCT', scriptContent: 'PREFIX rdfs: <http://www.w3.org/2000/01/rdf-schema#> CONSTRUCT { ?s rdfs:label ?l } WHERE { ?s rdfs:label ?l } LIMIT 10',
             }),
           },
-          { method: 'POST', path: `/api/v1/commands/${slug}/${commandId}/execute`, headers: auth },
-          { method: 'GET', path: `/api/v1/workspaces/${slug}`, headers: auth },
+          { label: 'slash execute', method: 'POST', path: `/api/v1/commands/${slug}/${commandId}/execute`, headers: auth },
+          { label: 'workspace read', method: 'GET', path: `/api/v1/workspaces/${slug}`, headers: auth },
         ],
       });
     };
@@ -63,6 +63,14 @@ export async function run(): Promise<Figure[]> {
       figure({ name: 'mixed load with an install, p99 latency', unit: 'ms', value: busy.p99, baseline: quiet.p99, target: '<= 1000 ms', check: (_r, v) => v <= 1000, note: `max ${busy.max} ms (quiet ${quiet.max} ms)`,
         cause: quiet.p99 > 1000 ? 'p99 is over 1 s without an install as well: 64 connections queue behind each other on this machine' : 'the install stalls the other requests' }),
       figure({ name: 'mixed load with an install, throughput', unit: 'req/s', value: busy.rps, baseline: quiet.rps, target: 'report', check: () => true }),
+      // Which kind of request makes the tail: each kind's p99 and p50, with the install and without (baseline column).
+      ...(busy.byKind ?? []).map((k, i) => {
+        const q = quiet.byKind?.[i];
+        return figure({
+          name: `${k.kind}: p99 latency (${k.count} requests; quiet ${q?.count ?? 0})`, unit: 'ms', value: k.p99, baseline: q?.p99 ?? Number.NaN,
+          target: 'report', check: () => true, note: `p50 ${k.p50.toFixed(1)} vs ${q?.p50.toFixed(1) ?? '?'} ms; max ${k.max.toFixed(0)} vs ${q?.max.toFixed(0) ?? '?'} ms`,
+        });
+      }),
     ];
   } finally {
     await env.close();
