@@ -17,6 +17,7 @@ import { engineAdmits, parseEngineRange, rangesOverlap } from '../packages/engin
 import type { Dependency, Registry, RegistryVersion } from '../packages/registry.js';
 import { checkForPublish, type PublishContext } from './check.js';
 import { Clock } from '../rdf/clock.js';
+import { GraphCache } from '../store/graph-cache.js';
 
 /**
  * The registry the service hosts (DESIGN.md section 10): publishers,
@@ -77,6 +78,13 @@ export class HostedRegistry implements Registry {
   /** Registry writes one at a time: a check (slug taken, version published) and its write stay together. */
   private tail: Promise<unknown> = Promise.resolve();
 
+  /**
+   * `versions()` answers by package, kept while the registry graph's
+   * revision stands (the cache rule, docs/architecture.md): P4 and P5 ask
+   * for the latest version of each registry-installed package they answer.
+   */
+  private readonly versionLists: GraphCache<readonly RegistryVersion[]>;
+
   constructor(
     private readonly store: QuadStore,
     private readonly graphs: Graphs,
@@ -84,7 +92,9 @@ export class HostedRegistry implements Registry {
     readonly archiveDir: string,
     private readonly logger: Logger,
     private readonly options: { maxArchiveBytes: number },
-  ) {}
+  ) {
+    this.versionLists = new GraphCache(store, 10_000);
+  }
 
   private serial<T>(fn: () => Promise<T>): Promise<T> {
     const run = this.tail.then(fn, fn);
@@ -407,9 +417,13 @@ export class HostedRegistry implements Registry {
   // ------------------------------------------------------------ Registry (installs)
 
   async versions(publisher: string, name: string): Promise<RegistryVersion[]> {
-    const view = await this.packageView(publisher, name);
-    return view.versions.map((v) => ({ version: v.version, engineVersion: v.engineVersion, publishedAt: v.publishedAt, yanked: v.yanked, dependencies: v.dependencies }))
-      .sort((a, b) => compareSemver(a.version, b.version));
+    const versions = await this.versionLists.get(`${publisher}\n${name}`, [this.graphs.registry], async () => {
+      const view = await this.packageView(publisher, name);
+      return view.versions.map((v) => ({ version: v.version, engineVersion: v.engineVersion, publishedAt: v.publishedAt, yanked: v.yanked, dependencies: v.dependencies }))
+        .sort((a, b) => compareSemver(a.version, b.version));
+    });
+    // Copies: the kept answer is shared (and frozen).
+    return versions.map((v) => ({ ...v, dependencies: v.dependencies ? v.dependencies.map((d) => ({ ...d })) : v.dependencies }));
   }
 
   async download(publisher: string, name: string, version: string): Promise<Buffer> {
