@@ -28,6 +28,8 @@ function arg(name: string): string | undefined {
 const packages = Number(arg('packages') ?? 1000);
 const every = Number(arg('every') ?? 100);
 const concurrency = Number(arg('concurrency') ?? 1);
+/** How often each client polls its command (P8), in ms. */
+const pollMs = Number(arg('poll') ?? 2);
 
 const dataDir = mkdtempSync(path.join(os.tmpdir(), 'wsm-install-probe-'));
 const config = loadConfig({
@@ -49,7 +51,7 @@ try {
     while (next < packages) {
       const i = next++;
       const pkg = await packageArchive(`pkg-${i}`, '1.0.0', `https://bench.example/matrix/pkg-${i}`, 0);
-      const { ms, commandId } = await installPackage(server.url, owner, slug, pkg);
+      const { ms, commandId } = await installPackage(server.url, owner, slug, pkg, 'package.tgz', pollMs);
       block += ms;
       if (++done % every === 0) {
         const perSecond = every / ((performance.now() - blockStarted) / 1000);

@@ -8,7 +8,8 @@ async function grow(url: string, token: string, slug: string, have: { packages: 
     tasks.push(async () => {
       // Same bytes, renamed: the manifest decides the name, so build each one.
       const pkg = await packageArchive(`pkg-${i}`, '1.0.0', `https://bench.example/matrix/pkg-${i}`, 0);
-      await installPackage(url, token, slug, pkg);
+      // 16 clients polling their command every 2 ms would be most of the service's work: 50 ms.
+      await installPackage(url, token, slug, pkg, 'package.tgz', 50);
     });
   }
   for (let i = have.users; i < want.users; i++) {

@@ -560,11 +560,27 @@ export class CommandRunner {
     const ws = request.workspaceId;
     let sequence = 0;
     let report: { counts: ValidationCounts; ntriples: string } | undefined;
+    // The `in_progress` status and the events are issued without waiting for
+    // their fsync: the store journals and applies writes in call order, so
+    // they land before the command's final write, and the job (which never
+    // reads them) does not wait an fsync per event. All of them are awaited
+    // before the final write is issued; one that failed fails the command.
+    const issued: Promise<void>[] = [];
+    const issue = (ops: WriteOp[]): void => {
+      // On a shared store each is conditional on this instance still holding the command (`held`).
+      const written = this.held(item, ops).then((applied) => { if (!applied) throw new TakenOver(); });
+      written.catch(() => {}); // awaited in `settleIssued`
+      issued.push(written);
+    };
+    const settleIssued = async (): Promise<void> => {
+      const pending = issued.splice(0);
+      await Promise.all(pending);
+    };
     const ctx: JobContext = {
       commandId: id,
       workspaceId: ws,
       event: async (level, message) => {
-        if (!await this.held(item, [this.commands.eventOp(ws, id, ++sequence, level, message, this.now())])) throw new TakenOver();
+        issue([this.commands.eventOp(ws, id, ++sequence, level, message, this.now())]);
       },
       setReport: (counts, ntriples) => { report = { counts, ntriples }; },
     };
@@ -578,11 +594,12 @@ export class CommandRunner {
     let outcome: 'completed' | 'failed' = 'failed';
     try {
       if (this.stopped) throw new CommandFailure('The service stopped before this command started', 'Run the command again.');
-      if (!await this.held(item, [
+      issue([
         this.commands.statusOp(ws, id, 'in_progress', this.now()),
         this.commands.eventOp(ws, id, ++sequence, 'INFO', `${request.commandType} of package "${request.packageName}" version ${request.version} started`, this.now()),
-      ])) throw new TakenOver();
+      ]);
       const result = await request.job(ctx);
+      await settleIssued();
       type = result.commandType ?? request.commandType;
       item.settled = true;
       // Everything the command changes, with its `completed` status: on a shared store only while this instance holds it.
@@ -617,6 +634,8 @@ export class CommandRunner {
         this.commands.eventOp(ws, id, ++sequence, 'ERROR', message, this.now()),
       ];
       item.settled = true;
+      // The status and events issued before go first (a failed one is what failed the command, maybe).
+      await Promise.allSettled(issued.splice(0));
       try {
         await this.held(item, failedOps(true));
       } catch (writeErr) {
