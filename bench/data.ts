@@ -28,7 +28,8 @@ let millionDir: Promise<{ dir: string; snapshotFile: string; quads: number; reco
  */
 export function millionQuadDataDir(quads = Number(process.env.BENCH_STARTUP_QUADS ?? 1_000_000)): Promise<{ dir: string; snapshotFile: string; quads: number; records: number }> {
   millionDir ??= (async () => {
-    const { PREFIXES } = await import('../src/rdf/vocab.js');
+    const { prefixes } = await import('../src/rdf/vocab.js');
+    const { sparql, iri, literal, dateTime } = await import('../src/rdf/sparql.js');
     const data = await serviceQuadDataDir(quads);
     const store = await openDurableStore(data.dir, { snapshotAfterBytes: Number.MAX_SAFE_INTEGER });
     const base = 'https://workspaces.local/';
@@ -37,11 +38,11 @@ export function millionQuadDataDir(quads = Number(process.env.BENCH_STARTUP_QUAD
       const pending: Promise<void>[] = [];
       for (let i = batch; i < batch + 500; i++) {
         const ws = `${base}workspaces/${String(i % 40).padStart(8, '0')}-0000-4000-8000-000000000000/slash-commands`;
-        const cmd = `<${base}id/slash-command/${String(i).padStart(8, '0')}-1111-4111-8111-111111111111>`;
+        const cmd = iri(`${base}id/slash-command/${String(i).padStart(8, '0')}-1111-4111-8111-111111111111`);
         const at = new Date(Date.UTC(2026, 0, 1) + i * 1000).toISOString();
-        pending.push(store.update(`${PREFIXES}INSERT DATA { GRAPH <${ws}> { ${cmd} a wsm:SlashCommand ; wsm:alias "command-${i}" ; rdfs:label "Command ${i}" ; `
-          + `wsm:scriptType "SELECT" ; wsm:scriptContent "SELECT ?s WHERE { ?s a <https://poliglot.io/os/spec/iam#Role> } LIMIT ${i % 100 + 1}" ; `
-          + `wsm:createdAt "${at}"^^xsd:dateTime ; wsm:updatedAt "${at}"^^xsd:dateTime . } }`, [ws]));
+        pending.push(store.update(sparql`${prefixes}INSERT DATA { GRAPH ${iri(ws)} { ${cmd} a wsm:SlashCommand ; wsm:alias ${literal(`command-${i}`)} ; rdfs:label ${literal(`Command ${i}`)} ;
+          wsm:scriptType "SELECT" ; wsm:scriptContent ${literal(`SELECT ?s WHERE { ?s a <https://poliglot.io/os/spec/iam#Role> } LIMIT ${i % 100 + 1}`)} ;
+          wsm:createdAt ${dateTime(at)} ; wsm:updatedAt ${dateTime(at)} . } }`, [ws]));
       }
       await Promise.all(pending);
     }
@@ -107,7 +108,8 @@ async function matrixArchive(name: string, version: string, matrixUri: string, t
  */
 export async function journalPairDataDirs(baseQuads: number, journalBytes?: number): Promise<{ journal: string; snapshot: string; records: number; quads: number; journalFileBytes: number }> {
   const { generateServiceQuads } = await import('../test/fixtures/service-quads.js');
-  const { PREFIXES } = await import('../src/rdf/vocab.js');
+  const { prefixes } = await import('../src/rdf/vocab.js');
+  const { sparql, iri, literal, dateTime } = await import('../src/rdf/sparql.js');
   const { cpSync } = await import('node:fs');
   const oxigraph = (await import('oxigraph')).default;
   const journalDir = workDir('journal');
@@ -116,7 +118,7 @@ export async function journalPairDataDirs(baseQuads: number, journalBytes?: numb
     const { graph, ntriples } = generateServiceQuads(g, Math.min(100_000, baseQuads - g * 100_000));
     store.raw.load(ntriples, { format: 'application/n-triples', to_graph_name: oxigraph.namedNode(graph), no_transaction: true });
   }
-  await store.update('INSERT DATA { GRAPH <https://workspaces.local/system> { <https://workspaces.local/id/bench/1> <https://workspaces.local/ns#built> true } }', ['https://workspaces.local/system']);
+  await store.update(sparql`INSERT DATA { GRAPH <https://workspaces.local/system> { <https://workspaces.local/id/bench/1> <https://workspaces.local/ns#built> true } }`, ['https://workspaces.local/system']);
   await store.snapshot();
   const { readdirSync, statSync } = await import('node:fs');
   const baseSnapshot = readdirSync(journalDir).find((f) => f.startsWith('snapshot-'))!;
@@ -128,17 +130,18 @@ export async function journalPairDataDirs(baseQuads: number, journalBytes?: numb
     for (let k = 0; k < 200 && store.stats().currentFileBytes < journalBytes; k++, records++) {
       const i = records;
       const ws = `${base}workspaces/${String(i % 40).padStart(8, '0')}-0000-4000-8000-000000000000/slash-commands`;
-      const cmd = `<${base}id/slash-command/${String(i).padStart(8, '0')}-1111-4111-8111-111111111111>`;
+      const cmd = iri(`${base}id/slash-command/${String(i).padStart(8, '0')}-1111-4111-8111-111111111111`);
       const at = new Date(Date.UTC(2026, 0, 1) + i * 1000).toISOString();
       if (i % 5 === 4) {
         // Every fifth write updates the previous command's timestamp, as an edit does.
-        const prev = `<${base}id/slash-command/${String(i - 1).padStart(8, '0')}-1111-4111-8111-111111111111>`;
-        pending.push(store.update(`${PREFIXES}DELETE { GRAPH <${ws}> { ${prev} wsm:updatedAt ?old } }\n` +
-          `INSERT { GRAPH <${ws}> { ${prev} wsm:updatedAt "${at}"^^xsd:dateTime } }\nWHERE { GRAPH <${ws}> { ${prev} wsm:updatedAt ?old } }`, [ws]));
+        const prev = iri(`${base}id/slash-command/${String(i - 1).padStart(8, '0')}-1111-4111-8111-111111111111`);
+        pending.push(store.update(sparql`${prefixes}DELETE { GRAPH ${iri(ws)} { ${prev} wsm:updatedAt ?old } }
+          INSERT { GRAPH ${iri(ws)} { ${prev} wsm:updatedAt ${dateTime(at)} } }
+          WHERE { GRAPH ${iri(ws)} { ${prev} wsm:updatedAt ?old } }`, [ws]));
       } else {
-        pending.push(store.update(`${PREFIXES}INSERT DATA { GRAPH <${ws}> { ${cmd} a wsm:SlashCommand ; wsm:alias "command-${i}" ; rdfs:label "Command ${i}" ; ` +
-          `wsm:scriptType "SELECT" ; wsm:scriptContent "SELECT ?s WHERE { ?s a <https://poliglot.io/os/spec/iam#Role> } LIMIT ${i % 100 + 1}" ; ` +
-          `wsm:createdAt "${at}"^^xsd:dateTime ; wsm:updatedAt "${at}"^^xsd:dateTime . } }`, [ws]));
+        pending.push(store.update(sparql`${prefixes}INSERT DATA { GRAPH ${iri(ws)} { ${cmd} a wsm:SlashCommand ; wsm:alias ${literal(`command-${i}`)} ; rdfs:label ${literal(`Command ${i}`)} ;
+            wsm:scriptType "SELECT" ; wsm:scriptContent ${literal(`SELECT ?s WHERE { ?s a <https://poliglot.io/os/spec/iam#Role> } LIMIT ${i % 100 + 1}`)} ;
+            wsm:createdAt ${dateTime(at)} ; wsm:updatedAt ${dateTime(at)} . } }`, [ws]));
       }
     }
     await Promise.all(pending);
@@ -159,13 +162,14 @@ export async function serviceQuadDataDir(quads: number): Promise<{ dir: string; 
   const { generateServiceQuads } = await import('../test/fixtures/service-quads.js');
   const oxigraph = (await import('oxigraph')).default;
   const { readdirSync } = await import('node:fs');
+  const { sparql } = await import('../src/rdf/sparql.js');
   const dir = workDir('growth');
   const store = await openDurableStore(dir, { snapshotAfterBytes: Number.MAX_SAFE_INTEGER });
   for (let g = 0; g * 100_000 < quads; g++) {
     const { graph, ntriples } = generateServiceQuads(g, Math.min(100_000, quads - g * 100_000));
     store.raw.load(ntriples, { format: 'application/n-triples', to_graph_name: oxigraph.namedNode(graph), no_transaction: true });
   }
-  await store.update('INSERT DATA { GRAPH <https://workspaces.local/system> { <https://workspaces.local/id/bench/1> <https://workspaces.local/ns#built> true } }', ['https://workspaces.local/system']);
+  await store.update(sparql`INSERT DATA { GRAPH <https://workspaces.local/system> { <https://workspaces.local/id/bench/1> <https://workspaces.local/ns#built> true } }`, ['https://workspaces.local/system']);
   await store.snapshot();
   const size = store.raw.size;
   await store.close();

@@ -3,6 +3,7 @@ import oxigraph from 'oxigraph';
 import { api, figure, installPackage, percentile, serviceWithWorkspace, spawnTs, type Figure } from '../lib.js';
 import { generateTriples, packageArchive } from '../data.js';
 import { openDurableStore } from '../../src/store/durable.js';
+import { sparql } from '../../src/rdf/sparql.js';
 
 /**
  * Slash commands on a large workspace (issue 16, acceptance 3): a package
@@ -40,7 +41,7 @@ export async function run(): Promise<Figure[]> {
         format: 'application/n-triples', to_graph_name: oxigraph.namedNode(graph), no_transaction: true, lenient: true,
       });
     }
-    await store.update('INSERT DATA { GRAPH <https://bench.example/marker> { <https://bench.example/grown> <https://bench.example/to> 1 } }', ['https://bench.example/marker']);
+    await store.update(sparql`INSERT DATA { GRAPH <https://bench.example/marker> { <https://bench.example/grown> <https://bench.example/to> 1 } }`, ['https://bench.example/marker']);
     await store.snapshot();
     await store.close();
 

@@ -1,6 +1,6 @@
 import type { QuadStore } from '../store/store.js';
 import type { Graphs } from '../rdf/graphs.js';
-import { PREFIXES } from '../rdf/vocab.js';
+import { prefixes } from '../rdf/vocab.js';
 import { iri, literal, sparql } from '../rdf/sparql.js';
 
 /**
@@ -21,7 +21,7 @@ export class WorkspaceViews {
   /** Names of the graphs slash commands of the workspace see. */
   async knowledgeGraphs(workspaceId: string): Promise<string[]> {
     const prefix = this.graphs.workspacePrefix(workspaceId);
-    const rows = await this.store.select(PREFIXES + sparql`
+    const rows = await this.store.select(sparql`${prefixes}
       SELECT DISTINCT ?g ?xid ?active WHERE {
         { GRAPH ${iri(this.graphs.packages(workspaceId))} { ?m a wsm:Matrix ; wsm:graph ?g } }
         UNION
@@ -52,7 +52,7 @@ export class WorkspaceViews {
   /** The workspace's own record and its members' user records, as N-Triples. */
   async systemExcerpt(workspaceId: string): Promise<string> {
     const ws = iri(this.graphs.resource('workspace', workspaceId));
-    return await this.store.construct(PREFIXES + sparql`
+    return await this.store.construct(sparql`${prefixes}
       CONSTRUCT { ?s ?p ?o } WHERE {
         { GRAPH ${iri(this.graphs.iam(workspaceId))} { ?member a wsm:Principal ; wsm:actor ?s } }
         UNION { VALUES ?s { ${ws} } }

@@ -5,6 +5,7 @@ import { GraphRevisions } from './revisions.js';
 import { assertDeclared, checkGraphsFromEnv } from './declared-graphs.js';
 import { WriteRefusedError, declaredGraphs, type Binding, type QuadStore, type QueryScope, type WriteCondition, type WriteOp } from './store.js';
 import { EngineError, SparqlClient, insertOperations, type SparqlEndpointOptions } from './sparql-client.js';
+import { sparql, literal, type Sparql } from '../rdf/sparql.js';
 
 const RESULTS_JSON = 'application/sparql-results+json';
 
@@ -55,7 +56,7 @@ export class SparqlStore implements QuadStore {
     if (scope?.defaultGraphs || scope?.namedGraphs) throw new Error('the remote store does not answer scoped queries');
   }
 
-  async select(query: string, scope?: QueryScope): Promise<Binding[]> {
+  async select(query: Sparql, scope?: QueryScope): Promise<Binding[]> {
     SparqlStore.unscoped(scope);
     const parsed = JSON.parse(await this.client.query(query, RESULTS_JSON)) as { results?: { bindings: Binding[] } };
     if (!parsed.results) throw new Error('select() was given a query that is not a SELECT');
@@ -66,19 +67,19 @@ export class SparqlStore implements QuadStore {
     return parsed.results.bindings;
   }
 
-  async ask(query: string, scope?: QueryScope): Promise<boolean> {
+  async ask(query: Sparql, scope?: QueryScope): Promise<boolean> {
     SparqlStore.unscoped(scope);
     const parsed = JSON.parse(await this.client.query(query, RESULTS_JSON)) as { boolean?: boolean };
     if (typeof parsed.boolean !== 'boolean') throw new Error('ask() was given a query that is not an ASK');
     return parsed.boolean;
   }
 
-  async construct(query: string, scope?: QueryScope): Promise<string> {
+  async construct(query: Sparql, scope?: QueryScope): Promise<string> {
     SparqlStore.unscoped(scope);
     return this.client.query(query, 'application/n-triples');
   }
 
-  async queryRaw(query: string, resultsFormat: string, scope?: QueryScope): Promise<string | boolean> {
+  async queryRaw(query: Sparql, resultsFormat: string, scope?: QueryScope): Promise<string | boolean> {
     SparqlStore.unscoped(scope);
     return this.client.query(query, resultsFormat);
   }
@@ -210,7 +211,7 @@ export class SparqlStore implements QuadStore {
     }
   }
 
-  update(sparql: string, graphs: readonly string[]): Promise<void> {
+  update(sparql: Sparql, graphs: readonly string[]): Promise<void> {
     return this.write([{ kind: 'update', sparql, graphs }]);
   }
 
@@ -220,12 +221,12 @@ export class SparqlStore implements QuadStore {
 
   async graphNames(): Promise<string[]> {
     // Only the service's graphs: the engine's own graphs share the store.
-    const rows = await this.select(`SELECT DISTINCT ?g WHERE { GRAPH ?g { ?s ?p ?o } FILTER(STRSTARTS(STR(?g), ${JSON.stringify(this.base)})) }`);
+    const rows = await this.select(sparql`SELECT DISTINCT ?g WHERE { GRAPH ?g { ?s ?p ?o } FILTER(STRSTARTS(STR(?g), ${literal(this.base)})) }`);
     return rows.map((r) => r.g!.value).filter((g) => !g.startsWith(`${this.base}staging/`));
   }
 
   async size(): Promise<number> {
-    const rows = await this.select(`SELECT (COUNT(*) AS ?n) WHERE { GRAPH ?g { ?s ?p ?o } FILTER(STRSTARTS(STR(?g), ${JSON.stringify(this.base)})) }`);
+    const rows = await this.select(sparql`SELECT (COUNT(*) AS ?n) WHERE { GRAPH ?g { ?s ?p ?o } FILTER(STRSTARTS(STR(?g), ${literal(this.base)})) }`);
     return Number(rows[0]?.n?.value ?? 0);
   }
 

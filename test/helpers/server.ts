@@ -9,6 +9,7 @@ import type { StoreTestOptions } from '../../src/store/open.js';
 import { mintToken, type MintOptions } from '../../src/auth/tokens.js';
 import { SparqlStore } from '../../src/store/sparql-store.js';
 import { remoteSettings } from './remote.js';
+import { sparql, iri } from '../../src/rdf/sparql.js';
 
 /**
  * `WSM_TEST_STORE=sparql` runs the test servers on the remote engine whose
@@ -21,7 +22,7 @@ async function remoteStoreEnv(baseIri: string): Promise<Record<string, string>> 
   if (!settings) throw new Error('WSM_TEST_STORE=sparql needs the WSM_SPARQL_* settings of a running engine');
   const store = new SparqlStore(settings, baseIri);
   const graphs = await store.graphNames();
-  if (graphs.length) await store.write(graphs.map((g) => ({ kind: 'update' as const, sparql: `DROP SILENT GRAPH <${g}>`, graphs: [g] })));
+  if (graphs.length) await store.write(graphs.map((g) => ({ kind: 'update' as const, sparql: sparql`DROP SILENT GRAPH ${iri(g)}`, graphs: [g] })));
   return {
     WSM_STORE: 'sparql',
     WSM_SPARQL_QUERY_URL: settings.queryUrl,

@@ -4,6 +4,7 @@ import { join } from 'node:path';
 import { WriteRefusedError, type WriteOp } from '../../src/store/store.js';
 import { openDurableStore } from '../../src/store/durable.js';
 import { tempDir, content } from './helpers.js';
+import { sparql } from '../../src/rdf/sparql.js';
 
 /** A write is all or nothing: an op the engine refuses leaves store, journal and caches as they were. */
 describe('store: all-or-nothing writes', () => {
@@ -20,9 +21,9 @@ describe('store: all-or-nothing writes', () => {
 
   it('refuses a multi-op write whose last op the engine refuses, changing nothing', async () => {
     const store = await openDurableStore(dir);
-    await store.update('INSERT DATA { GRAPH <urn:g> { <urn:s> <urn:p> "kept" } }', ['urn:g']);
-    const ask = 'ASK { GRAPH <urn:g> { <urn:s> <urn:p> "kept" } }';
-    const select = 'SELECT ?o WHERE { GRAPH <urn:g> { <urn:s> <urn:p> ?o } } ORDER BY ?o';
+    await store.update(sparql`INSERT DATA { GRAPH <urn:g> { <urn:s> <urn:p> "kept" } }`, ['urn:g']);
+    const ask = sparql`ASK { GRAPH <urn:g> { <urn:s> <urn:p> "kept" } }`;
+    const select = sparql`SELECT ?o WHERE { GRAPH <urn:g> { <urn:s> <urn:p> ?o } } ORDER BY ?o`;
     // Read once so the store's answer cache holds these answers.
     expect(await store.ask(ask)).to.equal(true);
     expect((await store.select(select)).map((b) => b.o!.value)).to.deep.equal(['kept']);
@@ -30,9 +31,9 @@ describe('store: all-or-nothing writes', () => {
     const writes: string[][] = [];
     const off = store.onWrite((graphs) => writes.push([...graphs]));
     const ops: WriteOp[] = [
-      { kind: 'update', sparql: 'DELETE DATA { GRAPH <urn:g> { <urn:s> <urn:p> "kept" } }', graphs: ['urn:g'] },
+      { kind: 'update', sparql: sparql`DELETE DATA { GRAPH <urn:g> { <urn:s> <urn:p> "kept" } }`, graphs: ['urn:g'] },
       { kind: 'load', graph: 'urn:g', format: 'application/n-triples', data: '<urn:s> <urn:p> "added" .\n' },
-      { kind: 'update', sparql: 'INSERT DATA { GRAPH <urn:g> { <urn:s> <urn:p> "more" } }', graphs: ['urn:g'] },
+      { kind: 'update', sparql: sparql`INSERT DATA { GRAPH <urn:g> { <urn:s> <urn:p> "more" } }`, graphs: ['urn:g'] },
       { kind: 'load', graph: 'urn:g', format: 'application/n-triples', data: '<urn:s> <urn:p> "x" .\n<http://example.org/a%zz> <urn:p> "refused" .\n' },
     ];
     let refused: unknown;
@@ -63,7 +64,7 @@ describe('store: all-or-nothing writes', () => {
     const before = content(store);
     let refused: unknown;
     try {
-      await store.write([{ kind: 'update', sparql: 'INSERT DATA { GRAPH <urn:g> { <http://example.org/a%zz> <urn:p> 1 } }', graphs: ['urn:g'] },
+      await store.write([{ kind: 'update', sparql: sparql`INSERT DATA { GRAPH <urn:g> { <http://example.org/a%zz> <urn:p> 1 } }`, graphs: ['urn:g'] },
         { kind: 'load', graph: 'urn:g', format: 'application/n-triples', data: '<urn:s> <urn:p> "fine" .\n' }]);
     } catch (err) {
       refused = err;
