@@ -13,13 +13,13 @@ import { loadConfig } from '../src/config.js';
 import { createLogger } from '../src/logger.js';
 import { startServer } from '../src/server.js';
 import { mintToken } from '../src/auth/tokens.js';
-import { PREFIXES } from '../src/rdf/vocab.js';
+import { prefixes } from '../src/rdf/vocab.js';
 import { sparql, iri, literal, integer, boolean } from '../src/rdf/sparql.js';
 import { stableId } from '../src/rdf/ids.js';
 
 const iterations = Number(process.argv[2] ?? 2000);
 const M = 'https://example.org/matrices/bench';
-const SCRIPT = `PREFIX iam: <https://poliglot.io/os/spec/iam#>
+const SCRIPT = sparql`PREFIX iam: <https://poliglot.io/os/spec/iam#>
 PREFIX rdfs: <http://www.w3.org/2000/01/rdf-schema#>
 CONSTRUCT { ?agent iam:hasRole ?role . ?role rdfs:label ?label }
 WHERE { ?agent a iam:Agent ; iam:hasRole ?role . OPTIONAL { ?role rdfs:label ?label } }`;
@@ -45,7 +45,7 @@ async function main(): Promise<void> {
     const matrixId = stableId('matrix', ws.id, M);
     const graph = graphs.matrix(ws.id, matrixId);
     await store.write([
-      { kind: 'update', sparql: PREFIXES + sparql`INSERT DATA { GRAPH ${iri(graphs.packages(ws.id))} {
+      { kind: 'update', sparql: sparql`${prefixes}INSERT DATA { GRAPH ${iri(graphs.packages(ws.id))} {
         ${iri(graphs.resource('matrix', matrixId))} a wsm:Matrix ; wsm:id ${literal(matrixId)} ; wsm:uri ${iri(M)} ; wsm:name "bench" ;
           wsm:dependencyCount ${integer(0)} ; wsm:graph ${iri(graph)} ; wsm:workspace ${iri(graphs.resource('workspace', ws.id))} ;
           wsm:autoUpdate ${boolean(false)} . } }`, graphs: [graphs.packages(ws.id)] },

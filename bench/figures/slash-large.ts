@@ -3,6 +3,7 @@ import oxigraph from 'oxigraph';
 import { api, figure, installPackage, percentile, serviceWithWorkspace, spawnTs, type Figure } from '../lib.js';
 import { generateTriples, packageArchive } from '../data.js';
 import { openDurableStore } from '../../src/store/durable.js';
+import { iri, sparql } from '../../src/rdf/sparql.js';
 
 /**
  * Slash commands on a large workspace (issue 16, acceptance 3): a package
@@ -43,14 +44,14 @@ export async function run(): Promise<Figure[]> {
     };
     // Straight into the engine (no journal), then one snapshot holds it all: fast to build on a busy machine.
     chunks((text) => store.raw.load(text, { format: 'application/n-triples', to_graph_name: oxigraph.namedNode(graph), no_transaction: true, lenient: true }));
-    await store.update('INSERT DATA { GRAPH <https://bench.example/marker> { <https://bench.example/grown> <https://bench.example/to> 1 } }', ['https://bench.example/marker']);
+    await store.update(sparql`INSERT DATA { GRAPH <https://bench.example/marker> { <https://bench.example/grown> <https://bench.example/to> 1 } }`, ['https://bench.example/marker']);
     await store.snapshot();
     await store.close();
     const figures = await measureOrSay('snapshot', quads, dataDir, token, slug);
 
     // The same graph written again after the snapshot, through the journal: dropped, then loaded in records of 100,000 triples.
     store = await openDurableStore(dataDir, { snapshotAfterBytes: Number.MAX_SAFE_INTEGER });
-    await store.update(`DROP SILENT GRAPH <${graph}>`, [graph]);
+    await store.update(sparql`DROP SILENT GRAPH ${iri(graph)}`, [graph]);
     const writes: Promise<void>[] = [];
     chunks((text) => writes.push(store.write([{ kind: 'load', graph, format: 'application/n-triples', data: text }])));
     await Promise.all(writes);

@@ -1,7 +1,7 @@
 import { createHash, randomBytes } from 'node:crypto';
 import type { QuadStore } from '../store/store.js';
 import type { Graphs } from '../rdf/graphs.js';
-import { PREFIXES } from '../rdf/vocab.js';
+import { prefixes } from '../rdf/vocab.js';
 import { sparql, iri, literal, dateTime, boolean, raw } from '../rdf/sparql.js';
 import { newId, UUID_PATTERN } from '../rdf/ids.js';
 import { bool, req, str, optTime, time } from '../rdf/bindings.js';
@@ -77,7 +77,7 @@ export class ApiKeyService {
     const days = EXPIRES_IN[expiresIn];
     const expiresAt = days === null ? null : new Date(now.getTime() + days * 86_400_000);
     const k = iri(this.keyIri(id));
-    await this.store.update(PREFIXES + sparql`INSERT DATA { GRAPH ${iri(this.graphs.system)} {
+    await this.store.update(sparql`${prefixes}INSERT DATA { GRAPH ${iri(this.graphs.system)} {
       ${k} a wsm:ApiKey ; wsm:id ${literal(id)} ; wsm:name ${literal(trimmed)} ; wsm:keyPrefix ${literal(prefix)} ;
         wsm:keyHash ${literal(hashOf(key))} ; wsm:owner ${iri(this.users.userIri(user.id))} ;
         wsm:systemAdmin ${boolean(auth.systemAdmin)} ; wsm:createdAt ${dateTime(now)} .
@@ -89,7 +89,7 @@ export class ApiKeyService {
   /** The caller's keys, newest first, without the keys themselves. */
   async list(auth: AuthContext): Promise<ApiKeyInfo[]> {
     const owner = iri(this.users.userIri(this.users.idOf(auth.username)));
-    const rows = await this.store.select(PREFIXES + sparql`SELECT ?id ?name ?prefix ?createdAt ?expiresAt ?lastUsedAt WHERE {
+    const rows = await this.store.select(sparql`${prefixes}SELECT ?id ?name ?prefix ?createdAt ?expiresAt ?lastUsedAt WHERE {
       GRAPH ${iri(this.graphs.system)} {
         ?k wsm:owner ${owner} ; a wsm:ApiKey ; wsm:id ?id ; wsm:name ?name ; wsm:keyPrefix ?prefix ; wsm:createdAt ?createdAt .
         OPTIONAL { ?k wsm:expiresAt ?expiresAt } OPTIONAL { ?k wsm:lastUsedAt ?lastUsedAt }
@@ -104,7 +104,7 @@ export class ApiKeyService {
   async revoke(auth: AuthContext, id: string): Promise<ApiKeyInfo> {
     const key = UUID_PATTERN.test(id) ? (await this.list(auth)).find((k) => k.id === id.toLowerCase()) : undefined;
     if (!key) throw notFound(`API key "${id}" not found`);
-    await this.store.update(PREFIXES + sparql`DELETE WHERE { GRAPH ${iri(this.graphs.system)} { ${iri(this.keyIri(key.id))} ?p ?o } }`, [this.graphs.system]);
+    await this.store.update(sparql`${prefixes}DELETE WHERE { GRAPH ${iri(this.graphs.system)} { ${iri(this.keyIri(key.id))} ?p ?o } }`, [this.graphs.system]);
     this.lastWritten.delete(key.id);
     return key;
   }
@@ -112,7 +112,7 @@ export class ApiKeyService {
   /** The caller a key stands for; 401 for an unknown, revoked or expired key. */
   async verify(key: string): Promise<AuthContext> {
     if (!KEY_PATTERN.test(key.trim())) throw unauthorized('Invalid API key: it is not a key this service makes (wsm_<prefix>_<secret>)');
-    const rows = await this.store.select(PREFIXES + sparql`SELECT ?id ?username ?systemAdmin ?expiresAt WHERE {
+    const rows = await this.store.select(sparql`${prefixes}SELECT ?id ?username ?systemAdmin ?expiresAt WHERE {
       GRAPH ${iri(this.graphs.system)} {
         ?k wsm:keyHash ${literal(hashOf(key.trim()))} ; a wsm:ApiKey ; wsm:id ?id ; wsm:owner ?u ; wsm:systemAdmin ?systemAdmin .
         ?u wsm:username ?username .
@@ -136,7 +136,7 @@ export class ApiKeyService {
     const k = iri(this.keyIri(id));
     const g = iri(this.graphs.system);
     // Only while the key still exists: a use racing its revocation must not leave half a record.
-    await this.store.update(PREFIXES + sparql`DELETE { GRAPH ${g} { ${k} wsm:lastUsedAt ?old } }
+    await this.store.update(sparql`${prefixes}DELETE { GRAPH ${g} { ${k} wsm:lastUsedAt ?old } }
       INSERT { GRAPH ${g} { ${k} wsm:lastUsedAt ${dateTime(new Date(now))} } }
       WHERE { GRAPH ${g} { ${k} a wsm:ApiKey . OPTIONAL { ${k} wsm:lastUsedAt ?old } } }`, [this.graphs.system]);
   }

@@ -1,6 +1,6 @@
 import type { Graphs } from '../rdf/graphs.js';
-import { PREFIXES } from '../rdf/vocab.js';
-import { sparql, iri, literal, dateTime, boolean, raw, type SparqlFragment } from '../rdf/sparql.js';
+import { prefixes } from '../rdf/vocab.js';
+import { sparql, iri, literal, dateTime, boolean, raw, type Sparql, type SparqlFragment } from '../rdf/sparql.js';
 import { req, str, bool, time } from '../rdf/bindings.js';
 import { updateOp, type Binding, type WriteOp } from '../store/store.js';
 import type { Extension } from './schema.js';
@@ -25,11 +25,11 @@ export class ExtensionRdf {
   commandIri(id: string): string { return this.graphs.resource('command', id); }
 
   /** SELECT of records; `filter` narrows `?x` (code-built SPARQL). */
-  selectQuery(workspaceId: string, filter: string, withContent: boolean): string {
+  selectQuery(workspaceId: string, filter: string, withContent: boolean): Sparql {
     const g = iri(this.graphs.extensions(workspaceId));
     const sys = iri(this.graphs.system);
     const content = withContent ? sparql`OPTIONAL { ?x wsm:content ?content }` : '';
-    return PREFIXES + sparql`SELECT ?id ?label ?target ?active ?ownerId ?ownerUsername ?content ?lastCommandId ?createdAt ?updatedAt WHERE {
+    return sparql`${prefixes}SELECT ?id ?label ?target ?active ?ownerId ?ownerUsername ?content ?lastCommandId ?createdAt ?updatedAt WHERE {
       GRAPH ${g} {
         ?x a wsm:Extension ; wsm:id ?id ; wsm:label ?label ; wsm:targetMatrix ?target ; wsm:active ?active ;
            wsm:owner ?owner ; wsm:createdAt ?createdAt ; wsm:updatedAt ?updatedAt .
@@ -69,7 +69,7 @@ export class ExtensionRdf {
     const g = iri(this.graphs.extensions(input.workspaceId));
     const x = iri(this.extensionIri(input.id));
     const t = dateTime(input.now);
-    return updateOp(PREFIXES + sparql`INSERT DATA { GRAPH ${g} {
+    return updateOp(sparql`${prefixes}INSERT DATA { GRAPH ${g} {
       ${x} a wsm:Extension ; wsm:id ${literal(input.id)} ; wsm:label ${literal(input.label)} ;
         wsm:targetMatrix ${iri(input.targetMatrixUri)} ; wsm:active ${boolean(false)} ; wsm:owner ${iri(input.ownerIri)} ;
         wsm:content ${literal(input.content)} ; wsm:workspace ${iri(input.workspaceIri)} ;
@@ -81,7 +81,7 @@ export class ExtensionRdf {
     const g = iri(this.graphs.extensions(workspaceId));
     const x = iri(this.extensionIri(id));
     const p = iri(property);
-    return updateOp(PREFIXES + sparql`DELETE { GRAPH ${g} { ${x} ${p} ?old } } INSERT { GRAPH ${g} { ${x} ${p} ${value} } }
+    return updateOp(sparql`${prefixes}DELETE { GRAPH ${g} { ${x} ${p} ?old } } INSERT { GRAPH ${g} { ${x} ${p} ${value} } }
       WHERE { GRAPH ${g} { ${x} a wsm:Extension . OPTIONAL { ${x} ${p} ?old } } }`, [this.graphs.extensions(workspaceId)]);
   }
 
@@ -90,7 +90,7 @@ export class ExtensionRdf {
     const g = iri(this.graphs.extensions(workspaceId));
     const x = iri(this.extensionIri(id));
     return [
-      updateOp(PREFIXES + sparql`DELETE WHERE { GRAPH ${g} { ${x} ?p ?o } }`, [this.graphs.extensions(workspaceId)]),
+      updateOp(sparql`${prefixes}DELETE WHERE { GRAPH ${g} { ${x} ?p ?o } }`, [this.graphs.extensions(workspaceId)]),
       this.clearContent(workspaceId, id),
     ];
   }

@@ -1,7 +1,7 @@
 import { Parser, type Quad } from 'n3';
 import { updateOp, type QuadStore } from '../store/store.js';
 import type { Graphs } from '../rdf/graphs.js';
-import { PREFIXES, WSM } from '../rdf/vocab.js';
+import { WSM, prefixes } from '../rdf/vocab.js';
 import { sparql, iri, literal, dateTime, boolean, isValidIri } from '../rdf/sparql.js';
 import { newId, UUID_PATTERN } from '../rdf/ids.js';
 import { req, time } from '../rdf/bindings.js';
@@ -68,7 +68,7 @@ export class ExtensionService implements ExtensionHook {
   /** The installed matrix with this URI in the workspace, or null. */
   async findMatrix(workspaceId: string, matrixUri: string): Promise<InstalledMatrix | null> {
     if (!isValidIri(matrixUri)) return null;
-    const rows = await this.store.select(PREFIXES + sparql`SELECT ?id ?name ?pkgId WHERE {
+    const rows = await this.store.select(sparql`${prefixes}SELECT ?id ?name ?pkgId WHERE {
       GRAPH ${iri(this.graphs.packages(workspaceId))} {
         ?m a wsm:Matrix ; wsm:id ?id ; wsm:uri ${iri(matrixUri)} .
         OPTIONAL { ?m wsm:name ?name }
@@ -164,7 +164,7 @@ export class ExtensionService implements ExtensionHook {
     set(WSM.active, boolean(false));
     set(WSM.updatedAt, dateTime(now));
     const g = iri(this.graphs.extensions(workspace.id));
-    const unchanged = { ask: PREFIXES + sparql`ASK { GRAPH ${g} { ${iri(this.rdf.extensionIri(id))} a wsm:Extension ; wsm:updatedAt ?updatedAt .
+    const unchanged = { ask: sparql`${prefixes}ASK { GRAPH ${g} { ${iri(this.rdf.extensionIri(id))} a wsm:Extension ; wsm:updatedAt ?updatedAt .
       FILTER (?updatedAt = ${dateTime(existing.updatedAt)}) } }`, expect: true };
     if (!await this.store.writeIf(unchanged, ops)) return NOT_APPLIED;
     return { existing, label };
@@ -222,7 +222,7 @@ export class ExtensionService implements ExtensionHook {
 
   /** Every extension that targets the matrix (active or not), with its triples. */
   async collect(workspaceId: string, matrixUri: string): Promise<ExtensionContribution> {
-    const rows = await this.store.select(PREFIXES + sparql`SELECT ?id ?label ?updatedAt WHERE {
+    const rows = await this.store.select(sparql`${prefixes}SELECT ?id ?label ?updatedAt WHERE {
       GRAPH ${iri(this.graphs.extensions(workspaceId))} {
         ?x a wsm:Extension ; wsm:id ?id ; wsm:label ?label ; wsm:targetMatrix ${iri(matrixUri)} ; wsm:updatedAt ?updatedAt .
       } } ORDER BY ?id`);
@@ -243,7 +243,7 @@ export class ExtensionService implements ExtensionHook {
     const g = iri(this.graphs.extensions(workspaceId));
     return contribution.extensions.map((extension) => {
       const x = iri(this.rdf.extensionIri(extension.id));
-      return updateOp(PREFIXES + sparql`DELETE { GRAPH ${g} { ${x} wsm:active ?old } } INSERT { GRAPH ${g} { ${x} wsm:active ${boolean(true)} } }
+      return updateOp(sparql`${prefixes}DELETE { GRAPH ${g} { ${x} wsm:active ?old } } INSERT { GRAPH ${g} { ${x} wsm:active ${boolean(true)} } }
         WHERE { GRAPH ${g} { ${x} a wsm:Extension ; wsm:active ?old ; wsm:updatedAt ?updatedAt .
           FILTER (?updatedAt = ${dateTime(extension.updatedAt)}) } }`, [this.graphs.extensions(workspaceId)]);
     });
@@ -252,7 +252,7 @@ export class ExtensionService implements ExtensionHook {
   /** Updates that mark every extension of these matrices inactive. */
   deactivateOps(workspaceId: string, matrixUris: string[]): WriteOp[] {
     const g = iri(this.graphs.extensions(workspaceId));
-    return matrixUris.map((uri) => updateOp(PREFIXES + sparql`DELETE { GRAPH ${g} { ?x wsm:active ?old } } INSERT { GRAPH ${g} { ?x wsm:active ${boolean(false)} } }
+    return matrixUris.map((uri) => updateOp(sparql`${prefixes}DELETE { GRAPH ${g} { ?x wsm:active ?old } } INSERT { GRAPH ${g} { ?x wsm:active ${boolean(false)} } }
       WHERE { GRAPH ${g} { ?x a wsm:Extension ; wsm:targetMatrix ${iri(uri)} ; wsm:active ?old } }`, [this.graphs.extensions(workspaceId)]));
   }
 }

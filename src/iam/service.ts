@@ -1,7 +1,7 @@
 import type { QuadStore, Binding } from '../store/store.js';
 import type { Graphs } from '../rdf/graphs.js';
-import { PREFIXES } from '../rdf/vocab.js';
-import { sparql, iri, literal, dateTime, raw, type SparqlFragment } from '../rdf/sparql.js';
+import { prefixes } from '../rdf/vocab.js';
+import { sparql, fragmentOf, iri, literal, dateTime, raw, type SparqlFragment } from '../rdf/sparql.js';
 import { stableId, UUID_PATTERN } from '../rdf/ids.js';
 import { int, req, str, time } from '../rdf/bindings.js';
 import { conflict, notFound } from '../errors.js';
@@ -133,7 +133,7 @@ export class IamService {
 
   /** One USER principal of the workspace by IRI, with its User. */
   private async userPrincipal(workspace: Workspace, principalIri: string): Promise<Principal | null> {
-    const rows = await this.store.select(PREFIXES + sparql`SELECT ?principalId ?principalCreatedAt ?u WHERE { GRAPH ${iri(this.graphs.iam(workspace.id))} {
+    const rows = await this.store.select(sparql`${prefixes}SELECT ?principalId ?principalCreatedAt ?u WHERE { GRAPH ${iri(this.graphs.iam(workspace.id))} {
       ${iri(principalIri)} a wsm:Principal ; wsm:principalType "USER" ; wsm:actor ?u ; wsm:id ?principalId ; wsm:createdAt ?principalCreatedAt } } LIMIT 1`);
     const user = rows[0] ? await this.userByIri(req(rows[0], 'u')) : null;
     if (!rows[0] || !user) return null;
@@ -142,7 +142,7 @@ export class IamService {
 
   /** The USER principals holding a role by assignment, ordered by username. */
   private async userPrincipalsWithRole(workspace: Workspace, roleIri: string): Promise<Principal[]> {
-    const rows = await this.store.select(PREFIXES + sparql`SELECT ?principalId ?principalCreatedAt ?u WHERE {
+    const rows = await this.store.select(sparql`${prefixes}SELECT ?principalId ?principalCreatedAt ?u WHERE {
       GRAPH ${iri(this.graphs.iam(workspace.id))} {
         ?asg wsm:role ${iri(roleIri)} ; wsm:principal ?p .
         ?p a wsm:Principal ; wsm:principalType "USER" ; wsm:actor ?u ; wsm:id ?principalId ; wsm:createdAt ?principalCreatedAt .
@@ -178,7 +178,7 @@ export class IamService {
     const p = iri(pIri);
     const user = await this.userPrincipal(workspace, pIri);
     if (user) return { principal: user, iri: pIri };
-    const rows = await this.store.select(PREFIXES + sparql`SELECT ?g ?r WHERE { GRAPH ?g { ${p} a wsm:Principal ; wsm:principalType "AGENT" ; wsm:actor ?r } }`);
+    const rows = await this.store.select(sparql`${prefixes}SELECT ?g ?r WHERE { GRAPH ?g { ${p} a wsm:Principal ; wsm:principalType "AGENT" ; wsm:actor ?r } }`);
     const found = rows.filter((b) => this.inScope(workspace, req(b, 'g')));
     const agent = found.length ? await this.hydrate(workspace, 'Agent', req(found[0]!, 'r'), minGraph(found)) : null;
     if (!agent) return null;
@@ -220,8 +220,8 @@ export class IamService {
       if (owner) users.push(owner);
       users.sort((x, y) => ((x.actor as User).username < (y.actor as User).username ? -1 : 1));
     }
-    const bySpecification = await this.store.select(PREFIXES + sparql`SELECT DISTINCT ?a WHERE { GRAPH ?g { ?a wsm:role ${r} ; a wsm:Agent } }`);
-    const byAssignment = await this.store.select(PREFIXES + sparql`SELECT DISTINCT ?a WHERE {
+    const bySpecification = await this.store.select(sparql`${prefixes}SELECT DISTINCT ?a WHERE { GRAPH ?g { ?a wsm:role ${r} ; a wsm:Agent } }`);
+    const byAssignment = await this.store.select(sparql`${prefixes}SELECT DISTINCT ?a WHERE {
       GRAPH ${iri(this.graphs.iam(workspace.id))} { ?asg wsm:role ${r} ; wsm:principal ?q }
       GRAPH ?g { ?q wsm:principalType "AGENT" ; wsm:actor ?a } }`);
     const agentIris = [...new Set([...bySpecification, ...byAssignment].map((b) => req(b, 'a')))];
@@ -322,7 +322,7 @@ export class IamService {
     const assignmentId = this.workspaces.assignmentId(workspace.id, role.record.id, p.principal.id);
     const a = iri(this.workspaces.assignmentIri(assignmentId));
     const iam = iri(this.graphs.iam(workspace.id));
-    if (await this.store.ask(PREFIXES + sparql`ASK { GRAPH ${iam} { ${a} a wsm:RoleAssignment } }`)) {
+    if (await this.store.ask(sparql`${prefixes}ASK { GRAPH ${iam} { ${a} a wsm:RoleAssignment } }`)) {
       throw conflict(`${capitalize(this.describe(p))} already has the role "${role.record.label}"`);
     }
     if (role.record.uri === ADMIN_ROLE_URI && p.principal.type === 'USER' && (p.principal.actor as User).id === workspace.owner.id) {
@@ -333,8 +333,8 @@ export class IamService {
     }
     const member = p.principal.type === 'USER' ? sparql`FILTER EXISTS { GRAPH ${iam} { ${iri(p.iri)} a wsm:Principal } }` : '';
     // VALUES anchors the group: Virtuoso ignores the FILTERs of a group that has no pattern (docs/remote-store.md).
-    const condition = { ask: PREFIXES + sparql`ASK { VALUES ?condition { true } FILTER NOT EXISTS { GRAPH ${iam} { ${a} a wsm:RoleAssignment } } ${raw(member)} }`, expect: true };
-    const applied = await this.store.writeIf(condition, [{ kind: 'update', sparql: PREFIXES + sparql`INSERT DATA { GRAPH ${iam} {
+    const condition = { ask: sparql`${prefixes}ASK { VALUES ?condition { true } FILTER NOT EXISTS { GRAPH ${iam} { ${a} a wsm:RoleAssignment } } ${raw(member)} }`, expect: true };
+    const applied = await this.store.writeIf(condition, [{ kind: 'update', sparql: sparql`${prefixes}INSERT DATA { GRAPH ${iam} {
       ${a} a wsm:RoleAssignment ; wsm:id ${literal(assignmentId)} ; wsm:role ${iri(role.iri)} ;
         wsm:principal ${iri(p.iri)} ; wsm:createdAt ${dateTime(now)} . } }`, graphs: [this.graphs.iam(workspace.id)] }]);
     return applied ? `Role "${role.record.label}" assigned to ${this.describe(p)}` : NOT_APPLIED;
@@ -364,14 +364,14 @@ export class IamService {
       if (workspace.owner.id === userId) throw conflict('The workspace owner is always an administrator; the administrator role cannot be removed from the owner');
       keeps = this.workspaces.keepsAnAdministrator(workspace, userId);
     }
-    if (!await this.store.ask(PREFIXES + sparql`ASK { GRAPH ${iam} { ${a} a wsm:RoleAssignment } }`)) {
+    if (!await this.store.ask(sparql`${prefixes}ASK { GRAPH ${iam} { ${a} a wsm:RoleAssignment } }`)) {
       if (p.agentIri && await this.hasSpecificationRole(workspace, p.agentIri, role.iri)) {
         throw notFound(`Agent "${(p.principal.actor as Agent).label}" holds the role "${role.record.label}" by its matrix specification, not by an assignment; it cannot be removed through the API`);
       }
       throw notFound(`${capitalize(this.describe(p))} has no assignment of the role "${role.record.label}"`);
     }
-    const condition = { ask: PREFIXES + sparql`ASK { GRAPH ${iam} { ${a} a wsm:RoleAssignment } ${raw(keeps)} }`, expect: true };
-    const applied = await this.store.writeIf(condition, [{ kind: 'update', sparql: PREFIXES + sparql`DELETE WHERE { GRAPH ${iam} { ${a} ?p ?o } }`, graphs: [this.graphs.iam(workspace.id)] }]);
+    const condition = { ask: sparql`${prefixes}ASK { GRAPH ${iam} { ${a} a wsm:RoleAssignment } ${raw(keeps)} }`, expect: true };
+    const applied = await this.store.writeIf(condition, [{ kind: 'update', sparql: sparql`${prefixes}DELETE WHERE { GRAPH ${iam} { ${a} ?p ?o } }`, graphs: [this.graphs.iam(workspace.id)] }]);
     return applied ? `Role "${role.record.label}" removed from ${this.describe(p)}` : NOT_APPLIED;
   }
 
@@ -383,7 +383,7 @@ export class IamService {
    * the built-in administrator role by ownership (DESIGN.md section 3).
    */
   private async assignedRoleIris(workspace: Workspace, principalIri: string): Promise<string[]> {
-    const rows = await this.store.select(PREFIXES + sparql`SELECT DISTINCT ?r WHERE {
+    const rows = await this.store.select(sparql`${prefixes}SELECT DISTINCT ?r WHERE {
       GRAPH ${iri(this.graphs.iam(workspace.id))} { ?asg a wsm:RoleAssignment ; wsm:role ?r ; wsm:principal ${iri(principalIri)} } }`);
     const held = rows.map((b) => req(b, 'r'));
     if (principalIri === this.ownerPrincipalIri(workspace) && await this.workspaces.isMember(workspace.id, workspace.owner.id)) {
@@ -400,13 +400,13 @@ export class IamService {
   private async roleIrisOfPrincipal(workspace: Workspace, p: ResolvedPrincipal): Promise<string[]> {
     const assigned = await this.assignedRoleIris(workspace, p.iri);
     if (!p.agentIri) return assigned;
-    const rows = await this.store.select(PREFIXES + sparql`SELECT DISTINCT ?r ?g WHERE { GRAPH ?g { ${iri(p.agentIri)} wsm:role ?r } }`);
+    const rows = await this.store.select(sparql`${prefixes}SELECT DISTINCT ?r ?g WHERE { GRAPH ?g { ${iri(p.agentIri)} wsm:role ?r } }`);
     const specified = rows.filter((b) => this.inScope(workspace, req(b, 'g'))).map((b) => req(b, 'r'));
     return [...new Set([...specified, ...assigned])];
   }
 
   private async hasSpecificationRole(workspace: Workspace, agentIri: string, roleIri: string): Promise<boolean> {
-    return (await this.store.select(PREFIXES + sparql`SELECT ?g WHERE { GRAPH ?g { ${iri(agentIri)} wsm:role ${iri(roleIri)} } }`))
+    return (await this.store.select(sparql`${prefixes}SELECT ?g WHERE { GRAPH ?g { ${iri(agentIri)} wsm:role ${iri(roleIri)} } }`))
       .some((b) => this.inScope(workspace, req(b, 'g')));
   }
 
@@ -436,10 +436,10 @@ export class IamService {
     const ws = iri(this.workspaces.workspaceIri(workspace.id));
     const pattern = sparql`GRAPH ?g { ?r a ${raw(`wsm:${kind}`)} ; wsm:workspace ${ws} . OPTIONAL { ?r wsm:label ?label } OPTIONAL { ?r wsm:uri ?uri } }
       ${raw(this.scopeFilter(workspace, raw('?g')))}`;
-    const total = int((await this.store.select(`${PREFIXES} SELECT (COUNT(DISTINCT ?r) AS ?n) WHERE { ${pattern} }`))[0] ?? {}, 'n');
-    const rows = await this.store.select(`${PREFIXES} SELECT ?r (MIN(STR(?g)) AS ?gs) (MIN(IF(?g = ${iri(this.graphs.iam(workspace.id)).__sparql}, 0, 1)) AS ?builtin)
-      (MIN(LCASE(COALESCE(?label, STR(?uri), ""))) AS ?sort) WHERE { ${pattern} }
-      GROUP BY ?r ORDER BY ?builtin ?sort ?r LIMIT ${query.pageSize} OFFSET ${offsetOf(query)}`);
+    const total = int((await this.store.select(sparql`${prefixes} SELECT (COUNT(DISTINCT ?r) AS ?n) WHERE { ${fragmentOf(pattern)} }`))[0] ?? {}, 'n');
+    const rows = await this.store.select(sparql`${prefixes} SELECT ?r (MIN(STR(?g)) AS ?gs) (MIN(IF(?g = ${iri(this.graphs.iam(workspace.id))}, 0, 1)) AS ?builtin)
+      (MIN(LCASE(COALESCE(?label, STR(?uri), ""))) AS ?sort) WHERE { ${fragmentOf(pattern)} }
+      GROUP BY ?r ORDER BY ?builtin ?sort ?r LIMIT ${raw(String(query.pageSize))} OFFSET ${raw(String(offsetOf(query)))}`);
     const items: RecordRow[] = [];
     for (const b of rows) {
       const r = await this.hydrate(workspace, kind, req(b, 'r'), req(b, 'gs'));
@@ -456,7 +456,7 @@ export class IamService {
   private async locate(workspace: Workspace, kind: Kind, iris: string[]): Promise<RecordRow[]> {
     const out: RecordRow[] = [];
     for (const recordIri of new Set(iris)) {
-      const rows = (await this.store.select(PREFIXES + sparql`SELECT ?g WHERE { GRAPH ?g { ${iri(recordIri)} a ${raw(`wsm:${kind}`)} ; wsm:workspace ${iri(this.workspaces.workspaceIri(workspace.id))} } }`))
+      const rows = (await this.store.select(sparql`${prefixes}SELECT ?g WHERE { GRAPH ?g { ${iri(recordIri)} a ${raw(`wsm:${kind}`)} ; wsm:workspace ${iri(this.workspaces.workspaceIri(workspace.id))} } }`))
         .filter((b) => this.inScope(workspace, req(b, 'g')));
       const row = rows.length ? await this.hydrate(workspace, kind, recordIri, minGraph(rows)) : null;
       if (row) out.push(row);
@@ -474,7 +474,7 @@ export class IamService {
     const principal = kind === 'Agent'
       ? sparql`OPTIONAL { ?q a wsm:Principal ; wsm:principalType "AGENT" ; wsm:actor ${r} ; wsm:id ?principalId ; wsm:createdAt ?principalCreatedAt }`
       : '';
-    const rows = await this.store.select(PREFIXES + sparql`SELECT * WHERE { GRAPH ${iri(graph)} {
+    const rows = await this.store.select(sparql`${prefixes}SELECT * WHERE { GRAPH ${iri(graph)} {
       ${r} a ${raw(`wsm:${kind}`)} ; wsm:id ?id ; wsm:uri ?uri ; wsm:createdAt ?createdAt .
       OPTIONAL { ${r} wsm:updatedAt ?updatedAt } OPTIONAL { ${r} wsm:label ?label } OPTIONAL { ${r} wsm:description ?description } OPTIONAL { ${r} wsm:matrix ?m }
       ${raw(principal)} } } LIMIT 1`);

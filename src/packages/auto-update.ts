@@ -1,8 +1,8 @@
 import type { QuadStore } from '../store/store.js';
 import type { Graphs } from '../rdf/graphs.js';
 import type { Logger } from '../logger.js';
-import { PREFIXES } from '../rdf/vocab.js';
-import { sparql, iri, literal, boolean } from '../rdf/sparql.js';
+import { prefixes } from '../rdf/vocab.js';
+import { sparql, sequence, iri, literal, boolean } from '../rdf/sparql.js';
 import { req } from '../rdf/bindings.js';
 import { badRequest, conflict, notFound } from '../errors.js';
 import { NOT_APPLIED, untilApplied } from '../store/conditional.js';
@@ -46,12 +46,12 @@ export class AutoUpdate {
     const g = iri(this.graphs.packages(workspace.id));
     const p = iri(this.records.packageIri(rec.id));
     // Setting auto-update again lifts the pin of an explicitly named version (DESIGN.md section 10).
-    const there = { ask: PREFIXES + sparql`ASK { GRAPH ${g} { ${p} a wsm:PackageInstallation ; wsm:name ${literal(name)} ; wsm:registryPublisher ?publisher } }`, expect: true };
-    const applied = await this.store.writeIf(there, [{ kind: 'update', sparql: PREFIXES + [
+    const there = { ask: sparql`${prefixes}ASK { GRAPH ${g} { ${p} a wsm:PackageInstallation ; wsm:name ${literal(name)} ; wsm:registryPublisher ?publisher } }`, expect: true };
+    const applied = await this.store.writeIf(there, [{ kind: 'update', sparql: sparql`${prefixes}${sequence([
       sparql`DELETE WHERE { GRAPH ${g} { ${p} wsm:autoUpdate ?a } }`,
       sparql`DELETE WHERE { GRAPH ${g} { ${p} wsm:pinned ?pinned } }`,
       sparql`INSERT DATA { GRAPH ${g} { ${p} wsm:autoUpdate ${boolean(autoUpdate)} ; wsm:pinned ${boolean(false)} } }`,
-    ].join(' ;\n'), graphs: [this.graphs.packages(workspace.id)] }]);
+    ])}`, graphs: [this.graphs.packages(workspace.id)] }]);
     if (!applied) return NOT_APPLIED;
     return this.reads.get(workspace, name);
   }
@@ -63,7 +63,7 @@ export class AutoUpdate {
    */
   async autoUpdateOnce(): Promise<LifecycleCommand[]> {
     // Each workspace's own packages graph only (built from its id), never a graph a package wrote.
-    const rows = await this.store.select(PREFIXES + sparql`SELECT ?wsId ?name WHERE {
+    const rows = await this.store.select(sparql`${prefixes}SELECT ?wsId ?name WHERE {
       GRAPH ${iri(this.graphs.system)} { ?ws a wsm:Workspace ; wsm:id ?wsId }
       BIND (IRI(CONCAT(${literal(`${this.graphs.base}workspaces/`)}, STR(?wsId), "/packages")) AS ?g)
       GRAPH ?g { ?p a wsm:PackageInstallation ; wsm:name ?name ; wsm:autoUpdate true ; wsm:registryPublisher ?pub ; wsm:workspace ?ws } }`);

@@ -1,8 +1,8 @@
 import { updateOp, type Binding, type QuadStore, type WriteOp } from '../store/store.js';
 import type { Graphs } from '../rdf/graphs.js';
 import type { Logger } from '../logger.js';
-import { PREFIXES } from '../rdf/vocab.js';
-import { sparql, iri, literal, dateTime, integer, boolean, raw, type SparqlFragment } from '../rdf/sparql.js';
+import { prefixes } from '../rdf/vocab.js';
+import { sparql, sparqlFragment, sequence, iri, literal, dateTime, integer, boolean, raw, type Sparql, type SparqlFragment } from '../rdf/sparql.js';
 import { newId, UUID_PATTERN } from '../rdf/ids.js';
 import { Clock } from '../rdf/clock.js';
 import { req, str, int, bool, time } from '../rdf/bindings.js';
@@ -203,7 +203,7 @@ export class CommandStore {
 
   async get(workspaceId: string, commandId: string): Promise<LifecycleCommand | null> {
     const c = iri(this.commandIri(commandId));
-    const rows = await this.store.select(PREFIXES + sparql`SELECT * WHERE { GRAPH ${iri(this.graphs.packages(workspaceId))} {
+    const rows = await this.store.select(sparql`${prefixes}SELECT * WHERE { GRAPH ${iri(this.graphs.packages(workspaceId))} {
       ${raw(this.commandColumns(c))} } } LIMIT 1`);
     return rows[0] ? CommandStore.command(rows[0]) : null;
   }
@@ -211,14 +211,14 @@ export class CommandStore {
   /** The report graph of a command, or null when it never reached validation. */
   async reportGraph(workspaceId: string, commandId: string): Promise<string | null> {
     const c = iri(this.commandIri(commandId));
-    const rows = await this.store.select(PREFIXES + sparql`SELECT ?report WHERE { GRAPH ${iri(this.graphs.packages(workspaceId))} {
+    const rows = await this.store.select(sparql`${prefixes}SELECT ?report WHERE { GRAPH ${iri(this.graphs.packages(workspaceId))} {
       ${c} wsm:validationReport ?report } } LIMIT 1`);
     return rows[0] ? req(rows[0], 'report') : null;
   }
 
   /** Commands of one package (by name), newest first. */
   async listForPackage(workspaceId: string, packageName: string, offset: number, limit: number): Promise<LifecycleCommand[]> {
-    const rows = await this.store.select(PREFIXES + sparql`SELECT * WHERE { GRAPH ${iri(this.graphs.packages(workspaceId))} {
+    const rows = await this.store.select(sparql`${prefixes}SELECT * WHERE { GRAPH ${iri(this.graphs.packages(workspaceId))} {
       ?c wsm:packageName ${literal(packageName)} .
       ${raw(this.commandColumns(raw('?c')))} } }
       ORDER BY DESC(?createdAt) DESC(?id) OFFSET ${count(offset)} LIMIT ${count(limit)}`);
@@ -226,13 +226,13 @@ export class CommandStore {
   }
 
   async hasCommands(workspaceId: string, packageName: string): Promise<boolean> {
-    return await this.store.ask(PREFIXES + sparql`ASK { GRAPH ${iri(this.graphs.packages(workspaceId))} {
+    return await this.store.ask(sparql`${prefixes}ASK { GRAPH ${iri(this.graphs.packages(workspaceId))} {
       ?c wsm:packageName ${literal(packageName)} ; a wsm:LifecycleCommand } }`);
   }
 
   /** The newest command of a package, with its validation counts. */
   async latestSummary(workspaceId: string, packageName: string): Promise<LifecycleCommandSummary | null> {
-    const rows = await this.store.select(PREFIXES + sparql`SELECT * WHERE { GRAPH ${iri(this.graphs.packages(workspaceId))} {
+    const rows = await this.store.select(sparql`${prefixes}SELECT * WHERE { GRAPH ${iri(this.graphs.packages(workspaceId))} {
       ?c wsm:packageName ${literal(packageName)} .
       ${raw(this.commandColumns(raw('?c')))} } }
       ORDER BY DESC(?createdAt) DESC(?id) LIMIT 1`);
@@ -241,7 +241,7 @@ export class CommandStore {
 
   /** Events of a command, oldest first. */
   async events(workspaceId: string, commandId: string): Promise<CommandEvent[]> {
-    const rows = await this.store.select(PREFIXES + sparql`SELECT ?id ?message ?level ?createdAt WHERE {
+    const rows = await this.store.select(sparql`${prefixes}SELECT ?id ?message ?level ?createdAt WHERE {
       GRAPH ${iri(this.graphs.command(workspaceId, commandId))} {
         ?e a wsm:CommandEvent ; wsm:id ?id ; wsm:message ?message ; wsm:level ?level ; wsm:sequence ?seq ; wsm:createdAt ?createdAt } }
       ORDER BY ?seq`);
@@ -254,7 +254,7 @@ export class CommandStore {
   /** Update op that inserts one event. */
   eventOp(workspaceId: string, commandId: string, sequence: number, level: EventLevel, message: string, now: string): WriteOp {
     const id = newId();
-    return updateOp(PREFIXES + sparql`INSERT DATA { GRAPH ${iri(this.graphs.command(workspaceId, commandId))} {
+    return updateOp(sparql`${prefixes}INSERT DATA { GRAPH ${iri(this.graphs.command(workspaceId, commandId))} {
       ${iri(this.graphs.resource('event', id))} a wsm:CommandEvent ; wsm:id ${literal(id)} ; wsm:command ${iri(this.commandIri(commandId))} ;
         wsm:message ${literal(message)} ; wsm:level ${literal(level)} ; wsm:sequence ${integer(sequence)} ; wsm:createdAt ${dateTime(now)} . } }`,
     [this.graphs.command(workspaceId, commandId)]);
@@ -265,15 +265,15 @@ export class CommandStore {
    * an exclusive submission's write (one active command per package,
    * docs/architecture.md), so it holds across service instances.
    */
-  activeAsk(workspaceId: string, packageName: string): string {
-    return PREFIXES + sparql`ASK { GRAPH ${iri(this.graphs.packages(workspaceId))} {
+  activeAsk(workspaceId: string, packageName: string): Sparql {
+    return sparql`${prefixes}ASK { GRAPH ${iri(this.graphs.packages(workspaceId))} {
       ?c a wsm:LifecycleCommand ; wsm:packageName ${literal(packageName)} ; wsm:status ?status .
       FILTER (?status IN ("pending", "in_progress")) } }`;
   }
 
   /** The oldest command of the package that is pending or in progress, or null. */
   async active(workspaceId: string, packageName: string): Promise<{ commandId: string; version: string } | null> {
-    const rows = await this.store.select(PREFIXES + sparql`SELECT ?id ?version WHERE { GRAPH ${iri(this.graphs.packages(workspaceId))} {
+    const rows = await this.store.select(sparql`${prefixes}SELECT ?id ?version WHERE { GRAPH ${iri(this.graphs.packages(workspaceId))} {
       ?c a wsm:LifecycleCommand ; wsm:id ?id ; wsm:packageName ${literal(packageName)} ; wsm:version ?version ; wsm:status ?status ; wsm:createdAt ?createdAt .
       FILTER (?status IN ("pending", "in_progress")) } } ORDER BY ?createdAt LIMIT 1`);
     return rows[0] ? { commandId: req(rows[0], 'id'), version: req(rows[0], 'version') } : null;
@@ -285,7 +285,7 @@ export class CommandStore {
     const pkg = (input.packageInstallationId ? sparql`${c} wsm:package ${iri(this.packageIri(input.packageInstallationId))} .` : '')
       + (input.parentCommandId ? sparql`${c} wsm:parentCommand ${iri(this.commandIri(input.parentCommandId))} .` : '')
       + (input.leaseOwner ? sparql`${c} wsm:leaseOwner ${literal(input.leaseOwner)} .` : '');
-    return updateOp(PREFIXES + sparql`INSERT DATA { GRAPH ${iri(this.graphs.packages(input.workspaceId))} {
+    return updateOp(sparql`${prefixes}INSERT DATA { GRAPH ${iri(this.graphs.packages(input.workspaceId))} {
       ${c} a wsm:LifecycleCommand ; wsm:id ${literal(input.id)} ; wsm:packageName ${literal(input.packageName)} ;
         wsm:version ${literal(input.version)} ; wsm:commandType ${literal(input.commandType)} ; wsm:status "pending" ;
         wsm:workspace ${iri(this.graphs.resource('workspace', input.workspaceId))} ;
@@ -321,7 +321,7 @@ export class CommandStore {
       deletes.push('wsm:package');
     }
     const deleteOps = deletes.map((p) => sparql`DELETE WHERE { GRAPH ${g} { ${c} ${raw(p)} ?o } }`);
-    return updateOp(PREFIXES + [...deleteOps, sparql`INSERT DATA { GRAPH ${g} { ${raw(inserts.join('\n'))} } }`].join(' ;\n'), [this.graphs.packages(workspaceId)]);
+    return updateOp(sparql`${prefixes}${sequence([...deleteOps, sparql`INSERT DATA { GRAPH ${g} { ${raw(inserts.join('\n'))} } }`])}`, [this.graphs.packages(workspaceId)]);
   }
 
   /**
@@ -333,7 +333,7 @@ export class CommandStore {
    * can pass for a command (issue 12).
    */
   async unfinished(): Promise<Array<{ workspaceId: string; commandId: string; status: CommandStatus; subject: string; workspace: string; leaseOwner: string | null }>> {
-    const rows = await this.store.select(PREFIXES + sparql`SELECT ?wsId ?ws ?c ?id ?status ?owner WHERE {
+    const rows = await this.store.select(sparql`${prefixes}SELECT ?wsId ?ws ?c ?id ?status ?owner WHERE {
       GRAPH ${iri(this.graphs.system)} { ?ws a wsm:Workspace ; wsm:id ?wsId }
       BIND (IRI(CONCAT(${literal(`${this.graphs.base}workspaces/`)}, STR(?wsId), "/packages")) AS ?g)
       GRAPH ?g { ?c a wsm:LifecycleCommand ; wsm:id ?id ; wsm:status ?status ; wsm:workspace ?ws .
@@ -350,8 +350,8 @@ export class CommandStore {
    * (its record names it and the instance still holds its lease)? The
    * condition of every write a command's owner makes to it on a shared store.
    */
-  heldAsk(workspaceId: string, commandId: string, owner: string, lease: InstanceLease): string {
-    return PREFIXES + sparql`ASK { GRAPH ${iri(this.graphs.packages(workspaceId))} {
+  heldAsk(workspaceId: string, commandId: string, owner: string, lease: InstanceLease): Sparql {
+    return sparql`${prefixes}ASK { GRAPH ${iri(this.graphs.packages(workspaceId))} {
       ${iri(this.commandIri(commandId))} wsm:leaseOwner ${literal(owner)} ; wsm:status ?status .
       FILTER (?status IN ("pending", "in_progress")) }
       GRAPH ${iri(lease.graph)} { ${iri(lease.iri(owner))} a wsm:ServiceInstance } }`;
@@ -362,21 +362,21 @@ export class CommandStore {
    * record of the instance `owner`, or no owner at all)? The condition of a
    * takeover: an owner that renewed its lease keeps the command.
    */
-  orphanedAsk(workspaceId: string, commandId: string, owner: string | null, lease: InstanceLease): string {
+  orphanedAsk(workspaceId: string, commandId: string, owner: string | null, lease: InstanceLease): Sparql {
     const c = iri(this.commandIri(commandId));
     const held = owner === null
-      ? sparql`FILTER NOT EXISTS { ${c} wsm:leaseOwner ?anyOwner }`
-      : sparql`${c} wsm:leaseOwner ${literal(owner)} .`;
-    const alive = owner === null ? '' : sparql`FILTER NOT EXISTS { GRAPH ${iri(lease.graph)} { ${iri(lease.iri(owner))} a wsm:ServiceInstance } }`;
-    return PREFIXES + sparql`ASK { GRAPH ${iri(this.graphs.packages(workspaceId))} {
-      ${c} wsm:status ?status . ${raw(held)}
+      ? sparqlFragment`FILTER NOT EXISTS { ${c} wsm:leaseOwner ?anyOwner }`
+      : sparqlFragment`${c} wsm:leaseOwner ${literal(owner)} .`;
+    const alive = owner === null ? raw('') : sparqlFragment`FILTER NOT EXISTS { GRAPH ${iri(lease.graph)} { ${iri(lease.iri(owner))} a wsm:ServiceInstance } }`;
+    return sparql`${prefixes}ASK { GRAPH ${iri(this.graphs.packages(workspaceId))} {
+      ${c} wsm:status ?status . ${held}
       FILTER (?status IN ("pending", "in_progress")) }
-      ${raw(alive)} }`;
+      ${alive} }`;
   }
 
   /** Highest event sequence of a command (0 when none). */
   async lastSequence(workspaceId: string, commandId: string): Promise<number> {
-    const rows = await this.store.select(PREFIXES + sparql`SELECT (MAX(?s) AS ?max) WHERE { GRAPH ${iri(this.graphs.command(workspaceId, commandId))} {
+    const rows = await this.store.select(sparql`${prefixes}SELECT (MAX(?s) AS ?max) WHERE { GRAPH ${iri(this.graphs.command(workspaceId, commandId))} {
       ?e wsm:sequence ?s } }`);
     return rows[0]?.max ? Number(rows[0].max.value) : 0;
   }

@@ -1,8 +1,8 @@
 import type { Quad } from 'n3';
 import { updateOp, type QuadStore, type WriteOp } from '../store/store.js';
 import type { Graphs } from '../rdf/graphs.js';
-import { PREFIXES } from '../rdf/vocab.js';
-import { sparql, iri, literal, dateTime, integer, boolean, raw, join } from '../rdf/sparql.js';
+import { prefixes } from '../rdf/vocab.js';
+import { sparql, sequence, iri, literal, dateTime, integer, boolean, raw, join } from '../rdf/sparql.js';
 import { req } from '../rdf/bindings.js';
 import type { WorkspaceService, Workspace } from '../workspaces/service.js';
 import { quadsToNTriples } from '../rdf/turtle.js';
@@ -62,7 +62,7 @@ export class Deployment {
   private async importers(workspaceId: string, uris: string[], exceptIds: Set<string>): Promise<string[]> {
     if (uris.length === 0) return [];
     // From the imported URIs to the graphs that import them: the cost follows the importers, not the matrices installed.
-    const rows = await this.store.select(PREFIXES + sparql`SELECT DISTINCT ?m ?id WHERE {
+    const rows = await this.store.select(sparql`${prefixes}SELECT DISTINCT ?m ?id WHERE {
       VALUES ?target { ${join(uris.map((u) => iri(u)))} }
       GRAPH ?g { ?m mtx:imports ?target }
       GRAPH ${iri(this.graphs.packages(workspaceId))} { ?rec wsm:graph ?g ; a wsm:Matrix ; wsm:id ?id } }`);
@@ -73,7 +73,7 @@ export class Deployment {
   private async rolesOf(workspaceId: string, matrixIds: string[]): Promise<Set<string>> {
     if (matrixIds.length === 0) return new Set();
     const values = join(matrixIds.map((id) => iri(this.graphs.derived(workspaceId, id))));
-    const rows = await this.store.select(PREFIXES + sparql`SELECT DISTINCT ?r WHERE { VALUES ?g { ${values} } GRAPH ?g { ?r a wsm:Role } }`);
+    const rows = await this.store.select(sparql`${prefixes}SELECT DISTINCT ?r WHERE { VALUES ?g { ${values} } GRAPH ?g { ?r a wsm:Role } }`);
     return new Set(rows.map((b) => req(b, 'r')));
   }
 
@@ -81,7 +81,7 @@ export class Deployment {
   private async principalsOf(workspaceId: string, matrixIds: string[]): Promise<Set<string>> {
     if (matrixIds.length === 0) return new Set();
     const values = join(matrixIds.map((id) => iri(this.graphs.derived(workspaceId, id))));
-    const rows = await this.store.select(PREFIXES + sparql`SELECT DISTINCT ?q WHERE { VALUES ?g { ${values} } GRAPH ?g { ?q a wsm:Principal } }`);
+    const rows = await this.store.select(sparql`${prefixes}SELECT DISTINCT ?q WHERE { VALUES ?g { ${values} } GRAPH ?g { ?q a wsm:Principal } }`);
     return new Set(rows.map((b) => req(b, 'q')));
   }
 
@@ -95,7 +95,7 @@ export class Deployment {
     const pk = iri(this.graphs.packages(workspaceId));
     for (const [i, chunk] of chunks([...new Set(roleIris)], 500).entries()) {
       if (i > 0) await nextTurn(); // thousands of candidate roles: let requests in between
-      const rows = await this.store.select(PREFIXES + sparql`SELECT DISTINCT ?r ?id WHERE { VALUES ?r { ${join(chunk.map((r) => iri(r)))} }
+      const rows = await this.store.select(sparql`${prefixes}SELECT DISTINCT ?r ?id WHERE { VALUES ?r { ${join(chunk.map((r) => iri(r)))} }
         GRAPH ?g { ?r a wsm:Role } FILTER (STRENDS(STR(?g), "/derived"))
         BIND (IRI(SUBSTR(STR(?g), 1, STRLEN(STR(?g)) - 8)) AS ?mg)
         GRAPH ${pk} { ?m wsm:graph ?mg ; a wsm:Matrix ; wsm:id ?id } }`);
@@ -118,11 +118,11 @@ export class Deployment {
     const builtIn = this.workspaces.roleIri(this.workspaces.adminRoleId(workspaceId));
     roles = roles.filter((r) => r !== builtIn);
     if (roles.length) {
-      ops.push(updateOp(PREFIXES + sparql`DELETE { GRAPH ${iam} { ?a ?p ?o } } WHERE { GRAPH ${iam} {
+      ops.push(updateOp(sparql`${prefixes}DELETE { GRAPH ${iam} { ?a ?p ?o } } WHERE { GRAPH ${iam} {
         VALUES ?r { ${join(roles.map((r) => iri(r)))} } ?a a wsm:RoleAssignment ; wsm:role ?r ; ?p ?o } }`, [this.graphs.iam(workspaceId)]));
     }
     if (principals.length) {
-      ops.push(updateOp(PREFIXES + sparql`DELETE { GRAPH ${iam} { ?a ?p ?o } } WHERE { GRAPH ${iam} {
+      ops.push(updateOp(sparql`${prefixes}DELETE { GRAPH ${iam} { ?a ?p ?o } } WHERE { GRAPH ${iam} {
         VALUES ?q { ${join(principals.map((q) => iri(q)))} } ?a a wsm:RoleAssignment ; wsm:principal ?q ; ?p ?o } }`, [this.graphs.iam(workspaceId)]));
     }
     return ops;
@@ -130,7 +130,7 @@ export class Deployment {
 
   /** createdAt of resources in a derived graph, so a redeploy keeps them. */
   private async createdAtOf(workspaceId: string, matrixId: string): Promise<Map<string, string>> {
-    const rows = await this.store.select(PREFIXES + sparql`SELECT ?s ?t WHERE { GRAPH ${iri(this.graphs.derived(workspaceId, matrixId))} { ?s wsm:createdAt ?t } }`);
+    const rows = await this.store.select(sparql`${prefixes}SELECT ?s ?t WHERE { GRAPH ${iri(this.graphs.derived(workspaceId, matrixId))} { ?s wsm:createdAt ?t } }`);
     return new Map(rows.map((b) => [req(b, 's'), req(b, 't')]));
   }
 
@@ -138,22 +138,22 @@ export class Deployment {
     const g = iri(this.graphs.packages(workspaceId));
     const m = iri(this.records.matrixIri(input.id));
     const description = input.description !== null ? sparql`${m} wsm:description ${literal(input.description)} .` : '';
-    return updateOp(PREFIXES + [
+    return updateOp(sparql`${prefixes}${sequence([
       sparql`DELETE WHERE { GRAPH ${g} { ${m} ?p ?o } }`,
       sparql`INSERT DATA { GRAPH ${g} { ${m} a wsm:Matrix ; wsm:id ${literal(input.id)} ; wsm:uri ${iri(input.uri)} ; wsm:name ${literal(input.name)} ;
         wsm:dependencyCount ${integer(input.dependencyCount)} ; wsm:package ${iri(this.records.packageIri(input.packageId))} ;
         wsm:graph ${iri(this.graphs.matrix(workspaceId, input.id))} ; wsm:workspace ${iri(this.graphs.resource('workspace', workspaceId))} .
         ${raw(description)} } }`,
-    ].join(' ;\n'), [this.graphs.packages(workspaceId)]);
+    ])}`, [this.graphs.packages(workspaceId)]);
   }
 
   private dropMatrixOps(workspaceId: string, matrixId: string): WriteOp {
     const g = iri(this.graphs.packages(workspaceId));
-    return updateOp(PREFIXES + [
+    return updateOp(sparql`${prefixes}${sequence([
       sparql`DROP SILENT GRAPH ${iri(this.graphs.matrix(workspaceId, matrixId))}`,
       sparql`DROP SILENT GRAPH ${iri(this.graphs.derived(workspaceId, matrixId))}`,
       sparql`DELETE WHERE { GRAPH ${g} { ${iri(this.records.matrixIri(matrixId))} ?p ?o } }`,
-    ].join(' ;\n'), [this.graphs.matrix(workspaceId, matrixId), this.graphs.derived(workspaceId, matrixId), this.graphs.packages(workspaceId)]);
+    ])}`, [this.graphs.matrix(workspaceId, matrixId), this.graphs.derived(workspaceId, matrixId), this.graphs.packages(workspaceId)]);
   }
 
   /**
@@ -290,7 +290,7 @@ export class Deployment {
 
   private async roleUrisOf(workspaceId: string, roleIris: Set<string>): Promise<string[]> {
     if (roleIris.size === 0) return [];
-    const rows = await this.store.select(PREFIXES + sparql`SELECT DISTINCT ?uri WHERE { VALUES ?r { ${join([...roleIris].map((r) => iri(r)))} }
+    const rows = await this.store.select(sparql`${prefixes}SELECT DISTINCT ?uri WHERE { VALUES ?r { ${join([...roleIris].map((r) => iri(r)))} }
       GRAPH ?g { ?r wsm:uri ?uri } FILTER (?g = ${iri(this.graphs.iam(workspaceId))} || (STRSTARTS(STR(?g), ${literal(`${this.graphs.workspacePrefix(workspaceId)}matrices/`)}) && STRENDS(STR(?g), "/derived"))) }`);
     return rows.map((b) => req(b, 'uri'));
   }
@@ -320,13 +320,13 @@ export class Deployment {
     const registry = (input.registry ? sparql`${p} wsm:registryPublisher ${literal(input.registry.publisher)} ; wsm:registryName ${literal(input.registry.name)} ;
       wsm:pinned ${boolean(input.pinned)} .` : '')
       + input.dependsOn.map((d) => sparql`${p} wsm:dependsOn ${literal(d)} .`).join('\n');
-    return updateOp(PREFIXES + [
+    return updateOp(sparql`${prefixes}${sequence([
       sparql`DELETE WHERE { GRAPH ${g} { ${p} ?pp ?o } }`,
       sparql`INSERT DATA { GRAPH ${g} { ${p} a wsm:PackageInstallation ; wsm:id ${literal(input.id)} ; wsm:name ${literal(input.name)} ;
         wsm:currentVersion ${literal(input.version)} ; wsm:autoUpdate ${boolean(input.registry ? input.autoUpdate : false)} ;
         wsm:workspace ${iri(this.graphs.resource('workspace', workspaceId))} ; wsm:createdAt ${dateTime(createdAt)} ; wsm:updatedAt ${dateTime(input.now)} .
         ${raw(registry)} } }`,
-    ].join(' ;\n'), [this.graphs.packages(workspaceId)]);
+    ])}`, [this.graphs.packages(workspaceId)]);
   }
 
   /** The job of an UNINSTALL (P6): removes the package's matrices, their graphs, derived roles/agents/principals and the assignments of those roles. */
@@ -350,7 +350,7 @@ export class Deployment {
     const gonePrincipals = [...await this.principalsOf(ws, [...ids])];
     const ops: WriteOp[] = matrices.map((x) => this.dropMatrixOps(ws, x.id));
     ops.push(...this.assignmentCleanup(ws, goneRoles, gonePrincipals));
-    ops.push(updateOp(PREFIXES + sparql`DELETE WHERE { GRAPH ${iri(this.graphs.packages(ws))} { ${iri(this.records.packageIri(current.id))} ?p ?o } }`, [this.graphs.packages(ws)]));
+    ops.push(updateOp(sparql`${prefixes}DELETE WHERE { GRAPH ${iri(this.graphs.packages(ws))} { ${iri(this.records.packageIri(current.id))} ?p ?o } }`, [this.graphs.packages(ws)]));
     if (this.hook?.undeploy) ops.push(...this.hook.undeploy({ workspaceId: ws, matrixUris: matrices.map((x) => x.uri), commandId: ctx.commandId }));
     await ctx.event('INFO', `Removing ${plural(goneRoles.length, 'role')}, ${plural(gonePrincipals.length, 'agent principal')} and their role assignments in one atomic write`);
     return { ops, message: `Uninstalled ${name} ${current.currentVersion}` };

@@ -1,6 +1,6 @@
 import type { QuadStore } from '../store/store.js';
 import type { Graphs } from '../rdf/graphs.js';
-import { PREFIXES } from '../rdf/vocab.js';
+import { prefixes } from '../rdf/vocab.js';
 import { sparql, iri, join } from '../rdf/sparql.js';
 import { UUID_PATTERN } from '../rdf/ids.js';
 import { req, str, int } from '../rdf/bindings.js';
@@ -92,7 +92,7 @@ export class PackageReads {
     const out = new Map<string, MatrixSummary[]>(packageIds.map((id) => [id, []]));
     if (packageIds.length === 0) return out;
     const values = join(packageIds.map((id) => iri(this.records.packageIri(id))));
-    const rows = await this.store.select(PREFIXES + sparql`SELECT ?pid ?id ?uri ?name ?description ?dependencyCount WHERE {
+    const rows = await this.store.select(sparql`${prefixes}SELECT ?pid ?id ?uri ?name ?description ?dependencyCount WHERE {
       GRAPH ${iri(this.graphs.packages(workspaceId))} {
         VALUES ?p { ${values} }
         ?p wsm:id ?pid . ?m a wsm:Matrix ; wsm:package ?p ; wsm:id ?id ; wsm:uri ?uri ; wsm:name ?name ; wsm:dependencyCount ?dependencyCount .
@@ -106,7 +106,7 @@ export class PackageReads {
   /** P4: one page of installations, by name. */
   async list(workspace: Workspace, query: PageQuery): Promise<Page<PackageInstallation>> {
     const g = iri(this.graphs.packages(workspace.id));
-    const total = Number((await this.store.select(PREFIXES + sparql`SELECT (COUNT(?p) AS ?n) WHERE { GRAPH ${g} { ?p a wsm:PackageInstallation } }`))[0]?.n?.value ?? 0);
+    const total = Number((await this.store.select(sparql`${prefixes}SELECT (COUNT(?p) AS ?n) WHERE { GRAPH ${g} { ?p a wsm:PackageInstallation } }`))[0]?.n?.value ?? 0);
     const records = await this.records.installedRecords(workspace.id, '', `ORDER BY ?name LIMIT ${query.pageSize} OFFSET ${offsetOf(query)}`);
     const matrices = await this.matrixSummaries(workspace.id, records.map((r) => r.id));
     const items = await Promise.all(records.map((r) => this.toInstallation(workspace, r, matrices.get(r.id) ?? [])));

@@ -1,7 +1,7 @@
 import type { Quad } from 'n3';
 import type { QuadStore } from '../store/store.js';
 import type { Graphs } from '../rdf/graphs.js';
-import { PREFIXES } from '../rdf/vocab.js';
+import { prefixes } from '../rdf/vocab.js';
 import { sparql, iri, literal, raw, join } from '../rdf/sparql.js';
 import { stableId } from '../rdf/ids.js';
 import { req, str, bool, time } from '../rdf/bindings.js';
@@ -39,7 +39,7 @@ export class PackageRecords {
 
   /** `lead`, a pattern that narrows ?p, comes first: Oxigraph joins in the order written. */
   async installedRecords(workspaceId: string, filter: string, modifiers = '', lead = ''): Promise<InstalledRecord[]> {
-    const rows = await this.store.select(PREFIXES + sparql`SELECT * WHERE { GRAPH ${iri(this.graphs.packages(workspaceId))} {
+    const rows = await this.store.select(sparql`${prefixes}SELECT * WHERE { GRAPH ${iri(this.graphs.packages(workspaceId))} {
       ${raw(lead)}
       ?p a wsm:PackageInstallation ; wsm:id ?id ; wsm:name ?name ; wsm:currentVersion ?currentVersion ;
          wsm:autoUpdate ?autoUpdate ; wsm:createdAt ?createdAt ; wsm:updatedAt ?updatedAt .
@@ -59,7 +59,7 @@ export class PackageRecords {
 
   /** `lead`, a pattern that narrows ?m (or ?uri, ?p), comes first: Oxigraph joins in the order written. */
   private async matrixRecords(workspaceId: string, filter = '', lead = ''): Promise<MatrixRecord[]> {
-    const rows = await this.store.select(PREFIXES + sparql`SELECT ?id ?uri ?packageName ?graph WHERE { GRAPH ${iri(this.graphs.packages(workspaceId))} {
+    const rows = await this.store.select(sparql`${prefixes}SELECT ?id ?uri ?packageName ?graph WHERE { GRAPH ${iri(this.graphs.packages(workspaceId))} {
       ${raw(lead)}
       ?m a wsm:Matrix ; wsm:id ?id ; wsm:uri ?uri ; wsm:graph ?graph ; wsm:package ?p . ?p wsm:name ?packageName .
       ${raw(filter)} } } ORDER BY ?uri`);
@@ -88,7 +88,7 @@ export class PackageRecords {
 
   /** Names of installed packages whose manifest depends on `name`. */
   async dependentsOf(workspaceId: string, name: string): Promise<string[]> {
-    const rows = await this.store.select(PREFIXES + sparql`SELECT DISTINCT ?name WHERE { GRAPH ${iri(this.graphs.packages(workspaceId))} {
+    const rows = await this.store.select(sparql`${prefixes}SELECT DISTINCT ?name WHERE { GRAPH ${iri(this.graphs.packages(workspaceId))} {
       ?p wsm:dependsOn ${literal(name)} ; a wsm:PackageInstallation ; wsm:name ?name } } ORDER BY ?name`);
     return rows.map((b) => req(b, 'name')).filter((n) => n !== name);
   }

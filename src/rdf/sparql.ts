@@ -10,6 +10,18 @@
 
 const XSD = 'http://www.w3.org/2001/XMLSchema#';
 
+declare const sparqlBrand: unique symbol;
+
+/**
+ * SPARQL text built by the `sparql` tag (or, in the few listed places, by
+ * `trustedSparql`). The store's methods accept only this type, so a plain
+ * or pasted string is a type error at the call (docs/architecture.md,
+ * "SPARQL reaches the store only through the tag"). It is a string at run
+ * time: it can be logged, compared, concatenated (which gives a plain
+ * string again, refused by the store).
+ */
+export type Sparql = string & { readonly [sparqlBrand]: true };
+
 export interface SparqlFragment {
   readonly __sparql: string;
 }
@@ -90,7 +102,7 @@ export function join(parts: SparqlFragment[], separator = ' '): SparqlFragment {
 }
 
 /** Either `sparql\`...\`` template or a helper's fragment, rendered as text. */
-export function sparql(strings: TemplateStringsArray, ...values: SparqlFragment[]): string {
+export function sparql(strings: TemplateStringsArray, ...values: SparqlFragment[]): Sparql {
   let out = strings[0]!;
   values.forEach((value, i) => {
     if (value === null || typeof value !== 'object' || typeof (value as SparqlFragment).__sparql !== 'string') {
@@ -98,7 +110,35 @@ export function sparql(strings: TemplateStringsArray, ...values: SparqlFragment[
     }
     out += value.__sparql + strings[i + 1]!;
   });
-  return out;
+  return out as Sparql;
+}
+
+/**
+ * Several built requests as one fragment, separated by `separator` (by
+ * default the `;` between update operations): `sparql\`${prefixes}${sequence([a, b])}\``.
+ */
+export function sequence(parts: readonly Sparql[], separator: ' ;\n' | '\n' | ' ' = ' ;\n'): SparqlFragment {
+  return fragment(parts.join(separator));
+}
+
+/** SPARQL built by the tag, as a fragment to interpolate into another. */
+export const fragmentOf = (built: Sparql): SparqlFragment => fragment(built);
+
+/**
+ * Why text the service did not build with the tag may still reach the
+ * store. Each reason names the one place that uses it (listed in
+ * docs/architecture.md); nothing else may call `trustedSparql`.
+ */
+export type TrustedSparqlReason =
+  | 'store internals: text the store builds from a request it was given';
+
+/**
+ * The one conversion of plain text to `Sparql`, for text the service did
+ * not build with the tag at this call (see `TrustedSparqlReason`).
+ */
+export function trustedSparql(text: string, reason: TrustedSparqlReason): Sparql {
+  void reason;
+  return text as Sparql;
 }
 
 /** Like `sparql` but returns a fragment, for composing queries. */

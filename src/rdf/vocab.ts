@@ -2,6 +2,7 @@
  * Vocabularies as constants, so IRIs are never loose strings in domain code.
  * The service's own vocabulary is described in ontology/wsm.ttl.
  */
+import { raw, type SparqlFragment } from './sparql.js';
 function namespace<T extends string>(base: string, terms: readonly T[]): { readonly [K in T]: string } & { ns: string } {
   const out: Record<string, string> = { ns: base };
   for (const term of terms) out[term] = base + term;
@@ -55,3 +56,6 @@ PREFIX iam: <${IAM.ns}>
 PREFIX dcterms: <${DCTERMS.ns}>
 PREFIX sh: <${SH.ns}>
 `;
+
+/** `PREFIXES` as a fragment of the `sparql` tag: `sparql\`${prefixes}SELECT ...\``. */
+export const prefixes: SparqlFragment = raw(PREFIXES);

@@ -5,8 +5,8 @@ import type { QuadStore, WriteOp } from '../store/store.js';
 import type { Graphs } from '../rdf/graphs.js';
 import type { Logger } from '../logger.js';
 import type { AuthContext } from '../auth/context.js';
-import { PREFIXES } from '../rdf/vocab.js';
-import { sparql, iri, literal, dateTime, integer, boolean, raw, join } from '../rdf/sparql.js';
+import { prefixes } from '../rdf/vocab.js';
+import { sparql, sequence, iri, literal, dateTime, integer, boolean, raw, join } from '../rdf/sparql.js';
 import { newId, stableId } from '../rdf/ids.js';
 import { req, str, int, bool, time } from '../rdf/bindings.js';
 import { AppError, badRequest, conflict, forbidden, notFound } from '../errors.js';
@@ -110,7 +110,7 @@ export class HostedRegistry implements Registry {
   // ------------------------------------------------------------ publishers
 
   private async publisherRecord(slug: string): Promise<Publisher | null> {
-    const rows = await this.store.select(PREFIXES + sparql`SELECT ?id ?slug ?name ?createdAt ?owner WHERE { GRAPH ${this.g} {
+    const rows = await this.store.select(sparql`${prefixes}SELECT ?id ?slug ?name ?createdAt ?owner WHERE { GRAPH ${this.g} {
       ${iri(this.publisherIri(slug))} a wsm:Publisher ; wsm:id ?id ; wsm:slug ?slug ; wsm:name ?name ; wsm:createdAt ?createdAt .
       OPTIONAL { ${iri(this.publisherIri(slug))} wsm:ownerUsername ?owner } } } ORDER BY ?owner`);
     if (!rows[0]) return null;
@@ -120,7 +120,7 @@ export class HostedRegistry implements Registry {
 
   /** Publishers a user owns, by slug. */
   async publishersOwnedBy(username: string): Promise<Publisher[]> {
-    const rows = await this.store.select(PREFIXES + sparql`SELECT ?slug WHERE { GRAPH ${this.g} {
+    const rows = await this.store.select(sparql`${prefixes}SELECT ?slug WHERE { GRAPH ${this.g} {
       ?p a wsm:Publisher ; wsm:ownerUsername ${literal(username)} ; wsm:slug ?slug } } ORDER BY ?slug`);
     const out: Publisher[] = [];
     for (const b of rows) {
@@ -144,7 +144,7 @@ export class HostedRegistry implements Registry {
       if (await this.publisherRecord(slug)) throw conflict(`Publisher "${slug}" already exists`);
       const p = iri(this.publisherIri(slug));
       const ownerTriples = join([...new Set(owners)].map((o) => raw(sparql`${p} wsm:ownerUsername ${literal(o)} .`)));
-      await this.store.update(PREFIXES + sparql`INSERT DATA { GRAPH ${this.g} {
+      await this.store.update(sparql`${prefixes}INSERT DATA { GRAPH ${this.g} {
         ${p} a wsm:Publisher ; wsm:id ${literal(newId())} ; wsm:slug ${literal(slug)} ; wsm:name ${literal(name)} ; wsm:createdAt ${dateTime(this.clock.now())} .
         ${ownerTriples} } }`, [this.graphs.registry]);
       return (await this.publisherRecord(slug))!;
@@ -173,8 +173,8 @@ export class HostedRegistry implements Registry {
   // ------------------------------------------------------------ versions
 
   private async versionRows(filter: string): Promise<VersionRecord[]> {
-    const rows = await this.store.select(PREFIXES + `SELECT * WHERE { GRAPH <${this.graphs.registry}> {
-      ${filter}
+    const rows = await this.store.select(sparql`${prefixes}SELECT * WHERE { GRAPH ${iri(this.graphs.registry)} {
+      ${raw(filter)}
       ?v a wsm:PackageVersion ; wsm:id ?id ; wsm:registryPackage ?pkg ; wsm:version ?version ; wsm:engineVersion ?engineVersion ;
          wsm:publishedAt ?publishedAt ; wsm:yanked ?yanked ; wsm:sha256 ?sha ; wsm:archiveSize ?size ; wsm:manifest ?manifest .
       ?pkg wsm:name ?name ; wsm:publisher ?pub . ?pub wsm:slug ?slug .
@@ -202,7 +202,7 @@ export class HostedRegistry implements Registry {
   }
 
   private async packageDescription(publisher: string, name: string): Promise<{ exists: boolean; description: string | null }> {
-    const rows = await this.store.select(PREFIXES + sparql`SELECT ?description WHERE { GRAPH ${this.g} {
+    const rows = await this.store.select(sparql`${prefixes}SELECT ?description WHERE { GRAPH ${this.g} {
       ${iri(this.packageIri(publisher, name))} a wsm:RegistryPackage . OPTIONAL { ${iri(this.packageIri(publisher, name))} wsm:description ?description } } } LIMIT 1`);
     return { exists: rows.length > 0, description: rows[0] ? str(rows[0], 'description') : null };
   }
@@ -260,7 +260,7 @@ export class HostedRegistry implements Registry {
     const why = notAbsoluteIri(uri);
     if (why) throw badRequest(`uri "${uri}" ${why}`);
     const keep = engineFilter(engineVersion);
-    const rows = await this.store.select(PREFIXES + sparql`SELECT DISTINCT ?slug ?name WHERE { GRAPH ${this.g} {
+    const rows = await this.store.select(sparql`${prefixes}SELECT DISTINCT ?slug ?name WHERE { GRAPH ${this.g} {
       ?v wsm:providesMatrix ${iri(uri)} ; wsm:registryPackage ?pkg . ?pkg wsm:name ?name ; wsm:publisher ?pub . ?pub wsm:slug ?slug } }
       ORDER BY ?slug ?name LIMIT 1`);
     if (!rows[0]) throw notFound(`No package in the registry provides the matrix <${uri}>`);
@@ -275,7 +275,7 @@ export class HostedRegistry implements Registry {
     const publishers = await this.publishersOwnedBy(auth.username);
     const all: PackageView[] = [];
     for (const p of publishers) {
-      const rows = await this.store.select(PREFIXES + sparql`SELECT ?name WHERE { GRAPH ${this.g} {
+      const rows = await this.store.select(sparql`${prefixes}SELECT ?name WHERE { GRAPH ${this.g} {
         ?pkg a wsm:RegistryPackage ; wsm:publisher ${iri(this.publisherIri(p.slug))} ; wsm:name ?name } } ORDER BY ?name`);
       for (const b of rows) all.push(await this.packageView(p.slug, req(b, 'name')));
     }
@@ -290,7 +290,7 @@ export class HostedRegistry implements Registry {
     const roleUris = new Set<string>();
     for (const dep of manifest.dependencies) {
       if (!SLUG.test(dep.publisher) || !SLUG.test(dep.name)) continue;
-      const rows = await this.store.select(PREFIXES + sparql`SELECT ?m ?r WHERE { GRAPH ${this.g} {
+      const rows = await this.store.select(sparql`${prefixes}SELECT ?m ?r WHERE { GRAPH ${this.g} {
         ?v wsm:registryPackage ${iri(this.packageIri(dep.publisher, dep.name))} .
         { ?v wsm:providesMatrix ?m } UNION { ?v wsm:definesRole ?r } } }`);
       for (const b of rows) {
@@ -334,19 +334,19 @@ export class HostedRegistry implements Registry {
       const pkgExists = (await this.packageDescription(publisher, name)).exists;
       const ops: WriteOp[] = [];
       if (!pkgExists) {
-        ops.push({ kind: 'update', sparql: PREFIXES + sparql`INSERT DATA { GRAPH ${this.g} {
+        ops.push({ kind: 'update', sparql: sparql`${prefixes}INSERT DATA { GRAPH ${this.g} {
           ${pkg} a wsm:RegistryPackage ; wsm:id ${literal(stableId('registry-package', publisher, name))} ; wsm:name ${literal(name)} ;
             wsm:publisher ${iri(this.publisherIri(publisher))} ; wsm:createdAt ${dateTime(now)} } }`, graphs: [this.graphs.registry] });
       }
       // The package's description is the one of its newest published version.
-      ops.push({ kind: 'update', sparql: PREFIXES + [
+      ops.push({ kind: 'update', sparql: sparql`${prefixes}${sequence([
         sparql`DELETE WHERE { GRAPH ${this.g} { ${pkg} wsm:description ?d } }`,
         sparql`DELETE WHERE { GRAPH ${this.g} { ${pkg} wsm:updatedAt ?u } }`,
         sparql`INSERT DATA { GRAPH ${this.g} { ${pkg} wsm:updatedAt ${dateTime(now)} . ${m.description !== null ? raw(sparql`${pkg} wsm:description ${literal(m.description)} .`) : raw('')} } }`,
-      ].join(' ;\n'), graphs: [this.graphs.registry] });
+      ])}`, graphs: [this.graphs.registry] });
       const matrices = join(m.matrices.map((x) => raw(sparql`${v} wsm:providesMatrix ${iri(x.uri)} .`)));
       const roles = join(checked.roleUris.map((r) => raw(sparql`${v} wsm:definesRole ${iri(r)} .`)));
-      ops.push({ kind: 'update', sparql: PREFIXES + sparql`INSERT DATA { GRAPH ${this.g} {
+      ops.push({ kind: 'update', sparql: sparql`${prefixes}INSERT DATA { GRAPH ${this.g} {
         ${v} a wsm:PackageVersion ; wsm:id ${literal(stableId('package-version', publisher, name, m.version))} ; wsm:registryPackage ${pkg} ;
           wsm:version ${literal(m.version)} ; wsm:engineVersion ${literal(m.engineVersion)} ; wsm:publishedAt ${dateTime(now)} ;
           wsm:publishedBy ${literal(auth.username)} ; wsm:yanked ${boolean(false)} ; wsm:sha256 ${literal(sha)} ;
@@ -407,11 +407,11 @@ export class HostedRegistry implements Registry {
 
   private async setYanked(publisher: string, name: string, version: string, yanked: boolean, reason: string | null): Promise<void> {
     const v = iri(this.versionIri(publisher, name, version));
-    await this.store.update(PREFIXES + [
+    await this.store.update(sparql`${prefixes}${sequence([
       sparql`DELETE WHERE { GRAPH ${this.g} { ${v} wsm:yanked ?y } }`,
       sparql`DELETE WHERE { GRAPH ${this.g} { ${v} wsm:yankReason ?r } }`,
       sparql`INSERT DATA { GRAPH ${this.g} { ${v} wsm:yanked ${boolean(yanked)} . ${reason !== null ? raw(sparql`${v} wsm:yankReason ${literal(reason)} .`) : raw('')} } }`,
-    ].join(' ;\n'), [this.graphs.registry]);
+    ])}`, [this.graphs.registry]);
   }
 
   // ------------------------------------------------------------ Registry (installs)

@@ -49,7 +49,7 @@ const dryRunQuery = z.strictObject({ dryRun: z.enum(['true', 'false'], { error: 
 export function registryRoutes(registry: HostedRegistry, options: { maxUploadBytes: number }): RouteDef[] {
   return [
     defineRoute({
-      method: 'post', path: '/api/v1/registry/publishers', tag,
+      method: 'post', path: '/api/v1/registry/publishers', tag, access: 'system-admin',
       summary: 'Create a publisher (system administrators)',
       body: publisherBody,
       responses: {

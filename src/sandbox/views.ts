@@ -1,6 +1,6 @@
 import type { QuadStore } from '../store/store.js';
 import type { Graphs } from '../rdf/graphs.js';
-import { PREFIXES } from '../rdf/vocab.js';
+import { prefixes } from '../rdf/vocab.js';
 import { iri, literal, sparql } from '../rdf/sparql.js';
 
 /**
@@ -21,7 +21,7 @@ export class WorkspaceViews {
   /** Names of the graphs slash commands of the workspace see. */
   async knowledgeGraphs(workspaceId: string): Promise<string[]> {
     const prefix = this.graphs.workspacePrefix(workspaceId);
-    const rows = await this.store.select(PREFIXES + sparql`
+    const rows = await this.store.select(sparql`${prefixes}
       SELECT DISTINCT ?g ?xid ?active WHERE {
         { GRAPH ${iri(this.graphs.packages(workspaceId))} { ?m a wsm:Matrix ; wsm:graph ?g } }
         UNION
@@ -57,7 +57,7 @@ export class WorkspaceViews {
     // Two queries: Virtuoso answers a UNION of a pattern and a VALUES branch, joined with the system graph, with nothing.
     const [record, members] = await Promise.all([
       this.store.construct(sparql`CONSTRUCT { ${ws} ?p ?o } WHERE { GRAPH ${iri(this.graphs.system)} { ${ws} ?p ?o } }`),
-      this.store.construct(PREFIXES + sparql`
+      this.store.construct(sparql`${prefixes}
         CONSTRUCT { ?s ?p ?o } WHERE {
           GRAPH ${iri(this.graphs.iam(workspaceId))} { ?member a wsm:Principal ; wsm:actor ?s }
           GRAPH ${iri(this.graphs.system)} { ?s ?p ?o }

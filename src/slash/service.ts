@@ -1,8 +1,8 @@
 import type { QuadStore } from '../store/store.js';
 import { GraphCache } from '../store/graph-cache.js';
 import type { Graphs } from '../rdf/graphs.js';
-import { PREFIXES } from '../rdf/vocab.js';
-import { sparql, iri, literal, dateTime, raw, boolean, integer } from '../rdf/sparql.js';
+import { prefixes } from '../rdf/vocab.js';
+import { sparql, fragmentOf, iri, literal, dateTime, raw, boolean, integer, type Sparql } from '../rdf/sparql.js';
 import { newId, UUID_PATTERN } from '../rdf/ids.js';
 import { bool, req, str, time } from '../rdf/bindings.js';
 import { badRequest, conflict, forbidden, notFound } from '../errors.js';
@@ -111,23 +111,23 @@ export class SlashCommandService {
    */
   private async select(workspaceId: string, lead: string, extra = ''): Promise<SlashCommand[]> {
     const g = iri(this.graphs.slashCommands(workspaceId));
-    const rows = await this.store.select(`${PREFIXES} SELECT * WHERE {
-      GRAPH ${g.__sparql} {
-        ${lead}
+    const rows = await this.store.select(sparql`${prefixes} SELECT * WHERE {
+      GRAPH ${g} {
+        ${raw(lead)}
         ?c a wsm:SlashCommand ; wsm:id ?id ; wsm:alias ?alias ; wsm:scriptType ?scriptType ; wsm:scriptContent ?scriptContent ;
            wsm:owner ?u ; wsm:createdAt ?createdAt ; wsm:updatedAt ?updatedAt .
         OPTIONAL { ?c wsm:description ?description }
         OPTIONAL { ?c wsm:interpretation ?interpretation }
       }
-    } ${extra}`);
+    } ${raw(extra)}`);
     const owners = await this.users.byIris([...new Set(rows.map((b) => b.u!.value))]);
     // A command whose owner has no user record is not answered (as the join did).
     const commands = rows.filter((b) => owners.has(b.u!.value)).map((b) => this.fromBinding(workspaceId, b, owners.get(b.u!.value)!));
     if (commands.length === 0) return commands;
     // Parameters in a second read, by the same lead pattern: few commands declare any.
-    const params = await this.store.select(`${PREFIXES} SELECT ?id ?name ?kind ?datatype ?required ?description ?position WHERE {
-      GRAPH ${g.__sparql} {
-        ${lead}
+    const params = await this.store.select(sparql`${prefixes} SELECT ?id ?name ?kind ?datatype ?required ?description ?position WHERE {
+      GRAPH ${g} {
+        ${raw(lead)}
         ?c wsm:id ?id ; wsm:parameter ?p . ?p wsm:name ?name ; wsm:kind ?kind ; wsm:required ?required ; wsm:position ?position .
         OPTIONAL { ?p wsm:datatype ?datatype }
         OPTIONAL { ?p wsm:description ?description }
@@ -217,10 +217,10 @@ export class SlashCommandService {
   }
 
   /** ASK: does a command of the workspace (other than `except`) have the alias? Also the condition of C5's and C2's writes. */
-  private aliasAsk(workspaceId: string, alias: string, except?: string): string {
+  private aliasAsk(workspaceId: string, alias: string, except?: string): Sparql {
     const g = iri(this.graphs.slashCommands(workspaceId));
     const other = except ? sparql`FILTER (?c != ${iri(this.commandIri(except))})` : '';
-    return PREFIXES + sparql`ASK { GRAPH ${g} { ?c wsm:alias ${literal(alias)} . ${raw(other)} } }`;
+    return sparql`${prefixes}ASK { GRAPH ${g} { ?c wsm:alias ${literal(alias)} . ${raw(other)} } }`;
   }
 
   /** Parses a script once (in the parse worker, bounded); later runs of the same text reuse the result. */
@@ -260,7 +260,7 @@ export class SlashCommandService {
       body.interpretation != null ? sparql`${c} wsm:interpretation ${literal(body.interpretation)} .` : '',
     ].join('\n');
     // A conditional write: applied only while no command of the workspace has the alias (docs/architecture.md).
-    const applied = await this.store.writeIf({ ask: this.aliasAsk(ws, alias), expect: false }, [{ kind: 'update', sparql: PREFIXES + sparql`
+    const applied = await this.store.writeIf({ ask: this.aliasAsk(ws, alias), expect: false }, [{ kind: 'update', sparql: sparql`${prefixes}
       INSERT DATA { GRAPH ${g} {
         ${c} a wsm:SlashCommand ; wsm:id ${literal(id)} ; wsm:alias ${literal(alias)} ;
           wsm:scriptType ${literal(scriptType)} ; wsm:scriptContent ${literal(body.scriptContent!)} ;
@@ -318,7 +318,7 @@ export class SlashCommandService {
     }
     const c = iri(this.commandIri(current.id));
     const g = iri(this.graphs.slashCommands(ws));
-    const ops: string[] = [];
+    const ops: Sparql[] = [];
     const set = (field: 'alias' | 'description' | 'interpretation' | 'scriptType' | 'scriptContent' | 'updatedAt', value: ReturnType<typeof literal> | null) => {
       const p = raw(`wsm:${field}`);
       ops.push(sparql`DELETE WHERE { GRAPH ${g} { ${c} ${p} ?old } }`);
@@ -337,9 +337,9 @@ export class SlashCommandService {
     const exists = sparql`GRAPH ${g} { ${c} a wsm:SlashCommand }`;
     const aliasFree = body.alias !== undefined && body.alias !== current.alias
       ? sparql`FILTER NOT EXISTS { GRAPH ${g} { ?other wsm:alias ${literal(body.alias)} . FILTER (?other != ${c}) } }` : '';
-    const condition = { ask: PREFIXES + sparql`ASK { ${raw(exists)} ${raw(aliasFree)} }`, expect: true };
+    const condition = { ask: sparql`${prefixes}ASK { ${raw(exists)} ${raw(aliasFree)} }`, expect: true };
     // Deleted or the alias taken in between: the checks run again and answer 404 or 409.
-    if (!await this.store.writeIf(condition, ops.map((op) => ({ kind: 'update' as const, sparql: PREFIXES + op, graphs: [this.graphs.slashCommands(access.workspace.id)] })))) return NOT_APPLIED;
+    if (!await this.store.writeIf(condition, ops.map((op) => ({ kind: 'update' as const, sparql: sparql`${prefixes}${fragmentOf(op)}`, graphs: [this.graphs.slashCommands(access.workspace.id)] })))) return NOT_APPLIED;
     return this.get(access, current.id);
   }
 
@@ -353,10 +353,10 @@ export class SlashCommandService {
     this.requireOwnerOrAdmin(access, current, 'delete');
     const g = iri(this.graphs.slashCommands(access.workspace.id));
     const c = iri(this.commandIri(current.id));
-    const applied = await this.store.writeIf({ ask: PREFIXES + sparql`ASK { GRAPH ${g} { ${c} a wsm:SlashCommand } }`, expect: true }, [
+    const applied = await this.store.writeIf({ ask: sparql`${prefixes}ASK { GRAPH ${g} { ${c} a wsm:SlashCommand } }`, expect: true }, [
       sparql`DELETE WHERE { GRAPH ${g} { ${c} wsm:parameter ?p . ?p ?pp ?po } }`,
       sparql`DELETE WHERE { GRAPH ${g} { ${c} ?p ?o } }`,
-    ].map((op) => ({ kind: 'update' as const, sparql: PREFIXES + op, graphs: [this.graphs.slashCommands(access.workspace.id)] })));
+    ].map((op) => ({ kind: 'update' as const, sparql: sparql`${prefixes}${fragmentOf(op)}`, graphs: [this.graphs.slashCommands(access.workspace.id)] })));
     return applied ? current : NOT_APPLIED;
   }
 

@@ -1,5 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import type { QuadStore, WriteCondition, WriteOp } from './store.js';
+import { integer, iri, sequence, sparql, type Sparql } from '../rdf/sparql.js';
 
 const WSM = 'https://w3id.org/wsm/ns#';
 
@@ -67,12 +68,13 @@ export class InstanceLease {
   }
 
   private setOp(id: string, expiresAt: number, replace: boolean): WriteOp {
-    const s = `<${this.iri(id)}>`;
-    const g = `<${this.graph}>`;
-    const insert = `INSERT DATA { GRAPH ${g} { ${s} a <${WSM}ServiceInstance> ; <${WSM}leaseExpiresAt> ${expiresAt} } }`;
+    const s = iri(this.iri(id));
+    const g = iri(this.graph);
+    const expires = iri(`${WSM}leaseExpiresAt`);
+    const insert = sparql`INSERT DATA { GRAPH ${g} { ${s} a ${iri(`${WSM}ServiceInstance`)} ; ${expires} ${integer(expiresAt)} } }`;
     return {
       kind: 'update',
-      sparql: replace ? `DELETE WHERE { GRAPH ${g} { ${s} <${WSM}leaseExpiresAt> ?e } } ;\n${insert}` : insert,
+      sparql: replace ? sparql`${sequence([sparql`DELETE WHERE { GRAPH ${g} { ${s} ${expires} ?e } }`, insert])}` : insert,
       graphs: [this.graph],
     };
   }
@@ -84,8 +86,8 @@ export class InstanceLease {
    * (holding what its condition read until it commits) does not block the
    * renewal of its own lease.
    */
-  liveAsk(id: string): string {
-    return `ASK { GRAPH <${this.graph}> { <${this.iri(id)}> a <${WSM}ServiceInstance> } }`;
+  liveAsk(id: string): Sparql {
+    return sparql`ASK { GRAPH ${iri(this.graph)} { ${iri(this.iri(id))} a ${iri(`${WSM}ServiceInstance`)} } }`;
   }
 
   /** The condition of a write that must apply only while this instance holds its lease. */
@@ -120,7 +122,7 @@ export class InstanceLease {
    * meanwhile keeps it). Resolves the ids removed.
    */
   async expire(now = Date.now()): Promise<string[]> {
-    const rows = await this.store.select(`SELECT ?i WHERE { GRAPH <${this.graph}> { ?i <${WSM}leaseExpiresAt> ?e FILTER (?e < ${now}) } }`);
+    const rows = await this.store.select(sparql`SELECT ?i WHERE { GRAPH ${iri(this.graph)} { ?i ${iri(`${WSM}leaseExpiresAt`)} ?e FILTER (?e < ${integer(now)}) } }`);
     const removed: string[] = [];
     for (const row of rows) {
       const subject = row.i!.value;
@@ -129,8 +131,8 @@ export class InstanceLease {
       const id = decodeURIComponent(subject.slice(prefix.length));
       if (id === this.id) continue;
       const applied = await this.store.writeIf(
-        { ask: `ASK { GRAPH <${this.graph}> { <${subject}> <${WSM}leaseExpiresAt> ?e FILTER (?e < ${now}) } }`, expect: true },
-        [{ kind: 'update', sparql: `DELETE WHERE { GRAPH <${this.graph}> { <${subject}> ?p ?o } }`, graphs: [this.graph] }],
+        { ask: sparql`ASK { GRAPH ${iri(this.graph)} { ${iri(subject)} ${iri(`${WSM}leaseExpiresAt`)} ?e FILTER (?e < ${integer(now)}) } }`, expect: true },
+        [{ kind: 'update', sparql: sparql`DELETE WHERE { GRAPH ${iri(this.graph)} { ${iri(subject)} ?p ?o } }`, graphs: [this.graph] }],
       );
       if (applied) removed.push(id);
     }
@@ -139,7 +141,7 @@ export class InstanceLease {
 
   /** Ids of the instances holding a record now (live or not yet removed). */
   async registered(): Promise<Set<string>> {
-    const rows = await this.store.select(`SELECT ?i WHERE { GRAPH <${this.graph}> { ?i a <${WSM}ServiceInstance> } }`);
+    const rows = await this.store.select(sparql`SELECT ?i WHERE { GRAPH ${iri(this.graph)} { ?i a ${iri(`${WSM}ServiceInstance`)} } }`);
     const prefix = `${this.base}store/instance/`;
     return new Set(rows.map((r) => r.i!.value).filter((i) => i.startsWith(prefix)).map((i) => decodeURIComponent(i.slice(prefix.length))));
   }
@@ -149,7 +151,7 @@ export class InstanceLease {
     this.closed = true;
     if (this.timer) clearInterval(this.timer);
     await this.renewing;
-    await this.store.write([{ kind: 'update', sparql: `DELETE WHERE { GRAPH <${this.graph}> { <${this.iri(this.id)}> ?p ?o } }`, graphs: [this.graph] }])
+    await this.store.write([{ kind: 'update', sparql: sparql`DELETE WHERE { GRAPH ${iri(this.graph)} { ${iri(this.iri(this.id))} ?p ?o } }`, graphs: [this.graph] }])
       .catch((err: unknown) => this.warn('could not remove this instance\'s lease record', { err }));
   }
 }

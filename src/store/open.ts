@@ -3,6 +3,7 @@ import type { Logger } from '../logger.js';
 import type { QuadStore } from './store.js';
 import { openDurableStore, type DurableStoreOptions } from './durable.js';
 import { SparqlStore } from './sparql-store.js';
+import { sparql } from '../rdf/sparql.js';
 
 /** What tests may set on the embedded store beside the settings: its journal's file operations (fault injection). */
 export type StoreTestOptions = Pick<DurableStoreOptions, 'journalFileOps' | 'journalProbeMs' | 'journalProbeMaxMs'>;
@@ -24,7 +25,7 @@ export async function openStore(config: Config, logger: Logger, storeOptions: St
       dialect: config.WSM_SPARQL_DIALECT,
     }, config.WSM_BASE_IRI);
     // Fail at start, with the engine's answer, rather than at the first request.
-    await store.ask('ASK { }');
+    await store.ask(sparql`ASK { }`);
     // Several instances may share the engine: this one's lease on the commands it runs (docs/architecture.md).
     await store.startLease(config.WSM_LEASE_MS, (message, details) => logger.warn(details ?? {}, message));
     logger.info({ store: 'sparql', queryUrl: config.WSM_SPARQL_QUERY_URL, dialect: config.WSM_SPARQL_DIALECT }, 'using the remote SPARQL engine');

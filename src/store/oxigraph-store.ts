@@ -4,6 +4,7 @@ import { GraphRevisions } from './revisions.js';
 import { assertDeclared, checkGraphsFromEnv } from './declared-graphs.js';
 import { checkLoadsOffThread } from './load-check.js';
 import { WriteRefusedError, declaredGraphs, type Binding, type QuadStore, type QueryScope, type RdfFormat, type StoredOp, type WriteCondition, type WriteOp } from './store.js';
+import { sparql, trustedSparql, type Sparql } from '../rdf/sparql.js';
 
 /**
  * Where writes go to become durable. The journal implements it; the store
@@ -75,7 +76,7 @@ export function coalesceUpdates<Op extends StoredOp>(ops: readonly Op[]): Op[] {
     if (!run) return;
     const head = [...run.prefixes].map(([p, i]) => `PREFIX ${p}: <${i}>`);
     if (run.base !== null) head.unshift(`BASE <${run.base}>`);
-    out.push({ kind: 'update', sparql: `${head.join('\n')}\n${run.bodies.join(' ;\n')}`, graphs: [...run.graphs] });
+    out.push({ kind: 'update', sparql: trustedSparql(`${head.join('\n')}\n${run.bodies.join(' ;\n')}`, 'store internals: text the store builds from a request it was given'), graphs: [...run.graphs] });
     run = null;
   };
   for (const op of ops) {
@@ -218,7 +219,7 @@ export class OxigraphStore implements QuadStore {
     return this.versionCounter;
   }
 
-  select(query: string, scope?: QueryScope): Promise<Binding[]> {
+  select(query: Sparql, scope?: QueryScope): Promise<Binding[]> {
     return this.delayed(() => this.selectNow(query, scope));
   }
 
@@ -241,7 +242,7 @@ export class OxigraphStore implements QuadStore {
     return bindings;
   }
 
-  ask(query: string, scope?: QueryScope): Promise<boolean> {
+  ask(query: Sparql, scope?: QueryScope): Promise<boolean> {
     return this.delayed(() => this.askNow(query, scope));
   }
 
@@ -261,11 +262,11 @@ export class OxigraphStore implements QuadStore {
     this.answers.set(key, answer);
   }
 
-  construct(query: string, scope?: QueryScope): Promise<string> {
+  construct(query: Sparql, scope?: QueryScope): Promise<string> {
     return this.delayed(() => this.raw.query(query, { results_format: 'application/n-triples', ...scopeOptions(scope) }) as string);
   }
 
-  queryRaw(query: string, resultsFormat: string, scope?: QueryScope): Promise<string | boolean> {
+  queryRaw(query: Sparql, resultsFormat: string, scope?: QueryScope): Promise<string | boolean> {
     return this.delayed(() => this.raw.query(query, { results_format: resultsFormat, ...scopeOptions(scope) }) as string | boolean);
   }
 
@@ -446,7 +447,7 @@ export class OxigraphStore implements QuadStore {
     }
   }
 
-  update(sparql: string, graphs: readonly string[]): Promise<void> {
+  update(sparql: Sparql, graphs: readonly string[]): Promise<void> {
     return this.write([{ kind: 'update', sparql, graphs }]);
   }
 
@@ -459,7 +460,7 @@ export class OxigraphStore implements QuadStore {
   }
 
   async graphNames(): Promise<string[]> {
-    const bindings = await this.select('SELECT DISTINCT ?g WHERE { GRAPH ?g { ?s ?p ?o } }');
+    const bindings = await this.select(sparql`SELECT DISTINCT ?g WHERE { GRAPH ?g { ?s ?p ?o } }`);
     return bindings.map((b) => b.g!.value);
   }
 

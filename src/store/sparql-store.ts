@@ -6,6 +6,7 @@ import { assertDeclared, checkGraphsFromEnv } from './declared-graphs.js';
 import { WriteRefusedError, declaredGraphs, type Binding, type QuadStore, type QueryScope, type WriteCondition, type WriteOp } from './store.js';
 import { InstanceLease } from './instance-lease.js';
 import { EngineError, SparqlClient, insertOperations, type SparqlEndpointOptions } from './sparql-client.js';
+import { sparql, sparqlFragment, literal, iri, join, variable, type Sparql } from '../rdf/sparql.js';
 
 const RESULTS_JSON = 'application/sparql-results+json';
 
@@ -71,7 +72,7 @@ export class SparqlStore implements QuadStore {
     if (scope?.defaultGraphs || scope?.namedGraphs) throw new Error('the remote store does not answer scoped queries');
   }
 
-  async select(query: string, scope?: QueryScope): Promise<Binding[]> {
+  async select(query: Sparql, scope?: QueryScope): Promise<Binding[]> {
     SparqlStore.unscoped(scope);
     const parsed = JSON.parse(await this.client.query(query, RESULTS_JSON)) as { results?: { bindings: Binding[] } };
     if (!parsed.results) throw new Error('select() was given a query that is not a SELECT');
@@ -82,19 +83,19 @@ export class SparqlStore implements QuadStore {
     return parsed.results.bindings;
   }
 
-  async ask(query: string, scope?: QueryScope): Promise<boolean> {
+  async ask(query: Sparql, scope?: QueryScope): Promise<boolean> {
     SparqlStore.unscoped(scope);
     const parsed = JSON.parse(await this.client.query(query, RESULTS_JSON)) as { boolean?: boolean };
     if (typeof parsed.boolean !== 'boolean') throw new Error('ask() was given a query that is not an ASK');
     return parsed.boolean;
   }
 
-  async construct(query: string, scope?: QueryScope): Promise<string> {
+  async construct(query: Sparql, scope?: QueryScope): Promise<string> {
     SparqlStore.unscoped(scope);
     return this.client.query(query, 'application/n-triples');
   }
 
-  async queryRaw(query: string, resultsFormat: string, scope?: QueryScope): Promise<string | boolean> {
+  async queryRaw(query: Sparql, resultsFormat: string, scope?: QueryScope): Promise<string | boolean> {
     SparqlStore.unscoped(scope);
     return this.client.query(query, resultsFormat);
   }
@@ -118,7 +119,7 @@ export class SparqlStore implements QuadStore {
     const lease = this.instance;
     if (!lease) return 0;
     const prefix = `${this.base}staging/`;
-    const rows = await this.select(`SELECT DISTINCT ?g WHERE { GRAPH ?g { ?s ?p ?o } FILTER(STRSTARTS(STR(?g), ${JSON.stringify(prefix)})) }`);
+    const rows = await this.select(sparql`SELECT DISTINCT ?g WHERE { GRAPH ?g { ?s ?p ?o } FILTER(STRSTARTS(STR(?g), ${literal(prefix)})) }`);
     const live = await lease.registered();
     const orphans = rows.map((r) => r.g!.value).filter((g) => {
       const parts = g.slice(prefix.length).split('/');
@@ -158,9 +159,9 @@ export class SparqlStore implements QuadStore {
   private async readGenerations(graphs: string[]): Promise<void> {
     // One OPTIONAL per graph, each a lookup by constant subject: under serializable isolation a read locks
     // only the rows it reads, so it does not contend with writes of other graphs' generations.
-    const gg = `<${this.generationsGraph}>`;
-    const rows = await this.select(`SELECT * WHERE { VALUES ?wsmAnchor { true }
-      ${graphs.map((g, i) => `OPTIONAL { GRAPH ${gg} { <${generationSubject(g)}> <${GENERATION}> ?v${i} } }`).join('\n      ')} }`);
+    const gg = iri(this.generationsGraph);
+    const rows = await this.select(sparql`SELECT * WHERE { VALUES ?wsmAnchor { true }
+      ${join(graphs.map((g, i) => sparqlFragment`OPTIONAL { GRAPH ${gg} { ${iri(generationSubject(g))} ${iri(GENERATION)} ${variable(`v${i}`)} } }`), '\n      ')} }`);
     const now = new Map<string, string>();
     const row = rows[0] ?? {};
     graphs.forEach((g, i) => { const v = row[`v${i}`]; if (v) now.set(generationSubject(g), v.value); });
@@ -326,7 +327,7 @@ export class SparqlStore implements QuadStore {
     }
   }
 
-  update(sparql: string, graphs: readonly string[]): Promise<void> {
+  update(sparql: Sparql, graphs: readonly string[]): Promise<void> {
     return this.write([{ kind: 'update', sparql, graphs }]);
   }
 
@@ -336,13 +337,13 @@ export class SparqlStore implements QuadStore {
 
   async graphNames(): Promise<string[]> {
     // Only the service's graphs: the engine's own graphs share the store.
-    const rows = await this.select(`SELECT DISTINCT ?g WHERE { GRAPH ?g { ?s ?p ?o } FILTER(STRSTARTS(STR(?g), ${JSON.stringify(this.base)})) }`);
+    const rows = await this.select(sparql`SELECT DISTINCT ?g WHERE { GRAPH ?g { ?s ?p ?o } FILTER(STRSTARTS(STR(?g), ${literal(this.base)})) }`);
     return rows.map((r) => r.g!.value).filter((g) => !g.startsWith(`${this.base}staging/`) && !g.startsWith(`${this.base}store/`));
   }
 
   async size(): Promise<number> {
-    const rows = await this.select(`SELECT (COUNT(*) AS ?n) WHERE { GRAPH ?g { ?s ?p ?o } FILTER(STRSTARTS(STR(?g), ${JSON.stringify(this.base)})
-      && !STRSTARTS(STR(?g), ${JSON.stringify(`${this.base}staging/`)}) && !STRSTARTS(STR(?g), ${JSON.stringify(`${this.base}store/`)})) }`);
+    const rows = await this.select(sparql`SELECT (COUNT(*) AS ?n) WHERE { GRAPH ?g { ?s ?p ?o } FILTER(STRSTARTS(STR(?g), ${literal(this.base)})
+      && !STRSTARTS(STR(?g), ${literal(`${this.base}staging/`)}) && !STRSTARTS(STR(?g), ${literal(`${this.base}store/`)})) }`);
     return Number(rows[0]?.n?.value ?? 0);
   }
 

@@ -1,3 +1,4 @@
+import type { Sparql } from '../rdf/sparql.js';
 /**
  * The store contract. Every piece of state of the service is RDF in named
  * graphs behind this small interface: query, update, load a graph, dump a
@@ -100,7 +101,7 @@ export const DEFAULT_GRAPH = '';
  * (`src/store/declared-graphs.ts`).
  */
 export type WriteOp =
-  | { kind: 'update'; sparql: string; graphs: readonly string[] }
+  | { kind: 'update'; sparql: Sparql; graphs: readonly string[] }
   /** Loads data into one graph (adding to what it holds). Use `clear` first to replace. */
   | { kind: 'load'; graph: string; format: RdfFormat; data: string };
 
@@ -131,19 +132,19 @@ export type StoredOp =
  * such a group with `VALUES ?condition { true }`.
  */
 export interface WriteCondition {
-  ask: string;
+  ask: Sparql;
   expect: boolean;
 }
 
 export interface QuadStore {
   /** SELECT: the bindings, in the query's order. */
-  select(query: string, scope?: QueryScope): Promise<Binding[]>;
+  select(query: Sparql, scope?: QueryScope): Promise<Binding[]>;
   /** ASK. */
-  ask(query: string, scope?: QueryScope): Promise<boolean>;
+  ask(query: Sparql, scope?: QueryScope): Promise<boolean>;
   /** CONSTRUCT / DESCRIBE: the result as N-Triples text. */
-  construct(query: string, scope?: QueryScope): Promise<string>;
+  construct(query: Sparql, scope?: QueryScope): Promise<string>;
   /** Any query, answered in a serialization format (SPARQL results or RDF media type). */
-  queryRaw(query: string, resultsFormat: string, scope?: QueryScope): Promise<string | boolean>;
+  queryRaw(query: Sparql, resultsFormat: string, scope?: QueryScope): Promise<string | boolean>;
   /** Atomic, durable write of several ops. */
   write(ops: WriteOp[]): Promise<void>;
   /**
@@ -157,7 +158,7 @@ export interface QuadStore {
    */
   writeIf(condition: WriteCondition, ops: WriteOp[]): Promise<boolean>;
   /** One SPARQL update that may change `graphs` (see `WriteOp`), durably. */
-  update(sparql: string, graphs: readonly string[]): Promise<void>;
+  update(sparql: Sparql, graphs: readonly string[]): Promise<void>;
   /** Dumps one named graph as N-Triples. */
   dumpGraph(graph: string): Promise<string>;
   /** Names of all named graphs holding at least one quad. */
@@ -214,6 +215,6 @@ export interface QuadStore {
 }
 
 /** An update op that may change `graphs` (and no other graph). */
-export function updateOp(sparql: string, graphs: readonly string[]): WriteOp {
+export function updateOp(sparql: Sparql, graphs: readonly string[]): WriteOp {
   return { kind: 'update', sparql, graphs };
 }

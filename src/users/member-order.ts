@@ -1,6 +1,6 @@
 import type { QuadStore } from '../store/store.js';
 import type { Graphs } from '../rdf/graphs.js';
-import { PREFIXES } from '../rdf/vocab.js';
+import { prefixes } from '../rdf/vocab.js';
 import { sparql, iri } from '../rdf/sparql.js';
 import { req } from '../rdf/bindings.js';
 import { GraphCache } from '../store/graph-cache.js';
@@ -27,7 +27,7 @@ export class MemberOrder {
   /** The user IRIs of the workspace's members, ordered by username. */
   members(workspaceId: string): Promise<readonly string[]> {
     return this.cache.get(workspaceId, [this.graphs.iam(workspaceId), this.graphs.system], async () =>
-      (await this.store.select(PREFIXES + sparql`SELECT ?u WHERE {
+      (await this.store.select(sparql`${prefixes}SELECT ?u WHERE {
         GRAPH ${iri(this.graphs.iam(workspaceId))} { ?p wsm:principalType "USER" ; wsm:actor ?u }
         GRAPH ${iri(this.graphs.system)} { ?u wsm:username ?username } } ORDER BY ?username`)).map((b) => req(b, 'u')));
   }

@@ -1,7 +1,7 @@
 import type { QuadStore } from '../store/store.js';
 import type { Graphs } from '../rdf/graphs.js';
-import { PREFIXES, RDF, WSM } from '../rdf/vocab.js';
-import { sparql, iri, literal, dateTime, boolean, raw, join, type SparqlFragment } from '../rdf/sparql.js';
+import { RDF, WSM, prefixes } from '../rdf/vocab.js';
+import { sparql, sequence, iri, literal, dateTime, boolean, join, type Sparql, type SparqlFragment } from '../rdf/sparql.js';
 import { UUID_PATTERN } from '../rdf/ids.js';
 import { str, req, bool, time } from '../rdf/bindings.js';
 import { GraphCache } from '../store/graph-cache.js';
@@ -122,7 +122,7 @@ export class UserService {
   private async read(userIris: readonly string[]): Promise<Map<string, User>> {
     const out = new Map<string, User>();
     if (userIris.length === 0) return out;
-    const rows = await this.store.select(PREFIXES + sparql`SELECT ?u ?p ?o WHERE {
+    const rows = await this.store.select(sparql`${prefixes}SELECT ?u ?p ?o WHERE {
       VALUES ?u { ${join(userIris.map(iri), ' ')} } GRAPH ${iri(this.graphs.system)} { ?u ?p ?o } }`);
     const columns = new Map<string, Binding>();
     const typed = new Set<string>();
@@ -175,7 +175,7 @@ export class UserService {
     }
     // The common case (every authenticated request): the record is as the claims say, so nothing is written.
     if (existing && changes.length === 0) return existing;
-    const ops: string[] = [];
+    const ops: Sparql[] = [];
     if (!existing) {
       // Conditional, so two first requests of the same user racing each other create one record.
       ops.push(sparql`INSERT { GRAPH ${g} { ${u} a wsm:User ; wsm:id ${literal(id)} ; wsm:username ${literal(username)} ;
@@ -191,7 +191,7 @@ export class UserService {
       ops.push(sparql`DELETE WHERE { GRAPH ${g} { ${u} wsm:updatedAt ?old } }`);
       ops.push(sparql`INSERT DATA { GRAPH ${g} { ${u} wsm:updatedAt ${dateTime(now)} } }`);
     }
-    await this.store.update(PREFIXES + join(ops.map(raw), ' ;\n').__sparql, [this.graphs.system]);
+    await this.store.update(sparql`${prefixes}${sequence(ops)}`, [this.graphs.system]);
     return (await this.get({ username }))!;
   }
 }

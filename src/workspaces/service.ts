@@ -1,7 +1,7 @@
 import type { QuadStore } from '../store/store.js';
 import type { Graphs } from '../rdf/graphs.js';
-import { PREFIXES, WSM } from '../rdf/vocab.js';
-import { sparql, iri, literal, dateTime, raw } from '../rdf/sparql.js';
+import { WSM, prefixes } from '../rdf/vocab.js';
+import { sparql, sequence, fragmentOf, iri, literal, dateTime, raw, type Sparql } from '../rdf/sparql.js';
 import { cachedStableId, newId, UUID_PATTERN } from '../rdf/ids.js';
 import { req, str, time } from '../rdf/bindings.js';
 import { badRequest, conflict, forbidden, notFound } from '../errors.js';
@@ -68,17 +68,17 @@ export class WorkspaceService {
 
   /** Workspace records; `first` is a pattern binding ?w evaluated before the record pattern (a selective one). */
   private async query(where: string, extra = '', first = ''): Promise<Workspace[]> {
-    const rows = await this.store.select(`${PREFIXES}
+    const rows = await this.store.select(sparql`${prefixes}
       SELECT ?id ?slug ?name ?engineVersion ?ownerId ?ownerUsername ?createdAt ?updatedAt WHERE {
-        ${first}
-        GRAPH ${iri(this.graphs.system).__sparql} {
+        ${raw(first)}
+        GRAPH ${iri(this.graphs.system)} {
           ?w a wsm:Workspace ; wsm:id ?id ; wsm:slug ?slug ; wsm:engineVersion ?engineVersion ;
              wsm:owner ?owner ; wsm:createdAt ?createdAt ; wsm:updatedAt ?updatedAt .
           OPTIONAL { ?w wsm:name ?name }
           ?owner wsm:id ?ownerId ; wsm:username ?ownerUsername .
-          ${where}
+          ${raw(where)}
         }
-      } ${extra}`);
+      } ${raw(extra)}`);
     return rows.map((b) => ({
       id: req(b, 'id'),
       slug: req(b, 'slug'),
@@ -130,8 +130,8 @@ export class WorkspaceService {
     const t = dateTime(now);
     // A conditional write: applied only while no workspace has the slug, checked on the state it applies to
     // (across service instances on a remote engine too); the store says whether it applied.
-    const free = { ask: PREFIXES + sparql`ASK { GRAPH ${sys} { ?other wsm:slug ${slug} } }`, expect: false };
-    const applied = await this.store.writeIf(free, [{ kind: 'update', sparql: PREFIXES + sparql`
+    const free = { ask: sparql`${prefixes}ASK { GRAPH ${sys} { ?other wsm:slug ${slug} } }`, expect: false };
+    const applied = await this.store.writeIf(free, [{ kind: 'update', sparql: sparql`${prefixes}
       INSERT DATA { GRAPH ${sys} { ${ws} a wsm:Workspace ; wsm:id ${literal(id)} ; wsm:slug ${slug} ; wsm:name ${literal(input.name ?? input.slug)} ;
                  wsm:engineVersion ${literal(engineVersion)} ; wsm:owner ${iri(this.users.userIri(owner.id))} ;
                  wsm:createdAt ${t} ; wsm:updatedAt ${t} . }
@@ -157,7 +157,7 @@ export class WorkspaceService {
 
   private async askMember(workspaceId: string, userId: string): Promise<boolean> {
     const p = iri(this.principalIri(this.userPrincipalId(workspaceId, userId)));
-    return await this.store.ask(`${PREFIXES} ASK { GRAPH ${iri(this.graphs.iam(workspaceId)).__sparql} { ${p.__sparql} a wsm:Principal } }`);
+    return await this.store.ask(sparql`${prefixes} ASK { GRAPH ${iri(this.graphs.iam(workspaceId))} { ${p} a wsm:Principal } }`);
   }
 
   /** Member ids of the workspace's administrators (owner or holder of the built-in role). */
@@ -165,7 +165,7 @@ export class WorkspaceService {
     const iam = iri(this.graphs.iam(workspace.id));
     const role = iri(this.roleIri(this.adminRoleId(workspace.id)));
     const ownerIri = iri(this.users.userIri(workspace.owner.id));
-    const rows = await this.store.select(PREFIXES + sparql`SELECT DISTINCT ?userId WHERE {
+    const rows = await this.store.select(sparql`${prefixes}SELECT DISTINCT ?userId WHERE {
       GRAPH ${iam} { ?p a wsm:Principal ; wsm:principalType "USER" ; wsm:actor ?u .
         OPTIONAL { ?a wsm:role ${role} ; wsm:principal ?p } }
       FILTER (BOUND(?a) || ?u = ${ownerIri})
@@ -183,7 +183,7 @@ export class WorkspaceService {
     if (!await this.isMember(workspace.id, userId)) return false;
     if (workspace.owner.id === userId) return true;
     const a = iri(this.assignmentIri(this.assignmentId(workspace.id, this.adminRoleId(workspace.id), this.userPrincipalId(workspace.id, userId))));
-    return await this.store.ask(PREFIXES + sparql`ASK { GRAPH ${iri(this.graphs.iam(workspace.id))} { ${a} a wsm:RoleAssignment } }`);
+    return await this.store.ask(sparql`${prefixes}ASK { GRAPH ${iri(this.graphs.iam(workspace.id))} { ${a} a wsm:RoleAssignment } }`);
   }
 
   /**
@@ -216,7 +216,7 @@ export class WorkspaceService {
    * the built-in role), or another member is. The condition of every write
    * that could remove the last administrator (docs/architecture.md).
    */
-  keepsAnAdministrator(workspace: Workspace, userId: string): string {
+  keepsAnAdministrator(workspace: Workspace, userId: string): Sparql {
     const iam = iri(this.graphs.iam(workspace.id));
     const sys = iri(this.graphs.system);
     const role = iri(this.roleIri(this.adminRoleId(workspace.id)));
@@ -229,8 +229,8 @@ export class WorkspaceService {
         UNION
         { GRAPH ${iam} { ?p a wsm:Principal ; wsm:principalType "USER" ; wsm:actor ${owner} }
           FILTER (${owner} != ${user}) GRAPH ${sys} { ${owner} wsm:id ?uid } } }`;
-    if (workspace.owner.id === userId) return `FILTER (${another})`;
-    return sparql`FILTER (NOT EXISTS { GRAPH ${iam} { ${p} a wsm:Principal . ?a wsm:role ${role} ; wsm:principal ${p} } } || ${raw(another)})`;
+    if (workspace.owner.id === userId) return sparql`FILTER (${fragmentOf(another)})`;
+    return sparql`FILTER (NOT EXISTS { GRAPH ${iam} { ${p} a wsm:Principal . ?a wsm:role ${role} ; wsm:principal ${p} } } || ${fragmentOf(another)})`;
   }
 
   /**
@@ -264,7 +264,7 @@ export class WorkspaceService {
     const p = iri(this.principalIri(principalId));
     const a = iri(this.assignmentIri(this.assignmentId(workspace.id, roleId, principalId)));
     // Each insert is conditional on what it adds not being there yet: two racing adds of one member write it once.
-    const ops: string[] = [sparql`INSERT { GRAPH ${iam} { ${p} a wsm:Principal ; wsm:id ${literal(principalId)} ; wsm:principalType "USER" ;
+    const ops: Sparql[] = [sparql`INSERT { GRAPH ${iam} { ${p} a wsm:Principal ; wsm:id ${literal(principalId)} ; wsm:principalType "USER" ;
         wsm:actor ${iri(this.users.userIri(user.id))} ; wsm:workspace ${iri(this.workspaceIri(workspace.id))} ; wsm:createdAt ${dateTime(now)} . } }
       WHERE { VALUES ?condition { true } FILTER NOT EXISTS { GRAPH ${iam} { ${p} a wsm:Principal } } }`];
     if (admin === true) {
@@ -277,12 +277,12 @@ export class WorkspaceService {
       if (workspace.owner.id === user.id) throw conflict('The workspace owner is always an administrator');
       ops.push(sparql`DELETE WHERE { GRAPH ${iam} { ${a} ?p ?o } }`);
       // VALUES anchors the group: Virtuoso ignores the FILTERs of a group that has no pattern (docs/remote-store.md).
-      const keeps = { ask: PREFIXES + `ASK { VALUES ?condition { true } ${this.keepsAnAdministrator(workspace, user.id)} }`, expect: true };
-      if (!await this.store.writeIf(keeps, [{ kind: 'update', sparql: PREFIXES + ops.join(' ;\n'), graphs: [this.graphs.iam(workspace.id)] }])) return NOT_APPLIED;
+      const keeps = { ask: sparql`${prefixes}ASK { VALUES ?condition { true } ${fragmentOf(this.keepsAnAdministrator(workspace, user.id))} }`, expect: true };
+      if (!await this.store.writeIf(keeps, [{ kind: 'update', sparql: sparql`${prefixes}${sequence(ops)}`, graphs: [this.graphs.iam(workspace.id)] }])) return NOT_APPLIED;
       return user;
     }
     if (await this.isMember(workspace.id, user.id) && admin !== true) return user;
-    await this.store.update(PREFIXES + ops.join(' ;\n'), [this.graphs.iam(workspace.id)]);
+    await this.store.update(sparql`${prefixes}${sequence(ops)}`, [this.graphs.iam(workspace.id)]);
     return user;
   }
 
@@ -304,8 +304,8 @@ export class WorkspaceService {
     }
     const iam = iri(this.graphs.iam(workspace.id));
     const p = iri(this.principalIri(this.userPrincipalId(workspace.id, user.id)));
-    const condition = { ask: PREFIXES + sparql`ASK { GRAPH ${iam} { ${p} a wsm:Principal } ${raw(this.keepsAnAdministrator(workspace, user.id))} }`, expect: true };
-    const applied = await this.store.writeIf(condition, [{ kind: 'update', sparql: PREFIXES + sparql`
+    const condition = { ask: sparql`${prefixes}ASK { GRAPH ${iam} { ${p} a wsm:Principal } ${fragmentOf(this.keepsAnAdministrator(workspace, user.id))} }`, expect: true };
+    const applied = await this.store.writeIf(condition, [{ kind: 'update', sparql: sparql`${prefixes}
       DELETE WHERE { GRAPH ${iam} { ?a wsm:principal ${p} ; ?ap ?ao } } ;
       DELETE WHERE { GRAPH ${iam} { ${p} ?pp ?po } }`, graphs: [this.graphs.iam(workspace.id)] }]);
     return applied ? undefined : NOT_APPLIED;

@@ -9,6 +9,7 @@ import type { StoreTestOptions } from '../../src/store/open.js';
 import { mintToken, type MintOptions } from '../../src/auth/tokens.js';
 import { SparqlStore } from '../../src/store/sparql-store.js';
 import { remoteSettings } from './remote.js';
+import { sparql, iri } from '../../src/rdf/sparql.js';
 
 /** Data directories (with their base IRI) whose remote graphs this test process has already emptied. */
 const emptied = new Set<string>();
@@ -30,7 +31,7 @@ async function remoteStoreEnv(baseIri: string, dataDir: string): Promise<Record<
     emptied.add(key);
     const store = new SparqlStore(settings, baseIri);
     const graphs = await store.graphNames();
-    if (graphs.length) await store.write(graphs.map((g) => ({ kind: 'update' as const, sparql: `DROP SILENT GRAPH <${g}>`, graphs: [g] })));
+    if (graphs.length) await store.write(graphs.map((g) => ({ kind: 'update' as const, sparql: sparql`DROP SILENT GRAPH ${iri(g)}`, graphs: [g] })));
   }
   return {
     WSM_STORE: 'sparql',

@@ -2,6 +2,7 @@ import { createHash } from 'node:crypto';
 import { expect } from 'chai';
 import type oxigraph from 'oxigraph';
 import { startTestServer, removeDir, bearer, seedWorkspace, type TestServer } from '../helpers/server.js';
+import { sparql, iri } from '../../src/rdf/sparql.js';
 
 const DAY = 86_400_000;
 
@@ -96,9 +97,9 @@ describe('API keys (X-Api-Key)', function () {
     const store = t.server.services.store;
     const keyIri = t.server.services.graphs.resource('api-key', made.id);
     const system = t.server.services.graphs.system;
-    await store.update(`DELETE { GRAPH <${system}> { <${keyIri}> <https://w3id.org/wsm/ns#expiresAt> ?e } }
-      INSERT { GRAPH <${system}> { <${keyIri}> <https://w3id.org/wsm/ns#expiresAt> "2020-01-01T00:00:00Z"^^<http://www.w3.org/2001/XMLSchema#dateTime> } }
-      WHERE { GRAPH <${system}> { <${keyIri}> <https://w3id.org/wsm/ns#expiresAt> ?e } }`, [system]);
+    await store.update(sparql`DELETE { GRAPH ${iri(system)} { ${iri(keyIri)} <https://w3id.org/wsm/ns#expiresAt> ?e } }
+      INSERT { GRAPH ${iri(system)} { ${iri(keyIri)} <https://w3id.org/wsm/ns#expiresAt> "2020-01-01T00:00:00Z"^^<http://www.w3.org/2001/XMLSchema#dateTime> } }
+      WHERE { GRAPH ${iri(system)} { ${iri(keyIri)} <https://w3id.org/wsm/ns#expiresAt> ?e } }`, [system]);
     const expired = await t.http.get('/api/v1/workspaces').set('X-Api-Key', made.key);
     expect(expired.status).to.equal(401);
     expect(expired.body.error.message).to.match(/expired/);

@@ -4,6 +4,7 @@ import { tinyPackage } from '../helpers/packages.js';
 import { uploadAndWait, waitForCommand, workspaceDump } from '../helpers/lifecycle.js';
 import { stableId } from '../../src/rdf/ids.js';
 import { PREFIXES } from '../../src/rdf/vocab.js';
+import { sparql, iri, raw } from '../../src/rdf/sparql.js';
 
 const EXT = '/api/v1/extensions';
 const UNKNOWN_ID = '6d1f3d4e-8c35-4f0e-9f8e-2b7a5d1c9e01';
@@ -227,12 +228,12 @@ describe('extensions: deployment with real packages', function () {
   /** Role and agent URIs of a matrix's derived graph, and each agent's role URIs. */
   const derived = async (uri: string) => {
     const g = `<${derivedGraph(uri)}>`;
-    const roles = (await store().select(`${PREFIXES} SELECT ?uri ?label ?m WHERE { GRAPH ${g} { ?r a wsm:Role ; wsm:uri ?uri ; wsm:label ?label ; wsm:matrix ?m } } ORDER BY ?uri`))
+    const roles = (await store().select(sparql`${raw(PREFIXES)} SELECT ?uri ?label ?m WHERE { GRAPH ${raw(g)} { ?r a wsm:Role ; wsm:uri ?uri ; wsm:label ?label ; wsm:matrix ?m } } ORDER BY ?uri`))
       .map((b) => ({ uri: b.uri!.value, label: b.label!.value, matrix: b.m!.value }));
-    const agents = (await store().select(`${PREFIXES} SELECT ?uri ?principal WHERE { GRAPH ${g} {
+    const agents = (await store().select(sparql`${raw(PREFIXES)} SELECT ?uri ?principal WHERE { GRAPH ${raw(g)} {
         ?a a wsm:Agent ; wsm:uri ?uri . OPTIONAL { ?p a wsm:Principal ; wsm:principalType "AGENT" ; wsm:actor ?a ; wsm:id ?principal } } } ORDER BY ?uri`))
       .map((b) => ({ uri: b.uri!.value, principal: b.principal?.value ?? null }));
-    const hasRole = (await store().select(`${PREFIXES} SELECT ?agent ?role WHERE { GRAPH ${g} { ?a a wsm:Agent ; wsm:uri ?agent ; wsm:role ?r } GRAPH ?rg { ?r a wsm:Role ; wsm:uri ?role } } ORDER BY ?agent ?role`))
+    const hasRole = (await store().select(sparql`${raw(PREFIXES)} SELECT ?agent ?role WHERE { GRAPH ${raw(g)} { ?a a wsm:Agent ; wsm:uri ?agent ; wsm:role ?r } GRAPH ?rg { ?r a wsm:Role ; wsm:uri ?role } } ORDER BY ?agent ?role`))
       .map((b) => `${b.agent!.value} -> ${b.role!.value}`);
     return { roles, agents, hasRole };
   };
@@ -381,7 +382,7 @@ describe('extensions: deployment with real packages', function () {
     const memberPrincipal = t.server.services.workspaces.userPrincipalId(workspace.id, stableId('user', 'acme-member'));
     const assignment = await t.http.post(`/api/v1/iam/acme/roles/${inspector}/assignees/principals/${memberPrincipal}`).set(bearer(tokens.owner));
     expect(assignment.status, JSON.stringify(assignment.body)).to.equal(200);
-    const assignments = async () => (await store().select(`${PREFIXES} SELECT ?a WHERE { GRAPH <${graphs().iam(workspace.id)}> { ?a wsm:role <${t.server.services.workspaces.roleIri(inspector)}> } }`)).length;
+    const assignments = async () => (await store().select(sparql`${raw(PREFIXES)} SELECT ?a WHERE { GRAPH ${iri(graphs().iam(workspace.id))} { ?a wsm:role ${iri(t.server.services.workspaces.roleIri(inspector))} } }`)).length;
     expect(await assignments()).to.equal(1);
 
     const res = await t.http.delete(`${EXT}/acme/${ext.id}`).set(bearer(tokens.owner));

@@ -2,6 +2,7 @@ import { expect } from 'chai';
 import { startTestServer, removeDir, bearer, seedWorkspace, type TestServer } from '../helpers/server.js';
 import { tinyPackage } from '../helpers/packages.js';
 import { uploadAndWait, waitForCommand, type CommandJson } from '../helpers/lifecycle.js';
+import { sparql, iri, raw } from '../../src/rdf/sparql.js';
 
 const EX = 'https://example.org/spec/';
 const UNKNOWN = '00000000-0000-4000-8000-000000000000';
@@ -570,13 +571,13 @@ describe('identity and access (I1-I14)', () => {
       const specGraph = graphs.matrix(ws.id, a.matrixId);
       const wsIri = graphs.resource('workspace', ws.id);
       const forgedAgent = graphs.resource('agent', UNKNOWN);
-      await store.update(`PREFIX wsm: <https://w3id.org/wsm/ns#>
-        INSERT DATA { GRAPH <${specGraph}> {
-          <${forged}> a wsm:Role ; wsm:id "${UNKNOWN}" ; wsm:uri <${EX}forged> ; wsm:label "Forged" ; wsm:workspace <${wsIri}> ;
+      await store.update(sparql`PREFIX wsm: <https://w3id.org/wsm/ns#>
+        INSERT DATA { GRAPH ${iri(specGraph)} {
+          ${iri(forged)} a wsm:Role ; wsm:id "${raw(UNKNOWN)}" ; wsm:uri <${raw(EX)}forged> ; wsm:label "Forged" ; wsm:workspace ${iri(wsIri)} ;
             wsm:createdAt "2020-01-01T00:00:00Z"^^<http://www.w3.org/2001/XMLSchema#dateTime> ; wsm:updatedAt "2020-01-01T00:00:00Z"^^<http://www.w3.org/2001/XMLSchema#dateTime> .
-          <${forgedAgent}> a wsm:Agent ; wsm:id "${UNKNOWN}" ; wsm:uri <${EX}forgedAgent> ; wsm:workspace <${wsIri}> ;
+          ${iri(forgedAgent)} a wsm:Agent ; wsm:id "${raw(UNKNOWN)}" ; wsm:uri <${raw(EX)}forgedAgent> ; wsm:workspace ${iri(wsIri)} ;
             wsm:createdAt "2020-01-01T00:00:00Z"^^<http://www.w3.org/2001/XMLSchema#dateTime> ; wsm:updatedAt "2020-01-01T00:00:00Z"^^<http://www.w3.org/2001/XMLSchema#dateTime> .
-          <${graphs.resource('agent', bot())}> wsm:role <${graphs.resource('role', auditor())}> .
+          ${iri(graphs.resource('agent', bot()))} wsm:role ${iri(graphs.resource('role', auditor()))} .
         } }`, [specGraph]);
       const all = await t.http.get(url('/roles')).set(bearer(tokens.owner));
       expect(all.body.data.items.map((r: { label: string }) => r.label)).to.not.include('Forged');
@@ -590,7 +591,7 @@ describe('identity and access (I1-I14)', () => {
       // Reinstalling replaces the specification graph: the forged records go.
       const reinstall = await installMatrix(t, tokens.owner, 'acme', 'sales', matrixA);
       expect(reinstall.commandType).to.equal('REINSTALL');
-      expect(await store.ask(`ASK { GRAPH <${specGraph}> { ?s <https://w3id.org/wsm/ns#id> "${UNKNOWN}" } }`)).to.equal(false);
+      expect(await store.ask(sparql`ASK { GRAPH ${iri(specGraph)} { ?s <https://w3id.org/wsm/ns#id> "${raw(UNKNOWN)}" } }`)).to.equal(false);
       expect((await t.http.get(url(`/agents/${bot()}/roles`)).set(bearer(tokens.owner))).body.data.map((r: { id: string }) => r.id))
         .to.deep.equal([adminRoleId, viewer()]);
     });

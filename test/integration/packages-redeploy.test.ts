@@ -5,6 +5,7 @@ import { tinyPackage } from '../helpers/packages.js';
 import { uploadAndWait, upload, waitForCommand, eventsOf, bigMatrixTurtle } from '../helpers/lifecycle.js';
 import type { LifecycleCommand } from '../../src/packages/commands.js';
 import type { Workspace } from '../../src/workspaces/service.js';
+import { sparql, iri, raw } from '../../src/rdf/sparql.js';
 
 const WSM = 'https://w3id.org/wsm/ns#';
 const MATRIX = 'https://example.org/packages/alpha/main';
@@ -26,7 +27,7 @@ class Extensions {
     this.t.server.services.packages.setExtensionHook({
       deploy: ({ matrixUri, commandId }) => ({
         quads: this.content.get(matrixUri) ?? [],
-        ops: [{ kind: 'update', sparql: `INSERT DATA { GRAPH <${graphs.extensions(this.workspaceId)}> { <${this.marker(commandId)}> <${WSM}targetMatrix> <${matrixUri}> } }`, graphs: [graphs.extensions(this.workspaceId)] }],
+        ops: [{ kind: 'update', sparql: sparql`INSERT DATA { GRAPH ${iri(graphs.extensions(this.workspaceId))} { ${iri(this.marker(commandId))} <${raw(WSM)}targetMatrix> ${iri(matrixUri)} } }`, graphs: [graphs.extensions(this.workspaceId)] }],
       }),
       undeploy: ({ matrixUris }) => { this.undeployed.push(matrixUris); return []; },
     });
@@ -74,7 +75,7 @@ describe('packages: redeploy of a matrix for extensions (requestRedeploy and the
     expect(done.status, done.errorMessage ?? '').to.equal('completed');
     expect(await derived()).to.contain(`<${MATRIX}#extra>`);
     expect(await t.server.services.store.dumpGraph(t.server.services.graphs.matrix(workspace.id, matrixId))).to.equal(matrixBefore);
-    expect(await t.server.services.store.ask(`ASK { GRAPH ?g { <${ext.marker(done.id)}> ?p ?o } }`)).to.equal(true);
+    expect(await t.server.services.store.ask(sparql`ASK { GRAPH ?g { ${iri(ext.marker(done.id))} ?p ?o } }`)).to.equal(true);
     const events = await eventsOf(t, tokens.member, 'acme', done.id);
     expect(events[1]!.message).to.match(/extension "extra" created/);
     expect(events.map((e) => e.message).join('\n')).to.match(/3 triples of active extensions/);
@@ -90,20 +91,20 @@ describe('packages: redeploy of a matrix for extensions (requestRedeploy and the
     expect(done.status).to.equal('failed');
     expect(done.errorMessage).to.match(/violation/);
     expect(await derived()).to.equal(before);
-    expect(await t.server.services.store.ask(`ASK { GRAPH ?g { <${ext.marker(done.id)}> ?p ?o } }`)).to.equal(false);
+    expect(await t.server.services.store.ask(sparql`ASK { GRAPH ?g { ${iri(ext.marker(done.id))} ?p ?o } }`)).to.equal(false);
     const report = await t.http.get(`/api/v1/packages/acme/commands/${done.id}/validation-report`).set(bearer(tokens.member));
     expect(report.body.data.violations[0].focusNode).to.equal(`${MATRIX}#nameless`);
   });
 
   it('removes assignments of a role an extension no longer adds', async () => {
     const { store, graphs } = t.server.services;
-    const extraRole = (await store.select(`SELECT ?r WHERE { GRAPH <${graphs.derived(workspace.id, matrixId)}> { ?r <${WSM}uri> <${MATRIX}#extra> } }`))[0]!.r!.value;
-    await store.update(`INSERT DATA { GRAPH <${graphs.iam(workspace.id)}> { <urn:test:assign> a <${WSM}RoleAssignment> ; <${WSM}role> <${extraRole}> ; <${WSM}principal> <urn:test:p> } }`, [graphs.iam(workspace.id)]);
+    const extraRole = (await store.select(sparql`SELECT ?r WHERE { GRAPH ${iri(graphs.derived(workspace.id, matrixId))} { ?r <${raw(WSM)}uri> <${raw(MATRIX)}#extra> } }`))[0]!.r!.value;
+    await store.update(sparql`INSERT DATA { GRAPH ${iri(graphs.iam(workspace.id))} { <urn:test:assign> a <${raw(WSM)}RoleAssignment> ; <${raw(WSM)}role> ${iri(extraRole)} ; <${raw(WSM)}principal> <urn:test:p> } }`, [graphs.iam(workspace.id)]);
     ext.content.delete(MATRIX);
     const done = await (await redeploy('extension "extra" deleted')).outcome;
     expect(done.status).to.equal('completed');
     expect(await derived()).not.to.contain('#extra>');
-    expect(await store.ask('ASK { GRAPH ?g { <urn:test:assign> ?p ?o } }')).to.equal(false);
+    expect(await store.ask(sparql`ASK { GRAPH ?g { <urn:test:assign> ?p ?o } }`)).to.equal(false);
   });
 
   it('deploys extension quads with a later install, and queues a REDEPLOY behind an active command (P1/P6 answer 409 meanwhile)', async () => {

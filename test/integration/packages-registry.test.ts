@@ -2,6 +2,7 @@ import { expect } from 'chai';
 import { startTestServer, removeDir, bearer, seedWorkspace, type TestServer } from '../helpers/server.js';
 import { tinyPackage, sampleMatrixTurtle } from '../helpers/packages.js';
 import { publish, upload, uploadAndWait, waitForCommand, bigMatrixTurtle } from '../helpers/lifecycle.js';
+import { sparql, iri, raw } from '../../src/rdf/sparql.js';
 
 const WSM = 'https://w3id.org/wsm/ns#';
 
@@ -130,14 +131,14 @@ describe('packages: registry install, auto-update toggle, uninstall and conflict
     const { store, graphs, workspaces } = t.server.services;
     const p = (await t.http.get('/api/v1/packages/acme/alpha').set(bearer(tokens.owner))).body.data;
     const matrixId = p.matrices[0].id;
-    const role = (await store.select(`SELECT ?r WHERE { GRAPH <${graphs.derived(workspace.id, matrixId)}> { ?r a <${WSM}Role> } }`))[0]!.r!.value;
-    const agentPrincipal = (await store.select(`SELECT ?q WHERE { GRAPH <${graphs.derived(workspace.id, matrixId)}> { ?q a <${WSM}Principal> } }`))[0]!.q!.value;
+    const role = (await store.select(sparql`SELECT ?r WHERE { GRAPH ${iri(graphs.derived(workspace.id, matrixId))} { ?r a <${raw(WSM)}Role> } }`))[0]!.r!.value;
+    const agentPrincipal = (await store.select(sparql`SELECT ?q WHERE { GRAPH ${iri(graphs.derived(workspace.id, matrixId))} { ?q a <${raw(WSM)}Principal> } }`))[0]!.q!.value;
     const memberPrincipal = workspaces.principalIri(workspaces.userPrincipalId(workspace.id, (await t.http.get('/api/v1/workspaces/acme').set(bearer(tokens.owner))).body.data.owner.id));
     const adminRole = workspaces.roleIri(workspaces.adminRoleId(workspace.id));
-    await store.update(`INSERT DATA { GRAPH <${graphs.iam(workspace.id)}> {
-      <urn:test:a1> a <${WSM}RoleAssignment> ; <${WSM}role> <${role}> ; <${WSM}principal> <${memberPrincipal}> .
-      <urn:test:a2> a <${WSM}RoleAssignment> ; <${WSM}role> <${adminRole}> ; <${WSM}principal> <${agentPrincipal}> . }
-      GRAPH <${graphs.extensions(workspace.id)}> { <urn:test:ext> a <${WSM}Extension> ; <${WSM}targetMatrix> <https://example.org/packages/alpha/main> } }`, [graphs.iam(workspace.id), graphs.extensions(workspace.id)]);
+    await store.update(sparql`INSERT DATA { GRAPH ${iri(graphs.iam(workspace.id))} {
+      <urn:test:a1> a <${raw(WSM)}RoleAssignment> ; <${raw(WSM)}role> ${iri(role)} ; <${raw(WSM)}principal> ${iri(memberPrincipal)} .
+      <urn:test:a2> a <${raw(WSM)}RoleAssignment> ; <${raw(WSM)}role> ${iri(adminRole)} ; <${raw(WSM)}principal> ${iri(agentPrincipal)} . }
+      GRAPH ${iri(graphs.extensions(workspace.id))} { <urn:test:ext> a <${raw(WSM)}Extension> ; <${raw(WSM)}targetMatrix> <https://example.org/packages/alpha/main> } }`, [graphs.iam(workspace.id), graphs.extensions(workspace.id)]);
 
     expect((await t.http.delete('/api/v1/packages/acme/alpha').set(bearer(tokens.member))).status).to.equal(403);
     expect((await t.http.delete('/api/v1/packages/acme/alpha').set(bearer(tokens.outsider))).status).to.equal(404);
@@ -149,12 +150,12 @@ describe('packages: registry install, auto-update toggle, uninstall and conflict
 
     expect((await t.http.get('/api/v1/packages/acme/alpha').set(bearer(tokens.owner))).status).to.equal(404);
     expect((await store.graphNames()).filter((g) => g.includes(matrixId))).to.deep.equal([]);
-    expect(await store.ask(`ASK { GRAPH ?g { <urn:test:a1> ?p ?o } }`)).to.equal(false);
-    expect(await store.ask(`ASK { GRAPH ?g { <urn:test:a2> ?p ?o } }`)).to.equal(false);
-    expect(await store.ask(`ASK { GRAPH ?g { <${role}> ?p ?o } }`)).to.equal(false);
-    expect(await store.ask(`ASK { GRAPH <${graphs.extensions(workspace.id)}> { <urn:test:ext> a <${WSM}Extension> } }`)).to.equal(true);
+    expect(await store.ask(sparql`ASK { GRAPH ?g { <urn:test:a1> ?p ?o } }`)).to.equal(false);
+    expect(await store.ask(sparql`ASK { GRAPH ?g { <urn:test:a2> ?p ?o } }`)).to.equal(false);
+    expect(await store.ask(sparql`ASK { GRAPH ?g { ${iri(role)} ?p ?o } }`)).to.equal(false);
+    expect(await store.ask(sparql`ASK { GRAPH ${iri(graphs.extensions(workspace.id))} { <urn:test:ext> a <${raw(WSM)}Extension> } }`)).to.equal(true);
     // The built-in role and the owner's administrator assignment stay.
-    expect(await store.ask(`ASK { GRAPH ?g { ?a <${WSM}role> <${adminRole}> ; <${WSM}principal> <${memberPrincipal}> } }`)).to.equal(true);
+    expect(await store.ask(sparql`ASK { GRAPH ?g { ?a <${raw(WSM)}role> ${iri(adminRole)} ; <${raw(WSM)}principal> ${iri(memberPrincipal)} } }`)).to.equal(true);
     // History stays readable.
     const cmds = await t.http.get('/api/v1/packages/acme/alpha/commands').set(bearer(tokens.member));
     expect(cmds.status).to.equal(200);

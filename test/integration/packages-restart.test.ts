@@ -8,6 +8,7 @@ import { tinyPackage } from '../helpers/packages.js';
 import { uploadAndWait, bigMatrixTurtle } from '../helpers/lifecycle.js';
 import { mintToken } from '../../src/auth/tokens.js';
 import { freePort } from '../helpers/ports.js';
+import { sparql, iri } from '../../src/rdf/sparql.js';
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
 
@@ -82,8 +83,8 @@ describe('packages across restarts', function () {
       try {
         const graphs = await store.graphNames();
         expect(graphs.filter((g) => g.includes('/matrices/'))).to.deep.equal([]);
-        expect(await store.ask(`ASK { GRAPH ?g { ?s ?p <${uri}> } }`)).to.equal(false);
-        expect(await store.ask(`ASK { GRAPH ?g { <${uri}> ?p ?o } }`)).to.equal(false);
+        expect(await store.ask(sparql`ASK { GRAPH ?g { ?s ?p ${iri(uri)} } }`)).to.equal(false);
+        expect(await store.ask(sparql`ASK { GRAPH ?g { ${iri(uri)} ?p ?o } }`)).to.equal(false);
       } finally {
         await store.close();
       }

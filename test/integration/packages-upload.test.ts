@@ -2,6 +2,7 @@ import { expect } from 'chai';
 import { startTestServer, removeDir, bearer, seedWorkspace, type TestServer } from '../helpers/server.js';
 import { tinyPackage, sampleMatrixTurtle, tarGz } from '../helpers/packages.js';
 import { upload, uploadAndWait, waitForCommand, eventsOf, workspaceDump } from '../helpers/lifecycle.js';
+import { sparql, iri } from '../../src/rdf/sparql.js';
 
 const PREFIXES = `@prefix mtx: <https://poliglot.io/os/spec/matrix#> .
 @prefix iam: <https://poliglot.io/os/spec/iam#> .
@@ -171,16 +172,16 @@ describe('packages: upload install, reads and re-installs (P2, P4, P5, P7-P10)',
     const { store, graphs, workspaces } = t.server.services;
     const ownerPrincipal = workspaces.userPrincipalId(workspace.id, (await t.http.get('/api/v1/workspaces/acme').set(bearer(tokens.owner))).body.data.owner.id);
     const roleIri = async (uri: string) => {
-      const rows = await store.select(`SELECT ?r WHERE { GRAPH ?g { ?r <https://w3id.org/wsm/ns#uri> <${uri}> ; a <https://w3id.org/wsm/ns#Role> } }`);
+      const rows = await store.select(sparql`SELECT ?r WHERE { GRAPH ?g { ?r <https://w3id.org/wsm/ns#uri> ${iri(uri)} ; a <https://w3id.org/wsm/ns#Role> } }`);
       return rows[0]!.r!.value;
     };
     const editor = await roleIri(`${base}/core#editor`);
     const auditor = await roleIri(`${base}/audit#auditor`);
     for (const r of [editor, auditor]) {
       const a = `${graphs.base}id/assignment/${r.slice(-36)}`;
-      await store.update(`INSERT DATA { GRAPH <${graphs.iam(workspace.id)}> { <${a}> a <https://w3id.org/wsm/ns#RoleAssignment> ; <https://w3id.org/wsm/ns#role> <${r}> ; <https://w3id.org/wsm/ns#principal> <${workspaces.principalIri(ownerPrincipal)}> } }`, [graphs.iam(workspace.id)]);
+      await store.update(sparql`INSERT DATA { GRAPH ${iri(graphs.iam(workspace.id))} { ${iri(a)} a <https://w3id.org/wsm/ns#RoleAssignment> ; <https://w3id.org/wsm/ns#role> ${iri(r)} ; <https://w3id.org/wsm/ns#principal> ${iri(workspaces.principalIri(ownerPrincipal))} } }`, [graphs.iam(workspace.id)]);
     }
-    const assigned = async () => (await store.select(`SELECT ?r WHERE { GRAPH <${graphs.iam(workspace.id)}> { ?a a <https://w3id.org/wsm/ns#RoleAssignment> ; <https://w3id.org/wsm/ns#role> ?r } }`)).map((b) => b.r!.value);
+    const assigned = async () => (await store.select(sparql`SELECT ?r WHERE { GRAPH ${iri(graphs.iam(workspace.id))} { ?a a <https://w3id.org/wsm/ns#RoleAssignment> ; <https://w3id.org/wsm/ns#role> ?r } }`)).map((b) => b.r!.value);
 
     const again = await uploadAndWait(t, tokens.owner, 'acme', v1);
     expect(again).to.include({ commandType: 'REINSTALL', status: 'completed' });

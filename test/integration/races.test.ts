@@ -4,6 +4,7 @@ import { tinyPackage } from '../helpers/packages.js';
 import { publish, waitForCommand } from '../helpers/lifecycle.js';
 import { createExtension, installMatrices, supportMatrixTurtle } from '../helpers/installs.js';
 import { OxigraphStore } from '../../src/store/oxigraph-store.js';
+import { sparql, iri, raw } from '../../src/rdf/sparql.js';
 
 /*
  * Invariant sites (docs/architecture.md): racing requests fired in parallel
@@ -42,7 +43,7 @@ describe('invariants under racing requests', function () {
     expect(count(got, 409)).to.equal(19);
     const all = (await t.http.get('/api/v1/workspaces').set(bearer(tokens.root))).body.data as Array<{ slug: string }>;
     expect(all.filter((w) => w.slug === 'contested')).to.have.length(1);
-    const records = await t.server.services.store.select(`SELECT ?w WHERE { GRAPH <${t.server.services.graphs.system}> { ?w <${WSM}slug> "contested" } }`);
+    const records = await t.server.services.store.select(sparql`SELECT ?w WHERE { GRAPH ${iri(t.server.services.graphs.system)} { ?w <${raw(WSM)}slug> "contested" } }`);
     expect(records).to.have.length(1);
   });
 
@@ -96,8 +97,8 @@ describe('invariants under racing requests', function () {
       ]);
       expect(deleted.status).to.equal(200);
       expect([200, 404]).to.include(renamed.status);
-      const left = await t.server.services.store.select(`SELECT ?p ?o WHERE { GRAPH <${t.server.services.graphs.slashCommands(ws.id)}> { <${t.server.services.graphs.resource('slash-command', id)}> ?p ?o } }`);
-      const leftById = await t.server.services.store.select(`SELECT ?c WHERE { GRAPH <${t.server.services.graphs.slashCommands(ws.id)}> { ?c ?p "renamed-${round}" } }`);
+      const left = await t.server.services.store.select(sparql`SELECT ?p ?o WHERE { GRAPH ${iri(t.server.services.graphs.slashCommands(ws.id))} { ${iri(t.server.services.graphs.resource('slash-command', id))} ?p ?o } }`);
+      const leftById = await t.server.services.store.select(sparql`SELECT ?c WHERE { GRAPH ${iri(t.server.services.graphs.slashCommands(ws.id))} { ?c ?p "renamed-${raw(String(round))}" } }`);
       expect(left.length + leftById.length, JSON.stringify({ left, leftById })).to.equal(0);
     }
   });
@@ -109,7 +110,7 @@ describe('invariants under racing requests', function () {
     const got = statuses(res);
     expect(count(got, 200), JSON.stringify(got)).to.equal(1);
     expect(count(got, 409)).to.equal(19);
-    const rows = await t.server.services.store.select(`SELECT ?a ?created WHERE { GRAPH <${t.server.services.graphs.iam(ws.id)}> { ?a <${WSM}role> ?r ; <${WSM}principal> ?p ; <${WSM}createdAt> ?created . ?p <${WSM}actor> <${t.server.services.users.userIri(memberId)}> } }`);
+    const rows = await t.server.services.store.select(sparql`SELECT ?a ?created WHERE { GRAPH ${iri(t.server.services.graphs.iam(ws.id))} { ?a <${raw(WSM)}role> ?r ; <${raw(WSM)}principal> ?p ; <${raw(WSM)}createdAt> ?created . ?p <${raw(WSM)}actor> ${iri(t.server.services.users.userIri(memberId))} } }`);
     expect(rows, JSON.stringify(rows)).to.have.length(1);
     const removed = await Promise.all([0, 1].map(() => t.http.delete(`/api/v1/iam/acme/roles/${adminRole.id}/assignees/${memberId}`).set(bearer(tokens.root))));
     expect(statuses(removed)).to.deep.equal([200, 404]);
@@ -243,7 +244,7 @@ describe('invariants under racing requests', function () {
       finished = true;
       await toggling;
       expect(toggles.filter((s) => s !== 200 && s !== 404), JSON.stringify(toggles)).to.deep.equal([]);
-      const left = await t.server.services.store.select(`SELECT ?p ?o WHERE { GRAPH <${t.server.services.graphs.packages(ws.id)}> { <${t.server.services.graphs.resource('package', installation.id)}> ?p ?o } }`);
+      const left = await t.server.services.store.select(sparql`SELECT ?p ?o WHERE { GRAPH ${iri(t.server.services.graphs.packages(ws.id))} { ${iri(t.server.services.graphs.resource('package', installation.id))} ?p ?o } }`);
       expect(left, `round ${round}: ${JSON.stringify(left)}`).to.deep.equal([]);
     }
   });

@@ -3,6 +3,7 @@ import { startTestServer, removeDir, bearer, seedWorkspace, type TestServer } fr
 import { installMatrices, uninstallPackage, createExtension, deleteExtension } from '../helpers/installs.js';
 import { stableId } from '../../src/rdf/ids.js';
 import { parseScript, limitedText } from '../../src/sandbox/script.js';
+import { sparql, iri } from '../../src/rdf/sparql.js';
 
 const M = 'https://example.org/matrices/big';
 
@@ -162,7 +163,7 @@ describe('query sandbox: limits and isolation from the event loop', function () 
     for (let i = 0; i < 3; i++) expect((await run('one-role')).status).to.equal(200);
     expect(sandbox.stats().loads).to.equal(loads);
     // A graph named like a matrix graph but chosen by no record is not part of the view either.
-    await store.update(`INSERT DATA { GRAPH <${graphs.matrix(ws.id, 'nope')}> { <urn:a> <urn:b> <urn:c> } }`, [graphs.matrix(ws.id, 'nope')]);
+    await store.update(sparql`INSERT DATA { GRAPH ${iri(graphs.matrix(ws.id, 'nope'))} { <urn:a> <urn:b> <urn:c> } }`, [graphs.matrix(ws.id, 'nope')]);
     const graphsLoaded = sandbox.stats().graphsLoaded;
     await installMatrices(t, tokens.owner, 'acme', 'y', [{ uri: Y, turtle: extraMatrix(Y, 'yes') }]);
     const res = await run('one-role', 'application/n-triples');
@@ -184,7 +185,7 @@ describe('query sandbox: limits and isolation from the event loop', function () 
 
   it('adds little to a bare in-process query (p50 of the sandbox round trip)', async () => {
     const { sandbox, store, graphs } = t.server.services;
-    const query = `CONSTRUCT WHERE { <${M}#role7> ?p ?o }`;
+    const query = sparql`CONSTRUCT WHERE { ${iri(`${M}#role7`)} ?p ?o }`;
     const request = { query, kind: 'graph' as const, format: 'application/n-triples' as const, union: true };
     const bare: number[] = [];
     const boxed: number[] = [];

@@ -4,6 +4,7 @@ import path from 'node:path';
 import { startTestServer, removeDir, bearer, seedWorkspace, tempDir, type TestServer } from '../helpers/server.js';
 import { installMatrices, uninstallPackage } from '../helpers/installs.js';
 import { openDurableStore, type DurableStore } from '../../src/store/durable.js';
+import { sparql, iri } from '../../src/rdf/sparql.js';
 
 /**
  * Issue 16, acceptance 3: the data a query worker holds is prepared off the
@@ -35,7 +36,7 @@ describe('durable store: which graphs the newest snapshot still holds as they ar
     expect(path.basename(all!.file)).to.match(/^snapshot-\d{16}\.trig$/);
     await store.write([load(B, 3)]);
     expect((await store.unchangedInSnapshot([A, B]))?.graphs).to.deep.equal([A]);
-    await store.update(`INSERT DATA { GRAPH <${A}> { <https://example.org/x> <https://example.org/p> 1 } }`, [A]);
+    await store.update(sparql`INSERT DATA { GRAPH ${iri(A)} { <https://example.org/x> <https://example.org/p> 1 } }`, [A]);
     expect((await store.unchangedInSnapshot([A, B]))?.graphs).to.deep.equal([]);
   });
 
@@ -58,7 +59,7 @@ describe('durable store: which graphs the newest snapshot still holds as they ar
     store = await openDurableStore(dir);
     await store.write([load(A, 1), load(B, 2)]);
     await store.snapshot();
-    await store.update(`DELETE WHERE { GRAPH <${B}> { ?s ?p ?o } }`, [B]);
+    await store.update(sparql`DELETE WHERE { GRAPH ${iri(B)} { ?s ?p ?o } }`, [B]);
     expect((await store.unchangedInSnapshot([A, B]))?.graphs).to.deep.equal([A]);
   });
 

@@ -1,5 +1,6 @@
 import { expect } from 'chai';
 import { startTestServer, removeDir, bearer, seedWorkspace, type TestServer } from '../helpers/server.js';
+import { sparql, iri } from '../../src/rdf/sparql.js';
 
 const ROLES = `PREFIX iam: <https://poliglot.io/os/spec/iam#>
 PREFIX rdfs: <http://www.w3.org/2000/01/rdf-schema#>
@@ -229,7 +230,7 @@ describe('slash commands: C1 to C5', () => {
       expect((await t.http.delete(`${base}/${id}`).set(bearer(tokens.member))).status).to.equal(404);
       expect((await t.http.put(`${base}/${id}`).set(bearer(tokens.member)).send({})).status).to.equal(404);
       const graph = t.server.services.graphs.resource('slash-command', id);
-      expect(await t.server.services.store.ask(`ASK { GRAPH ?g { <${graph}> ?p ?o } }`)).to.equal(false);
+      expect(await t.server.services.store.ask(sparql`ASK { GRAPH ?g { ${iri(graph)} ?p ?o } }`)).to.equal(false);
     });
   });
 });

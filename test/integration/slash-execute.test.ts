@@ -5,6 +5,7 @@ import {
   installMatrices, uninstallPackage, createExtension, replaceExtension, deleteExtension, supportMatrixTurtle,
 } from '../helpers/installs.js';
 import { stableId } from '../../src/rdf/ids.js';
+import { sparql, raw } from '../../src/rdf/sparql.js';
 
 const S = 'https://example.org/matrices/support';
 const IAM = 'https://poliglot.io/os/spec/iam#';
@@ -144,7 +145,7 @@ describe('slash commands: execution in the sandbox', () => {
       expect(out.status, script).to.equal(200);
       expect(out.text, script).to.equal('');
     }
-    const otherGraphs = await t.server.services.store.select(`SELECT DISTINCT ?g WHERE { GRAPH ?g { ?s a <https://poliglot.io/os/spec/matrix#Matrix> } FILTER(CONTAINS(STR(?g), "${other.workspace.id}")) }`);
+    const otherGraphs = await t.server.services.store.select(sparql`SELECT DISTINCT ?g WHERE { GRAPH ?g { ?s a <https://poliglot.io/os/spec/matrix#Matrix> } FILTER(CONTAINS(STR(?g), "${raw(other.workspace.id)}")) }`);
     expect(otherGraphs).to.have.length(1);
     await define('reach-other', `CONSTRUCT { ?s ?p ?o } FROM <${otherGraphs[0]!.g!.value}> WHERE { ?s ?p ?o }`);
     expect((await run('reach-other', 'application/n-triples')).text).to.equal('');

@@ -2,6 +2,7 @@ import { expect } from 'chai';
 import { startTestServer, removeDir, bearer, seedWorkspace, type TestServer } from '../helpers/server.js';
 import { storeDump } from '../helpers/remote.js';
 import { installMatrices, supportMatrixTurtle } from '../helpers/installs.js';
+import { sparql, iri } from '../../src/rdf/sparql.js';
 
 /** Text that would change the store if it were ever pasted into SPARQL. */
 const PAYLOADS = [
@@ -89,7 +90,7 @@ describe('slash commands and SPARQL endpoint: injection', function () {
       expect([200, 406]).to.include(accept.status);
     }
     // Verbatim in the store too, as literals of the command records.
-    const stored = (await t.server.services.store.select(`SELECT ?d WHERE { GRAPH <${t.server.services.graphs.slashCommands(ws.id)}> { ?c <https://w3id.org/wsm/ns#description> ?d } }`))
+    const stored = (await t.server.services.store.select(sparql`SELECT ?d WHERE { GRAPH ${iri(t.server.services.graphs.slashCommands(ws.id))} { ?c <https://w3id.org/wsm/ns#description> ?d } }`))
       .map((b) => b.d!.value);
     expect(stored.sort()).to.deep.equal(PAYLOADS.map((p) => `${p}!`).sort());
 

@@ -4,6 +4,7 @@ import n3 from 'n3';
 import { startTestServer, removeDir, bearer, seedWorkspace, type TestServer } from '../helpers/server.js';
 import { stableId } from '../../src/rdf/ids.js';
 import { installMatrices, supportMatrixTurtle } from '../helpers/installs.js';
+import { sparql, iri } from '../../src/rdf/sparql.js';
 
 const S = 'https://example.org/matrices/support';
 const WSM = 'https://w3id.org/wsm/ns#';
@@ -75,7 +76,7 @@ describe('SPARQL endpoint for administrators', function () {
         await fetcher(tokens.owner).fetchUpdate(endpoint, `INSERT DATA { GRAPH <urn:g> { <urn:a> <urn:b> <urn:c> } }`);
       } catch (err) { failure = err as Error; }
       expect(failure?.message).to.match(/HTTP status 400/);
-      expect(await t.server.services.store.ask('ASK { GRAPH <urn:g> { ?s ?p ?o } }')).to.equal(false);
+      expect(await t.server.services.store.ask(sparql`ASK { GRAPH <urn:g> { ?s ?p ?o } }`)).to.equal(false);
     });
   });
 
@@ -145,7 +146,7 @@ describe('SPARQL endpoint for administrators', function () {
       const { graphs } = t.server.services;
       const res = await t.http.get('/api/v1/sparql/acme').set(bearer(tokens.owner))
         .query({ query: 'SELECT (COUNT(*) AS ?n) WHERE { ?s ?p ?o }', 'default-graph-uri': graphs.iam(ws.id) });
-      const iamSize = (await t.server.services.store.select(`SELECT (COUNT(*) AS ?n) WHERE { GRAPH <${graphs.iam(ws.id)}> { ?s ?p ?o } }`))[0]!.n!.value;
+      const iamSize = (await t.server.services.store.select(sparql`SELECT (COUNT(*) AS ?n) WHERE { GRAPH ${iri(graphs.iam(ws.id))} { ?s ?p ?o } }`))[0]!.n!.value;
       expect(res.body.results.bindings[0].n.value).to.equal(iamSize);
       const outside = await t.http.get('/api/v1/sparql/acme').set(bearer(tokens.owner))
         .query({ query: 'SELECT (COUNT(*) AS ?n) WHERE { ?s ?p ?o }', 'default-graph-uri': graphs.iam(other.workspace.id) });

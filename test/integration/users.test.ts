@@ -1,6 +1,6 @@
 import { expect } from 'chai';
 import { startTestServer, removeDir, bearer, seedWorkspace, type TestServer } from '../helpers/server.js';
-import { iri } from '../../src/rdf/sparql.js';
+import { iri, raw, sparql } from '../../src/rdf/sparql.js';
 
 /** The user record kept from token claims, as the per-request authentication step maintains it. */
 describe('user records from token claims', () => {
@@ -128,8 +128,8 @@ describe('member list order across writes', () => {
     const carol = iri(users.userIri(users.idOf('carol')));
     const acme = (await t.server.services.workspaces.find('acme'))!;
     const iam = t.server.services.graphs.iam(acme.id);
-    await t.server.services.store.update(`PREFIX wsm: <https://w3id.org/wsm/ns#>
-      DELETE { GRAPH <${iam}> { ?p ?pp ?po } } WHERE { GRAPH <${iam}> { ?p wsm:actor ${carol.__sparql} ; wsm:workspace ?w ; ?pp ?po } }`, [iam]);
+    await t.server.services.store.update(sparql`PREFIX wsm: <https://w3id.org/wsm/ns#>
+      DELETE { GRAPH ${iri(iam)} { ?p ?pp ?po } } WHERE { GRAPH ${iri(iam)} { ?p wsm:actor ${raw(carol.__sparql)} ; wsm:workspace ?w ; ?pp ?po } }`, [iam]);
     expect(await names()).to.not.include('carol');
     expect((await list()).totalItems).to.equal(6);
   });

@@ -9,6 +9,7 @@ import { freePort } from '../helpers/ports.js';
 import { tinyPackage } from '../helpers/packages.js';
 import { bigMatrixTurtle, publish } from '../helpers/lifecycle.js';
 import { SparqlStore } from '../../src/store/sparql-store.js';
+import { iri, sparql } from '../../src/rdf/sparql.js';
 import type { SparqlEndpointOptions } from '../../src/store/sparql-client.js';
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
@@ -49,7 +50,7 @@ describe('three service instances on one engine (WSM_STORE=sparql)', function ()
     // An engine emptied of the service's graphs (as WSM_TEST_STORE=sparql does for one server).
     const cleaner = new SparqlStore(settings, 'https://workspaces.local/');
     const graphs = await cleaner.graphNames();
-    if (graphs.length) await cleaner.write(graphs.map((g) => ({ kind: 'update' as const, sparql: `DROP SILENT GRAPH <${g}>`, graphs: [g] })));
+    if (graphs.length) await cleaner.write(graphs.map((g) => ({ kind: 'update' as const, sparql: sparql`DROP SILENT GRAPH ${iri(g)}`, graphs: [g] })));
     dataDir = tempDir();
     // One after the other: the first creates the issuer key the others read.
     for (let i = 0; i < 3; i++) instances.push(await startTestServer(engineEnv(settings), dataDir));
@@ -196,9 +197,9 @@ describe('three service instances on one engine (WSM_STORE=sparql)', function ()
       // Nothing of it: no package, no matrix graph, no triple of the matrix anywhere, no staging graph left.
       expect((await on(0).get('/api/v1/packages/acme/huge').set(bearer(tokens.root))).status).to.equal(404);
       const { store } = instances[0]!.server.services;
-      expect(await store.ask(`ASK { GRAPH ?g { <${uri}> ?p ?o } }`)).to.equal(false);
-      expect(await store.ask(`ASK { GRAPH ?g { <${uri}#item7> ?p ?o } }`)).to.equal(false);
-      const staged = await store.select('SELECT ?g WHERE { GRAPH ?g { ?s ?p ?o } FILTER(STRSTARTS(STR(?g), "https://workspaces.local/staging/")) } LIMIT 1');
+      expect(await store.ask(sparql`ASK { GRAPH ?g { ${iri(uri)} ?p ?o } }`)).to.equal(false);
+      expect(await store.ask(sparql`ASK { GRAPH ?g { ${iri(`${uri}#item7`)} ?p ?o } }`)).to.equal(false);
+      const staged = await store.select(sparql`SELECT ?g WHERE { GRAPH ?g { ?s ?p ?o } FILTER(STRSTARTS(STR(?g), "https://workspaces.local/staging/")) } LIMIT 1`);
       expect(staged).to.deep.equal([]);
 
       // An install on a live instance that runs longer than a lease (the others sweep twice per lease) is never taken from it.

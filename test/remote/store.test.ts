@@ -6,6 +6,7 @@ import { SparqlClient } from '../../src/store/sparql-client.js';
 import { WriteRefusedError, type WriteOp } from '../../src/store/store.js';
 import { GraphCache } from '../../src/store/graph-cache.js';
 import { requireRemote } from '../helpers/remote.js';
+import { sparql, iri, raw, integer } from '../../src/rdf/sparql.js';
 
 const XSD = 'http://www.w3.org/2001/XMLSchema#';
 
@@ -32,11 +33,11 @@ describe('store: remote SPARQL engine (WSM_STORE=sparql)', function () {
   after(async () => {
     if (!store) return;
     const graphs = [...await store.graphNames(), store.generationsGraph];
-    if (graphs.length) await store.write(graphs.map((graph) => ({ kind: 'update', sparql: `DROP SILENT GRAPH <${graph}>`, graphs: [graph] })));
+    if (graphs.length) await store.write(graphs.map((graph) => ({ kind: 'update', sparql: sparql`DROP SILENT GRAPH ${iri(graph)}`, graphs: [graph] })));
   });
 
   const count = async (graph: string) =>
-    Number((await store.select(`SELECT (COUNT(*) AS ?n) WHERE { GRAPH <${graph}> { ?s ?p ?o } }`))[0]!.n!.value);
+    Number((await store.select(sparql`SELECT (COUNT(*) AS ?n) WHERE { GRAPH ${iri(graph)} { ?s ?p ?o } }`))[0]!.n!.value);
 
   it('round-trips typed literals, language tags and awkward strings through select, ask, construct and dumpGraph', async () => {
     const graph = g('literals');
@@ -48,7 +49,7 @@ describe('store: remote SPARQL engine (WSM_STORE=sparql)', function () {
   <urn:label> "Arbeitsbereich"@de, "workspace"@en-GB ;
   <urn:text> "line one\\nline \\"two\\" \\\\ end" .`,
     }]);
-    const rows = await store.select(`SELECT ?p ?o WHERE { GRAPH <${graph}> { <urn:s> ?p ?o } } ORDER BY ?p ?o`);
+    const rows = await store.select(sparql`SELECT ?p ?o WHERE { GRAPH ${iri(graph)} { <urn:s> ?p ?o } } ORDER BY ?p ?o`);
     const by = (p: string) => rows.filter((r) => r.p!.value === p).map((r) => r.o!);
     expect(by('urn:int')).to.deep.equal([{ type: 'literal', value: '42', datatype: `${XSD}integer` }]);
     expect(by('urn:dec')[0]).to.include({ type: 'literal', datatype: `${XSD}decimal` });
@@ -58,11 +59,11 @@ describe('store: remote SPARQL engine (WSM_STORE=sparql)', function () {
     expect(by('urn:label').map((o) => `${o.value}@${o['xml:lang']!.toLowerCase()}`).sort()).to.deep.equal(['Arbeitsbereich@de', 'workspace@en-gb']);
     expect(by('urn:text')).to.deep.equal([{ type: 'literal', value: 'line one\nline "two" \\ end' }]);
 
-    expect(await store.ask(`ASK { GRAPH <${graph}> { <urn:s> <urn:int> 42 } }`)).to.equal(true);
-    expect(await store.ask(`ASK { GRAPH <${graph}> { <urn:s> <urn:label> "workspace"@en-GB } }`)).to.equal(true);
-    expect(await store.ask(`ASK { GRAPH <${graph}> { <urn:s> <urn:int> 43 } }`)).to.equal(false);
+    expect(await store.ask(sparql`ASK { GRAPH ${iri(graph)} { <urn:s> <urn:int> 42 } }`)).to.equal(true);
+    expect(await store.ask(sparql`ASK { GRAPH ${iri(graph)} { <urn:s> <urn:label> "workspace"@en-GB } }`)).to.equal(true);
+    expect(await store.ask(sparql`ASK { GRAPH ${iri(graph)} { <urn:s> <urn:int> 43 } }`)).to.equal(false);
 
-    const constructed = new Parser({ format: 'N-Triples' }).parse(await store.construct(`CONSTRUCT { ?s ?p ?o } WHERE { GRAPH <${graph}> { ?s ?p ?o } }`));
+    const constructed = new Parser({ format: 'N-Triples' }).parse(await store.construct(sparql`CONSTRUCT { ?s ?p ?o } WHERE { GRAPH ${iri(graph)} { ?s ?p ?o } }`));
     expect(constructed).to.have.length(7);
     const text = constructed.find((q) => q.predicate.value === 'urn:text')!;
     expect(text.object.value).to.equal('line one\nline "two" \\ end');
@@ -74,32 +75,32 @@ describe('store: remote SPARQL engine (WSM_STORE=sparql)', function () {
 
   it('keeps text beyond ASCII intact through updates, loads and queries', async () => {
     const graph = g('unicode');
-    await store.update(`INSERT DATA { GRAPH <${graph}> { <urn:a> <urn:name> "émile 😀" } }`, [graph]);
+    await store.update(sparql`INSERT DATA { GRAPH ${iri(graph)} { <urn:a> <urn:name> "émile 😀" } }`, [graph]);
     await store.write([{ kind: 'load', graph, format: 'text/turtle', data: '<urn:b> <urn:name> "zoë"@fr .' }]);
-    const rows = await store.select(`SELECT ?o WHERE { GRAPH <${graph}> { ?s <urn:name> ?o } } ORDER BY ?s`);
+    const rows = await store.select(sparql`SELECT ?o WHERE { GRAPH ${iri(graph)} { ?s <urn:name> ?o } } ORDER BY ?s`);
     expect(rows.map((r) => r.o!.value)).to.deep.equal(['émile 😀', 'zoë']);
-    expect(await store.ask(`ASK { GRAPH <${graph}> { <urn:a> <urn:name> "émile 😀" } }`)).to.equal(true);
+    expect(await store.ask(sparql`ASK { GRAPH ${iri(graph)} { <urn:a> <urn:name> "émile 😀" } }`)).to.equal(true);
   });
 
   it('a multi-op write whose later op the engine refuses leaves nothing applied', async () => {
     const graph = g('atomic');
-    await store.update(`INSERT DATA { GRAPH <${graph}> { <urn:s> <urn:p> "kept" } }`, [graph]);
+    await store.update(sparql`INSERT DATA { GRAPH ${iri(graph)} { <urn:s> <urn:p> "kept" } }`, [graph]);
     const version = store.version;
     const seen: string[][] = [];
     const off = store.onWrite((graphs) => seen.push([...graphs]));
     const ops: WriteOp[] = [
-      { kind: 'update', sparql: `DELETE DATA { GRAPH <${graph}> { <urn:s> <urn:p> "kept" } }`, graphs: [graph] },
+      { kind: 'update', sparql: sparql`DELETE DATA { GRAPH ${iri(graph)} { <urn:s> <urn:p> "kept" } }`, graphs: [graph] },
       { kind: 'load', graph, format: 'application/n-triples', data: '<urn:s> <urn:p> "added" .\n' },
-      { kind: 'update', sparql: `INSERT DATA { GRAPH <${graph}> { <urn:s> <urn:p> "more" } }`, graphs: [graph] },
+      { kind: 'update', sparql: sparql`INSERT DATA { GRAPH ${iri(graph)} { <urn:s> <urn:p> "more" } }`, graphs: [graph] },
       // Not SPARQL: the engine refuses it when it gets there, after the first three ran.
-      { kind: 'update', sparql: `INSERT DATA { GRAPH <${graph}> { <urn:s> <urn:p> } }`, graphs: [graph] },
+      { kind: 'update', sparql: sparql`INSERT DATA { GRAPH ${iri(graph)} { <urn:s> <urn:p> } }`, graphs: [graph] },
     ];
     let refused: unknown;
     try { await store.write(ops); } catch (err) { refused = err; }
     off();
     expect(refused).to.be.instanceOf(WriteRefusedError);
     expect((refused as WriteRefusedError).opIndex).to.equal(3);
-    const values = (await store.select(`SELECT ?o WHERE { GRAPH <${graph}> { <urn:s> <urn:p> ?o } }`)).map((r) => r.o!.value);
+    const values = (await store.select(sparql`SELECT ?o WHERE { GRAPH ${iri(graph)} { <urn:s> <urn:p> ?o } }`)).map((r) => r.o!.value);
     expect(values).to.deep.equal(['kept']);
     expect(store.version).to.equal(version);
     expect(seen).to.deep.equal([]);
@@ -107,8 +108,8 @@ describe('store: remote SPARQL engine (WSM_STORE=sparql)', function () {
 
   it('a conditional write applies only while its condition holds, in one engine transaction', async () => {
     const graph = g('conditional');
-    const free = { ask: `ASK { GRAPH <${graph}> { ?c <urn:alias> "a" } }`, expect: false };
-    const claim = (n: number): WriteOp[] => [{ kind: 'update', sparql: `INSERT DATA { GRAPH <${graph}> { <urn:c:${n}> <urn:alias> "a" } }`, graphs: [graph] }];
+    const free = { ask: sparql`ASK { GRAPH ${iri(graph)} { ?c <urn:alias> "a" } }`, expect: false };
+    const claim = (n: number): WriteOp[] => [{ kind: 'update', sparql: sparql`INSERT DATA { GRAPH ${iri(graph)} { <urn:c:${raw(String(n))}> <urn:alias> "a" } }`, graphs: [graph] }];
     expect(await store.writeIf(free, claim(1))).to.equal(true);
     const version = store.version;
     const seen: string[][] = [];
@@ -117,22 +118,22 @@ describe('store: remote SPARQL engine (WSM_STORE=sparql)', function () {
     off();
     expect(store.version).to.equal(version);
     expect(seen).to.deep.equal([]);
-    const holders = async () => (await store.select(`SELECT ?c WHERE { GRAPH <${graph}> { ?c <urn:alias> "a" } }`)).map((r) => r.c!.value);
+    const holders = async () => (await store.select(sparql`SELECT ?c WHERE { GRAPH ${iri(graph)} { ?c <urn:alias> "a" } }`)).map((r) => r.c!.value);
     expect(await holders()).to.deep.equal(['urn:c:1']);
     // expect: true, and text beyond ASCII in the condition.
-    await store.update(`INSERT DATA { GRAPH <${graph}> { <urn:c:1> <urn:label> "émile" } }`, [graph]);
-    expect(await store.writeIf({ ask: `ASK { GRAPH <${graph}> { <urn:c:1> <urn:label> "émile" } }`, expect: true },
-      [{ kind: 'update', sparql: `DELETE DATA { GRAPH <${graph}> { <urn:c:1> <urn:alias> "a" } }`, graphs: [graph] }])).to.equal(true);
+    await store.update(sparql`INSERT DATA { GRAPH ${iri(graph)} { <urn:c:1> <urn:label> "émile" } }`, [graph]);
+    expect(await store.writeIf({ ask: sparql`ASK { GRAPH ${iri(graph)} { <urn:c:1> <urn:label> "émile" } }`, expect: true },
+      [{ kind: 'update', sparql: sparql`DELETE DATA { GRAPH ${iri(graph)} { <urn:c:1> <urn:alias> "a" } }`, graphs: [graph] }])).to.equal(true);
     expect(await holders()).to.deep.equal([]);
-    expect(await store.writeIf({ ask: `ASK { GRAPH <${graph}> { <urn:c:1> <urn:label> "zoë" } }`, expect: true }, claim(3))).to.equal(false);
+    expect(await store.writeIf({ ask: sparql`ASK { GRAPH ${iri(graph)} { <urn:c:1> <urn:label> "zoë" } }`, expect: true }, claim(3))).to.equal(false);
     expect(await holders()).to.deep.equal([]);
   });
 
   it('an insert-if-absent anchored with VALUES applies once; the engine ignores a WHERE of nothing but FILTERs', async () => {
     const graph = g('anchored');
-    const insert = (value: number, anchor: string) => `INSERT { GRAPH <${graph}> { <urn:s> <urn:createdAt> ${value} } }
-      WHERE { ${anchor} FILTER NOT EXISTS { GRAPH <${graph}> { <urn:s> <urn:createdAt> ?any } } }`;
-    const values = async () => (await store.select(`SELECT ?o WHERE { GRAPH <${graph}> { <urn:s> <urn:createdAt> ?o } }`)).map((r) => r.o!.value).sort();
+    const insert = (value: number, anchor: string) => sparql`INSERT { GRAPH ${iri(graph)} { <urn:s> <urn:createdAt> ${integer(value)} } }
+      WHERE { ${raw(anchor)} FILTER NOT EXISTS { GRAPH ${iri(graph)} { <urn:s> <urn:createdAt> ?any } } }`;
+    const values = async () => (await store.select(sparql`SELECT ?o WHERE { GRAPH ${iri(graph)} { <urn:s> <urn:createdAt> ?o } }`)).map((r) => r.o!.value).sort();
     await store.update(insert(1, 'VALUES ?condition { true }'), [graph]);
     await store.update(insert(2, 'VALUES ?condition { true }'), [graph]);
     expect(await values()).to.deep.equal(['1']);
@@ -147,9 +148,9 @@ describe('store: remote SPARQL engine (WSM_STORE=sparql)', function () {
     // Separate SparqlStore objects: nothing is shared in this process but the engine, as with several instances.
     const stores = Array.from({ length: 20 }, () => new SparqlStore(settings, base));
     const results = await Promise.all(stores.map(async (one, n) => {
-      if (await one.ask(`ASK { GRAPH <${graph}> { ?c <urn:alias> "x" } }`)) return false;
-      return one.writeIf({ ask: `ASK { GRAPH <${graph}> { ?c <urn:alias> "x" } }`, expect: false },
-        [{ kind: 'update', sparql: `INSERT DATA { GRAPH <${graph}> { <urn:c:${n}> <urn:alias> "x" } }`, graphs: [graph] }]);
+      if (await one.ask(sparql`ASK { GRAPH ${iri(graph)} { ?c <urn:alias> "x" } }`)) return false;
+      return one.writeIf({ ask: sparql`ASK { GRAPH ${iri(graph)} { ?c <urn:alias> "x" } }`, expect: false },
+        [{ kind: 'update', sparql: sparql`INSERT DATA { GRAPH ${iri(graph)} { <urn:c:${raw(String(n))}> <urn:alias> "x" } }`, graphs: [graph] }]);
     }));
     expect(results.filter(Boolean)).to.have.length(1);
     expect(await count(graph)).to.equal(1);
@@ -157,14 +158,14 @@ describe('store: remote SPARQL engine (WSM_STORE=sparql)', function () {
 
   it('a large conditional write whose condition fails leaves no staging graph behind', async () => {
     const graph = g('conditional-large');
-    await store.update(`INSERT DATA { GRAPH <${g('conditional-marker')}> { <urn:m> <urn:p> 1 } }`, [g('conditional-marker')]);
+    await store.update(sparql`INSERT DATA { GRAPH ${iri(g('conditional-marker'))} { <urn:m> <urn:p> 1 } }`, [g('conditional-marker')]);
     let data = '';
     for (let i = 0; i < 12_000; i++) data += `<urn:l:${i}> <urn:p:n> "${i}" .\n`;
-    const applied = await store.writeIf({ ask: `ASK { GRAPH <${g('conditional-marker')}> { <urn:m> <urn:p> 1 } }`, expect: false },
+    const applied = await store.writeIf({ ask: sparql`ASK { GRAPH ${iri(g('conditional-marker'))} { <urn:m> <urn:p> 1 } }`, expect: false },
       [{ kind: 'load', graph, format: 'application/n-triples', data }]);
     expect(applied).to.equal(false);
     expect(await count(graph)).to.equal(0);
-    const staged = await store.select(`SELECT ?g WHERE { GRAPH ?g { ?s ?p ?o } FILTER(STRSTARTS(STR(?g), ${JSON.stringify(`${base}staging/`)})) } LIMIT 1`);
+    const staged = await store.select(sparql`SELECT ?g WHERE { GRAPH ?g { ?s ?p ?o } FILTER(STRSTARTS(STR(?g), ${raw(JSON.stringify(`${base}staging/`))})) } LIMIT 1`);
     expect(staged).to.deep.equal([]);
   });
 
@@ -173,7 +174,7 @@ describe('store: remote SPARQL engine (WSM_STORE=sparql)', function () {
     let refused: unknown;
     try {
       await store.write([
-        { kind: 'update', sparql: `INSERT DATA { GRAPH <${graph}> { <urn:s> <urn:p> "first" } }`, graphs: [graph] },
+        { kind: 'update', sparql: sparql`INSERT DATA { GRAPH ${iri(graph)} { <urn:s> <urn:p> "first" } }`, graphs: [graph] },
         { kind: 'load', graph, format: 'text/turtle', data: '<urn:s> <urn:p> "unterminated .' },
       ]);
     } catch (err) { refused = err; }
@@ -196,14 +197,14 @@ describe('store: remote SPARQL engine (WSM_STORE=sparql)', function () {
     const watch = (async () => {
       while (!done) {
         targetCounts.push(await count(graph));
-        const staged = await store.select(`SELECT (COUNT(*) AS ?n) WHERE { GRAPH ?g { ?s ?p ?o } FILTER(STRSTARTS(STR(?g), ${JSON.stringify(`${base}staging/`)})) }`);
+        const staged = await store.select(sparql`SELECT (COUNT(*) AS ?n) WHERE { GRAPH ?g { ?s ?p ?o } FILTER(STRSTARTS(STR(?g), ${raw(JSON.stringify(`${base}staging/`))})) }`);
         stagedCounts.push(Number(staged[0]!.n!.value));
         await new Promise((r) => setTimeout(r, 200));
       }
     })();
     try {
       await store.write([
-        { kind: 'update', sparql: `INSERT DATA { GRAPH <${g('big-marker')}> { <urn:big> <urn:p:loaded> true } }`, graphs: [g('big-marker')] },
+        { kind: 'update', sparql: sparql`INSERT DATA { GRAPH ${iri(g('big-marker'))} { <urn:big> <urn:p:loaded> true } }`, graphs: [g('big-marker')] },
         { kind: 'load', graph, format: 'application/n-triples', data },
       ]);
     } finally {
@@ -215,15 +216,15 @@ describe('store: remote SPARQL engine (WSM_STORE=sparql)', function () {
     // Chunked: the staging area was seen part-filled (neither empty nor whole).
     expect(stagedCounts.some((n) => n > 0 && n < triples), `staging counts seen: ${[...new Set(stagedCounts)].join(', ')}`).to.equal(true);
     expect(await count(graph)).to.equal(triples);
-    expect(await store.ask(`ASK { GRAPH <${g('big-marker')}> { <urn:big> <urn:p:loaded> true } }`)).to.equal(true);
-    expect(await store.ask(`ASK { GRAPH <${graph}> { <urn:big:99999> <urn:p:n> 99999 } }`)).to.equal(true);
+    expect(await store.ask(sparql`ASK { GRAPH ${iri(g('big-marker'))} { <urn:big> <urn:p:loaded> true } }`)).to.equal(true);
+    expect(await store.ask(sparql`ASK { GRAPH ${iri(graph)} { <urn:big:99999> <urn:p:n> 99999 } }`)).to.equal(true);
     // The staging graphs are gone and never listed.
     const names = await store.graphNames();
     expect(names.filter((n) => n.includes('/staging/'))).to.deep.equal([]);
-    const staged = await store.select(`SELECT ?g WHERE { GRAPH ?g { ?s ?p ?o } FILTER(STRSTARTS(STR(?g), ${JSON.stringify(`${base}staging/`)})) } LIMIT 1`);
+    const staged = await store.select(sparql`SELECT ?g WHERE { GRAPH ?g { ?s ?p ?o } FILTER(STRSTARTS(STR(?g), ${raw(JSON.stringify(`${base}staging/`))})) } LIMIT 1`);
     expect(staged).to.deep.equal([]);
     // Keep the following tests' scans small.
-    await store.update(`DROP SILENT GRAPH <${graph}>`, [graph]);
+    await store.update(sparql`DROP SILENT GRAPH ${iri(graph)}`, [graph]);
   });
 
   it('keeps blank nodes whole: nested nodes, lists, and distinct nodes per load', async () => {
@@ -233,25 +234,25 @@ describe('store: remote SPARQL engine (WSM_STORE=sparql)', function () {
       data: `<urn:doc> <urn:author> [ <urn:name> "Ada" ; <urn:address> [ <urn:city> "London" ] ] ;
   <urn:steps> ( "one" "two" "three" ) .`,
     }]);
-    const city = await store.select(`SELECT ?name ?city WHERE { GRAPH <${graph}> { <urn:doc> <urn:author> ?a . ?a <urn:name> ?name ; <urn:address>/<urn:city> ?city } }`);
+    const city = await store.select(sparql`SELECT ?name ?city WHERE { GRAPH ${iri(graph)} { <urn:doc> <urn:author> ?a . ?a <urn:name> ?name ; <urn:address>/<urn:city> ?city } }`);
     expect(city.map((r) => [r.name!.value, r.city!.value])).to.deep.equal([['Ada', 'London']]);
     expect(city.length).to.equal(1);
-    const steps = await store.select(`PREFIX rdf: <http://www.w3.org/1999/02/22-rdf-syntax-ns#>
-      SELECT ?item WHERE { GRAPH <${graph}> { <urn:doc> <urn:steps> ?l . ?l rdf:rest* ?cell . ?cell rdf:first ?item } }`);
+    const steps = await store.select(sparql`PREFIX rdf: <http://www.w3.org/1999/02/22-rdf-syntax-ns#>
+      SELECT ?item WHERE { GRAPH ${iri(graph)} { <urn:doc> <urn:steps> ?l . ?l rdf:rest* ?cell . ?cell rdf:first ?item } }`);
     expect(steps.map((r) => r.item!.value).sort()).to.deep.equal(['one', 'three', 'two']);
-    const author = await store.select(`SELECT ?a WHERE { GRAPH <${graph}> { <urn:doc> <urn:author> ?a } }`);
+    const author = await store.select(sparql`SELECT ?a WHERE { GRAPH ${iri(graph)} { <urn:doc> <urn:author> ?a } }`);
     expect(author[0]!.a!.type).to.equal('bnode');
 
     // The same label in two writes names two different nodes.
     const other = g('bnodes-two');
     await store.write([{ kind: 'load', graph: other, format: 'application/n-triples', data: '_:x <urn:p> "1" .\n' }]);
     await store.write([{ kind: 'load', graph: other, format: 'application/n-triples', data: '_:x <urn:p> "2" .\n' }]);
-    const subjects = await store.select(`SELECT DISTINCT ?s WHERE { GRAPH <${other}> { ?s <urn:p> ?o } }`);
+    const subjects = await store.select(sparql`SELECT DISTINCT ?s WHERE { GRAPH ${iri(other)} { ?s <urn:p> ?o } }`);
     expect(subjects).to.have.length(2);
   });
 
   it('graphNames and size cover the service graphs only, never the engine\'s own', async () => {
-    await store.update(`INSERT DATA { GRAPH <${g('listed')}> { <urn:s> <urn:p> "x" } }`, [g('listed')]);
+    await store.update(sparql`INSERT DATA { GRAPH ${iri(g('listed'))} { <urn:s> <urn:p> "x" } }`, [g('listed')]);
     // The engine holds graphs of its own (Virtuoso: its schema graphs) in the same store.
     const all = JSON.parse(await client.query('SELECT DISTINCT ?g WHERE { GRAPH ?g { ?s ?p ?o } }', 'application/sparql-results+json')) as { results: { bindings: Array<{ g: { value: string } }> } };
     const foreign = all.results.bindings.map((b) => b.g.value).filter((name) => !name.startsWith(base));
@@ -274,21 +275,21 @@ describe('store: remote SPARQL engine (WSM_STORE=sparql)', function () {
     let reads = 0;
     const read = (name: string) => () => {
       reads++;
-      return mine.select(`SELECT ?o WHERE { GRAPH <${name}> { <urn:s> <urn:p> ?o } } ORDER BY ?o`).then((rows) => rows.map((r) => r.o!.value));
+      return mine.select(sparql`SELECT ?o WHERE { GRAPH ${iri(name)} { <urn:s> <urn:p> ?o } } ORDER BY ?o`).then((rows) => rows.map((r) => r.o!.value));
     };
-    await theirs.update(`INSERT DATA { GRAPH <${graph}> { <urn:s> <urn:p> "one" } }`, [graph]);
+    await theirs.update(sparql`INSERT DATA { GRAPH ${iri(graph)} { <urn:s> <urn:p> "one" } }`, [graph]);
     expect(await cache.get('k', [graph], read(graph))).to.deep.equal(['one']);
     expect(await cache.get('other', [other], read(other))).to.deep.equal([]);
     expect(await cache.get('k', [graph], read(graph))).to.deep.equal(['one']);
     expect(reads, 'the second get of k is answered from the cache').to.equal(2);
     // Another instance writes the graph: the next get on this one reads again and sees it.
-    await theirs.update(`INSERT DATA { GRAPH <${graph}> { <urn:s> <urn:p> "two" } }`, [graph]);
+    await theirs.update(sparql`INSERT DATA { GRAPH ${iri(graph)} { <urn:s> <urn:p> "two" } }`, [graph]);
     expect(await cache.get('k', [graph], read(graph))).to.deep.equal(['one', 'two']);
     expect(reads).to.equal(3);
     // A write to another graph leaves the kept value in place; a conditional write that did not apply too.
-    await theirs.update(`INSERT DATA { GRAPH <${other}> { <urn:s> <urn:p> "x" } }`, [other]);
-    expect(await theirs.writeIf({ ask: `ASK { GRAPH <${graph}> { <urn:s> <urn:p> "two" } }`, expect: false },
-      [{ kind: 'update', sparql: `INSERT DATA { GRAPH <${graph}> { <urn:s> <urn:p> "three" } }`, graphs: [graph] }])).to.equal(false);
+    await theirs.update(sparql`INSERT DATA { GRAPH ${iri(other)} { <urn:s> <urn:p> "x" } }`, [other]);
+    expect(await theirs.writeIf({ ask: sparql`ASK { GRAPH ${iri(graph)} { <urn:s> <urn:p> "two" } }`, expect: false },
+      [{ kind: 'update', sparql: sparql`INSERT DATA { GRAPH ${iri(graph)} { <urn:s> <urn:p> "three" } }`, graphs: [graph] }])).to.equal(false);
     expect(await cache.get('k', [graph], read(graph))).to.deep.equal(['one', 'two']);
     expect(reads).to.equal(3);
     expect(await cache.get('other', [other], read(other))).to.deep.equal(['x']);
@@ -318,10 +319,10 @@ describe('store: remote SPARQL engine (WSM_STORE=sparql)', function () {
     expect(await other.expire(Date.now() + 120_000)).to.deep.equal([lease.id]);
     let failed: unknown;
     try {
-      await mine.write([{ kind: 'update', sparql: `DROP SILENT GRAPH <${graph}>`, graphs: [graph] }, { kind: 'load', graph, format: 'application/n-triples', data: data.replaceAll('urn:l:', 'urn:m:') }]);
+      await mine.write([{ kind: 'update', sparql: sparql`DROP SILENT GRAPH ${iri(graph)}`, graphs: [graph] }, { kind: 'load', graph, format: 'application/n-triples', data: data.replaceAll('urn:l:', 'urn:m:') }]);
     } catch (err) { failed = err; }
     expect(String(failed)).to.match(/lease ended/);
-    const subjects = await store.select(`SELECT (COUNT(*) AS ?n) WHERE { GRAPH <${graph}> { ?s ?p ?o FILTER(STRSTARTS(STR(?s), "urn:m:")) } }`);
+    const subjects = await store.select(sparql`SELECT (COUNT(*) AS ?n) WHERE { GRAPH ${iri(graph)} { ?s ?p ?o FILTER(STRSTARTS(STR(?s), "urn:m:")) } }`);
     expect(Number(subjects[0]!.n!.value)).to.equal(0);
     expect(await count(graph)).to.equal(12_000);
     // A staging graph left by an instance without a lease goes; one of a live instance stays.
@@ -340,6 +341,6 @@ describe('store: remote SPARQL engine (WSM_STORE=sparql)', function () {
     await lease.close();
     await other.close();
     expect((await other.registered()).has(lease.id)).to.equal(false);
-    await store.write([{ kind: 'update', sparql: `DROP SILENT GRAPH <${lease.graph}>`, graphs: [lease.graph] }]);
+    await store.write([{ kind: 'update', sparql: sparql`DROP SILENT GRAPH ${iri(lease.graph)}`, graphs: [lease.graph] }]);
   });
 });

@@ -5,6 +5,7 @@ import { WriteRefusedError, type WriteOp } from '../../src/store/store.js';
 import { openDurableStore } from '../../src/store/durable.js';
 import { LARGE_WRITE_CHARS } from '../../src/store/oxigraph-store.js';
 import { tempDir, content } from './helpers.js';
+import { sparql } from '../../src/rdf/sparql.js';
 
 /** A write is all or nothing: an op the engine refuses leaves store, journal and caches as they were. */
 describe('store: all-or-nothing writes', () => {
@@ -21,9 +22,9 @@ describe('store: all-or-nothing writes', () => {
 
   it('refuses a multi-op write whose last op the engine refuses, changing nothing', async () => {
     const store = await openDurableStore(dir);
-    await store.update('INSERT DATA { GRAPH <urn:g> { <urn:s> <urn:p> "kept" } }', ['urn:g']);
-    const ask = 'ASK { GRAPH <urn:g> { <urn:s> <urn:p> "kept" } }';
-    const select = 'SELECT ?o WHERE { GRAPH <urn:g> { <urn:s> <urn:p> ?o } } ORDER BY ?o';
+    await store.update(sparql`INSERT DATA { GRAPH <urn:g> { <urn:s> <urn:p> "kept" } }`, ['urn:g']);
+    const ask = sparql`ASK { GRAPH <urn:g> { <urn:s> <urn:p> "kept" } }`;
+    const select = sparql`SELECT ?o WHERE { GRAPH <urn:g> { <urn:s> <urn:p> ?o } } ORDER BY ?o`;
     // Read once so the store's answer cache holds these answers.
     expect(await store.ask(ask)).to.equal(true);
     expect((await store.select(select)).map((b) => b.o!.value)).to.deep.equal(['kept']);
@@ -31,9 +32,9 @@ describe('store: all-or-nothing writes', () => {
     const writes: string[][] = [];
     const off = store.onWrite((graphs) => writes.push([...graphs]));
     const ops: WriteOp[] = [
-      { kind: 'update', sparql: 'DELETE DATA { GRAPH <urn:g> { <urn:s> <urn:p> "kept" } }', graphs: ['urn:g'] },
+      { kind: 'update', sparql: sparql`DELETE DATA { GRAPH <urn:g> { <urn:s> <urn:p> "kept" } }`, graphs: ['urn:g'] },
       { kind: 'load', graph: 'urn:g', format: 'application/n-triples', data: '<urn:s> <urn:p> "added" .\n' },
-      { kind: 'update', sparql: 'INSERT DATA { GRAPH <urn:g> { <urn:s> <urn:p> "more" } }', graphs: ['urn:g'] },
+      { kind: 'update', sparql: sparql`INSERT DATA { GRAPH <urn:g> { <urn:s> <urn:p> "more" } }`, graphs: ['urn:g'] },
       { kind: 'load', graph: 'urn:g', format: 'application/n-triples', data: '<urn:s> <urn:p> "x" .\n<http://example.org/a%zz> <urn:p> "refused" .\n' },
     ];
     let refused: unknown;
@@ -62,8 +63,8 @@ describe('store: all-or-nothing writes', () => {
   it('refuses a large write (checked off the event loop) whose last load holds a refused IRI, changing nothing', async function () {
     this.timeout(60_000);
     const store = await openDurableStore(dir);
-    await store.update('INSERT DATA { GRAPH <urn:g> { <urn:s> <urn:p> "kept" } }', ['urn:g']);
-    const ask = 'ASK { GRAPH <urn:g> { <urn:s> <urn:p> "kept" } }';
+    await store.update(sparql`INSERT DATA { GRAPH <urn:g> { <urn:s> <urn:p> "kept" } }`, ['urn:g']);
+    const ask = sparql`ASK { GRAPH <urn:g> { <urn:s> <urn:p> "kept" } }`;
     expect(await store.ask(ask)).to.equal(true);
     const before = { quads: content(store), journal: await journalBytes(), version: store.version, revision: store.revision('urn:g') };
     const writes: string[][] = [];
@@ -71,14 +72,14 @@ describe('store: all-or-nothing writes', () => {
     let big = '';
     for (let i = 0; big.length <= LARGE_WRITE_CHARS; i++) big += `<urn:s:${i}> <urn:p> "a large load, line ${i}" .\n`;
     const ops: WriteOp[] = [
-      { kind: 'update', sparql: 'DROP SILENT GRAPH <urn:g>', graphs: ['urn:g'] },
+      { kind: 'update', sparql: sparql`DROP SILENT GRAPH <urn:g>`, graphs: ['urn:g'] },
       { kind: 'load', graph: 'urn:g', format: 'application/n-triples', data: big },
       { kind: 'load', graph: 'urn:h', format: 'application/n-triples', data: `${big}<http://example.org/a%zz> <urn:p> "refused" .\n` },
     ];
     // A small write made while the large one is checked is journaled and applied after it (here: alone).
     const [refused, later] = await Promise.allSettled([
       store.write(ops),
-      store.update('INSERT DATA { GRAPH <urn:g> { <urn:s> <urn:p> "later" } }', ['urn:g']),
+      store.update(sparql`INSERT DATA { GRAPH <urn:g> { <urn:s> <urn:p> "later" } }`, ['urn:g']),
     ]);
     off();
     expect(refused.status).to.equal('rejected');
@@ -104,7 +105,7 @@ describe('store: all-or-nothing writes', () => {
     const before = content(store);
     let refused: unknown;
     try {
-      await store.write([{ kind: 'update', sparql: 'INSERT DATA { GRAPH <urn:g> { <http://example.org/a%zz> <urn:p> 1 } }', graphs: ['urn:g'] },
+      await store.write([{ kind: 'update', sparql: sparql`INSERT DATA { GRAPH <urn:g> { <http://example.org/a%zz> <urn:p> 1 } }`, graphs: ['urn:g'] },
         { kind: 'load', graph: 'urn:g', format: 'application/n-triples', data: '<urn:s> <urn:p> "fine" .\n' }]);
     } catch (err) {
       refused = err;

@@ -2,6 +2,7 @@ import { expect } from 'chai';
 import { OxigraphStore } from '../../src/store/oxigraph-store.js';
 import { UndeclaredGraphError, graphsChangedBy } from '../../src/store/declared-graphs.js';
 import { DEFAULT_GRAPH } from '../../src/store/store.js';
+import { sparql, raw } from '../../src/rdf/sparql.js';
 
 /** Every write declares the graphs it may change; the test suite's store refuses a declaration that does not cover them. */
 describe('store: write declarations are checked in the test suite', () => {
@@ -23,28 +24,28 @@ describe('store: write declarations are checked in the test suite', () => {
 
   it('refuses a write that changes a graph it did not declare, before applying anything', async () => {
     const store = new OxigraphStore(undefined, undefined, { checkGraphs: true });
-    await store.update('INSERT DATA { GRAPH <urn:g:a> { <urn:s> <urn:p> 1 } }', ['urn:g:a']);
+    await store.update(sparql`INSERT DATA { GRAPH <urn:g:a> { <urn:s> <urn:p> 1 } }`, ['urn:g:a']);
     let error: unknown;
     try {
       await store.write([
-        { kind: 'update', sparql: 'INSERT DATA { GRAPH <urn:g:a> { <urn:s> <urn:p> 2 } }', graphs: ['urn:g:a'] },
-        { kind: 'update', sparql: 'INSERT DATA { GRAPH <urn:g:b> { <urn:s> <urn:p> 3 } }', graphs: ['urn:g:a'] },
+        { kind: 'update', sparql: sparql`INSERT DATA { GRAPH <urn:g:a> { <urn:s> <urn:p> 2 } }`, graphs: ['urn:g:a'] },
+        { kind: 'update', sparql: sparql`INSERT DATA { GRAPH <urn:g:b> { <urn:s> <urn:p> 3 } }`, graphs: ['urn:g:a'] },
       ]);
     } catch (err) {
       error = err;
     }
     expect(error).to.be.instanceOf(UndeclaredGraphError);
     expect((error as Error).message).to.contain('op 2 changes <urn:g:b> without declaring it');
-    expect(await store.select('SELECT ?o WHERE { GRAPH ?g { ?s ?p ?o } }')).to.have.length(1);
+    expect(await store.select(sparql`SELECT ?o WHERE { GRAPH ?g { ?s ?p ?o } }`)).to.have.length(1);
     let variable: unknown;
-    await store.update('DELETE WHERE { GRAPH ?g { ?s ?p ?o } }', ['urn:g:a']).catch((err: unknown) => { variable = err; });
+    await store.update(sparql`DELETE WHERE { GRAPH ?g { ?s ?p ?o } }`, ['urn:g:a']).catch((err: unknown) => { variable = err; });
     expect(variable).to.be.instanceOf(UndeclaredGraphError);
-    expect(await store.select('SELECT ?o WHERE { GRAPH ?g { ?s ?p ?o } }')).to.have.length(1);
+    expect(await store.select(sparql`SELECT ?o WHERE { GRAPH ?g { ?s ?p ?o } }`)).to.have.length(1);
   });
 
   it('refuses a WHERE or a condition whose group holds nothing but FILTERs (Virtuoso ignores them), before applying anything', async () => {
     const store = new OxigraphStore(undefined, undefined, { checkGraphs: true });
-    const insert = (where: string) => `INSERT { GRAPH <urn:g:a> { <urn:s> <urn:p> 2 } } WHERE { ${where} }`;
+    const insert = (where: string) => sparql`INSERT { GRAPH <urn:g:a> { <urn:s> <urn:p> 2 } } WHERE { ${raw(where)} }`;
     const notThere = 'FILTER NOT EXISTS { GRAPH <urn:g:a> { <urn:s> <urn:p> ?o } }';
     expect(changed(insert(notThere))).to.match(/nothing but FILTERs/);
     expect(changed(insert(`OPTIONAL { ${notThere} }`))).to.match(/nothing but FILTERs/);
@@ -54,13 +55,13 @@ describe('store: write declarations are checked in the test suite', () => {
     expect(refused).to.be.instanceOf(UndeclaredGraphError);
     expect((refused as Error).message).to.contain('VALUES ?condition { true }');
     let condition: unknown;
-    await store.writeIf({ ask: `ASK { ${notThere} }`, expect: true },
-      [{ kind: 'update', sparql: 'INSERT DATA { GRAPH <urn:g:a> { <urn:s> <urn:p> 3 } }', graphs: ['urn:g:a'] }])
+    await store.writeIf({ ask: sparql`ASK { ${raw(notThere)} }`, expect: true },
+      [{ kind: 'update', sparql: sparql`INSERT DATA { GRAPH <urn:g:a> { <urn:s> <urn:p> 3 } }`, graphs: ['urn:g:a'] }])
       .catch((err: unknown) => { condition = err; });
     expect((condition as Error).message).to.contain('the condition of a conditional write');
-    expect(await store.select('SELECT ?o WHERE { GRAPH ?g { ?s ?p ?o } }')).to.have.length(0);
-    expect(await store.writeIf({ ask: `ASK { VALUES ?condition { true } ${notThere} }`, expect: true },
-      [{ kind: 'update', sparql: 'INSERT DATA { GRAPH <urn:g:a> { <urn:s> <urn:p> 3 } }', graphs: ['urn:g:a'] }])).to.equal(true);
+    expect(await store.select(sparql`SELECT ?o WHERE { GRAPH ?g { ?s ?p ?o } }`)).to.have.length(0);
+    expect(await store.writeIf({ ask: sparql`ASK { VALUES ?condition { true } ${raw(notThere)} }`, expect: true },
+      [{ kind: 'update', sparql: sparql`INSERT DATA { GRAPH <urn:g:a> { <urn:s> <urn:p> 3 } }`, graphs: ['urn:g:a'] }])).to.equal(true);
   });
 
   it('is on in this suite', () => {

@@ -4,6 +4,7 @@ import { join } from 'node:path';
 import { expect } from 'chai';
 import { openDurableStore } from '../../src/store/durable.js';
 import { content, insertPair, numbers, openCollecting, tempDir } from './helpers.js';
+import { sparql } from '../../src/rdf/sparql.js';
 
 describe('durable store', () => {
   let dir: string;
@@ -16,7 +17,7 @@ describe('durable store', () => {
     for (let i = 0; i < 5; i++) await first.update(insertPair(i), ['urn:g:test']);
     await first.write([
       { kind: 'load', graph: 'urn:g:loaded', format: 'text/turtle', data: '<urn:x> <urn:y> "z" .' },
-      { kind: 'update', sparql: 'DELETE DATA { GRAPH <urn:g:test> { <urn:n:0> <urn:p:a> 0 } }', graphs: ['urn:g:test'] },
+      { kind: 'update', sparql: sparql`DELETE DATA { GRAPH <urn:g:test> { <urn:n:0> <urn:p:a> 0 } }`, graphs: ['urn:g:test'] },
     ]);
     const before = content(first);
     await first.close();
@@ -34,7 +35,7 @@ describe('durable store', () => {
     for (let i = 0; i < 10; i++) await first.update(insertPair(i), ['urn:g:test']);
     await first.snapshot();
     for (let i = 10; i < 15; i++) await first.update(insertPair(i), ['urn:g:test']);
-    await first.update('DELETE DATA { GRAPH <urn:g:test> { <urn:n:3> <urn:p:a> 3 } }', ['urn:g:test']);
+    await first.update(sparql`DELETE DATA { GRAPH <urn:g:test> { <urn:n:3> <urn:p:a> 3 } }`, ['urn:g:test']);
     const before = content(first);
     expect(first.stats().snapshots).to.equal(1);
     await first.close();
@@ -169,21 +170,21 @@ describe('durable store: multi-update writes', () => {
   it('applies several updates that each declare prefixes as one write, and keeps them after reopen', async () => {
     const store = await openDurableStore(dir);
     await store.write([
-      { kind: 'update', sparql: 'PREFIX ex: <urn:ex:> INSERT DATA { GRAPH <urn:g:a> { ex:s ex:p 1 } }', graphs: ['urn:g:a'] },
-      { kind: 'update', sparql: 'PREFIX ex: <urn:ex:>\nPREFIX other: <urn:other:> INSERT DATA { GRAPH <urn:g:a> { ex:s other:p 2 } }', graphs: ['urn:g:a'] },
-      { kind: 'update', sparql: 'PREFIX ex: <urn:different:> INSERT DATA { GRAPH <urn:g:a> { ex:s ex:p 3 } }', graphs: ['urn:g:a'] },
+      { kind: 'update', sparql: sparql`PREFIX ex: <urn:ex:> INSERT DATA { GRAPH <urn:g:a> { ex:s ex:p 1 } }`, graphs: ['urn:g:a'] },
+      { kind: 'update', sparql: sparql`PREFIX ex: <urn:ex:>\nPREFIX other: <urn:other:> INSERT DATA { GRAPH <urn:g:a> { ex:s other:p 2 } }`, graphs: ['urn:g:a'] },
+      { kind: 'update', sparql: sparql`PREFIX ex: <urn:different:> INSERT DATA { GRAPH <urn:g:a> { ex:s ex:p 3 } }`, graphs: ['urn:g:a'] },
     ]);
-    const count = async () => Number((await store.select('SELECT (COUNT(*) AS ?n) WHERE { GRAPH <urn:g:a> { ?s ?p ?o } }'))[0]!.n!.value);
+    const count = async () => Number((await store.select(sparql`SELECT (COUNT(*) AS ?n) WHERE { GRAPH <urn:g:a> { ?s ?p ?o } }`))[0]!.n!.value);
     expect(await count()).to.equal(3);
     expect(await store.size()).to.equal(3);
-    await store.update('INSERT DATA { GRAPH <urn:g:b> { <urn:x> <urn:y> <urn:z> } }', ['urn:g:b']);
+    await store.update(sparql`INSERT DATA { GRAPH <urn:g:b> { <urn:x> <urn:y> <urn:z> } }`, ['urn:g:b']);
     expect(await store.size(), 'the count follows every write').to.equal(4);
     // Graph management uses the SILENT forms (store contract): every write is checked on an empty scratch store.
-    await store.update('DROP SILENT GRAPH <urn:g:b>', ['urn:g:b']);
-    expect(await store.ask('ASK { GRAPH <urn:g:a> { <urn:different:s> <urn:different:p> 3 } }')).to.equal(true);
+    await store.update(sparql`DROP SILENT GRAPH <urn:g:b>`, ['urn:g:b']);
+    expect(await store.ask(sparql`ASK { GRAPH <urn:g:a> { <urn:different:s> <urn:different:p> 3 } }`)).to.equal(true);
     await store.close();
     const reopened = await openDurableStore(dir);
-    expect(Number((await reopened.select('SELECT (COUNT(*) AS ?n) WHERE { GRAPH <urn:g:a> { ?s ?p ?o } }'))[0]!.n!.value)).to.equal(3);
+    expect(Number((await reopened.select(sparql`SELECT (COUNT(*) AS ?n) WHERE { GRAPH <urn:g:a> { ?s ?p ?o } }`))[0]!.n!.value)).to.equal(3);
     await reopened.close();
   });
 
@@ -192,8 +193,8 @@ describe('durable store: multi-update writes', () => {
     let error: unknown = null;
     try {
       await store.write([
-        { kind: 'update', sparql: 'PREFIX ex: <urn:ex:> INSERT DATA { GRAPH <urn:g:a> { ex:s ex:p 1 } }', graphs: ['urn:g:a'] },
-        { kind: 'update', sparql: 'PREFIX ex: <urn:ex:> INSERT DATA { GRAPH <urn:g:a> { ex:s ex:p ', graphs: ['urn:g:a'] },
+        { kind: 'update', sparql: sparql`PREFIX ex: <urn:ex:> INSERT DATA { GRAPH <urn:g:a> { ex:s ex:p 1 } }`, graphs: ['urn:g:a'] },
+        { kind: 'update', sparql: sparql`PREFIX ex: <urn:ex:> INSERT DATA { GRAPH <urn:g:a> { ex:s ex:p `, graphs: ['urn:g:a'] },
       ]);
     } catch (err) { error = err; }
     expect(error).to.be.instanceOf(Error);

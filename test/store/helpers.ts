@@ -2,6 +2,7 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { openDurableStore, type DurableStore, type DurableStoreOptions } from '../../src/store/durable.js';
+import { sparql, iri, integer, type Sparql } from '../../src/rdf/sparql.js';
 
 /** A fresh temporary data directory, removed by `cleanup()`. */
 export async function tempDir(): Promise<{ dir: string; cleanup: () => Promise<void> }> {
@@ -20,13 +21,14 @@ export async function openCollecting(
 }
 
 /** INSERT DATA of two triples about number `n` in one update. */
-export function insertPair(n: number): string {
-  return `INSERT DATA { GRAPH <urn:g:test> { <urn:n:${n}> <urn:p:a> ${n} . <urn:n:${n}> <urn:p:b> ${n} . } }`;
+export function insertPair(n: number): Sparql {
+  const s = iri(`urn:n:${n}`);
+  return sparql`INSERT DATA { GRAPH <urn:g:test> { ${s} <urn:p:a> ${integer(n)} . ${s} <urn:p:b> ${integer(n)} . } }`;
 }
 
 /** The numbers having an `a` triple and those having a `b` triple. */
 export async function numbers(store: DurableStore): Promise<{ a: Set<number>; b: Set<number> }> {
-  const rows = await store.select('SELECT ?p ?n WHERE { GRAPH <urn:g:test> { ?s ?p ?n } }');
+  const rows = await store.select(sparql`SELECT ?p ?n WHERE { GRAPH <urn:g:test> { ?s ?p ?n } }`);
   const a = new Set<number>();
   const b = new Set<number>();
   for (const row of rows) {

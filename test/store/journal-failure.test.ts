@@ -6,6 +6,7 @@ import { readJournalFile } from '../../src/store/journal.js';
 import { StoreUnavailableError } from '../../src/store/store.js';
 import { JournalFaults } from '../helpers/journal-faults.js';
 import { insertPair, numbers, openCollecting, tempDir } from './helpers.js';
+import { sparql } from '../../src/rdf/sparql.js';
 
 /** The write's rejection (fails the test if it resolved). */
 async function rejection(write: Promise<void>): Promise<unknown> {
@@ -64,7 +65,7 @@ describe('store: a journal that cannot be written (ENOSPC)', function () {
     expect(err).to.be.instanceOf(StoreUnavailableError);
     expect((err as StoreUnavailableError).errno).to.equal('ENOSPC');
     expect(await sorted(store)).to.deep.equal({ a: [1, 2], b: [1, 2] });
-    expect(await store.ask('ASK { GRAPH <urn:g:test> { <urn:n:3> ?p ?o } }')).to.equal(false);
+    expect(await store.ask(sparql`ASK { GRAPH <urn:g:test> { <urn:n:3> ?p ?o } }`)).to.equal(false);
     expect(store.version, 'caches were not told of a write that did not happen').to.equal(version);
     expect(heard).to.deep.equal([]);
     expect(store.health()).to.include({ writable: false });

@@ -5,6 +5,7 @@ import { expect } from 'chai';
 import { openDurableStore } from '../../src/store/durable.js';
 import { encodeRecord } from '../../src/store/journal.js';
 import { insertPair, numbers, openCollecting, tempDir } from './helpers.js';
+import { sparql } from '../../src/rdf/sparql.js';
 
 /**
  * Four writes, close, a fifth write, close: the fifth record is exactly the
@@ -88,7 +89,7 @@ describe('journal recovery', () => {
     const sum = createHash('sha256').update(lengthAndSeq).update(payload).digest().subarray(0, 8);
     const badJson = Buffer.concat([lengthAndSeq.subarray(0, 4), sum, lengthAndSeq.subarray(4), payload]);
 
-    const outOfSequence = encodeRecord(9, [{ kind: 'update', sparql: 'INSERT DATA { <urn:x> <urn:y> <urn:z> }', graphs: [''] }]);
+    const outOfSequence = encodeRecord(9, [{ kind: 'update', sparql: sparql`INSERT DATA { <urn:x> <urn:y> <urn:z> }`, graphs: [''] }]);
     for (const tail of [badJson, outOfSequence]) {
       await copyFile(pristine, file);
       await truncate(file, lastStart);
@@ -104,7 +105,7 @@ describe('journal recovery', () => {
     expect(name).to.equal('journal-0000000000000001.log');
     const later = join(dir, 'journal-0000000000000008.log');
     const handle = await open(later, 'w');
-    await handle.write(encodeRecord(8, [{ kind: 'update', sparql: 'INSERT DATA { <urn:x> <urn:y> <urn:z> }', graphs: [''] }]));
+    await handle.write(encodeRecord(8, [{ kind: 'update', sparql: sparql`INSERT DATA { <urn:x> <urn:y> <urn:z> }`, graphs: [''] }]));
     await handle.close();
     let error: Error | undefined;
     await openDurableStore(dir).catch((e: Error) => (error = e));

@@ -3,22 +3,23 @@ import { OxigraphStore } from '../../src/store/oxigraph-store.js';
 import { openDurableStore } from '../../src/store/durable.js';
 import { GraphCache } from '../../src/store/graph-cache.js';
 import { tempDir } from './helpers.js';
+import { sparql, iri, literal, raw } from '../../src/rdf/sparql.js';
 
 /** The store keeps SELECT and ASK answers between writes; every write, even a failed one, empties them. */
 describe('store: answers kept between writes', () => {
-  const names = async (store: OxigraphStore) => (await store.select('SELECT ?o WHERE { GRAPH <urn:g> { <urn:s> <urn:p> ?o } } ORDER BY ?o')).map((b) => b.o!.value);
-  const has = async (store: OxigraphStore, o: string) => await store.ask(`ASK { GRAPH <urn:g> { <urn:s> <urn:p> "${o}" } }`);
+  const names = async (store: OxigraphStore) => (await store.select(sparql`SELECT ?o WHERE { GRAPH <urn:g> { <urn:s> <urn:p> ?o } } ORDER BY ?o`)).map((b) => b.o!.value);
+  const has = async (store: OxigraphStore, o: string) => await store.ask(sparql`ASK { GRAPH <urn:g> { <urn:s> <urn:p> "${raw(o)}" } }`);
 
   it('answers what the store holds after each kind of write', async () => {
     const store = new OxigraphStore();
     expect(await names(store)).to.deep.equal([]);
     expect(await has(store, 'a')).to.equal(false);
-    await store.update('INSERT DATA { GRAPH <urn:g> { <urn:s> <urn:p> "a" } }', ['urn:g']);
+    await store.update(sparql`INSERT DATA { GRAPH <urn:g> { <urn:s> <urn:p> "a" } }`, ['urn:g']);
     expect(await names(store)).to.deep.equal(['a']);
     expect(await has(store, 'a')).to.equal(true);
     await store.write([{ kind: 'load', graph: 'urn:g', format: 'application/n-triples', data: '<urn:s> <urn:p> "b" .\n' }]);
     expect(await names(store)).to.deep.equal(['a', 'b']);
-    await store.update('DELETE DATA { GRAPH <urn:g> { <urn:s> <urn:p> "a" } }', ['urn:g']);
+    await store.update(sparql`DELETE DATA { GRAPH <urn:g> { <urn:s> <urn:p> "a" } }`, ['urn:g']);
     expect(await names(store)).to.deep.equal(['b']);
     expect(await has(store, 'a')).to.equal(false);
   });
@@ -29,7 +30,7 @@ describe('store: answers kept between writes', () => {
     let failed = false;
     try {
       await store.write([
-        { kind: 'update', sparql: 'INSERT DATA { GRAPH <urn:g> { <urn:s> <urn:p> "c" } }', graphs: ['urn:g'] },
+        { kind: 'update', sparql: sparql`INSERT DATA { GRAPH <urn:g> { <urn:s> <urn:p> "c" } }`, graphs: ['urn:g'] },
         { kind: 'load', graph: 'urn:g', format: 'text/turtle', data: 'this is not turtle' },
       ]);
     } catch {
@@ -45,8 +46,8 @@ describe('store: answers kept between writes', () => {
     const { dir, cleanup } = await tempDir();
     const store = await openDurableStore(dir);
     try {
-      await store.update('INSERT DATA { GRAPH <urn:g1> { <urn:s> <urn:p> "one" } GRAPH <urn:g2> { <urn:s> <urn:p> "two" } }', ['urn:g1', 'urn:g2']);
-      const q = 'SELECT ?o WHERE { <urn:s> <urn:p> ?o }';
+      await store.update(sparql`INSERT DATA { GRAPH <urn:g1> { <urn:s> <urn:p> "one" } GRAPH <urn:g2> { <urn:s> <urn:p> "two" } }`, ['urn:g1', 'urn:g2']);
+      const q = sparql`SELECT ?o WHERE { <urn:s> <urn:p> ?o }`;
       expect((await store.select(q, { defaultGraphs: ['urn:g1'] })).map((b) => b.o!.value)).to.deep.equal(['one']);
       expect((await store.select(q, { defaultGraphs: ['urn:g2'] })).map((b) => b.o!.value)).to.deep.equal(['two']);
       const first = await store.select(q, { defaultGraphs: ['urn:g1'] });
@@ -62,9 +63,9 @@ describe('store: answers kept between writes', () => {
 
 /** The one read cache (GraphCache): an answer is kept while the revisions of the graphs it read do not move. */
 describe('read cache keyed on graph revisions', () => {
-  const insert = (graph: string, value: string) => `INSERT DATA { GRAPH <${graph}> { <urn:s> <urn:p> "${value}" } }`;
+  const insert = (graph: string, value: string) => sparql`INSERT DATA { GRAPH ${iri(graph)} { <urn:s> <urn:p> ${literal(value)} } }`;
   const valuesOf = async (store: OxigraphStore, graph: string) =>
-    (await store.select(`SELECT ?o WHERE { GRAPH <${graph}> { <urn:s> <urn:p> ?o } } ORDER BY ?o`)).map((b) => b.o!.value);
+    (await store.select(sparql`SELECT ?o WHERE { GRAPH ${iri(graph)} { <urn:s> <urn:p> ?o } } ORDER BY ?o`)).map((b) => b.o!.value);
 
   /** A cache and a counted read of one graph through it. */
   function setup() {
@@ -124,7 +125,7 @@ describe('read cache keyed on graph revisions', () => {
     expect(store.revision('urn:g:a')).to.be.greaterThan(a0);
     expect(store.revision('urn:g:b')).to.equal(b0);
     const a1 = store.revision('urn:g:a');
-    await store.write([{ kind: 'update', sparql: 'INSERT DATA { GRAPH <urn:g:a> { <urn:s> <urn:p> } }', graphs: ['urn:g:a'] }]).catch(() => {});
+    await store.write([{ kind: 'update', sparql: sparql`INSERT DATA { GRAPH <urn:g:a> { <urn:s> <urn:p> } }`, graphs: ['urn:g:a'] }]).catch(() => {});
     expect(store.revision('urn:g:a')).to.be.at.least(a1);
     expect(store.revision('urn:g:b')).to.equal(b0);
   });

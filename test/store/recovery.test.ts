@@ -6,6 +6,7 @@ import { JournalCorruptError, LostHistoryError, openDurableStore } from '../../s
 import { runWsm } from '../helpers/cli.js';
 import { startTestServer } from '../helpers/server.js';
 import { content, insertPair, openCollecting, tempDir } from './helpers.js';
+import { sparql } from '../../src/rdf/sparql.js';
 
 /** Store content with blank node labels (which a load renames) made uniform. */
 const shape = (lines: string[]) => lines.map((l) => l.replace(/_:[0-9a-z]+/g, '_:b')).sort();
@@ -13,7 +14,7 @@ const shape = (lines: string[]) => lines.map((l) => l.replace(/_:[0-9a-z]+/g, '_
 const sha = (bytes: Buffer) => createHash('sha256').update(bytes).digest('hex');
 
 async function numbersIn(store: Awaited<ReturnType<typeof openDurableStore>>): Promise<number[]> {
-  const rows = await store.select('SELECT DISTINCT ?n WHERE { GRAPH <urn:g:test> { ?s <urn:p:a> ?n } }');
+  const rows = await store.select(sparql`SELECT DISTINCT ?n WHERE { GRAPH <urn:g:test> { ?s <urn:p:a> ?n } }`);
   return rows.map((r) => Number(r!.n!.value)).sort((a, b) => a - b);
 }
 
@@ -163,7 +164,7 @@ describe('recovery: snapshots', function () {
     expect(shape(content(store))).to.deep.equal(shape(before));
     expect(await numbersIn(store)).to.deep.equal(range(1, 20));
     // Blank nodes kept their structure through the snapshot.
-    expect(await store.ask('ASK { GRAPH <urn:g:blank> { <urn:x> <urn:y> ?b . ?b <urn:z> "inner" ; <urn:w> ?c . ?c <urn:v> 1 } }')).to.equal(true);
+    expect(await store.ask(sparql`ASK { GRAPH <urn:g:blank> { <urn:x> <urn:y> ?b . ?b <urn:z> "inner" ; <urn:w> ?c . ?c <urn:v> 1 } }`)).to.equal(true);
 
     // The next snapshot replaces the corrupt one; the sound one it fell back to stays as the previous.
     await store.update(insertPair(21), ['urn:g:test']);

@@ -5,6 +5,7 @@ import { ENCODE_SLICE_CHARS, encodeRecord, encodeRecordInSlices, scanJournal } f
 import type { Binding, WriteOp } from '../../src/store/store.js';
 import { GraphCache } from '../../src/store/graph-cache.js';
 import { content, tempDir } from './helpers.js';
+import { sparql, iri, type Sparql } from '../../src/rdf/sparql.js';
 
 /** N-Triples of `n` triples, about 90 bytes each. */
 function triples(n: number, tag = 's'): string {
@@ -30,7 +31,7 @@ describe('store: large writes are applied in slices', function () {
 
   it('lets the event loop turn while it applies, orders later writes after it, and journals it whole', async () => {
     const store = await openDurableStore(dir);
-    await store.update('INSERT DATA { GRAPH <urn:g:big> { <urn:old> <urn:p:label> "old" } }', ['urn:g:big']);
+    await store.update(sparql`INSERT DATA { GRAPH <urn:g:big> { <urn:old> <urn:p:label> "old" } }`, ['urn:g:big']);
     const data = triples(20_000);
     expect(data.length).to.be.greaterThan(SLICE_BYTES * 8);
     const version = store.version;
@@ -38,25 +39,25 @@ describe('store: large writes are applied in slices', function () {
     let turns = 0;
     const ticker = setInterval(() => { turns++; }, 0);
     const big = store.write([
-      { kind: 'update', sparql: 'DROP SILENT GRAPH <urn:g:big>', graphs: ['urn:g:big'] },
+      { kind: 'update', sparql: sparql`DROP SILENT GRAPH <urn:g:big>`, graphs: ['urn:g:big'] },
       { kind: 'load', graph: 'urn:g:big', format: 'application/n-triples', data },
     ]);
     // Issued while the big write is being applied: must apply after all of it (else slices would follow the DROP).
-    const later = store.write([{ kind: 'update', sparql: 'DROP SILENT GRAPH <urn:g:big> ; INSERT DATA { GRAPH <urn:g:big> { <urn:after> <urn:p:label> "after" } }', graphs: ['urn:g:big'] }]);
+    const later = store.write([{ kind: 'update', sparql: sparql`DROP SILENT GRAPH <urn:g:big> ; INSERT DATA { GRAPH <urn:g:big> { <urn:after> <urn:p:label> "after" } }`, graphs: ['urn:g:big'] }]);
     await Promise.all([big, later]);
     clearInterval(ticker);
 
     expect(turns, 'timers ran between slices').to.be.greaterThan(5);
     expect(store.version).to.equal(version + 2);
-    const rows = await store.select('SELECT ?s WHERE { GRAPH <urn:g:big> { ?s ?p ?o } }');
+    const rows = await store.select(sparql`SELECT ?s WHERE { GRAPH <urn:g:big> { ?s ?p ?o } }`);
     expect(rows.map((b) => b.s!.value)).to.deep.equal(['urn:after']);
 
     // Without the later write, the journal replays the big one whole.
     await store.write([
-      { kind: 'update', sparql: 'DROP SILENT GRAPH <urn:g:big>', graphs: ['urn:g:big'] },
+      { kind: 'update', sparql: sparql`DROP SILENT GRAPH <urn:g:big>`, graphs: ['urn:g:big'] },
       { kind: 'load', graph: 'urn:g:big', format: 'application/n-triples', data },
     ]);
-    expect(await store.select('SELECT (COUNT(*) AS ?n) WHERE { GRAPH <urn:g:big> { ?s ?p ?o } }')).to.have.nested.property('[0].n.value', '20000');
+    expect(await store.select(sparql`SELECT (COUNT(*) AS ?n) WHERE { GRAPH <urn:g:big> { ?s ?p ?o } }`)).to.have.nested.property('[0].n.value', '20000');
     const before = content(store);
     await store.close();
     const reopened = await openDurableStore(dir);
@@ -78,7 +79,7 @@ describe('store: a large write becomes visible all at once', function () {
     const records = 'https://workspaces.local/workspaces/w1/packages';
     await store.write([
       { kind: 'load', graph, format: 'application/n-triples', data: triples(3, 'old') },
-      { kind: 'update', sparql: `INSERT DATA { GRAPH <${records}> { <urn:record> <urn:p:version> "1" } }`, graphs: [records] },
+      { kind: 'update', sparql: sparql`INSERT DATA { GRAPH ${iri(records)} { <urn:record> <urn:p:version> "1" } }`, graphs: [records] },
     ]);
     const graphsBefore = await store.graphNames();
     const data = triples(20_000);
@@ -86,15 +87,15 @@ describe('store: a large write becomes visible all at once', function () {
 
     // What a reader sees, polled on every event-loop turn while the write is under way; by
     // queryRaw, which no answer cache serves (a cached SELECT answer could hide a partial state).
-    const ask = async (query: string) => (JSON.parse(await store.queryRaw(query, 'application/sparql-results+json') as string) as { results: { bindings: Binding[] } }).results.bindings;
+    const ask = async (query: Sparql) => (JSON.parse(await store.queryRaw(query, 'application/sparql-results+json') as string) as { results: { bindings: Binding[] } }).results.bindings;
     const seen = new Set<string>();
     const strays = new Set<string>();
     let polls = 0;
     let writing = true;
     const poll = async () => {
       while (writing) {
-        const [count] = await ask(`SELECT (COUNT(*) AS ?n) WHERE { GRAPH <${graph}> { ?s ?p ?o } }`);
-        const version = await ask(`SELECT ?v WHERE { GRAPH <${records}> { <urn:record> <urn:p:version> ?v } }`);
+        const [count] = await ask(sparql`SELECT (COUNT(*) AS ?n) WHERE { GRAPH ${iri(graph)} { ?s ?p ?o } }`);
+        const version = await ask(sparql`SELECT ?v WHERE { GRAPH ${iri(records)} { <urn:record> <urn:p:version> ?v } }`);
         seen.add(`${count!.n!.value} triples, version ${version.map((b) => b.v!.value).join('+')}`);
         for (const g of await store.graphNames()) if (!graphsBefore.includes(g) && g !== graph) strays.add(g);
         polls++;
@@ -103,9 +104,9 @@ describe('store: a large write becomes visible all at once', function () {
     };
     const reader = poll();
     await store.write([
-      { kind: 'update', sparql: `DROP SILENT GRAPH <${graph}>`, graphs: [graph] },
+      { kind: 'update', sparql: sparql`DROP SILENT GRAPH ${iri(graph)}`, graphs: [graph] },
       { kind: 'load', graph, format: 'application/n-triples', data },
-      { kind: 'update', sparql: `DELETE WHERE { GRAPH <${records}> { <urn:record> <urn:p:version> ?v } } ; INSERT DATA { GRAPH <${records}> { <urn:record> <urn:p:version> "2" } }`, graphs: [records] },
+      { kind: 'update', sparql: sparql`DELETE WHERE { GRAPH ${iri(records)} { <urn:record> <urn:p:version> ?v } } ; INSERT DATA { GRAPH ${iri(records)} { <urn:record> <urn:p:version> "2" } }`, graphs: [records] },
     ]);
     writing = false;
     await reader;
@@ -115,7 +116,7 @@ describe('store: a large write becomes visible all at once', function () {
     expect([...seen].sort()).to.deep.equal(['20000 triples, version 2', '3 triples, version 1'].filter((s) => seen.has(s)).sort());
     expect(seen.has('3 triples, version 1'), 'the reader saw the state before').to.equal(true);
     expect([...strays], 'no graph but those of the store and the write is ever listed').to.deep.equal([]);
-    expect(await store.select(`SELECT (COUNT(*) AS ?n) WHERE { GRAPH <${graph}> { ?s ?p ?o } }`)).to.have.nested.property('[0].n.value', '20000');
+    expect(await store.select(sparql`SELECT (COUNT(*) AS ?n) WHERE { GRAPH ${iri(graph)} { ?s ?p ?o } }`)).to.have.nested.property('[0].n.value', '20000');
     expect(store.raw.size, 'nothing but the write was added').to.equal(20_001);
     const before = content(store);
     await store.close();
@@ -135,9 +136,9 @@ describe('store: the read cache during a large write', function () {
   it('keeps answering a cached read while a large write to its graph is published, and drops it once the write is visible', async () => {
     const store = await openDurableStore(dir);
     const graph = 'urn:g:cached';
-    await store.update(`INSERT DATA { GRAPH <${graph}> { <urn:record> <urn:p:version> "1" } }`, [graph]);
+    await store.update(sparql`INSERT DATA { GRAPH ${iri(graph)} { <urn:record> <urn:p:version> "1" } }`, [graph]);
     const cache = new GraphCache<string>(store);
-    const read = async () => (await store.select(`SELECT ?v WHERE { GRAPH <${graph}> { <urn:record> <urn:p:version> ?v } }`))[0]!.v!.value;
+    const read = async () => (await store.select(sparql`SELECT ?v WHERE { GRAPH ${iri(graph)} { <urn:record> <urn:p:version> ?v } }`))[0]!.v!.value;
     expect(await cache.get('version', [graph], read)).to.equal('1');
 
     // Polled on every event-loop turn while the write is checked, journaled and published.
@@ -153,7 +154,7 @@ describe('store: the read cache during a large write', function () {
       }
     })();
     await store.write([
-      { kind: 'update', sparql: `DELETE WHERE { GRAPH <${graph}> { <urn:record> <urn:p:version> ?v } } ; INSERT DATA { GRAPH <${graph}> { <urn:record> <urn:p:version> "2" } }`, graphs: [graph] },
+      { kind: 'update', sparql: sparql`DELETE WHERE { GRAPH ${iri(graph)} { <urn:record> <urn:p:version> ?v } } ; INSERT DATA { GRAPH ${iri(graph)} { <urn:record> <urn:p:version> "2" } }`, graphs: [graph] },
       { kind: 'load', graph, format: 'application/n-triples', data: triples(20_000) },
     ]);
     writing = false;
@@ -175,7 +176,7 @@ describe('journal: a large record is encoded in slices', () => {
     let data = '';
     while (data.length < ENCODE_SLICE_CHARS * 2 + 5) data += unit;
     const ops: WriteOp[] = [
-      { kind: 'update', sparql: 'DROP SILENT GRAPH <urn:g:big>', graphs: ['urn:g:big'] },
+      { kind: 'update', sparql: sparql`DROP SILENT GRAPH <urn:g:big>`, graphs: ['urn:g:big'] },
       { kind: 'load', graph: 'urn:g:big', format: 'application/n-triples', data },
       { kind: 'load', graph: 'urn:g:small', format: 'application/n-triples', data: '<urn:a> <urn:b> "c" .\n' },
     ];

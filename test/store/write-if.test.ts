@@ -5,6 +5,7 @@ import { OxigraphStore } from '../../src/store/oxigraph-store.js';
 import { openDurableStore } from '../../src/store/durable.js';
 import { WriteRefusedError, type WriteOp } from '../../src/store/store.js';
 import { tempDir, content } from './helpers.js';
+import { sparql, raw, literal } from '../../src/rdf/sparql.js';
 
 /**
  * Conditional writes (`QuadStore.writeIf`, docs/architecture.md "Invariant
@@ -21,10 +22,10 @@ describe('store: conditional writes (writeIf)', () => {
     const files = (await readdir(dir)).filter((f) => f.startsWith('journal-')).sort();
     return Buffer.concat(await Promise.all(files.map((f) => readFile(join(dir, f)))));
   };
-  const aliasFree = (alias: string) => ({ ask: `ASK { GRAPH <urn:g> { ?c <urn:alias> "${alias}" } }`, expect: false });
-  const claim = (alias: string, n: number): WriteOp[] => [{ kind: 'update', sparql: `INSERT DATA { GRAPH <urn:g> { <urn:c:${n}> <urn:alias> "${alias}" } }`, graphs: ['urn:g'] }];
+  const aliasFree = (alias: string) => ({ ask: sparql`ASK { GRAPH <urn:g> { ?c <urn:alias> ${literal(alias)} } }`, expect: false });
+  const claim = (alias: string, n: number): WriteOp[] => [{ kind: 'update', sparql: sparql`INSERT DATA { GRAPH <urn:g> { <urn:c:${raw(String(n))}> <urn:alias> ${literal(alias)} } }`, graphs: ['urn:g'] }];
   const holders = async (store: OxigraphStore, alias: string) =>
-    (await store.select(`SELECT ?c WHERE { GRAPH <urn:g> { ?c <urn:alias> "${alias}" } }`)).map((b) => b.c!.value);
+    (await store.select(sparql`SELECT ?c WHERE { GRAPH <urn:g> { ?c <urn:alias> ${literal(alias)} } }`)).map((b) => b.c!.value);
 
   it('applies when the condition holds and answers true; otherwise applies nothing, journals nothing, tells no listener and answers false', async () => {
     const store = await openDurableStore(dir);
@@ -42,12 +43,12 @@ describe('store: conditional writes (writeIf)', () => {
     expect(seen).to.have.length(1);
     expect(await holders(store, 'a')).to.deep.equal(['urn:c:1']);
     // expect: true — applies only while the ASK answers true.
-    expect(await store.writeIf({ ask: 'ASK { GRAPH <urn:g> { <urn:c:1> <urn:alias> "a" } }', expect: true },
-      [{ kind: 'update', sparql: 'DELETE DATA { GRAPH <urn:g> { <urn:c:1> <urn:alias> "a" } }', graphs: ['urn:g'] }])).to.equal(true);
+    expect(await store.writeIf({ ask: sparql`ASK { GRAPH <urn:g> { <urn:c:1> <urn:alias> "a" } }`, expect: true },
+      [{ kind: 'update', sparql: sparql`DELETE DATA { GRAPH <urn:g> { <urn:c:1> <urn:alias> "a" } }`, graphs: ['urn:g'] }])).to.equal(true);
     expect(await holders(store, 'a')).to.deep.equal([]);
-    expect(await store.writeIf({ ask: 'ASK { GRAPH <urn:g> { <urn:c:1> <urn:alias> "a" } }', expect: true },
-      [{ kind: 'update', sparql: 'INSERT DATA { GRAPH <urn:g> { <urn:c:1> <urn:gone> true } }', graphs: ['urn:g'] }])).to.equal(false);
-    expect(await store.ask('ASK { GRAPH <urn:g> { <urn:c:1> <urn:gone> true } }')).to.equal(false);
+    expect(await store.writeIf({ ask: sparql`ASK { GRAPH <urn:g> { <urn:c:1> <urn:alias> "a" } }`, expect: true },
+      [{ kind: 'update', sparql: sparql`INSERT DATA { GRAPH <urn:g> { <urn:c:1> <urn:gone> true } }`, graphs: ['urn:g'] }])).to.equal(false);
+    expect(await store.ask(sparql`ASK { GRAPH <urn:g> { <urn:c:1> <urn:gone> true } }`)).to.equal(false);
     await store.close();
     // What applied is durable; what did not is not in the journal either.
     const reopened = await openDurableStore(dir);
@@ -74,7 +75,7 @@ describe('store: conditional writes (writeIf)', () => {
     for (let i = 0; i < 20_000; i++) data += `<urn:big:${i}> <urn:p> "${i}" .\n`;
     const big = store.write([
       { kind: 'load', graph: 'urn:big', format: 'application/n-triples', data },
-      { kind: 'update', sparql: 'INSERT DATA { GRAPH <urn:g> { <urn:c:big> <urn:alias> "y" } }', graphs: ['urn:g'] },
+      { kind: 'update', sparql: sparql`INSERT DATA { GRAPH <urn:g> { <urn:c:big> <urn:alias> "y" } }`, graphs: ['urn:g'] },
     ]);
     // Made while the sliced write is under way: it must see the sliced write's alias.
     const raced = store.writeIf(aliasFree('y'), claim('y', 1));

@@ -6,6 +6,7 @@ import { openDurableStore, type DurableStore } from '../../../src/store/durable.
 import { Graphs } from '../../../src/rdf/graphs.js';
 import { createLogger } from '../../../src/logger.js';
 import { CommandFailure, CommandRunner, CommandStore, type LifecycleCommand } from '../../../src/packages/commands.js';
+import { sparql, iri, raw } from '../../../src/rdf/sparql.js';
 
 const graphs = new Graphs('https://t.example/');
 const WS = '11111111-1111-4111-8111-111111111111';
@@ -31,7 +32,7 @@ describe('lifecycle command runner', () => {
   beforeEach(async () => {
     dir = mkdtempSync(path.join(os.tmpdir(), 'wsm-cmd-'));
     s = await open(dir);
-    await s.store.update(`INSERT DATA { GRAPH <${graphs.system}> { <${graphs.resource('workspace', WS)}> a <https://w3id.org/wsm/ns#Workspace> ; <https://w3id.org/wsm/ns#id> "${WS}" } }`, [graphs.system]);
+    await s.store.update(sparql`INSERT DATA { GRAPH ${iri(graphs.system)} { ${iri(graphs.resource('workspace', WS))} a <https://w3id.org/wsm/ns#Workspace> ; <https://w3id.org/wsm/ns#id> "${raw(WS)}" } }`, [graphs.system]);
   });
   afterEach(async () => { await s.store.close().catch(() => {}); rmSync(dir, { recursive: true, force: true }); });
 
@@ -43,7 +44,7 @@ describe('lifecycle command runner', () => {
     const cmd = await s.runner.submit({ ...base, commandType: 'INSTALL', exclusive: true, job: async (ctx) => {
       await ctx.event('INFO', 'read 3 triples');
       await gate;
-      return { ops: [{ kind: 'update', sparql: 'INSERT DATA { GRAPH <urn:g:data> { <urn:a> <urn:b> <urn:c> } }', graphs: ['urn:g:data'] }], message: 'done', packageInstallationId: '22222222-2222-4222-8222-222222222222' };
+      return { ops: [{ kind: 'update', sparql: sparql`INSERT DATA { GRAPH <urn:g:data> { <urn:a> <urn:b> <urn:c> } }`, graphs: ['urn:g:data'] }], message: 'done', packageInstallationId: '22222222-2222-4222-8222-222222222222' };
     } });
     expect(cmd.status).to.equal('pending');
     expect(cmd.packageInstallation).to.equal(null);
