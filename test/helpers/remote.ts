@@ -1,5 +1,7 @@
 import type { SparqlEndpointOptions } from '../../src/store/sparql-client.js';
 import type { QuadStore } from '../../src/store/store.js';
+import { SparqlStore } from '../../src/store/sparql-store.js';
+import { iri, sparql } from '../../src/rdf/sparql.js';
 
 /**
  * The remote engine the remote-store tests run against, from the same
@@ -17,6 +19,25 @@ export function remoteSettings(): SparqlEndpointOptions | undefined {
     ...(env.WSM_SPARQL_PASSWORD ? { password: env.WSM_SPARQL_PASSWORD } : {}),
     dialect: env.WSM_SPARQL_DIALECT === 'standard' ? 'standard' : 'virtuoso',
   };
+}
+
+/** The service's settings (`WSM_STORE=sparql` and the engine's) for a server started on this engine. */
+export function engineEnv(settings: SparqlEndpointOptions): Record<string, string> {
+  return {
+    WSM_STORE: 'sparql',
+    WSM_SPARQL_QUERY_URL: settings.queryUrl,
+    WSM_SPARQL_UPDATE_URL: settings.updateUrl,
+    ...(settings.user ? { WSM_SPARQL_USER: settings.user } : {}),
+    ...(settings.password ? { WSM_SPARQL_PASSWORD: settings.password } : {}),
+    WSM_SPARQL_DIALECT: settings.dialect,
+  };
+}
+
+/** Drops every graph of the service under `baseIri` from the engine. */
+export async function emptyEngine(settings: SparqlEndpointOptions, baseIri: string): Promise<void> {
+  const store = new SparqlStore(settings, baseIri);
+  const graphs = await store.graphNames();
+  if (graphs.length) await store.write(graphs.map((g) => ({ kind: 'update' as const, sparql: sparql`DROP SILENT GRAPH ${iri(g)}`, graphs: [g] })));
 }
 
 export const NO_ENGINE = 'no remote SPARQL engine: run `npm run virtuoso` and export the settings it prints to run these tests';

@@ -7,9 +7,7 @@ import { createLogger } from '../../src/logger.js';
 import { startServer, type RunningServer } from '../../src/server.js';
 import type { StoreTestOptions } from '../../src/store/open.js';
 import { mintToken, type MintOptions } from '../../src/auth/tokens.js';
-import { SparqlStore } from '../../src/store/sparql-store.js';
-import { remoteSettings } from './remote.js';
-import { sparql, iri } from '../../src/rdf/sparql.js';
+import { emptyEngine, engineEnv, remoteSettings } from './remote.js';
 
 /** Data directories (with their base IRI) whose remote graphs this test process has already emptied. */
 const emptied = new Set<string>();
@@ -29,18 +27,9 @@ async function remoteStoreEnv(baseIri: string, dataDir: string): Promise<Record<
   const key = `${path.resolve(dataDir)} ${baseIri}`;
   if (!emptied.has(key)) {
     emptied.add(key);
-    const store = new SparqlStore(settings, baseIri);
-    const graphs = await store.graphNames();
-    if (graphs.length) await store.write(graphs.map((g) => ({ kind: 'update' as const, sparql: sparql`DROP SILENT GRAPH ${iri(g)}`, graphs: [g] })));
+    await emptyEngine(settings, baseIri);
   }
-  return {
-    WSM_STORE: 'sparql',
-    WSM_SPARQL_QUERY_URL: settings.queryUrl,
-    WSM_SPARQL_UPDATE_URL: settings.updateUrl,
-    ...(settings.user ? { WSM_SPARQL_USER: settings.user } : {}),
-    ...(settings.password ? { WSM_SPARQL_PASSWORD: settings.password } : {}),
-    WSM_SPARQL_DIALECT: settings.dialect,
-  };
+  return engineEnv(settings);
 }
 
 export interface TestServer {

@@ -4,11 +4,10 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import supertest from 'supertest';
 import { bearer, removeDir, seedWorkspace, startTestServer, tempDir, type TestServer } from '../helpers/server.js';
-import { requireRemote } from '../helpers/remote.js';
+import { emptyEngine, engineEnv, requireRemote } from '../helpers/remote.js';
 import { freePort } from '../helpers/ports.js';
 import { tinyPackage } from '../helpers/packages.js';
 import { bigMatrixTurtle, publish } from '../helpers/lifecycle.js';
-import { SparqlStore } from '../../src/store/sparql-store.js';
 import { iri, sparql } from '../../src/rdf/sparql.js';
 import type { SparqlEndpointOptions } from '../../src/store/sparql-client.js';
 
@@ -16,17 +15,8 @@ const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..')
 /** Short, so the test sees a lease end; the instances renew every third of it. */
 const LEASE_MS = 5000;
 
-function engineEnv(settings: SparqlEndpointOptions): Record<string, string> {
-  return {
-    WSM_STORE: 'sparql',
-    WSM_SPARQL_QUERY_URL: settings.queryUrl,
-    WSM_SPARQL_UPDATE_URL: settings.updateUrl,
-    ...(settings.user ? { WSM_SPARQL_USER: settings.user } : {}),
-    ...(settings.password ? { WSM_SPARQL_PASSWORD: settings.password } : {}),
-    WSM_SPARQL_DIALECT: settings.dialect,
-    WSM_LEASE_MS: String(LEASE_MS),
-  };
-}
+/** The engine's settings, with the short lease. */
+const instanceEnv = (settings: SparqlEndpointOptions): Record<string, string> => ({ ...engineEnv(settings), WSM_LEASE_MS: String(LEASE_MS) });
 
 /**
  * Several service instances on one engine (DESIGN.md section 9; issue 15):
@@ -48,12 +38,10 @@ describe('three service instances on one engine (WSM_STORE=sparql)', function ()
   before(async function () {
     settings = requireRemote(this);
     // An engine emptied of the service's graphs (as WSM_TEST_STORE=sparql does for one server).
-    const cleaner = new SparqlStore(settings, 'https://workspaces.local/');
-    const graphs = await cleaner.graphNames();
-    if (graphs.length) await cleaner.write(graphs.map((g) => ({ kind: 'update' as const, sparql: sparql`DROP SILENT GRAPH ${iri(g)}`, graphs: [g] })));
+    await emptyEngine(settings, 'https://workspaces.local/');
     dataDir = tempDir();
     // One after the other: the first creates the issuer key the others read.
-    for (let i = 0; i < 3; i++) instances.push(await startTestServer(engineEnv(settings), dataDir));
+    for (let i = 0; i < 3; i++) instances.push(await startTestServer(instanceEnv(settings), dataDir));
     ({ tokens } = await seedWorkspace(instances[0]!, 'acme'));
   });
   after(async () => {
@@ -155,7 +143,7 @@ describe('three service instances on one engine (WSM_STORE=sparql)', function ()
   it('an install whose instance is SIGKILLed is failed ("interrupted") by another once its lease ends, nothing of it left; one whose owner is alive is never taken', async () => {
     const port = await freePort();
     const env = {
-      ...process.env, ...engineEnv(settings),
+      ...process.env, ...instanceEnv(settings),
       PORT: String(port), HOST: '127.0.0.1', WSM_DATA_DIR: dataDir, WSM_REGISTRY: path.join(dataDir, 'registry'), WSM_LOG_LEVEL: 'warn', WSM_DEMO: 'false',
     };
     const child: ChildProcess = spawn(process.execPath, ['--import', 'tsx', path.join(root, 'src/cli.ts'), 'serve'], { cwd: root, env, stdio: 'ignore' });
