@@ -1,6 +1,8 @@
 import { expect } from 'chai';
 import { Parser } from 'n3';
 import oxigraph from 'oxigraph';
+import jsonld from 'jsonld';
+import { ReservedTerms } from '../../../src/rdf/reserved.js';
 import { parseTurtle } from '../../../src/rdf/turtle.js';
 import {
   validateMatrices, reportFromNTriples, reportTurtle, shapesQuads, type ValidationReport, type ValidationResult,
@@ -169,6 +171,36 @@ pt:Guest a iam:Role ; rdfs:label "Guest" ; rdfs:comment "Read-only access." .
     expect(reportFromNTriples(ntriples)).to.deep.equal(report);
     // a dump with graph names (N-Quads) reads the same
     expect(reportFromNTriples(store.dump({ format: 'application/n-quads' }))).to.deep.equal(report);
+  });
+
+  it('writes the same report as the engine\'s own report graph, for results of every kind', async () => {
+    // Violations, warnings, infos, an inverse path, blank focus nodes with labels, a result of the
+    // per-file shapes (a second file not declaring its URI) and uses of reserved IRIs.
+    const matrices = [
+      tracking({
+        managerWithoutLabel: true,
+        imports: ['https://example.org/matrices/missing'],
+        extra: `pt:Watcher a iam:Agent ; rdfs:label "Watcher"@en, "Beobachter"@de ; iam:hasRole pt:Nobody .
+pt:Guest a iam:Role ; rdfs:label "Guest" ; rdfs:comment "Read-only access." .
+[] a iam:Agent ; rdfs:label "Anonymous bot" ; iam:hasRole pt:Developer .
+[] a iam:Role ; rdfs:label "Anonymous role" .
+pt:Guest <https://w3id.org/wsm/ns#owner> <https://workspaces.local/users/root> .`,
+      }),
+      { uri: 'https://example.org/matrices/second', name: 'second', quads: parseTurtle('<https://example.org/matrices/other> a <https://poliglot.io/os/spec/matrix#Matrix> .', { source: 'second/assembly.ttl' }) },
+    ];
+    const input = { matrices, context: { roleUris: [`${TRACKING_NS}Developer`], matrixUris: [] }, reserved: new ReservedTerms('https://workspaces.local/') };
+    const direct = await validateMatrices(input);
+    const engine = await validateMatrices({ ...input, viaEngineReportGraph: true });
+    expect(direct.report.violationCount).to.be.greaterThan(3);
+    expect(direct.report.warningCount).to.be.greaterThan(0);
+    expect(direct.report.infoCount).to.be.greaterThan(0);
+    expect(direct.report.results.map((r) => r.path)).to.include(`^${HAS_ROLE}`);
+    expect(direct.report.results.map((r) => r.message).join('\n')).to.match(/service's own vocabulary/);
+    expect(direct.report).to.deep.equal(engine.report);
+    expect(reportFromNTriples(direct.ntriples)).to.deep.equal(engine.report);
+    // The same graph, whatever the blank node labels: compared in canonical form.
+    const canonical = (nt: string) => jsonld.canonize(nt, { algorithm: 'URDNA2015', inputFormat: 'application/n-quads' });
+    expect(await canonical(direct.ntriples)).to.equal(await canonical(engine.ntriples));
   });
 
   it('gives readable Turtle with prefixes that parses to the same report', async () => {
