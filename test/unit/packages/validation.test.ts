@@ -199,7 +199,8 @@ pt:Guest <https://w3id.org/wsm/ns#owner> <https://workspaces.local/users/root> .
     expect(direct.report).to.deep.equal(engine.report);
     expect(reportFromNTriples(direct.ntriples)).to.deep.equal(engine.report);
     // The same graph, whatever the blank node labels: compared in canonical form.
-    const canonical = (nt: string) => jsonld.canonize(nt, { algorithm: 'URDNA2015', inputFormat: 'application/n-quads' });
+    // (jsonld's types only name JSON-LD input; with inputFormat it takes N-Quads text.)
+    const canonical = (nt: string) => jsonld.canonize(nt as unknown as jsonld.JsonLdDocument, { algorithm: 'URDNA2015', inputFormat: 'application/n-quads' });
     expect(await canonical(direct.ntriples)).to.equal(await canonical(engine.ntriples));
   });
 
