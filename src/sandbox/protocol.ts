@@ -34,7 +34,7 @@ export interface SyncMessage {
    * in `(afterSeq, throughSeq]` (`GraphSources.journal`). Those it cannot
    * replay (`replay.ts`) are left empty and named in the answer.
    */
-  fromJournal?: { dir: string; afterSeq: number; throughSeq: number; graphs: string[] };
+  fromJournal?: { dir: string; afterSeq: number; throughSeq: number; graphs: string[]; skipped: number[] };
 }
 
 export interface RunMessage {

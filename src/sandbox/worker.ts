@@ -135,8 +135,12 @@ async function replayJournal(source: NonNullable<SyncMessage['fromJournal']>): P
     }
   };
   try {
+    const skipped = new Set(source.skipped);
     for (const record of journalRecords(source.dir, source.afterSeq, source.throughSeq)) {
+      // A conditional write whose condition did not hold applied nothing; one that held applied its ops.
+      if (skipped.has(record.seq)) continue;
       for (const op of record.ops) {
+        if (op.kind === 'condition') continue;
         if (op.kind === 'load') {
           // Without a transaction (less memory): a load that fails part-way ends the replay, and the graphs are cleared below.
           if (wanted.has(op.graph) && !lost.has(op.graph)) store.load(op.data, { format: op.format, to_graph_name: oxigraph.namedNode(op.graph), no_transaction: true });

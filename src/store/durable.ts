@@ -5,7 +5,7 @@ import { fsyncDir } from './fsutil.js';
 import { Journal, cutJournal, journalFileName, readJournalFile, type JournalFileOps, type JournalRecord, type JournalStats } from './journal.js';
 import { acquireLock, type DirLock } from './lock.js';
 import { OxigraphStore, applyOp, coalesceUpdates } from './oxigraph-store.js';
-import { JOURNAL_FILE } from './journal-records.js';
+import { JOURNAL_FILE, splitRecord } from './journal-records.js';
 import { listSnapshots, loadLatestSnapshot, removeSnapshotsExcept, writeSnapshot } from './snapshot.js';
 import type { StoreHealth, WriteCondition, WriteOp } from './store.js';
 
@@ -185,9 +185,12 @@ export class DurableStore extends OxigraphStore implements SnapshotCoverage {
     private snapshotBytes: number,
     private readonly options: StoreOptions,
     snapshot?: { file: string; seq: number; changed: ChangedGraphs },
+    skipped: Iterable<number> = [],
   ) {
     super(raw, journal);
     this.coverage = snapshot;
+    this.appliedSeq = replayInfo.lastSeq;
+    for (const seq of skipped) this.skippedSeqs.add(seq);
   }
 
   protected override async writeChecked(ops: WriteOp[], condition: WriteCondition | null): Promise<boolean> {
@@ -236,8 +239,10 @@ export class DurableStore extends OxigraphStore implements SnapshotCoverage {
       journal: {
         dir: this.dataDir,
         afterSeq: coverage?.seq ?? 0,
-        throughSeq: this.journal.lastDurableSeq,
+        // Applied (or skipped), not merely durable: whether a conditional record applied is known from here on.
+        throughSeq: this.appliedSeq,
         graphs: graphs.filter((g) => !unchanged.includes(g)),
+        skipped: [...this.skippedSeqs].filter((seq) => seq > (coverage?.seq ?? 0) && seq <= this.appliedSeq),
       },
     };
   }
@@ -365,10 +370,21 @@ export class DurableStore extends OxigraphStore implements SnapshotCoverage {
   }
 }
 
-function replayRecord(raw: oxigraph.Store, record: JournalRecord, file: string, changed: ChangedGraphs): void {
-  changed.addOps(record.ops);
+/**
+ * Applies one journal record; a conditional write's record only if its
+ * condition holds here, where the live store asked it (every earlier record
+ * applied). Answers false for a record whose condition did not hold.
+ */
+function replayRecord(raw: oxigraph.Store, record: JournalRecord, file: string, changed: ChangedGraphs): boolean {
+  const { condition, ops } = splitRecord(record.ops);
   try {
-    for (const op of coalesceUpdates(record.ops)) applyOp(raw, op);
+    if (condition) {
+      const answer = JSON.parse(raw.query(condition.ask, { results_format: 'application/sparql-results+json' }) as string) as { boolean?: boolean };
+      if (answer.boolean !== condition.expect) return false;
+    }
+    changed.addOps(ops);
+    for (const op of coalesceUpdates(ops)) applyOp(raw, op);
+    return true;
   } catch (err) {
     throw new Error(`journal ${file}: record ${record.seq} does not replay: ${(err as Error).message}`, { cause: err });
   }
@@ -421,6 +437,8 @@ export async function openDurableStore(dataDir: string, options: DurableStoreOpt
     const raw = snapshot?.raw ?? new oxigraph.Store();
     const snapshotSeq = snapshot?.seq ?? 0;
     const changedSinceSnapshot = new ChangedGraphs();
+    /** Conditional records after the snapshot whose condition did not hold. */
+    const skipped: number[] = [];
     const snapshotDone = performance.now();
     const info: ReplayInfo = {
       snapshotSeq,
@@ -499,7 +517,7 @@ export async function openDurableStore(dataDir: string, options: DurableStoreOpt
               ', refusing to open an incomplete history',
           );
         }
-        replayRecord(raw, record, file, changedSinceSnapshot);
+        if (!replayRecord(raw, record, file, changedSinceSnapshot)) skipped.push(record.seq);
         info.recordsReplayed++;
         info.lastSeq = record.seq;
       }
@@ -525,7 +543,7 @@ export async function openDurableStore(dataDir: string, options: DurableStoreOpt
     const snapshotBytes = snapshot ? (await stat(snapshot.file)).size : 0;
     // A version 1 snapshot (N-Quads) is not offered to readers of graphs: they read the TriG blocks.
     const coverage = snapshot?.file.endsWith('.trig') ? { file: snapshot.file, seq: snapshot.seq, changed: changedSinceSnapshot } : undefined;
-    return new DurableStore(raw, journal, lock, dataDir, info, snapshotSeq, snapshotBytes, opts, coverage);
+    return new DurableStore(raw, journal, lock, dataDir, info, snapshotSeq, snapshotBytes, opts, coverage, skipped);
   } catch (err) {
     await lock.release();
     throw err;

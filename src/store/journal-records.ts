@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto';
 import { closeSync, openSync, readdirSync, readSync } from 'node:fs';
 import { join } from 'node:path';
-import type { StoredOp, WriteOp } from './store.js';
+import type { ConditionOp, StoredOp, WriteOp } from './store.js';
 
 /*
  * The journal's record layout (little endian), and a reader of a journal
@@ -12,7 +12,8 @@ import type { StoredOp, WriteOp } from './store.js';
  *   [0, 4)    u32  payload length in bytes
  *   [4, 12)   8 bytes checksum: first 8 bytes of sha256(length ‖ seq ‖ payload)
  *   [12, 20)  u64  sequence number (1, 2, 3, ... over the whole history)
- *   [20, ..)  payload: UTF-8 JSON of the WriteOp[] of one write
+ *   [20, ..)  payload: UTF-8 JSON of the WriteOp[] of one write; a conditional
+ *             write's list starts with its ConditionOp (`{ kind: 'condition', ask, expect }`)
  */
 export const HEADER_BYTES = 20;
 
@@ -38,6 +39,24 @@ export function isWriteOp(value: unknown): value is WriteOp {
   return false;
 }
 
+function isConditionOp(value: unknown): value is ConditionOp {
+  if (typeof value !== 'object' || value === null) return false;
+  const op = value as Record<string, unknown>;
+  return op.kind === 'condition' && typeof op.ask === 'string' && typeof op.expect === 'boolean';
+}
+
+/** A record's payload: write ops, the first of which may be the write's condition. */
+export function isRecordPayload(value: unknown): value is Array<StoredOp | ConditionOp> {
+  return Array.isArray(value) && value.every((op, i) => isWriteOp(op) || (i === 0 && isConditionOp(op)));
+}
+
+/** A record's condition (its first op, when it has one) and its write ops. */
+export function splitRecord(ops: ReadonlyArray<StoredOp | ConditionOp>): { condition: ConditionOp | null; ops: StoredOp[] } {
+  const first = ops[0];
+  if (first && first.kind === 'condition') return { condition: first, ops: ops.slice(1) as StoredOp[] };
+  return { condition: null, ops: ops as StoredOp[] };
+}
+
 /** The records of a journal directory from `afterSeq + 1` to `throughSeq` could not all be read. */
 export class JournalGapError extends Error {}
 
@@ -48,7 +67,7 @@ export class JournalGapError extends Error {}
  * read back whole (a file removed meanwhile, say): the caller then gets the
  * data elsewhere. Records past `throughSeq` (being written now) are never read.
  */
-export function* journalRecords(dir: string, afterSeq: number, throughSeq: number): Generator<{ seq: number; ops: StoredOp[] }> {
+export function* journalRecords(dir: string, afterSeq: number, throughSeq: number): Generator<{ seq: number; ops: Array<StoredOp | ConditionOp> }> {
   if (throughSeq <= afterSeq) return;
   const files = readdirSync(dir)
     .map((name) => ({ name, m: JOURNAL_FILE.exec(name) }))
@@ -85,8 +104,8 @@ export function* journalRecords(dir: string, afterSeq: number, throughSeq: numbe
           throw new JournalGapError(`journal ${file}: record ${seq} fails its checksum`);
         }
         const ops = JSON.parse(payload.toString('utf8')) as unknown;
-        if (!Array.isArray(ops) || !ops.every(isWriteOp)) throw new JournalGapError(`journal ${file}: record ${seq} holds no write ops`);
-        yield { seq, ops: ops as StoredOp[] };
+        if (!isRecordPayload(ops)) throw new JournalGapError(`journal ${file}: record ${seq} holds no write ops`);
+        yield { seq, ops };
         next++;
       }
     } finally {

@@ -4,13 +4,13 @@ import { dirname, join } from 'node:path';
 import { fsyncDir } from './fsutil.js';
 import { observeFsync } from '../metrics.js';
 import type { WriteSink } from './oxigraph-store.js';
-import { StoreUnavailableError, type StoredOp, type WriteOp } from './store.js';
-import { HEADER_BYTES, checksum, isWriteOp, lengthAndSeqBytes } from './journal-records.js';
+import { StoreUnavailableError, type ConditionOp, type JournalOp, type StoredOp } from './store.js';
+import { HEADER_BYTES, checksum, isRecordPayload, lengthAndSeqBytes } from './journal-records.js';
 
 // Record layout: see `journal-records.ts`.
 
 /** Encodes one journal record: the bytes appended to the file for one write. */
-export function encodeRecord(seq: number, ops: WriteOp[]): Buffer {
+export function encodeRecord(seq: number, ops: readonly JournalOp[]): Buffer {
   const payload = Buffer.from(JSON.stringify(ops), 'utf8');
   const record = Buffer.allocUnsafe(HEADER_BYTES + payload.length);
   record.writeUInt32LE(payload.length, 0);
@@ -34,7 +34,7 @@ const nextTurn = () => new Promise<void>((resolve) => setImmediate(resolve));
  * The record is returned as its pieces, in order (never copied into one
  * buffer): the journal writes them one after another.
  */
-export async function encodeRecordInSlices(seq: number, ops: WriteOp[]): Promise<Buffer[]> {
+export async function encodeRecordInSlices(seq: number, ops: readonly JournalOp[]): Promise<Buffer[]> {
   const pieces: Buffer[] = [Buffer.from('[')];
   for (const [i, op] of ops.entries()) {
     if (i > 0) pieces.push(Buffer.from(','));
@@ -71,8 +71,11 @@ export async function encodeRecordInSlices(seq: number, ops: WriteOp[]): Promise
 /** One decoded journal record. */
 export interface JournalRecord {
   seq: number;
-  /** As written: records from before writes declared their graphs have none (replay needs none). */
-  ops: StoredOp[];
+  /**
+   * As written: records from before writes declared their graphs have none
+   * (replay needs none); a conditional write's record starts with its condition.
+   */
+  ops: Array<StoredOp | ConditionOp>;
 }
 
 /** What scanning a journal buffer found. */
@@ -118,7 +121,7 @@ export function scanJournal(bytes: Buffer): JournalScan {
     } catch {
       return { records, validBytes: offset, problem: `${at}: payload is not JSON` };
     }
-    if (!Array.isArray(ops) || !ops.every(isWriteOp)) {
+    if (!isRecordPayload(ops)) {
       return { records, validBytes: offset, problem: `${at}: payload is not a list of write ops` };
     }
     records.push({ seq, ops });
@@ -434,14 +437,14 @@ export class Journal implements WriteSink {
    * with `StoreUnavailableError` if it could not be. The sequence number is
    * taken synchronously, so record order is call order.
    */
-  append(ops: WriteOp[]): Promise<void> {
+  append(ops: readonly JournalOp[]): Promise<void> {
     if (this.closed) return Promise.reject(new Error('journal is closed'));
     // A large record (an install) is encoded in slices; its place in the queue is taken now.
     const large = ops.some((op) => op.kind === 'load' && op.data.length > ENCODE_SLICE_CHARS);
     const seq = ++this.seq;
     const bytes = large ? encodeRecordInSlices(seq, ops) : encodeRecord(seq, ops);
     this.appends++;
-    this.fileBytes += Buffer.isBuffer(bytes) ? bytes.length : ops.reduce((n, op) => n + (op.kind === 'load' ? op.data.length : op.sparql.length), 0);
+    this.fileBytes += Buffer.isBuffer(bytes) ? bytes.length : ops.reduce((n, op) => n + (op.kind === 'load' ? op.data.length : op.kind === 'update' ? op.sparql.length : op.ask.length), 0);
     return new Promise<void>((resolve, reject) => {
       this.queue.push({ kind: 'record', seq, bytes, resolve, reject });
       this.schedule();

@@ -3,7 +3,7 @@ import { ExclusiveSections } from './sections.js';
 import { GraphRevisions } from './revisions.js';
 import { assertDeclared, checkGraphsFromEnv } from './declared-graphs.js';
 import { checkLoadsOffThread } from './load-check.js';
-import { WriteRefusedError, declaredGraphs, type Binding, type QuadStore, type QueryScope, type RdfFormat, type StoredOp, type WriteCondition, type WriteOp } from './store.js';
+import { WriteRefusedError, declaredGraphs, type Binding, type QuadStore, type QueryScope, type JournalOp, type RdfFormat, type StoredOp, type WriteCondition, type WriteOp } from './store.js';
 import { sparql, trustedSparql, type Sparql } from '../rdf/sparql.js';
 
 /**
@@ -13,7 +13,9 @@ import { sparql, trustedSparql, type Sparql } from '../rdf/sparql.js';
  * if it rejects, the write is not applied.
  */
 export interface WriteSink {
-  append(ops: readonly WriteOp[]): Promise<void>;
+  /** Appends one record; resolves once it is durable. Its sequence number is `lastSeq` right after the call. */
+  append(ops: readonly JournalOp[]): Promise<void>;
+  readonly lastSeq: number;
   close(): Promise<void>;
 }
 
@@ -273,6 +275,15 @@ export class OxigraphStore implements QuadStore {
   /** The last write's turn to be applied: writes are applied one after another, in journal order. */
   private applyTail: Promise<void> = Promise.resolve();
 
+  /**
+   * Sequence number of the last journal record applied (or skipped: a
+   * conditional write whose condition did not hold), and the records
+   * skipped; `DurableStore` tells readers outside this thread (query
+   * workers replaying the journal) which records to leave out.
+   */
+  protected appliedSeq = 0;
+  protected readonly skippedSeqs = new Set<number>();
+
   /** Resolves once every write made so far has been applied (or has failed). */
   protected async appliedSoFar(): Promise<void> {
     for (let tail = this.applyTail; ; tail = this.applyTail) {
@@ -310,11 +321,10 @@ export class OxigraphStore implements QuadStore {
 
   /**
    * A write, or a conditional one. Writes are journaled first and applied
-   * after their fsync, in journal order; so a condition is asked once every
-   * write journaled before it is applied, and in the same synchronous
-   * stretch as the append of the ops that depend on it: no other write
-   * comes between the check and the apply, and the journal record needs no
-   * condition (replay applies what was applied).
+   * after their fsync, in journal order. A conditional write is journaled
+   * with its condition and the condition asked when it applies
+   * (`appendConditional`); a condition without ops is asked once every
+   * write journaled before it is applied.
    */
   protected async writeChecked(ops: WriteOp[], condition: WriteCondition | null): Promise<boolean> {
     if (ops.length === 0 && !condition) return true;
@@ -341,7 +351,9 @@ export class OxigraphStore implements QuadStore {
       if (refused) throw new WriteRefusedError(loads[refused.index]!.index, refused.message);
     }
     const touched = declaredGraphs(ops);
+    if (condition && ops.length > 0) return this.appendConditional(condition, ops, calls, large, touched);
     if (condition) {
+      // A condition alone: asked once every write journaled before it is applied.
       for (;;) {
         const blocked = this.checking ?? this.appendBlocked();
         if (blocked) {
@@ -352,8 +364,7 @@ export class OxigraphStore implements QuadStore {
         await tail;
         if (tail === this.applyTail && !this.checking && !this.appendBlocked()) break;
       }
-      if (!this.holds(condition)) return false;
-      if (ops.length === 0) return true;
+      return this.holds(condition);
     } else {
       // Behind a large write still being checked, or a snapshot being taken (the durable store).
       for (let blocked = (large ? null : this.checking) ?? this.appendBlocked(); blocked; blocked = this.checking ?? this.appendBlocked()) await blocked;
@@ -363,13 +374,45 @@ export class OxigraphStore implements QuadStore {
     // fails (StoreUnavailableError) is never visible to any read, and no
     // cache or listener hears of it. Writes are applied one after another.
     const durable = this.sink ? this.sink.append(ops) : Promise.resolve();
+    const seq = this.sink ? this.sink.lastSeq : this.appliedSeq + 1;
     const turn = this.applyTail.then(async () => {
       await durable;
       await this.apply(calls, large, touched);
+      this.appliedSeq = seq;
     });
     this.applyTail = turn.catch(() => {});
     await turn;
     return true;
+  }
+
+  /**
+   * A conditional write is journaled with its condition, in this tick, like
+   * any write (so it shares the group commit of the writes around it), and
+   * the condition is asked when its turn to apply comes: after its fsync,
+   * once every write journaled before it is applied, in the same
+   * synchronous stretch as its apply. Replay asks it at the same point of
+   * history, so it gives the same outcome; a record whose condition failed
+   * is remembered as skipped (`skippedSeqs`).
+   */
+  private async appendConditional(condition: WriteCondition, ops: WriteOp[], calls: WriteOp[], large: boolean, touched: ReadonlySet<string>): Promise<boolean> {
+    for (let blocked = (large ? null : this.checking) ?? this.appendBlocked(); blocked; blocked = this.checking ?? this.appendBlocked()) await blocked;
+    const record: JournalOp[] = [{ kind: 'condition', ask: condition.ask, expect: condition.expect }, ...ops];
+    const durable = this.sink ? this.sink.append(record) : Promise.resolve();
+    const seq = this.sink ? this.sink.lastSeq : this.appliedSeq + 1;
+    let applied = false;
+    const turn = this.applyTail.then(async () => {
+      await durable;
+      if (this.holds(condition)) {
+        await this.apply(calls, large, touched);
+        applied = true;
+      } else {
+        this.skippedSeqs.add(seq);
+      }
+      this.appliedSeq = seq;
+    });
+    this.applyTail = turn.catch(() => {});
+    await turn;
+    return applied;
   }
 
   /** Applies a checked, journaled write in memory, then tells caches and listeners. */

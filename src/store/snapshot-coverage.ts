@@ -64,10 +64,12 @@ export interface GraphSources {
   /**
    * The other graphs: the snapshot's content (none when there is no
    * snapshot) followed by the journal records of `dir` with seq in
-   * `(afterSeq, throughSeq]`. Every write applied when this was answered
-   * has its record at or before `throughSeq`.
+   * `(afterSeq, throughSeq]`, except those in `skipped` (conditional
+   * writes whose condition did not hold: nothing of them was applied).
+   * Every write applied when this was answered has its record at or before
+   * `throughSeq`, and every record up to it was applied or skipped.
    */
-  journal: { dir: string; afterSeq: number; throughSeq: number; graphs: string[] };
+  journal: { dir: string; afterSeq: number; throughSeq: number; graphs: string[]; skipped: number[] };
 }
 
 export function hasSnapshotCoverage(store: object): store is SnapshotCoverage {

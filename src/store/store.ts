@@ -125,6 +125,17 @@ export type StoredOp =
   | { kind: 'load'; graph: string; format: RdfFormat; data: string };
 
 /**
+ * The first op of a conditional write's journal record: its ops apply only
+ * if the ASK answers `expect` on the store as every earlier record left it
+ * (which is where the live store asked it too, so replay gives the same
+ * outcome). Records without one apply unconditionally.
+ */
+export interface ConditionOp { kind: 'condition'; ask: string; expect: boolean }
+
+/** What one journal record holds: optionally a condition, then the write's ops. */
+export type JournalOp = WriteOp | ConditionOp;
+
+/**
  * The condition of a conditional write: an ASK query (unscoped, standard
  * SPARQL) and the answer it must give for the write to apply. Its groups
  * must not be FILTERs alone: Virtuoso ignores the FILTERs of a group with

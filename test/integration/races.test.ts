@@ -59,6 +59,12 @@ describe('invariants under racing requests', function () {
       expect(count(got, 409)).to.equal(19);
       const own = (await t.http.get('/api/v1/commands/acme').set(bearer(tokens.member))).body.data as Array<{ alias: string }>;
       expect(own.filter((c) => c.alias === alias)).to.have.length(1);
+      // The query workers' copy (rebuilt from the journal, where all 20 claims are recorded with their
+      // condition) holds only the one that applied.
+      const seen = await t.http.get('/api/v1/sparql/acme').set(bearer(tokens.owner)).set('Accept', 'application/sparql-results+json')
+        .query({ query: `SELECT DISTINCT ?c WHERE { GRAPH ?g { ?c ?p "${alias}" } }` });
+      expect(seen.status, seen.text).to.equal(200);
+      expect((JSON.parse(seen.text) as { results: { bindings: unknown[] } }).results.bindings).to.have.length(1);
     }
   });
 
