@@ -312,6 +312,8 @@ export class DurableStore extends OxigraphStore implements SnapshotCoverage {
       this.snapshotBytes = written.bytes;
       await rotated;
       this.coverage = { file: written.file, seq, changed: changedAfter };
+      // Records the snapshot holds the outcome of are never replayed by a reader again.
+      for (const skipped of this.skippedSeqs) if (skipped <= seq) this.skippedSeqs.delete(skipped);
     } finally {
       openGate();
       this.nextCoverage = undefined;
