@@ -5,7 +5,7 @@ import { GraphRevisions } from './revisions.js';
 import { assertDeclared, checkGraphsFromEnv } from './declared-graphs.js';
 import { WriteRefusedError, declaredGraphs, type Binding, type QuadStore, type QueryScope, type WriteCondition, type WriteOp } from './store.js';
 import { InstanceLease } from './instance-lease.js';
-import { DEADLOCK_RETRIES, EngineError, SparqlClient, insertOperations, isDeadlock, type SparqlEndpointOptions } from './sparql-client.js';
+import { EngineError, READ_COMMITTED, SparqlClient, insertOperations, type SparqlEndpointOptions } from './sparql-client.js';
 import { sparql, sparqlFragment, literal, iri, join, variable, type Sparql } from '../rdf/sparql.js';
 
 const RESULTS_JSON = 'application/sparql-results+json';
@@ -26,9 +26,9 @@ const MAX_CALL_BYTES = 512 * 1024;
  *   A large write first loads its data in bounded chunks into private
  *   staging graphs (invisible to every read of the service: no record names
  *   them), then one transaction moves them into place with the rest of the
- *   ops; a failure drops the staging graphs. That transaction holds the
- *   large-write gate, which every read asks first (`read`), so readers wait
- *   for it rather than make it roll back as deadlocked.
+ *   ops; a failure drops the staging graphs. Meanwhile the large-write
+ *   gate is closed, which every read asks first (`read`), so readers wait
+ *   for that transaction rather than make it roll back as deadlocked.
  *
  * Scoped queries (user queries confined to some graphs) are not answered
  * here: the protocol's dataset parameters do not confine `GRAPH <iri>` on
@@ -52,11 +52,10 @@ export class SparqlStore implements QuadStore {
   private readonly checkGraphs: boolean;
   /** The graph holding each graph's generation (`${base}store/generations`). */
   readonly generationsGraph: string;
-  /** `virtuoso` dialect: the gate every read passes and a large write's final transaction holds (`read`). */
-  private readonly gateAsk: string;
-  private readonly gateOps: string[];
+  /** `virtuoso` dialect: the graph of the large-write gate every read passes (`read`). */
+  private readonly gateGraph: string;
   /** The gate check in flight: reads made while it is share it. */
-  private gatePassing: Promise<unknown> | null = null;
+  private gatePassing: Promise<number> | null = null;
 
   /**
    * This instance's lease on the engine (started by `startLease`): lifecycle
@@ -68,13 +67,7 @@ export class SparqlStore implements QuadStore {
   constructor(options: SparqlEndpointOptions, private readonly base: string, checks: { checkGraphs?: boolean } = {}) {
     this.client = new SparqlClient(options);
     this.generationsGraph = `${base}store/generations`;
-    const gate = `<${base}store/gate>`;
-    // One quad, read by its whole key: a serializable read locks that row only (a pattern with a variable
-    // locks the key after it too, which may be another graph's row a large write adds: a deadlock).
-    const row = `GRAPH ${gate} { ${gate} <${GATE}> true }`;
-    this.gateAsk = `ASK { ${row} }`;
-    // Taking the gate: the row deleted and put back, so the transaction holds it exclusively until it commits.
-    this.gateOps = [`DELETE DATA { ${row} }`, `INSERT DATA { ${row} }`];
+    this.gateGraph = `${base}store/gate`;
     this.checkGraphs = checks.checkGraphs ?? checkGraphsFromEnv();
   }
 
@@ -148,21 +141,33 @@ export class SparqlStore implements QuadStore {
    * isolation a reader scanning a graph that a large write's final
    * transaction is adding to (tens of thousands of rows, seconds) holds
    * locks the write needs while waiting for rows the write holds; the engine
-   * rolls the write back as deadlocked, and a steady stream of readers did
-   * so past every retry. So that transaction first takes the gate (an
-   * exclusive lock on one row, `gateOps`) and waits for the reads already
-   * in flight, and every read first asks the gate in a request of its own:
-   * while a large write holds it the read waits, holding nothing the write
-   * needs, and reads the write's result whole once it committed. Reads stay
-   * serializable: a read at read committed does not wait, but sees a large
-   * commit half done (measured: 90,000 of 100,000 triples).
+   * rolled the write back as deadlocked, and a steady stream of readers did
+   * so past every retry. So a large write closes the gate (a committed quad
+   * in the gate graph naming when it lapses) before its final transaction,
+   * pauses for the reads already past it, and opens it in that transaction.
+   * Every read first asks the gate, at read committed (no lock taken or
+   * waited for), and waits while it is closed; then it reads at
+   * serializable isolation, so it sees the large write whole or not at all
+   * (a read at read committed was measured seeing one half committed). A
+   * gate left closed by a writer that died lapses on its own.
    */
   private async read(query: string, accept: string): Promise<string> {
     if (this.client.options.dialect === 'virtuoso') {
-      this.gatePassing ??= this.client.query(this.gateAsk, RESULTS_JSON).finally(() => { this.gatePassing = null; });
-      await this.gatePassing;
+      for (let wait = 0; ; wait++) {
+        this.gatePassing ??= this.gateClosedUntil().finally(() => { this.gatePassing = null; });
+        const until = await this.gatePassing;
+        if (until <= Date.now()) break;
+        await new Promise((resolve) => setTimeout(resolve, Math.min(25 * 2 ** wait, 500)));
+      }
     }
     return this.client.query(query, accept);
+  }
+
+  /** When the last closing of the gate lapses (ms since the epoch; 0 when open), read at read committed. */
+  private async gateClosedUntil(): Promise<number> {
+    const answer = JSON.parse(await this.client.query(`${READ_COMMITTED}
+      SELECT (MAX(?until) AS ?last) WHERE { GRAPH <${this.gateGraph}> { ?closing <${GATE_UNTIL}> ?until } }`, RESULTS_JSON)) as { results?: { bindings: Binding[] } };
+    return Number(answer.results?.bindings[0]?.last?.value ?? 0) || 0;
   }
 
   revision(graph: string): number {
@@ -313,6 +318,8 @@ export class SparqlStore implements QuadStore {
     /** For each operation, the index of the write op it comes from. */
     const owners: number[] = [];
     const staging: string[] = [];
+    /** The quad that closes the gate while this write's final transaction runs (large writes only). */
+    let gate: string | undefined;
     // The lease (and its id at this moment) the staging graphs are kept under.
     const lease = this.instance ? { lease: this.instance, id: this.instance.id } : undefined;
     const bytes = compiled.reduce((n, c) => n + (c.inserts ?? []).reduce((m, s) => m + s.length, 0), 0);
@@ -343,16 +350,23 @@ export class SparqlStore implements QuadStore {
       // Staged under this instance's lease: applied only while it holds (another instance drops the staging
       // graphs of an instance whose lease ended, so a late write would add part of its data).
       const conditions = [...(condition ? [condition] : []), ...(staging.length > 0 && lease ? [{ ask: lease.lease.liveAsk(lease.id), expect: true }] : [])];
+      if (staging.length > 0) {
+        // The gate (see `read`): closed in a transaction of its own, so it stays closed while the final
+        // transaction is sent again after a deadlock; opened by that transaction when it commits.
+        gate = `INSERT DATA { GRAPH <${this.gateGraph}> { <${this.gateGraph}/${randomUUID()}> <${GATE_UNTIL}> ${Date.now() + GATE_LAPSE_MS} } }`;
+        await this.client.applyAtomically([gate]);
+        await new Promise((resolve) => setTimeout(resolve, GATE_PAUSE_MS));
+        operations.push(gate.replace('INSERT DATA', 'DELETE DATA'));
+        owners.push(compiled.length - 1);
+      }
       let applied: boolean;
       try {
-        applied = staging.length > 0
-          ? await this.applyBehindGate(operations, conditions)
-          : await this.client.applyAtomically(operations, conditions);
+        applied = await this.client.applyAtomically(operations, conditions);
       } catch (err) {
         throw SparqlStore.refusal(err, owners);
       }
       if (!applied && staging.length > 0) {
-        await this.client.applyAtomically(staging.map((g) => `DROP SILENT GRAPH <${g}>`)).catch(() => undefined);
+        await this.client.applyAtomically([...staging.map((g) => `DROP SILENT GRAPH <${g}>`), gate!.replace('INSERT DATA', 'DELETE DATA')]).catch(() => undefined);
         if (lease && !await this.ask(lease.lease.liveAsk(lease.id))) {
           throw new Error('this instance\'s lease ended during a large write; nothing of the write was applied');
         }
@@ -360,30 +374,9 @@ export class SparqlStore implements QuadStore {
       return applied;
     } catch (err) {
       if (staging.length > 0) {
-        await this.client.applyAtomically(staging.map((g) => `DROP SILENT GRAPH <${g}>`)).catch(() => undefined);
+        await this.client.applyAtomically([...staging.map((g) => `DROP SILENT GRAPH <${g}>`), ...(gate ? [gate.replace('INSERT DATA', 'DELETE DATA')] : [])]).catch(() => undefined);
       }
       throw err;
-    }
-  }
-
-  /**
-   * A large write's final transaction (see `read`): it takes the gate first,
-   * so reads that come later wait for it, then pauses for the reads already
-   * past the gate before its additions. A read that outlasts the pause can
-   * still deadlock it; it is then sent again at once (while the gate was
-   * free for a moment only) with a pause twice as long, so a read in flight
-   * of any bounded length is waited out. Operation numbers in a refusal are
-   * those of `operations`.
-   */
-  private async applyBehindGate(operations: string[], conditions: Array<{ ask: string; expect: boolean }>): Promise<boolean> {
-    for (let attempt = 0; ; attempt++) {
-      const pause = Math.min(GATE_PAUSE_S * 2 ** attempt, GATE_PAUSE_MAX_S);
-      const gate = [...this.gateOps, `SELECT (<bif:delay>(${pause}) AS ?paused) {}`];
-      try {
-        return await this.client.applyAtomically([...gate, ...operations], conditions, 0);
-      } catch (err) {
-        if (!(err instanceof EngineError) || !isDeadlock(err.engineText) || attempt >= DEADLOCK_RETRIES) throw shiftRefusal(err, gate.length);
-      }
     }
   }
 
@@ -429,19 +422,14 @@ export class SparqlStore implements QuadStore {
   }
 }
 
-/** The predicate of the gate's holder (`SparqlStore.read`). */
-const GATE = 'https://w3id.org/wsm/ns#largeWriteGate';
+/** The predicate of a closing of the large-write gate: when it lapses, ms since the epoch (`SparqlStore.read`). */
+const GATE_UNTIL = 'https://w3id.org/wsm/ns#largeWriteGateClosedUntil';
 
-/** Seconds a large write's final transaction waits, holding the gate, for the reads already past it (doubled per retry). */
-const GATE_PAUSE_S = 0.2;
-const GATE_PAUSE_MAX_S = 5;
+/** How long a closing of the gate holds at most: a writer that died does not keep readers waiting longer. */
+const GATE_LAPSE_MS = 60_000;
 
-/** An engine refusal from WSM_APPLY (`op N refused`) of a call that sent `extra` operations before the write's own. */
-function shiftRefusal(err: unknown, extra: number): unknown {
-  if (!(err instanceof EngineError)) return err;
-  const text = err.engineText.replace(/(WSM01.*?op )(\d+)( refused)/, (_, a: string, n: string, b: string) => `${a}${Math.max(0, Number(n) - extra)}${b}`);
-  return new EngineError(err.message, err.status, text);
-}
+/** Milliseconds a large write waits, the gate closed, for the reads already past it before its final transaction. */
+const GATE_PAUSE_MS = 200;
 
 /** The predicate of a graph's generation in the generations graph. */
 const GENERATION = 'https://w3id.org/wsm/ns#generation';
