@@ -344,7 +344,6 @@ export class SparqlStore implements QuadStore {
         operations.push(`ADD SILENT <${stage}> TO <${op.graph}>`, `DROP SILENT GRAPH <${stage}>`);
         owners.push(index, index);
       }
-
       // The new generations of the written graphs, in the same transaction (attributed to the last op).
       for (const op of this.generationOps(touched)) { operations.push(op); owners.push(compiled.length - 1); }
       // Staged under this instance's lease: applied only while it holds (another instance drops the staging
