@@ -117,6 +117,13 @@ export class SparqlClient {
   }
 }
 
+/**
+ * Virtuoso's pragma that reads every quad table of a SPARQL query at read
+ * committed, whatever the engine's default isolation: such a read takes no
+ * lock and waits for none, but may see a large commit half done.
+ */
+export const READ_COMMITTED = 'define sql:table-option "isolation read committed"';
+
 /** How often a transaction rolled back by a deadlock is sent again. */
 const DEADLOCK_RETRIES = 20;
 

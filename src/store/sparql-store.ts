@@ -5,7 +5,7 @@ import { GraphRevisions } from './revisions.js';
 import { assertDeclared, checkGraphsFromEnv } from './declared-graphs.js';
 import { WriteRefusedError, declaredGraphs, type Binding, type QuadStore, type QueryScope, type WriteCondition, type WriteOp } from './store.js';
 import { InstanceLease } from './instance-lease.js';
-import { EngineError, SparqlClient, insertOperations, type SparqlEndpointOptions } from './sparql-client.js';
+import { EngineError, READ_COMMITTED, SparqlClient, insertOperations, type SparqlEndpointOptions } from './sparql-client.js';
 import { sparql, sparqlFragment, literal, iri, join, variable, type Sparql } from '../rdf/sparql.js';
 
 const RESULTS_JSON = 'application/sparql-results+json';
@@ -26,7 +26,9 @@ const MAX_CALL_BYTES = 512 * 1024;
  *   A large write first loads its data in bounded chunks into private
  *   staging graphs (invisible to every read of the service: no record names
  *   them), then one transaction moves them into place with the rest of the
- *   ops; a failure drops the staging graphs.
+ *   ops; a failure drops the staging graphs. Meanwhile the large-write
+ *   gate is closed, which every read asks first (`read`), so readers wait
+ *   for that transaction rather than make it roll back as deadlocked.
  *
  * Scoped queries (user queries confined to some graphs) are not answered
  * here: the protocol's dataset parameters do not confine `GRAPH <iri>` on
@@ -50,6 +52,10 @@ export class SparqlStore implements QuadStore {
   private readonly checkGraphs: boolean;
   /** The graph holding each graph's generation (`${base}store/generations`). */
   readonly generationsGraph: string;
+  /** `virtuoso` dialect: the graph of the large-write gate every read passes (`read`). */
+  private readonly gateGraph: string;
+  /** The gate check in flight: reads made while it is share it. */
+  private gatePassing: Promise<number> | null = null;
 
   /**
    * This instance's lease on the engine (started by `startLease`): lifecycle
@@ -61,6 +67,7 @@ export class SparqlStore implements QuadStore {
   constructor(options: SparqlEndpointOptions, private readonly base: string, checks: { checkGraphs?: boolean } = {}) {
     this.client = new SparqlClient(options);
     this.generationsGraph = `${base}store/generations`;
+    this.gateGraph = `${base}store/gate`;
     this.checkGraphs = checks.checkGraphs ?? checkGraphsFromEnv();
   }
 
@@ -74,7 +81,7 @@ export class SparqlStore implements QuadStore {
 
   async select(query: Sparql, scope?: QueryScope): Promise<Binding[]> {
     SparqlStore.unscoped(scope);
-    const parsed = JSON.parse(await this.client.query(query, RESULTS_JSON)) as { results?: { bindings: Binding[] } };
+    const parsed = JSON.parse(await this.read(query, RESULTS_JSON)) as { results?: { bindings: Binding[] } };
     if (!parsed.results) throw new Error('select() was given a query that is not a SELECT');
     // Virtuoso answers typed literals as "typed-literal"; the service reads the standard "literal".
     for (const row of parsed.results.bindings) {
@@ -85,19 +92,19 @@ export class SparqlStore implements QuadStore {
 
   async ask(query: Sparql, scope?: QueryScope): Promise<boolean> {
     SparqlStore.unscoped(scope);
-    const parsed = JSON.parse(await this.client.query(query, RESULTS_JSON)) as { boolean?: boolean };
+    const parsed = JSON.parse(await this.read(query, RESULTS_JSON)) as { boolean?: boolean };
     if (typeof parsed.boolean !== 'boolean') throw new Error('ask() was given a query that is not an ASK');
     return parsed.boolean;
   }
 
   async construct(query: Sparql, scope?: QueryScope): Promise<string> {
     SparqlStore.unscoped(scope);
-    return this.client.query(query, 'application/n-triples');
+    return this.read(query, 'application/n-triples');
   }
 
   async queryRaw(query: Sparql, resultsFormat: string, scope?: QueryScope): Promise<string | boolean> {
     SparqlStore.unscoped(scope);
-    return this.client.query(query, resultsFormat);
+    return this.read(query, resultsFormat);
   }
 
   /** Registers this instance on the engine and keeps its lease renewed (docs/architecture.md, "Command leases"). */
@@ -127,6 +134,40 @@ export class SparqlStore implements QuadStore {
     });
     if (orphans.length > 0) await this.client.applyAtomically(orphans.map((g) => `DROP SILENT GRAPH <${g}>`));
     return orphans.length;
+  }
+
+  /**
+   * Every read of the store. `virtuoso` dialect: under serializable
+   * isolation a reader scanning a graph that a large write's final
+   * transaction is adding to (tens of thousands of rows, seconds) holds
+   * locks the write needs while waiting for rows the write holds; the engine
+   * rolled the write back as deadlocked, and a steady stream of readers did
+   * so past every retry. So a large write closes the gate (a committed quad
+   * in the gate graph naming when it lapses) before its final transaction,
+   * pauses for the reads already past it, and opens it in that transaction.
+   * Every read first asks the gate, at read committed (no lock taken or
+   * waited for), and waits while it is closed; then it reads at
+   * serializable isolation, so it sees the large write whole or not at all
+   * (a read at read committed was measured seeing one half committed). A
+   * gate left closed by a writer that died lapses on its own.
+   */
+  private async read(query: string, accept: string): Promise<string> {
+    if (this.client.options.dialect === 'virtuoso') {
+      for (let wait = 0; ; wait++) {
+        this.gatePassing ??= this.gateClosedUntil().finally(() => { this.gatePassing = null; });
+        const until = await this.gatePassing;
+        if (until <= Date.now()) break;
+        await new Promise((resolve) => setTimeout(resolve, Math.min(25 * 2 ** wait, 500)));
+      }
+    }
+    return this.client.query(query, accept);
+  }
+
+  /** When the last closing of the gate lapses (ms since the epoch; 0 when open), read at read committed. */
+  private async gateClosedUntil(): Promise<number> {
+    const answer = JSON.parse(await this.client.query(`${READ_COMMITTED}
+      SELECT (MAX(?until) AS ?last) WHERE { GRAPH <${this.gateGraph}> { ?closing <${GATE_UNTIL}> ?until } }`, RESULTS_JSON)) as { results?: { bindings: Binding[] } };
+    return Number(answer.results?.bindings[0]?.last?.value ?? 0) || 0;
   }
 
   revision(graph: string): number {
@@ -277,6 +318,8 @@ export class SparqlStore implements QuadStore {
     /** For each operation, the index of the write op it comes from. */
     const owners: number[] = [];
     const staging: string[] = [];
+    /** The quad that closes the gate while this write's final transaction runs (large writes only). */
+    let gate: string | undefined;
     // The lease (and its id at this moment) the staging graphs are kept under.
     const lease = this.instance ? { lease: this.instance, id: this.instance.id } : undefined;
     const bytes = compiled.reduce((n, c) => n + (c.inserts ?? []).reduce((m, s) => m + s.length, 0), 0);
@@ -306,6 +349,15 @@ export class SparqlStore implements QuadStore {
       // Staged under this instance's lease: applied only while it holds (another instance drops the staging
       // graphs of an instance whose lease ended, so a late write would add part of its data).
       const conditions = [...(condition ? [condition] : []), ...(staging.length > 0 && lease ? [{ ask: lease.lease.liveAsk(lease.id), expect: true }] : [])];
+      if (staging.length > 0) {
+        // The gate (see `read`): closed in a transaction of its own, so it stays closed while the final
+        // transaction is sent again after a deadlock; opened by that transaction when it commits.
+        gate = `INSERT DATA { GRAPH <${this.gateGraph}> { <${this.gateGraph}/${randomUUID()}> <${GATE_UNTIL}> ${Date.now() + GATE_LAPSE_MS} } }`;
+        await this.client.applyAtomically([gate]);
+        await new Promise((resolve) => setTimeout(resolve, GATE_PAUSE_MS));
+        operations.push(gate.replace('INSERT DATA', 'DELETE DATA'));
+        owners.push(compiled.length - 1);
+      }
       let applied: boolean;
       try {
         applied = await this.client.applyAtomically(operations, conditions);
@@ -313,7 +365,7 @@ export class SparqlStore implements QuadStore {
         throw SparqlStore.refusal(err, owners);
       }
       if (!applied && staging.length > 0) {
-        await this.client.applyAtomically(staging.map((g) => `DROP SILENT GRAPH <${g}>`)).catch(() => undefined);
+        await this.client.applyAtomically([...staging.map((g) => `DROP SILENT GRAPH <${g}>`), gate!.replace('INSERT DATA', 'DELETE DATA')]).catch(() => undefined);
         if (lease && !await this.ask(lease.lease.liveAsk(lease.id))) {
           throw new Error('this instance\'s lease ended during a large write; nothing of the write was applied');
         }
@@ -321,7 +373,7 @@ export class SparqlStore implements QuadStore {
       return applied;
     } catch (err) {
       if (staging.length > 0) {
-        await this.client.applyAtomically(staging.map((g) => `DROP SILENT GRAPH <${g}>`)).catch(() => undefined);
+        await this.client.applyAtomically([...staging.map((g) => `DROP SILENT GRAPH <${g}>`), ...(gate ? [gate.replace('INSERT DATA', 'DELETE DATA')] : [])]).catch(() => undefined);
       }
       throw err;
     }
@@ -332,7 +384,7 @@ export class SparqlStore implements QuadStore {
   }
 
   async dumpGraph(graph: string): Promise<string> {
-    return this.client.query(`CONSTRUCT { ?s ?p ?o } WHERE { GRAPH <${graph}> { ?s ?p ?o } }`, 'application/n-triples');
+    return this.read(`CONSTRUCT { ?s ?p ?o } WHERE { GRAPH <${graph}> { ?s ?p ?o } }`, 'application/n-triples');
   }
 
   async graphNames(): Promise<string[]> {
@@ -368,6 +420,15 @@ export class SparqlStore implements QuadStore {
     await this.instance?.close();
   }
 }
+
+/** The predicate of a closing of the large-write gate: when it lapses, ms since the epoch (`SparqlStore.read`). */
+const GATE_UNTIL = 'https://w3id.org/wsm/ns#largeWriteGateClosedUntil';
+
+/** How long a closing of the gate holds at most: a writer that died does not keep readers waiting longer. */
+const GATE_LAPSE_MS = 60_000;
+
+/** Milliseconds a large write waits, the gate closed, for the reads already past it before its final transaction. */
+const GATE_PAUSE_MS = 200;
 
 /** The predicate of a graph's generation in the generations graph. */
 const GENERATION = 'https://w3id.org/wsm/ns#generation';

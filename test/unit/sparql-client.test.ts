@@ -1,0 +1,96 @@
+import { expect } from 'chai';
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { SparqlStore } from '../../src/store/sparql-store.js';
+import { READ_COMMITTED, type SparqlDialect } from '../../src/store/sparql-client.js';
+import { sparql } from '../../src/rdf/sparql.js';
+
+/**
+ * What the remote store sends for its reads and writes (no engine: a local
+ * HTTP server records the requests). On Virtuoso every read first asks the
+ * large-write gate (at read committed) and waits while it is closed; a large
+ * write closes it before its final transaction and opens it in that
+ * transaction, so readers wait for it instead of making it roll back as
+ * deadlocked (docs/remote-store.md).
+ */
+describe('remote store requests (no engine)', () => {
+  let server: http.Server;
+  let url: string;
+  const sent: string[] = [];
+  /** How many more gate checks answer "closed" (for a second from now). */
+  let closedChecks = 0;
+
+  before(async () => {
+    server = http.createServer((req, res) => {
+      let body = '';
+      req.on('data', (chunk: Buffer) => { body += chunk.toString(); });
+      req.on('end', () => {
+        const query = new URLSearchParams(body).get('query') ?? '';
+        sent.push(query);
+        res.setHeader('Content-Type', 'application/sparql-results+json');
+        if (isGateCheck(query)) {
+          const last = closedChecks > 0 ? Date.now() + 1000 : 0;
+          if (closedChecks > 0) closedChecks--;
+          res.end(JSON.stringify({ head: { vars: ['last'] }, results: { bindings: last ? [{ last: { type: 'literal', value: String(last) } }] : [{}] } }));
+        } else if (/^ASK\b/.test(query)) {
+          res.end('{"head":{},"boolean":true}');
+        } else {
+          res.end('{"head":{"vars":["n"]},"results":{"bindings":[{"n":{"type":"literal","value":"1"}}]}}');
+        }
+      });
+    });
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    url = `http://127.0.0.1:${(server.address() as AddressInfo).port}/sparql`;
+  });
+  after(() => new Promise<void>((resolve) => server.close(() => resolve())));
+  beforeEach(() => { sent.length = 0; closedChecks = 0; });
+
+  const store = (dialect: SparqlDialect) => new SparqlStore({ queryUrl: url, updateUrl: url, dialect }, 'https://t.example/', { checkGraphs: false });
+  const isGateCheck = (query: string) => query.startsWith(READ_COMMITTED) && query.includes('largeWriteGateClosedUntil');
+
+  it('virtuoso: select, ask, construct, queryRaw and dumpGraph each ask the gate first (at read committed), then read as they are', async () => {
+    const s = store('virtuoso');
+    await s.select(sparql`SELECT ?n WHERE { ?s ?p ?n }`);
+    await s.ask(sparql`ASK { ?s ?p ?o }`);
+    await s.construct(sparql`CONSTRUCT { ?s ?p ?o } WHERE { ?s ?p ?o }`);
+    await s.queryRaw(sparql`SELECT ?n WHERE { ?s ?p ?n }`, 'text/csv');
+    await s.dumpGraph('https://t.example/g');
+    expect(sent).to.have.length(10);
+    for (let i = 0; i < 10; i += 2) expect(isGateCheck(sent[i]!), sent[i]).to.equal(true);
+    for (let i = 1; i < 10; i += 2) expect(sent[i]).to.not.include('isolation');
+    expect(sent[1]).to.equal('SELECT ?n WHERE { ?s ?p ?n }');
+  });
+
+  it('virtuoso: a read waits while the gate is closed and reads once it is open', async () => {
+    const s = store('virtuoso');
+    closedChecks = 2;
+    await s.select(sparql`SELECT ?n WHERE { ?s ?p ?n }`);
+    expect(sent.map((q) => (isGateCheck(q) ? 'gate' : q))).to.deep.equal(['gate', 'gate', 'gate', 'SELECT ?n WHERE { ?s ?p ?n }']);
+  });
+
+  it('virtuoso: a small write leaves the gate alone; a large write closes it before its final transaction, which opens it', async () => {
+    const s = store('virtuoso');
+    await s.write([{ kind: 'update', sparql: sparql`INSERT DATA { GRAPH <https://t.example/g> { <urn:s> <urn:p> 1 } }`, graphs: ['https://t.example/g'] }]);
+    expect(sent).to.have.length(1);
+    expect(sent[0]).to.match(/WSM_APPLY/);
+    expect(sent[0]).to.not.include('largeWriteGate');
+    sent.length = 0;
+    let data = '';
+    for (let i = 0; i < 12_000; i++) data += `<urn:l:${i}> <urn:p:n> "value ${i} of a load large enough to be staged" .\n`;
+    await s.write([{ kind: 'load', graph: 'https://t.example/big', format: 'application/n-triples', data }]);
+    const closing = sent.findIndex((q) => q.includes('largeWriteGateClosedUntil'));
+    expect(closing, 'the gate is closed in a call of its own').to.equal(sent.length - 2);
+    expect(sent[closing]).to.include('INSERT DATA').and.not.include('ADD SILENT');
+    const final = sent.at(-1)!;
+    expect(final).to.include('ADD SILENT');
+    const closedBy = /<https:\/\/t\.example\/store\/gate\/[^>]+>/.exec(sent[closing]!)![0];
+    expect(final.indexOf(`DELETE DATA { GRAPH <https://t.example/store/gate> { ${closedBy}`), 'the final transaction opens it').to.be.greaterThan(0);
+  });
+
+  it('standard dialect: reads go as they are', async () => {
+    const s = store('standard');
+    await s.select(sparql`SELECT ?n WHERE { ?s ?p ?n }`);
+    await s.ask(sparql`ASK { ?s ?p ?o }`);
+    expect(sent).to.deep.equal(['SELECT ?n WHERE { ?s ?p ?n }', 'ASK { ?s ?p ?o }']);
+  });
+});
