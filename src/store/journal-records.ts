@@ -49,6 +49,22 @@ export class JournalGapError extends Error {}
  * data elsewhere. Records past `throughSeq` (being written now) are never read.
  */
 export function* journalRecords(dir: string, afterSeq: number, throughSeq: number): Generator<{ seq: number; ops: StoredOp[] }> {
+  for (const { seq, payload, file } of journalPayloads(dir, afterSeq, throughSeq)) yield { seq, ops: parsePayload(payload, file, seq) };
+}
+
+/** A record's payload as its write ops; `JournalGapError` when it holds none. */
+export function parsePayload(payload: Buffer, file: string, seq: number): StoredOp[] {
+  const ops = JSON.parse(payload.toString('utf8')) as unknown;
+  if (!Array.isArray(ops) || !ops.every(isWriteOp)) throw new JournalGapError(`journal ${file}: record ${seq} holds no write ops`);
+  return ops as StoredOp[];
+}
+
+/**
+ * `journalRecords` before their JSON is parsed: each record's payload
+ * (checked against its checksum), so a reader can look at a record's bytes
+ * before it decides to parse it.
+ */
+export function* journalPayloads(dir: string, afterSeq: number, throughSeq: number): Generator<{ seq: number; payload: Buffer; file: string }> {
   if (throughSeq <= afterSeq) return;
   const files = readdirSync(dir)
     .map((name) => ({ name, m: JOURNAL_FILE.exec(name) }))
@@ -84,9 +100,7 @@ export function* journalRecords(dir: string, afterSeq: number, throughSeq: numbe
         if (!checksum(lengthAndSeqBytes(length, seq), payload).equals(header.subarray(4, 12))) {
           throw new JournalGapError(`journal ${file}: record ${seq} fails its checksum`);
         }
-        const ops = JSON.parse(payload.toString('utf8')) as unknown;
-        if (!Array.isArray(ops) || !ops.every(isWriteOp)) throw new JournalGapError(`journal ${file}: record ${seq} holds no write ops`);
-        yield { seq, ops: ops as StoredOp[] };
+        yield { seq, payload, file };
         next++;
       }
     } finally {
