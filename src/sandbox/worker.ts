@@ -5,7 +5,7 @@ import type { FromWorker, RunMessage, RunResult, SyncMessage, ToWorker } from '.
 import { toCsv, toTsv, toXml, type JsonResults } from './results.js';
 import { limitPlan, PROBE_VAR, type LimitPlan } from './limits.js';
 import { compactJsonLd } from './jsonld.js';
-import { journalPayloads, journalRecords, parsePayload } from '../store/journal-records.js';
+import { journalPayloads, loadText, payloadOps } from '../store/journal-records.js';
 
 /*
  * A query worker (worker thread). It holds its own Oxigraph store with a
@@ -133,7 +133,7 @@ async function lastEmptied(source: NonNullable<SyncMessage['fromJournal']>): Pro
   const emptied = new Map<string, OpAt>();
   for (const { seq, payload, file } of journalPayloads(source.dir, source.afterSeq, source.throughSeq)) {
     if (!payload.includes('"kind":"update"')) continue;
-    for (const [index, op] of parsePayload(payload, file, seq).entries()) {
+    for (const [index, op] of payloadOps(payload, file, seq).entries()) {
       if (op.kind !== 'update' || !op.graphs) continue;
       const live = op.graphs.filter((g) => wanted.has(g));
       if (live.length === 0) continue;
@@ -174,13 +174,14 @@ async function replayJournal(source: NonNullable<SyncMessage['fromJournal']>, em
     return last === undefined || !before(at, last);
   };
   try {
-    for (const record of journalRecords(source.dir, source.afterSeq, source.throughSeq)) {
-      for (const [index, op] of record.ops.entries()) {
-        const at = { seq: record.seq, op: index };
+    for (const { seq, payload, file } of journalPayloads(source.dir, source.afterSeq, source.throughSeq)) {
+      for (const [index, op] of payloadOps(payload, file, seq).entries()) {
+        const at = { seq, op: index };
         if (op.kind === 'load') {
+          // The text in pieces of a megabyte, never one string (an install's is tens of megabytes).
           // Without a transaction (less memory): a load that fails part-way ends the replay, and the graphs are cleared below.
           if (wanted.has(op.graph) && !lost.has(op.graph) && current(op.graph, at)) {
-            store.load(op.data, { format: op.format, to_graph_name: oxigraph.namedNode(op.graph), no_transaction: true });
+            store.load(loadText(payload, op.data), { format: op.format, to_graph_name: oxigraph.namedNode(op.graph), no_transaction: true });
           }
           continue;
         }
