@@ -79,7 +79,9 @@ async function measureOrSay(source: 'snapshot' | 'journal', quads: number, dataD
 
 async function measure(source: 'snapshot' | 'journal', quads: number, dataDir: string, token: string, slug: string): Promise<Figure[]> {
   // Loading a million quads at start-up takes minutes on a busy machine: wait up to 10 minutes for /health.
-  const running = await spawnTs('src/cli.ts', ['serve'], { WSM_DATA_DIR: dataDir, WSM_REGISTRY: path.join(dataDir, 'registry'), WSM_DEMO: 'false' }, '/health', 600_000);
+  // BENCH_SERVICE_NODE_ARGS (e.g. `--cpu-prof --cpu-prof-dir=DIR`), as for `startService`: to see what holds the main thread.
+  const running = await spawnTs('src/cli.ts', ['serve'], { WSM_DATA_DIR: dataDir, WSM_REGISTRY: path.join(dataDir, 'registry'), WSM_DEMO: 'false' }, '/health', 600_000,
+    (process.env.BENCH_SERVICE_NODE_ARGS ?? '').split(' ').filter(Boolean));
   try {
     await new Promise((r) => setTimeout(r, 1000));
     const atRest = running.rss();

@@ -5,6 +5,9 @@
  * answers each query with the serialized result.
  */
 
+/** The niceness of a query worker's thread, where the system allows (the service's other threads keep the process's). */
+export const WORKER_NICE = 10;
+
 /** What kind of answer a query form gives. */
 export type ResultKind = 'graph' | 'bindings' | 'boolean';
 

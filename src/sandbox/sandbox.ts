@@ -168,15 +168,22 @@ function tsxEsmApi(from: string): string {
 function spawnWorker(heapMb: number): Worker {
   const here = import.meta.url;
   const resourceLimits = { maxOldGenerationSizeMb: heapMb };
-  if (here.endsWith('.ts')) {
-    const target = JSON.stringify(new URL('./worker.ts', here).href);
-    // Resolved here, so the worker finds tsx whatever the working directory.
-    // (`import.meta.resolve` is missing when tsx loaded this module as CommonJS.)
-    const tsx = JSON.stringify(typeof import.meta.resolve === 'function' ? import.meta.resolve('tsx/esm/api') : tsxEsmApi(here));
-    const code = `import(${tsx}).then((tsx) => { tsx.register(); return import(${target}); })`;
-    return new Worker(code, { eval: true, resourceLimits });
-  }
+  if (here.endsWith('.ts')) return new Worker(tsWorkerCode ??= workerCodeFromSources(here), { eval: true, resourceLimits });
   return new Worker(new URL('./worker.js', here), { resourceLimits });
+}
+
+/**
+ * The code a worker runs from TypeScript sources, made once: resolving tsx
+ * is a synchronous round trip to the loader's thread that held the event
+ * loop each time a worker started (seen in profiles of 5 executions at once).
+ */
+let tsWorkerCode: string | undefined;
+function workerCodeFromSources(here: string): string {
+  const target = JSON.stringify(new URL('./worker.ts', here).href);
+  // Resolved here, so the worker finds tsx whatever the working directory.
+  // (`import.meta.resolve` is missing when tsx loaded this module as CommonJS.)
+  const tsx = JSON.stringify(typeof import.meta.resolve === 'function' ? import.meta.resolve('tsx/esm/api') : tsxEsmApi(here));
+  return `import(${tsx}).then((tsx) => { tsx.register(); return import(${target}); })`;
 }
 
 interface Job {

@@ -1,13 +1,14 @@
 import { createHash } from 'node:crypto';
 import { closeSync, openSync, readdirSync, readSync } from 'node:fs';
 import { join } from 'node:path';
-import type { ConditionOp, StoredOp, WriteOp } from './store.js';
+import type { ConditionOp, RdfFormat, StoredOp, WriteOp } from './store.js';
 
 /*
  * The journal's record layout (little endian), and a reader of a journal
- * directory's records that holds one record in memory at a time. Kept apart
- * from `journal.ts` (the writer) so a query worker can read records without
- * loading the writer's dependencies.
+ * directory's records that holds one record in memory at a time and reads
+ * a load's text out of it piece by piece. Kept apart from `journal.ts` (the
+ * writer) so a query worker can read records without loading the writer's
+ * dependencies.
  *
  *   [0, 4)    u32  payload length in bytes
  *   [4, 12)   8 bytes checksum: first 8 bytes of sha256(length ‖ seq ‖ payload)
@@ -61,13 +62,15 @@ export function splitRecord(ops: ReadonlyArray<StoredOp | ConditionOp>): { condi
 export class JournalGapError extends Error {}
 
 /**
- * The records with seq in `(afterSeq, throughSeq]` of the journal files in
- * `dir`, in order, read one at a time (synchronously: meant for a worker
- * thread). Throws `JournalGapError` when one of them is missing or does not
- * read back whole (a file removed meanwhile, say): the caller then gets the
- * data elsewhere. Records past `throughSeq` (being written now) are never read.
+ * The payloads of the records with seq in `(afterSeq, throughSeq]` of the
+ * journal files in `dir`, in order, each checked against its checksum and
+ * read one at a time (synchronously: meant for a worker thread; `payloadOps`
+ * reads their ops). Throws `JournalGapError` when one of them is missing or
+ * does not read back whole (a file removed meanwhile, say): the caller then
+ * gets the data elsewhere. Records past `throughSeq` (being written now) are
+ * never read.
  */
-export function* journalRecords(dir: string, afterSeq: number, throughSeq: number): Generator<{ seq: number; ops: Array<StoredOp | ConditionOp> }> {
+export function* journalPayloads(dir: string, afterSeq: number, throughSeq: number): Generator<{ seq: number; payload: Buffer; file: string }> {
   if (throughSeq <= afterSeq) return;
   const files = readdirSync(dir)
     .map((name) => ({ name, m: JOURNAL_FILE.exec(name) }))
@@ -103,9 +106,7 @@ export function* journalRecords(dir: string, afterSeq: number, throughSeq: numbe
         if (!checksum(lengthAndSeqBytes(length, seq), payload).equals(header.subarray(4, 12))) {
           throw new JournalGapError(`journal ${file}: record ${seq} fails its checksum`);
         }
-        const ops = JSON.parse(payload.toString('utf8')) as unknown;
-        if (!isRecordPayload(ops)) throw new JournalGapError(`journal ${file}: record ${seq} holds no write ops`);
-        yield { seq, ops };
+        yield { seq, payload, file };
         next++;
       }
     } finally {
@@ -114,4 +115,153 @@ export function* journalRecords(dir: string, afterSeq: number, throughSeq: numbe
     if (next > throughSeq) return;
   }
   throw new JournalGapError(`journal records ${next} to ${throughSeq} were not found in ${dir}`);
+}
+
+/**
+ * One write op of a record payload, read without parsing the payload as a
+ * whole: a load's text stays in the payload's bytes (`data`: where its JSON
+ * string's contents lie) until `loadText` reads it piece by piece. A reader
+ * that only needs the updates, or loads a large text into an engine, so
+ * never holds a record's text as one string (an install's record holds
+ * tens of megabytes).
+ */
+export type PayloadOp =
+  | { kind: 'update'; sparql: string; graphs?: readonly string[] }
+  | { kind: 'load'; graph: string; format: RdfFormat; data: { start: number; end: number } }
+  | ConditionOp;
+
+const QUOTE = 0x22;
+const BACKSLASH = 0x5c;
+
+/** The index of the quote that closes the JSON string opened at `open`. */
+function stringEnd(payload: Buffer, open: number): number {
+  for (let from = open + 1; ;) {
+    const quote = payload.indexOf(QUOTE, from);
+    if (quote === -1) throw new SyntaxError('unterminated string');
+    let backslashes = 0;
+    while (payload[quote - 1 - backslashes] === BACKSLASH) backslashes++;
+    if (backslashes % 2 === 0) return quote;
+    from = quote + 1;
+  }
+}
+
+/** The index just past the JSON value (array, object, string or literal) that starts at `at`. */
+function valueEnd(payload: Buffer, at: number): number {
+  const first = payload[at];
+  if (first === QUOTE) return stringEnd(payload, at) + 1;
+  if (first !== 0x5b && first !== 0x7b) {
+    let end = at;
+    while (end < payload.length && !',}] \t\r\n'.includes(String.fromCharCode(payload[end]!))) end++;
+    return end;
+  }
+  let depth = 0;
+  for (let i = at; i < payload.length; i++) {
+    const c = payload[i];
+    if (c === QUOTE) i = stringEnd(payload, i);
+    else if (c === 0x5b || c === 0x7b) depth++;
+    else if (c === 0x5d || c === 0x7d) {
+      depth--;
+      if (depth === 0) return i + 1;
+    }
+  }
+  throw new SyntaxError('unterminated value');
+}
+
+/** The write ops of a record's payload (see `PayloadOp`); `JournalGapError` when it holds none. */
+export function payloadOps(payload: Buffer, file: string, seq: number): PayloadOp[] {
+  const refuse = (why: string) => new JournalGapError(`journal ${file}: record ${seq} holds no write ops (${why})`);
+  const json = (start: number, end: number): unknown => JSON.parse(payload.toString('utf8', start, end));
+  let at = 0;
+  const skipSpace = () => {
+    while (at < payload.length && ' \t\r\n'.includes(String.fromCharCode(payload[at]!))) at++;
+  };
+  const expect = (char: string) => {
+    skipSpace();
+    if (payload[at] !== char.charCodeAt(0)) throw refuse(`expected ${char} at byte ${at}`);
+    at++;
+  };
+  const ops: PayloadOp[] = [];
+  try {
+    expect('[');
+    skipSpace();
+    if (payload[at] === 0x5d) return ops;
+    for (;;) {
+      expect('{');
+      const fields: Record<string, unknown> = {};
+      let data: { start: number; end: number } | undefined;
+      skipSpace();
+      if (payload[at] !== 0x7d) {
+        for (;;) {
+          skipSpace();
+          const keyEnd = valueEnd(payload, at);
+          const key = json(at, keyEnd);
+          at = keyEnd;
+          expect(':');
+          skipSpace();
+          const end = valueEnd(payload, at);
+          if (key === 'data' && payload[at] === QUOTE) data = { start: at + 1, end: end - 1 };
+          else fields[String(key)] = json(at, end);
+          at = end;
+          skipSpace();
+          if (payload[at] === 0x2c) { at++; continue; }
+          break;
+        }
+      }
+      expect('}');
+      const op = data ? { ...fields, data: '' } : fields;
+      // A conditional write's record starts with its condition.
+      if (ops.length === 0 && isConditionOp(op)) {
+        ops.push(op);
+      } else {
+        if (!isWriteOp(op)) throw refuse('not a write op');
+        ops.push(op.kind === 'load' ? { kind: 'load', graph: op.graph, format: op.format, data: data! } : op);
+      }
+      skipSpace();
+      if (payload[at] === 0x2c) { at++; continue; }
+      expect(']');
+      return ops;
+    }
+  } catch (err) {
+    if (err instanceof JournalGapError) throw err;
+    throw refuse((err as Error).message);
+  }
+}
+
+/** Characters of a load's text decoded per piece by `loadText`. */
+const TEXT_PIECE_BYTES = 1 << 20;
+
+/**
+ * A load's text (`PayloadOp` `data` of `payload`), unescaped in pieces of
+ * about a megabyte, each ending after a whole escaped line break (`\n`), so
+ * an engine can parse the text as it comes without it ever being one string.
+ */
+export function* loadText(payload: Buffer, data: { start: number; end: number }): Generator<string> {
+  const decoder = new TextDecoder('utf-8');
+  let carry = '';
+  for (let at = data.start; at < data.end;) {
+    const to = Math.min(data.end, at + TEXT_PIECE_BYTES);
+    const text = carry + decoder.decode(payload.subarray(at, to), { stream: to < data.end });
+    at = to;
+    if (at >= data.end) {
+      carry = text;
+      break;
+    }
+    // The last escaped line break (a backslash that starts an escape, then `n`): no escape is cut there.
+    let cut = -1;
+    for (let i = text.lastIndexOf('\\n'); i !== -1; i = i > 0 ? text.lastIndexOf('\\n', i - 1) : -1) {
+      let backslashes = 0;
+      while (text[i - backslashes] === '\\') backslashes++;
+      if (backslashes % 2 === 1) {
+        cut = i + 2;
+        break;
+      }
+    }
+    if (cut === -1) {
+      carry = text;
+      continue;
+    }
+    yield JSON.parse(`"${text.slice(0, cut)}"`) as string;
+    carry = text.slice(cut);
+  }
+  if (carry.length > 0) yield JSON.parse(`"${carry}"`) as string;
 }

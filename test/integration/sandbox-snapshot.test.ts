@@ -205,12 +205,25 @@ describe('query sandbox: graphs written since the snapshot rebuilt by the worker
     expect(rows).to.deep.equal(['after']);
   });
 
+  it('rebuilds a graph the journal drops from the records alone, without reading its snapshot block', async () => {
+    const store = t.server.services.store as DurableStore;
+    await store.snapshot();
+    // The upgrade drops and reloads M2's graph (the view's only graph) after the snapshot.
+    await installMatrices(t, tokens.owner, 'acme', 'second', [{ uri: M2, turtle: label(M2, 'Second v3') }], '1.0.2');
+    // Were the old content read from the snapshot file only to be dropped, the worker could not read it now.
+    for (const name of readdirSync(dataDir)) if (name.startsWith('snapshot-')) rmSync(path.join(dataDir, name));
+    const before = stats().graphsFromJournal;
+    expect(await labels()).to.deep.equal(['Second v3', 'Second v3 part', 'Second v3 thing']);
+    expect(stats().graphsFromJournal).to.be.above(before);
+    await store.snapshot();
+  });
+
   it('falls back to the service\'s own copy when the journal records are gone', async () => {
     await installMatrices(t, tokens.owner, 'acme', 'first', [{ uri: M1, turtle: label(M1, 'Again') }], '1.0.1');
     // The store keeps appending to its open file; the worker finds no record to read.
     for (const name of readdirSync(dataDir)) if (name.startsWith('journal-')) rmSync(path.join(dataDir, name));
     const before = stats().graphsFromJournal;
-    expect(await labels()).to.deep.equal(['Again', 'Again part', 'Again thing', 'Second v2', 'Second v2 part', 'Second v2 thing']);
+    expect(await labels()).to.deep.equal(['Again', 'Again part', 'Again thing', 'Second v3', 'Second v3 part', 'Second v3 thing']);
     expect(stats().graphsFromJournal).to.equal(before);
   });
 });
