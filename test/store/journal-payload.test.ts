@@ -24,6 +24,13 @@ const payloadOf = (record: Buffer) => record.subarray(HEADER_BYTES);
 describe('journal records: ops read out of a payload, loads piece by piece', () => {
   const update = updateOp(sparql`DROP SILENT GRAPH <urn:g:a>`, ['urn:g:a']);
 
+  it('reads a conditional write\'s record: its condition first, then its ops; a condition anywhere else is refused', () => {
+    const condition = { kind: 'condition' as const, ask: 'ASK { GRAPH <urn:g:a> { ?s ?p "x" } }', expect: false };
+    const read = payloadOps(payloadOf(encodeRecord(3, [condition, update])), 'journal', 3);
+    expect(read).to.deep.equal([condition, { ...update }]);
+    expect(() => payloadOps(payloadOf(encodeRecord(4, [update, condition])), 'journal', 4)).to.throw(JournalGapError);
+  });
+
   it('reads the ops of a record as written, a large load\'s text in pieces that join into it', async () => {
     const data = awkwardText(40_000);
     expect(data.length).to.be.above(2 * ENCODE_SLICE_CHARS);
