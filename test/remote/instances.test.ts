@@ -50,14 +50,14 @@ describe('three service instances on one engine (WSM_STORE=sparql)', function ()
   });
 
   /** Polls P8 on instance `i` until the command finished; slowly, so the engine is not kept busy by the poll. */
-  const finished = async (i: number, id: string, timeoutMs = 240_000) => {
+  const finished = async (i: number, id: string, timeoutMs = 240_000, everyMs = 500) => {
     const deadline = Date.now() + timeoutMs;
     for (;;) {
       const res = await on(i).get(`/api/v1/packages/acme/commands/${id}`).set(bearer(tokens.root));
       expect(res.status, JSON.stringify(res.body)).to.equal(200);
       if (res.body.data.status === 'completed' || res.body.data.status === 'failed') return res.body.data as { status: string; errorMessage: string | null; createdAt: string; updatedAt: string };
       if (Date.now() > deadline) throw new Error(`command ${id} still ${res.body.data.status}`);
-      await new Promise((r) => setTimeout(r, 500));
+      await new Promise((r) => setTimeout(r, everyMs));
     }
   };
 
@@ -191,10 +191,12 @@ describe('three service instances on one engine (WSM_STORE=sparql)', function ()
       expect(staged).to.deep.equal([]);
 
       // An install on a live instance that runs longer than a lease (the others sweep twice per lease) is never taken from it.
-      const large = await tinyPackage({ name: 'huge', matrices: [{ name: 'main', uri, turtle: bigMatrixTurtle(uri, 40_000) }] });
+      const large = await tinyPackage({ name: 'huge', matrices: [{ name: 'main', uri, turtle: bigMatrixTurtle(uri, 30_000) }] });
       const again = await on(0).post('/api/v1/packages/acme/install').set(bearer(tokens.root)).attach('file', large, 'huge.tgz');
       expect(again.status, JSON.stringify(again.body)).to.equal(202);
-      const done = await finished(2, again.body.data.id as string);
+      // Polled seldom: on Virtuoso a reader of the packages graph can deadlock a large install's final move
+      // (docs/remote-store.md, "Known failure"), which is not what this checks.
+      const done = await finished(2, again.body.data.id as string, 240_000, 2000);
       expect(done.status, done.errorMessage ?? '').to.equal('completed');
       const took = Date.parse(done.updatedAt) - Date.parse(done.createdAt);
       expect(took, `the install outlived a lease, so the others swept while it ran (it took ${took} ms)`).to.be.greaterThan(LEASE_MS);
