@@ -4,7 +4,7 @@ import oxigraph from 'oxigraph';
 import { fsyncDir } from './fsutil.js';
 import { Journal, cutJournal, journalFileName, readJournalFile, type JournalFileOps, type JournalRecord, type JournalStats } from './journal.js';
 import { acquireLock, type DirLock } from './lock.js';
-import { OxigraphStore, applyOp, coalesceUpdates } from './oxigraph-store.js';
+import { OxigraphStore, applyOp, coalesceUpdates, conditionHolds } from './oxigraph-store.js';
 import { JOURNAL_FILE, splitRecord } from './journal-records.js';
 import { listSnapshots, loadLatestSnapshot, removeSnapshotsExcept, writeSnapshot } from './snapshot.js';
 import type { StoreHealth, WriteCondition, WriteOp } from './store.js';
@@ -380,10 +380,7 @@ export class DurableStore extends OxigraphStore implements SnapshotCoverage {
 function replayRecord(raw: oxigraph.Store, record: JournalRecord, file: string, changed: ChangedGraphs): boolean {
   const { condition, ops } = splitRecord(record.ops);
   try {
-    if (condition) {
-      const answer = JSON.parse(raw.query(condition.ask, { results_format: 'application/sparql-results+json' }) as string) as { boolean?: boolean };
-      if (answer.boolean !== condition.expect) return false;
-    }
+    if (condition && !conditionHolds(raw, condition)) return false;
     changed.addOps(ops);
     for (const op of coalesceUpdates(ops)) applyOp(raw, op);
     return true;

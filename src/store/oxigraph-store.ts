@@ -38,6 +38,13 @@ function scopeOptions(scope?: QueryScope): Record<string, unknown> {
   return options;
 }
 
+/** Whether a write's condition (an ASK and the answer it must give) holds on a raw store; also asked by journal replay. */
+export function conditionHolds(store: oxigraph.Store, condition: { ask: string; expect: boolean }): boolean {
+  const parsed = JSON.parse(store.query(condition.ask, { results_format: RESULTS_JSON }) as string) as { boolean?: boolean };
+  if (typeof parsed.boolean !== 'boolean') throw new Error('writeIf() was given a condition that is not an ASK');
+  return parsed.boolean === condition.expect;
+}
+
 /** Applies one op to a raw Oxigraph store (also used by journal replay, whose old records declare no graphs). */
 export function applyOp(store: oxigraph.Store, op: StoredOp): void {
   if (op.kind === 'update') {
@@ -306,9 +313,7 @@ export class OxigraphStore implements QuadStore {
    * same synchronous stretch as the journal append that depends on it.
    */
   private holds(condition: WriteCondition): boolean {
-    const parsed = JSON.parse(this.raw.query(condition.ask, { results_format: RESULTS_JSON }) as string) as { boolean?: boolean };
-    if (typeof parsed.boolean !== 'boolean') throw new Error('writeIf() was given a condition that is not an ASK');
-    return parsed.boolean === condition.expect;
+    return conditionHolds(this.raw, condition);
   }
 
   /**
@@ -322,9 +327,9 @@ export class OxigraphStore implements QuadStore {
   /**
    * A write, or a conditional one. Writes are journaled first and applied
    * after their fsync, in journal order. A conditional write is journaled
-   * with its condition and the condition asked when it applies
-   * (`appendConditional`); a condition without ops is asked once every
-   * write journaled before it is applied.
+   * with its condition and the condition asked when it applies (below); a
+   * condition without ops is asked once every write journaled before it is
+   * applied.
    */
   protected async writeChecked(ops: WriteOp[], condition: WriteCondition | null): Promise<boolean> {
     if (ops.length === 0 && !condition) return true;
@@ -351,8 +356,7 @@ export class OxigraphStore implements QuadStore {
       if (refused) throw new WriteRefusedError(loads[refused.index]!.index, refused.message);
     }
     const touched = declaredGraphs(ops);
-    if (condition && ops.length > 0) return this.appendConditional(condition, ops, calls, large, touched);
-    if (condition) {
+    if (condition && ops.length === 0) {
       // A condition alone: asked once every write journaled before it is applied.
       for (;;) {
         const blocked = this.checking ?? this.appendBlocked();
@@ -365,48 +369,31 @@ export class OxigraphStore implements QuadStore {
         if (tail === this.applyTail && !this.checking && !this.appendBlocked()) break;
       }
       return this.holds(condition);
-    } else {
-      // Behind a large write still being checked, or a snapshot being taken (the durable store).
-      for (let blocked = (large ? null : this.checking) ?? this.appendBlocked(); blocked; blocked = this.checking ?? this.appendBlocked()) await blocked;
     }
+    // Behind a large write still being checked, or a snapshot being taken (the durable store).
+    for (let blocked = (large ? null : this.checking) ?? this.appendBlocked(); blocked; blocked = this.checking ?? this.appendBlocked()) await blocked;
     // Journal first, in this tick (journal order is call order), and apply
     // only once the record is fsynced: a write whose journal write or fsync
     // fails (StoreUnavailableError) is never visible to any read, and no
     // cache or listener hears of it. Writes are applied one after another.
-    const durable = this.sink ? this.sink.append(ops) : Promise.resolve();
-    const seq = this.sink ? this.sink.lastSeq : this.appliedSeq + 1;
-    const turn = this.applyTail.then(async () => {
-      await durable;
-      await this.apply(calls, large, touched);
-      this.appliedSeq = seq;
-    });
-    this.applyTail = turn.catch(() => {});
-    await turn;
-    return true;
-  }
-
-  /**
-   * A conditional write is journaled with its condition, in this tick, like
-   * any write (so it shares the group commit of the writes around it), and
-   * the condition is asked when its turn to apply comes: after its fsync,
-   * once every write journaled before it is applied, in the same
-   * synchronous stretch as its apply. Replay asks it at the same point of
-   * history, so it gives the same outcome; a record whose condition failed
-   * is remembered as skipped (`skippedSeqs`).
-   */
-  private async appendConditional(condition: WriteCondition, ops: WriteOp[], calls: WriteOp[], large: boolean, touched: ReadonlySet<string>): Promise<boolean> {
-    for (let blocked = (large ? null : this.checking) ?? this.appendBlocked(); blocked; blocked = this.checking ?? this.appendBlocked()) await blocked;
-    const record: JournalOp[] = [{ kind: 'condition', ask: condition.ask, expect: condition.expect }, ...ops];
+    // A conditional write is journaled with its condition as the record's
+    // first op (so it shares the group commit of the writes around it), and
+    // the condition is asked when its turn to apply comes: after its fsync,
+    // every write journaled before it applied, in the same synchronous
+    // stretch as its apply. Replay asks it at the same point of history, so
+    // it gives the same outcome; a record whose condition failed is
+    // remembered as skipped (`skippedSeqs`).
+    const record: readonly JournalOp[] = condition ? [{ kind: 'condition', ask: condition.ask, expect: condition.expect }, ...ops] : ops;
     const durable = this.sink ? this.sink.append(record) : Promise.resolve();
     const seq = this.sink ? this.sink.lastSeq : this.appliedSeq + 1;
-    let applied = false;
+    let applied = true;
     const turn = this.applyTail.then(async () => {
       await durable;
-      if (this.holds(condition)) {
-        await this.apply(calls, large, touched);
-        applied = true;
-      } else {
+      if (condition && !this.holds(condition)) {
+        applied = false;
         this.skippedSeqs.add(seq);
+      } else {
+        await this.apply(calls, large, touched);
       }
       this.appliedSeq = seq;
     });
