@@ -6,7 +6,7 @@
  */
 
 /** The niceness of a query worker's thread, where the system allows (the service's other threads keep the process's). */
-export const WORKER_NICE = 10;
+export { WORKER_NICE } from '../workers/priority.js';
 
 /** What kind of answer a query form gives. */
 export type ResultKind = 'graph' | 'bindings' | 'boolean';

@@ -1,12 +1,12 @@
 import { parentPort } from 'node:worker_threads';
-import { closeSync, openSync, readlinkSync, readSync } from 'node:fs';
-import { setPriority } from 'node:os';
+import { closeSync, openSync, readSync } from 'node:fs';
 import oxigraph from 'oxigraph';
-import { WORKER_NICE, type FromWorker, type RunMessage, type RunResult, type SyncMessage, type ToWorker } from './protocol.js';
+import { type FromWorker, type RunMessage, type RunResult, type SyncMessage, type ToWorker } from './protocol.js';
 import { toCsv, toTsv, toXml, type JsonResults } from './results.js';
 import { limitPlan, PROBE_VAR, type LimitPlan } from './limits.js';
 import { compactJsonLd } from './jsonld.js';
 import { journalPayloads, loadText, payloadOps } from '../store/journal-records.js';
+import { giveWayToTheEventLoop } from '../workers/priority.js';
 
 /*
  * A query worker (worker thread). It holds its own Oxigraph store with a
@@ -18,23 +18,7 @@ import { journalPayloads, loadText, payloadOps } from '../store/journal-records.
 const port = parentPort;
 if (!port) throw new Error('sandbox worker must run in a worker thread');
 
-/**
- * This thread gives way to the service's event loop: a worker loading a
- * million quads, or running a long query, keeps a core busy for seconds,
- * and on a machine with few cores the event loop then waited for a turn
- * (`/health` at 100 ms and more while 5 executions started on a 1M-quad
- * workspace). Linux gives each thread its own niceness: the worker's thread
- * id is read from `/proc/thread-self`. Elsewhere, or when refused, the
- * thread keeps the process's priority.
- */
-function giveWayToTheEventLoop(): void {
-  try {
-    const tid = Number(readlinkSync('/proc/thread-self').split('/').pop());
-    if (Number.isInteger(tid) && tid > 0 && tid !== process.pid) setPriority(tid, WORKER_NICE);
-  } catch {
-    // Not Linux, or not allowed: the same priority as the event loop.
-  }
-}
+// This thread gives way to the service's event loop (`workers/priority.ts`).
 giveWayToTheEventLoop();
 
 const store = new oxigraph.Store();

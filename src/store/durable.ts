@@ -6,7 +6,8 @@ import { Journal, cutJournal, journalFileName, readJournalFile, type JournalFile
 import { acquireLock, type DirLock } from './lock.js';
 import { OxigraphStore, applyOp, coalesceUpdates, conditionHolds } from './oxigraph-store.js';
 import { JOURNAL_FILE, splitRecord } from './journal-records.js';
-import { listSnapshots, loadLatestSnapshot, removeSnapshotsExcept, writeSnapshot } from './snapshot.js';
+import { listSnapshots, loadLatestSnapshot, removeSnapshotsExcept, writeSnapshot, type WrittenSnapshot } from './snapshot.js';
+import { snapshotInWorker } from './snapshot-in-worker.js';
 import type { StoreHealth, WriteCondition, WriteOp } from './store.js';
 
 export { journalFileName };
@@ -49,6 +50,16 @@ export interface DurableStoreOptions {
   /** First wait before retrying a failed automatic snapshot (doubles per failure, at most 10 min). Default 1 s. */
   snapshotRetryMs?: number;
   /**
+   * A snapshot is written by a worker thread (`snapshot-in-worker.ts`),
+   * which rebuilds the store from the previous snapshot and the journal, as
+   * long as those two together hold at most this many bytes; a larger store
+   * is dumped by the main thread, piece by piece, writes waiting for it. The
+   * worker holds a second copy of the store while it runs (memory about
+   * three times these bytes), so this bounds that memory. Default 256 MiB
+   * (about 1.5 million quads of the service's shape); 0 never uses the worker.
+   */
+  snapshotInWorkerMaxBytes?: number;
+  /**
    * Replaces some of the journal's file operations (write, fdatasync,
    * truncate, open): tests make them fail as a full disk does (ENOSPC).
    */
@@ -88,6 +99,8 @@ export interface ReplayInfo {
 export interface DurabilityStats extends JournalStats {
   /** Snapshots written by this store since it was opened. */
   snapshots: number;
+  /** Of those, the ones a worker thread wrote (the others were dumped by the main thread). */
+  snapshotsByWorker: number;
   /** Seq of the newest sound snapshot on disk (0 when none). */
   snapshotSeq: number;
   /** Journal bytes after which the next automatic snapshot is taken. */
@@ -168,6 +181,7 @@ export class DurableStore extends OxigraphStore implements SnapshotCoverage {
   private snapshotChain: Promise<void> = Promise.resolve();
   private autoSnapshotRunning = false;
   private snapshotsWritten = 0;
+  private snapshotsByWorker = 0;
   private snapshotFailures = 0;
   private lastSnapshotError: string | undefined;
   private nextAutoSnapshotAt = 0;
@@ -257,6 +271,7 @@ export class DurableStore extends OxigraphStore implements SnapshotCoverage {
     return {
       ...this.journal.stats(),
       snapshots: this.snapshotsWritten,
+      snapshotsByWorker: this.snapshotsByWorker,
       snapshotSeq: this.snapshotSeq,
       snapshotFailures: this.snapshotFailures,
       snapshotThresholdBytes: this.snapshotThreshold(),
@@ -279,12 +294,37 @@ export class DurableStore extends OxigraphStore implements SnapshotCoverage {
     return run;
   }
 
+  /**
+   * A worker writes the snapshot when the files it rebuilds the store from
+   * are small enough (`snapshotInWorkerMaxBytes`); when it cannot (a file
+   * gone, a store that did not come out as the live one was, a crash), the
+   * main thread takes one right away.
+   */
   private async takeSnapshot(): Promise<void> {
-    // The write gate first: writes from here on wait for the dump and go to
-    // the new journal file. Every write journaled before it is applied (or
-    // failed, numbering going back) before the seq is read: the dump is
-    // exactly the state at `seq`, and the journal switch is queued in the
-    // same tick as that read.
+    const max = this.options.snapshotInWorkerMaxBytes;
+    // The snapshot to start from: the newest, when it is one the worker reads (TriG, not the first format).
+    const from = this.snapshotSeq === 0 ? null : this.coverage?.seq === this.snapshotSeq ? { file: this.coverage.file, seq: this.snapshotSeq } : undefined;
+    if (max > 0 && from !== undefined && this.snapshotBytes + this.journal.stats().currentFileBytes <= max) {
+      {
+        try {
+          await this.takeSnapshotWith({ from });
+          return;
+        } catch (err) {
+          if (this.closed) throw err;
+          this.options.onInfo(`snapshot in a worker thread failed (${(err as Error).message}); the main thread takes it`);
+        }
+      }
+    }
+    await this.takeSnapshotWith('main thread');
+  }
+
+  private async takeSnapshotWith(how: 'main thread' | { from: { file: string; seq: number } | null }): Promise<void> {
+    // The write gate first: writes from here on wait until the seq is
+    // chosen (on the main thread, until the dump is done) and go to the new
+    // journal file. Every write journaled before it is applied (or failed,
+    // numbering going back) before the seq is read: the snapshot is exactly
+    // the state at `seq`, and the journal switch is queued in the same tick
+    // as that read.
     const changedAfter = new ChangedGraphs();
     let openGate!: () => void;
     this.writeGate = new Promise<void>((resolve) => {
@@ -308,7 +348,16 @@ export class DurableStore extends OxigraphStore implements SnapshotCoverage {
       this.nextCoverage = changedAfter;
       const rotated = this.journal.rotate(join(this.dataDir, journalFileName(seq + 1)));
       rotated.catch(() => {}); // awaited below; avoid an unhandled rejection meanwhile
-      const written = await writeSnapshot(this.dataDir, seq, this.raw, openGate);
+      let written: WrittenSnapshot;
+      if (how === 'main thread') {
+        written = await writeSnapshot(this.dataDir, seq, this.raw, openGate);
+      } else {
+        // The worker reads the files only: writes go on from here, into the new journal file.
+        const expectedQuads = this.raw.size;
+        openGate();
+        await rotated;
+        written = await snapshotInWorker({ dir: this.dataDir, from: how.from, seq, expectedQuads });
+      }
       this.snapshotBytes = written.bytes;
       await rotated;
       this.coverage = { file: written.file, seq, changed: changedAfter };
@@ -321,6 +370,7 @@ export class DurableStore extends OxigraphStore implements SnapshotCoverage {
     const previous = this.snapshotSeq;
     this.snapshotSeq = seq;
     this.snapshotsWritten++;
+    if (how !== 'main thread') this.snapshotsByWorker++;
     // Keep the previous snapshot and the journal after it: if the new one is
     // found corrupt at the next start, that is what recovery falls back to.
     await removeSnapshotsExcept(this.dataDir, previous > 0 ? [seq, previous] : [seq]);
@@ -410,6 +460,7 @@ export async function openDurableStore(dataDir: string, options: DurableStoreOpt
     onInfo: options.onInfo ?? (() => {}),
     snapshotAfterBytes: options.snapshotAfterBytes ?? 64 * 1024 * 1024,
     snapshotRetryMs: options.snapshotRetryMs ?? 1000,
+    snapshotInWorkerMaxBytes: options.snapshotInWorkerMaxBytes ?? 256 * 1024 * 1024,
   };
   const started = performance.now();
   await mkdir(dataDir, { recursive: true });

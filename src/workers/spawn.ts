@@ -17,8 +17,8 @@ function tsxEsmApi(from: string): string {
  * hooks of the main thread do not reach worker threads); run from compiled
  * JavaScript, it starts the `.js` file beside it.
  */
-export function spawnModuleWorker(tsModule: URL, resourceLimits?: ResourceLimits): Worker {
-  const options = resourceLimits ? { resourceLimits } : {};
+export function spawnModuleWorker(tsModule: URL, resourceLimits?: ResourceLimits, workerData?: unknown): Worker {
+  const options = { ...(resourceLimits ? { resourceLimits } : {}), ...(workerData !== undefined ? { workerData } : {}) };
   if (import.meta.url.endsWith('.ts')) {
     const target = JSON.stringify(tsModule.href);
     // Resolved here, so the worker finds tsx whatever the working directory.
