@@ -250,7 +250,7 @@ export class SlashCommandService {
     const parsed = await this.script(body.scriptContent!, scriptType);
     const parameters = checkParameters(body.parameters ?? [], new Set(parsed.variables));
     const ws = access.workspace.id;
-    if (await this.aliasTaken(ws, alias)) throw conflict(`A slash command with alias "${alias}" already exists in this workspace`, { alias });
+    // No read before the write: the write's condition is the alias check (a taken alias is told apart below).
     const id = newId();
     const c = iri(this.commandIri(id));
     const g = iri(this.graphs.slashCommands(ws));
@@ -269,8 +269,11 @@ export class SlashCommandService {
         ${raw(optional)}
         ${raw(this.parameterTriples(this.commandIri(id), parameters))}
       } }`, graphs: [this.graphs.slashCommands(ws)] }]);
-    // Taken in between: the checks run again and answer 409.
-    if (!applied) return NOT_APPLIED;
+    if (!applied) {
+      if (await this.aliasTaken(ws, alias)) throw conflict(`A slash command with alias "${alias}" already exists in this workspace`, { alias });
+      // Taken and freed again in between: the write is tried again.
+      return NOT_APPLIED;
+    }
     const texts = [alias, body.description, body.interpretation, body.scriptContent];
     if (texts.some((text) => text != null && LONE_SURROGATE.test(text))) {
       // Lone surrogates come back from the store replaced: answer what was stored.
