@@ -231,19 +231,16 @@ export class DurableStore extends OxigraphStore implements SnapshotCoverage {
     return this.writeGate;
   }
 
+  // Neither this nor `graphSources` waits for a snapshot under way: a worker
+  // thread takes seconds to write one (it rebuilds the store first), and the
+  // newest snapshot written plus the journal after it give the same content.
   async unchangedInSnapshot(graphs: string[]): Promise<{ file: string; graphs: string[] } | undefined> {
-    const taking = this.nextCoverage;
-    // A snapshot under way (one follows a large install) will hold graphs written since the last: wait for it.
-    if (taking && graphs.some((g) => this.coverage?.changed.has(g) !== false && !taking.has(g))) await this.snapshotChain;
     const coverage = this.coverage;
     if (!coverage || this.closed) return undefined;
     return { file: coverage.file, graphs: graphs.filter((g) => !coverage.changed.has(g)) };
   }
 
   async graphSources(graphs: string[]): Promise<GraphSources | undefined> {
-    // The same wait as `unchangedInSnapshot`: a snapshot under way will hold more graphs as they are.
-    const taking = this.nextCoverage;
-    if (taking && graphs.some((g) => this.coverage?.changed.has(g) !== false && !taking.has(g))) await this.snapshotChain;
     if (this.closed) return undefined;
     // From here on synchronous: the file, its seq and the journal's end belong together.
     const coverage = this.coverage;

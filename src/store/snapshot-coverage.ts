@@ -45,12 +45,11 @@ export interface SnapshotCoverage {
    * The newest snapshot file (TriG, `snapshot.ts`) and those of `graphs`
    * no write changed since it was taken; undefined when there is no such
    * file. The file may be removed later (two snapshots on): a reader falls
-   * back to the store. While a snapshot is being taken that will hold
-   * some of `graphs` as they are and the newest does not, waits for it.
+   * back to the store. A snapshot under way is not waited for.
    */
   unchangedInSnapshot(graphs: string[]): Promise<{ file: string; graphs: string[] } | undefined>;
   /**
-   * Like `unchangedInSnapshot` (it waits alike), and for the other graphs,
+   * Like `unchangedInSnapshot`, and for the other graphs,
    * the journal records to replay on the snapshot's content to get them as
    * they are now. Undefined once the store is closed.
    */
