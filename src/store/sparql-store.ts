@@ -85,9 +85,15 @@ export class SparqlStore implements QuadStore {
     SparqlStore.unscoped(scope);
     const parsed = JSON.parse(await this.read(query, RESULTS_JSON)) as { results?: { bindings: Binding[] } };
     if (!parsed.results) throw new Error('select() was given a query that is not a SELECT');
-    // Virtuoso answers typed literals as "typed-literal"; the service reads the standard "literal".
+    // Virtuoso answers typed literals as "typed-literal"; the service reads the standard "literal". It names a
+    // blank node `nodeID://b123` in results and `_:b123` in the N-Triples of a CONSTRUCT: the label goes as
+    // `b123`, so a blank node of a SELECT can be found in a CONSTRUCT's answer (e.g. a stored report's nodes).
     for (const row of parsed.results.bindings) {
-      for (const v of Object.values(row)) if (v && (v.type as string) === 'typed-literal') v.type = 'literal';
+      for (const v of Object.values(row)) {
+        if (!v) continue;
+        if ((v.type as string) === 'typed-literal') v.type = 'literal';
+        else if (v.type === 'bnode' && v.value.startsWith(VIRTUOSO_BNODE)) v.value = v.value.slice(VIRTUOSO_BNODE.length);
+      }
     }
     return parsed.results.bindings;
   }
@@ -454,6 +460,9 @@ export class SparqlStore implements QuadStore {
 
 /** The predicate of a closing of the large-write gate: when it lapses, ms since the epoch (`SparqlStore.read`). */
 const GATE_UNTIL = 'https://w3id.org/wsm/ns#largeWriteGateClosedUntil';
+
+/** How Virtuoso's SPARQL results name a blank node (`nodeID://b123`, `_:b123` in its N-Triples). */
+const VIRTUOSO_BNODE = 'nodeID://';
 
 /** The predicate of the plan epoch in the gate graph, set anew by each large write (`SparqlStore.read`). */
 const PLAN_EPOCH = 'https://w3id.org/wsm/ns#queryPlanEpoch';
