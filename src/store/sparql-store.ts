@@ -107,7 +107,7 @@ export class SparqlStore implements QuadStore {
 
   async construct(query: Sparql, scope?: QueryScope): Promise<string> {
     SparqlStore.unscoped(scope);
-    return this.read(query, 'application/n-triples');
+    return withoutEmptyComment(await this.read(query, 'application/n-triples'));
   }
 
   async queryRaw(query: Sparql, resultsFormat: string, scope?: QueryScope): Promise<string | boolean> {
@@ -421,7 +421,7 @@ export class SparqlStore implements QuadStore {
   }
 
   async dumpGraph(graph: string): Promise<string> {
-    return this.read(`CONSTRUCT { ?s ?p ?o } WHERE { GRAPH <${graph}> { ?s ?p ?o } }`, 'application/n-triples');
+    return withoutEmptyComment(await this.read(`CONSTRUCT { ?s ?p ?o } WHERE { GRAPH <${graph}> { ?s ?p ?o } }`, 'application/n-triples'));
   }
 
   async graphNames(): Promise<string[]> {
@@ -479,6 +479,11 @@ const GENERATION = 'https://w3id.org/wsm/ns#generation';
 /** The subject a graph's generation is kept on: the graph's IRI (the default graph has none, so a name of its own). */
 function generationSubject(graph: string): string {
   return graph === '' ? 'urn:x-wsm:default-graph' : graph;
+}
+
+/** Virtuoso answers an empty graph in N-Triples as the comment `# Empty NT`; the store's answer is then '' (as embedded). */
+function withoutEmptyComment(ntriples: string): string {
+  return /^# Empty NT\s*$/.test(ntriples) ? '' : ntriples;
 }
 
 /**

@@ -73,6 +73,11 @@ describe('store: remote SPARQL engine (WSM_STORE=sparql)', function () {
     expect(dumped).to.have.length(7);
   });
 
+  it('answers an empty graph as empty text from dumpGraph and construct, as the embedded store (the engine says "# Empty NT")', async () => {
+    expect(await store.dumpGraph(g('never-written'))).to.equal('');
+    expect(await store.construct(sparql`CONSTRUCT { ?s ?p ?o } WHERE { GRAPH ${iri(g('never-written'))} { ?s ?p ?o } }`)).to.equal('');
+  });
+
   it('keeps text beyond ASCII intact through updates, loads and queries', async () => {
     const graph = g('unicode');
     await store.update(sparql`INSERT DATA { GRAPH ${iri(graph)} { <urn:a> <urn:name> "émile 😀" } }`, [graph]);
