@@ -257,6 +257,22 @@ describe('store: remote SPARQL engine (WSM_STORE=sparql)', function () {
     expect(subjects).to.have.length(2);
   });
 
+  it('keeps a blank-node component larger than one operation whole (a report of 700 results hanging off one node)', async () => {
+    const graph = g('big-component');
+    let data = '_:report <urn:p:type> <urn:c:Report> .\n';
+    for (let i = 0; i < 700; i++) data += `_:report <urn:p:result> _:r${i} .\n_:r${i} <urn:p:focus> <urn:focus:${i}> .\n_:r${i} <urn:p:path> _:path .\n`;
+    data += '_:path <urn:p:inverse> <urn:p:hasRole> .\n';
+    await store.write([{ kind: 'load', graph, format: 'application/n-triples', data }]);
+    const quads = new Parser().parse(await store.dumpGraph(graph));
+    expect(quads).to.have.length(2 + 700 * 3);
+    const roots = new Set(quads.filter((q) => q.predicate.value === 'urn:p:result').map((q) => q.subject.value));
+    expect(roots.size, 'one report node').to.equal(1);
+    expect(new Set(quads.filter((q) => q.predicate.value === 'urn:p:path').map((q) => q.object.value)).size, 'one path node').to.equal(1);
+    expect(new Set(quads.filter((q) => q.predicate.value === 'urn:p:focus').map((q) => q.subject.value)).size, 'a node per result').to.equal(700);
+    expect(quads.some((q) => q.predicate.value.includes('bnode-key')), 'no key left').to.equal(false);
+    await store.update(sparql`DROP SILENT GRAPH ${iri(graph)}`, [graph]);
+  });
+
   it('graphNames and size cover the service graphs only, never the engine\'s own', async () => {
     await store.update(sparql`INSERT DATA { GRAPH ${iri(g('listed'))} { <urn:s> <urn:p> "x" } }`, [g('listed')]);
     // The engine holds graphs of its own (Virtuoso: its schema graphs) in the same store.
