@@ -437,7 +437,8 @@ export class IamService {
     const pattern = sparql`GRAPH ?g { ?r a ${raw(`wsm:${kind}`)} ; wsm:workspace ${ws} . OPTIONAL { ?r wsm:label ?label } OPTIONAL { ?r wsm:uri ?uri } }
       ${raw(this.scopeFilter(workspace, raw('?g')))}`;
     const total = int((await this.store.select(sparql`${prefixes} SELECT (COUNT(DISTINCT ?r) AS ?n) WHERE { ${fragmentOf(pattern)} }`))[0] ?? {}, 'n');
-    const rows = await this.store.select(sparql`${prefixes} SELECT ?r (MIN(STR(?g)) AS ?gs) (MIN(IF(?g = ${iri(this.graphs.iam(workspace.id))}, 0, 1)) AS ?builtin)
+    // A page past the last is empty without asking (Virtuoso refuses an OFFSET past 32 bits).
+    const rows = offsetOf(query) >= total ? [] : await this.store.select(sparql`${prefixes} SELECT ?r (MIN(STR(?g)) AS ?gs) (MIN(IF(?g = ${iri(this.graphs.iam(workspace.id))}, 0, 1)) AS ?builtin)
       (MIN(LCASE(COALESCE(?label, STR(?uri), ""))) AS ?sort) WHERE { ${fragmentOf(pattern)} }
       GROUP BY ?r ORDER BY ?builtin ?sort ?r LIMIT ${raw(String(query.pageSize))} OFFSET ${raw(String(offsetOf(query)))}`);
     const items: RecordRow[] = [];

@@ -218,6 +218,8 @@ export class CommandStore {
 
   /** Commands of one package (by name), newest first. */
   async listForPackage(workspaceId: string, packageName: string, offset: number, limit: number): Promise<LifecycleCommand[]> {
+    // No package has 2^31 commands: such an offset answers nothing without asking (Virtuoso refuses an OFFSET past 32 bits).
+    if (offset >= 2 ** 31) return [];
     const rows = await this.store.select(sparql`${prefixes}SELECT * WHERE { GRAPH ${iri(this.graphs.packages(workspaceId))} {
       ?c wsm:packageName ${literal(packageName)} .
       ${raw(this.commandColumns(raw('?c')))} } }

@@ -107,7 +107,8 @@ export class PackageReads {
   async list(workspace: Workspace, query: PageQuery): Promise<Page<PackageInstallation>> {
     const g = iri(this.graphs.packages(workspace.id));
     const total = Number((await this.store.select(sparql`${prefixes}SELECT (COUNT(?p) AS ?n) WHERE { GRAPH ${g} { ?p a wsm:PackageInstallation } }`))[0]?.n?.value ?? 0);
-    const records = await this.records.installedRecords(workspace.id, '', `ORDER BY ?name LIMIT ${query.pageSize} OFFSET ${offsetOf(query)}`);
+    // A page past the last is empty without asking (Virtuoso refuses an OFFSET past 32 bits).
+    const records = offsetOf(query) >= total ? [] : await this.records.installedRecords(workspace.id, '', `ORDER BY ?name LIMIT ${query.pageSize} OFFSET ${offsetOf(query)}`);
     const matrices = await this.matrixSummaries(workspace.id, records.map((r) => r.id));
     const items = await Promise.all(records.map((r) => this.toInstallation(workspace, r, matrices.get(r.id) ?? [])));
     return page(items, query, total);

@@ -220,10 +220,69 @@ export function insertOperations(graph: string, data: string, format: string): s
     ops.push(`INSERT { GRAPH ${g} {\n${lines.join('\n')}\n} } WHERE {}`);
     batch = [];
   };
+  const large: Quad[][] = [];
   for (const component of components.values()) {
+    if (component.length > TRIPLES_PER_OPERATION) { large.push(component); continue; }
     if (batch.length > 0 && batch.length + component.length > TRIPLES_PER_OPERATION) flush();
     batch.push(...component);
   }
   flush();
+  if (large.length > 0) ops.push(...largeComponentOperations(g, large));
+  return ops;
+}
+
+/** The predicate that names a blank node of a large component while its write runs (`largeComponentOperations`). */
+const BNODE_KEY = 'urn:x-wsm:bnode-key';
+
+/**
+ * Blank nodes connected by more triples than one operation carries (a
+ * validation report of hundreds of results hangs off one node: in one
+ * operation Virtuoso refused it, "generated SQL text has exceeded 10000
+ * lines"). The component goes in operations of at most
+ * `TRIPLES_PER_OPERATION` triples: the operation that first writes a blank
+ * node also gives it a key (a triple `BNODE_KEY` "key" unique to this
+ * write) when a later operation names it, and a later operation finds it by
+ * that key in its WHERE; the last operation deletes the keys. The
+ * operations run in one transaction (or the keys are deleted from a staging
+ * graph before it is added to its target), so no reader sees a key.
+ */
+function largeComponentOperations(g: string, components: Quad[][]): string[] {
+  const writeId = randomBytes(8).toString('hex');
+  const ops: string[] = [];
+  for (const component of components) {
+    const chunks: Quad[][] = [];
+    for (let i = 0; i < component.length; i += TRIPLES_PER_OPERATION) chunks.push(component.slice(i, i + TRIPLES_PER_OPERATION));
+    const blanks = (q: Quad) => [q.subject, q.object].filter((t) => t.termType === 'BlankNode').map((t) => t.value);
+    /** The chunk each blank node is first written in, and the last chunk naming it. */
+    const first = new Map<string, number>();
+    const last = new Map<string, number>();
+    chunks.forEach((chunk, c) => { for (const q of chunk) for (const b of blanks(q)) { if (!first.has(b)) first.set(b, c); last.set(b, c); } });
+    const keys = new Map<string, string>();
+    chunks.forEach((chunk, c) => {
+      const names = new Map<string, string>();
+      const where: string[] = [];
+      const name = (label: string): string => {
+        let n = names.get(label);
+        if (n) return n;
+        const k = `${writeId}-${keys.size}`;
+        if (first.get(label) === c) {
+          n = `_:k${names.size}`;
+        } else {
+          n = `?k${names.size}`;
+          where.push(`${n} <${BNODE_KEY}> "${keys.get(label)}" .`);
+        }
+        names.set(label, n);
+        if (!keys.has(label) && last.get(label)! > c) keys.set(label, k);
+        return n;
+      };
+      const term = (t: Term) => (t.termType === 'BlankNode' ? name(t.value) : termText(t, new Map()));
+      const lines = chunk.map((q) => `${term(q.subject)} ${termText(q.predicate, new Map())} ${term(q.object)} .`);
+      for (const [label, n] of names) {
+        if (first.get(label) === c && keys.has(label)) lines.push(`${n} <${BNODE_KEY}> "${keys.get(label)}" .`);
+      }
+      ops.push(`INSERT { GRAPH ${g} {\n${lines.join('\n')}\n} } WHERE { ${where.length > 0 ? `GRAPH ${g} { ${where.join(' ')} }` : ''} }`);
+    });
+  }
+  ops.push(`DELETE { GRAPH ${g} { ?node <${BNODE_KEY}> ?key } } WHERE { GRAPH ${g} { ?node <${BNODE_KEY}> ?key FILTER(STRSTARTS(?key, "${writeId}-")) } }`);
   return ops;
 }

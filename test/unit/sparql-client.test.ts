@@ -19,6 +19,8 @@ describe('remote store requests (no engine)', () => {
   const sent: string[] = [];
   /** How many more gate checks answer "closed" (for a second from now). */
   let closedChecks = 0;
+  /** The plan epoch the gate checks answer ('' for none). */
+  let epoch = '';
 
   before(async () => {
     server = http.createServer((req, res) => {
@@ -31,7 +33,8 @@ describe('remote store requests (no engine)', () => {
         if (isGateCheck(query)) {
           const last = closedChecks > 0 ? Date.now() + 1000 : 0;
           if (closedChecks > 0) closedChecks--;
-          res.end(JSON.stringify({ head: { vars: ['last'] }, results: { bindings: last ? [{ last: { type: 'literal', value: String(last) } }] : [{}] } }));
+          const row = { ...(last ? { last: { type: 'literal', value: String(last) } } : {}), ...(epoch ? { plans: { type: 'literal', value: epoch } } : {}) };
+          res.end(JSON.stringify({ head: { vars: ['last', 'plans'] }, results: { bindings: [row] } }));
         } else if (/^ASK\b/.test(query)) {
           res.end('{"head":{},"boolean":true}');
         } else {
@@ -43,7 +46,7 @@ describe('remote store requests (no engine)', () => {
     url = `http://127.0.0.1:${(server.address() as AddressInfo).port}/sparql`;
   });
   after(() => new Promise<void>((resolve) => server.close(() => resolve())));
-  beforeEach(() => { sent.length = 0; closedChecks = 0; });
+  beforeEach(() => { sent.length = 0; closedChecks = 0; epoch = ''; });
 
   const store = (dialect: SparqlDialect) => new SparqlStore({ queryUrl: url, updateUrl: url, dialect }, 'https://t.example/', { checkGraphs: false });
   const isGateCheck = (query: string) => query.startsWith(READ_COMMITTED) && query.includes('largeWriteGateClosedUntil');
@@ -85,6 +88,25 @@ describe('remote store requests (no engine)', () => {
     expect(final).to.include('ADD SILENT');
     const closedBy = /<https:\/\/t\.example\/store\/gate\/[^>]+>/.exec(sent[closing]!)![0];
     expect(final.indexOf(`DELETE DATA { GRAPH <https://t.example/store/gate> { ${closedBy}`), 'the final transaction opens it').to.be.greaterThan(0);
+  });
+
+  it('virtuoso: once a large write set a plan epoch, reads carry it as a comment at their end, so the engine compiles them again', async () => {
+    const s = store('virtuoso');
+    epoch = 'e1';
+    await s.select(sparql`SELECT ?n WHERE { ?s ?p ?n }`);
+    epoch = 'e2';
+    await s.ask(sparql`ASK { ?s ?p ?o }`);
+    expect(sent.filter((q) => !isGateCheck(q))).to.deep.equal(['SELECT ?n WHERE { ?s ?p ?n }\n# wsm-plan e1', 'ASK { ?s ?p ?o }\n# wsm-plan e2']);
+  });
+
+  it('virtuoso: a large write\'s final transaction sets a new plan epoch', async () => {
+    const s = store('virtuoso');
+    let data = '';
+    for (let i = 0; i < 12_000; i++) data += `<urn:l:${i}> <urn:p:n> "value ${i} of a load large enough to be staged" .\n`;
+    await s.write([{ kind: 'load', graph: 'https://t.example/big', format: 'application/n-triples', data }]);
+    const final = sent.at(-1)!;
+    expect(final).to.include('ADD SILENT').and.include('queryPlanEpoch');
+    expect(sent.slice(0, -1).some((q) => q.includes('queryPlanEpoch'))).to.equal(false);
   });
 
   it('standard dialect: reads go as they are', async () => {
