@@ -43,6 +43,8 @@ interface Engine {
   settings: Record<string, string>;
   credentials: Credentials;
   version: string;
+  /** Started by this figure (and stopped by it), not given by WSM_BENCH_VIRTUOSO_DIR. */
+  owned: boolean;
   stop(): void;
 }
 
@@ -58,7 +60,7 @@ function startEngine(): Engine {
   const credentials = JSON.parse(readFileSync(path.join(dir, 'virtuoso/credentials.json'), 'utf8')) as Credentials;
   const version = /Version (\S+)/.exec(((r) => `${r.stdout ?? ''}${r.stderr ?? ''}`)(spawnSync('virtuoso-t', ['-?'], { encoding: 'utf8' })))?.[1] ?? 'unknown';
   return {
-    dir, settings, credentials, version,
+    dir, settings, credentials, version, owned: !given,
     stop: () => {
       if (given) return;
       spawnSync(process.execPath, ['--import', 'tsx', path.join(ROOT, 'scripts/virtuoso.ts'), 'stop'], { cwd: ROOT, env: { ...process.env, WSM_DATA_DIR: dir }, stdio: 'ignore' });
@@ -188,7 +190,10 @@ async function largeStore(engine: Engine): Promise<Figure[]> {
   const totalQuads = Number(process.env.WSM_BENCH_REMOTE_QUADS ?? 10_000_000);
   const workspaces = Number(process.env.WSM_BENCH_REMOTE_WORKSPACES ?? 100);
   const perWorkspace = Math.floor(totalQuads / workspaces);
-  const remote = { ...engine.settings, WSM_DEMO: 'false' };
+  // The service's default base IRI on an engine of its own; on an engine given by WSM_BENCH_VIRTUOSO_DIR, one of this
+  // run's own, so a store left there by an earlier run is not mixed into this one.
+  const base = engine.owned ? 'https://workspaces.local/' : `https://workspaces.local/bench-large-${Date.now()}/`;
+  const remote = { ...engine.settings, WSM_DEMO: 'false', WSM_BASE_IRI: base };
   const dataDir = workDir('remote-large');
   const figures: Figure[] = [];
   const notes: string[] = [];
@@ -224,7 +229,7 @@ async function largeStore(engine: Engine): Promise<Figure[]> {
       } finally {
         await svc.stop();
       }
-      const rows = await (await bare(engine, `PREFIX wsm: <https://w3id.org/wsm/ns#> SELECT ?g ?uri WHERE { GRAPH ?pg { ?m a wsm:Matrix ; wsm:graph ?g ; wsm:uri ?uri } }`,
+      const rows = await (await bare(engine, `PREFIX wsm: <https://w3id.org/wsm/ns#> SELECT ?g ?uri WHERE { GRAPH ?pg { ?m a wsm:Matrix ; wsm:graph ?g ; wsm:uri ?uri } FILTER(STRSTARTS(STR(?g), "${base}")) }`,
         'application/sparql-results+json')).json() as { results: { bindings: Array<{ g: { value: string }; uri: { value: string } }> } };
       matrixGraphs = new Map(rows.results.bindings.map((b) => [b.uri.value, b.g.value]));
       if (matrixGraphs.size < workspaces) throw new Error(`found ${matrixGraphs.size} matrix graphs for ${workspaces} workspaces`);
@@ -254,7 +259,7 @@ async function largeStore(engine: Engine): Promise<Figure[]> {
     const failed = await isql(engine, `SELECT ll_file, ll_error FROM DB.DBA.LOAD_LIST WHERE ll_file LIKE '${bulkDir}%' AND (ll_error IS NOT NULL OR ll_state <> 2);`);
     if (!/\b0 Rows\./.test(failed)) throw new Error(`the bulk load left files unloaded or failed: ${failed.slice(-800)}`);
     removeDir(bulkDir);
-    const countAnswer = await (await bare(engine, 'SELECT (COUNT(*) AS ?n) WHERE { GRAPH ?g { ?s ?p ?o } FILTER(STRSTARTS(STR(?g), "https://workspaces.local/")) }',
+    const countAnswer = await (await bare(engine, `SELECT (COUNT(*) AS ?n) WHERE { GRAPH ?g { ?s ?p ?o } FILTER(STRSTARTS(STR(?g), "${base}")) }`,
       'application/sparql-results+json')).json() as { results: { bindings: Array<{ n: { value: string } }> } };
     const quads = Number(countAnswer.results.bindings[0]!.n.value);
     const label = quads.toLocaleString('en');
