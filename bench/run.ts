@@ -24,6 +24,7 @@ const benches: Bench[] = [
   { name: 'slash-large', title: 'Slash commands on a large workspace (1M quads; BENCH_LARGE_QUADS)', run: async () => (await import('./figures/slash-large.js')).run() },
   { name: 'installs-loop', title: 'Event loop during installs', run: async () => (await import('./figures/installs-loop.js')).run() },
   { name: 'mixed', title: 'Mixed load at 64 connections during an install', run: async () => (await import('./figures/mixed.js')).run() },
+  { name: 'remote', title: 'Remote store (Virtuoso): beside embedded, and a 10M-quad store (WSM_BENCH_REMOTE_QUADS)', run: async () => (await import('./figures/remote.js')).run() },
   { name: 'memory', title: 'Memory with 1M quads', run: async () => (await import('./figures/memory.js')).run() },
 ];
 
