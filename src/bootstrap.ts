@@ -85,7 +85,7 @@ async function publishHostedExamples(services: Services): Promise<string[]> {
 export async function bootstrap(services: Services): Promise<BootstrapResult> {
   const { config, workspaces, logger } = services;
   // Read before the examples are published: the hosted registry keeps them in the store.
-  const firstStart = (await services.store.size()) === 0;
+  const firstStart = await services.store.isEmpty();
   const examples = await publishExampleRegistry(services);
   if (!config.WSM_DEMO || !firstStart) return examples.length ? { examples } : {};
   const ws = await workspaces.create({ slug: DEMO_SLUG, name: 'Demo workspace', owner: DEMO_ADMIN });

@@ -503,6 +503,10 @@ export class OxigraphStore implements QuadStore {
   }
   private sizeAt: { version: number; size: number } | undefined;
 
+  isEmpty(): Promise<boolean> {
+    return this.ask(sparql`ASK { { ?s ?p ?o } UNION { GRAPH ?g { ?s ?p ?o } } }`).then((any) => !any);
+  }
+
   private readonly sections = new ExclusiveSections();
 
   exclusive<T>(key: string, fn: () => Promise<T>): Promise<T> {

@@ -174,8 +174,10 @@ export interface QuadStore {
   dumpGraph(graph: string): Promise<string>;
   /** Names of all named graphs holding at least one quad. */
   graphNames(): Promise<string[]>;
-  /** Number of quads in the store. */
+  /** Number of quads in the store (may visit every quad: not for a hot path). */
   size(): Promise<number>;
+  /** Whether the store holds no quad of the service (stops at the first one found). */
+  isEmpty(): Promise<boolean>;
   /**
    * Runs `fn` while no other `exclusive` call with the same key runs (calls
    * queue in order). For invariants spanning reads and a write in the

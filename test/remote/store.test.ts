@@ -286,6 +286,10 @@ describe('store: remote SPARQL engine (WSM_STORE=sparql)', function () {
     let expected = 0;
     for (const name of names) expected += await count(name);
     expect(size).to.equal(expected);
+    // Empty means no quad of the service: the engine's own graphs do not count, nor the store's records.
+    expect(await store.isEmpty()).to.equal(false);
+    const fresh = new SparqlStore(settings, `${base}empty-${Date.now()}/`);
+    expect(await fresh.isEmpty()).to.equal(true);
   });
   it('a value cached by one instance is not answered after another instance wrote its graph (engine generations)', async () => {
     const graph = g('fresh');
@@ -350,11 +354,17 @@ describe('store: remote SPARQL engine (WSM_STORE=sparql)', function () {
     // A staging graph left by an instance without a lease goes; one of a live instance stays.
     const orphan = `${lease.stagingPrefix('gone-instance')}x`;
     const live = `${other.stagingPrefix(other.id)}y`;
-    await client.applyAtomically([`INSERT DATA { GRAPH <${orphan}> { <urn:a> <urn:b> 1 } }`, `INSERT DATA { GRAPH <${live}> { <urn:a> <urn:b> 1 } }`]);
+    // (as a large write leaves them: the graph and its record, found without listing the store's graphs)
+    await client.applyAtomically([
+      `INSERT DATA { GRAPH <${orphan}> { <urn:a> <urn:b> 1 } }`, `INSERT DATA { ${lease.stagingRecord(orphan, 'gone-instance')} }`,
+      `INSERT DATA { GRAPH <${live}> { <urn:a> <urn:b> 1 } }`, `INSERT DATA { ${other.stagingRecord(live, other.id)} }`,
+    ]);
     expect(await theirs.dropOrphanStaging()).to.be.greaterThanOrEqual(1);
     expect(await count(orphan)).to.equal(0);
     expect(await count(live)).to.equal(1);
-    await client.applyAtomically([`DROP SILENT GRAPH <${live}>`]);
+    // The orphan's record went with it; the live one's stays.
+    expect(await count(lease.stagingRecords)).to.equal(1);
+    await client.applyAtomically([`DROP SILENT GRAPH <${live}>`, `DELETE DATA { ${other.stagingRecord(live, other.id)} }`]);
     // Renewing a removed lease registers again under a new id.
     const lost = lease.id;
     await lease.renew();

@@ -218,6 +218,7 @@ describe('durable store: multi-update writes', () => {
 
   it('applies several updates that each declare prefixes as one write, and keeps them after reopen', async () => {
     const store = await openDurableStore(dir);
+    expect(await store.isEmpty()).to.equal(true);
     await store.write([
       { kind: 'update', sparql: sparql`PREFIX ex: <urn:ex:> INSERT DATA { GRAPH <urn:g:a> { ex:s ex:p 1 } }`, graphs: ['urn:g:a'] },
       { kind: 'update', sparql: sparql`PREFIX ex: <urn:ex:>\nPREFIX other: <urn:other:> INSERT DATA { GRAPH <urn:g:a> { ex:s other:p 2 } }`, graphs: ['urn:g:a'] },
@@ -226,6 +227,7 @@ describe('durable store: multi-update writes', () => {
     const count = async () => Number((await store.select(sparql`SELECT (COUNT(*) AS ?n) WHERE { GRAPH <urn:g:a> { ?s ?p ?o } }`))[0]!.n!.value);
     expect(await count()).to.equal(3);
     expect(await store.size()).to.equal(3);
+    expect(await store.isEmpty()).to.equal(false);
     await store.update(sparql`INSERT DATA { GRAPH <urn:g:b> { <urn:x> <urn:y> <urn:z> } }`, ['urn:g:b']);
     expect(await store.size(), 'the count follows every write').to.equal(4);
     // Graph management uses the SILENT forms (store contract): every write is checked on an empty scratch store.
