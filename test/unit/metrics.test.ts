@@ -1,0 +1,51 @@
+import { expect } from 'chai';
+import { serviceMetrics } from '../../src/metrics.js';
+
+/** The value of wsm_store_quads in a scrape of `registry`. */
+async function scrapeQuads(registry: ReturnType<typeof serviceMetrics>): Promise<number> {
+  const text = await registry.metrics();
+  return Number(/^wsm_store_quads (\S+)$/m.exec(text)![1]);
+}
+
+describe('service metrics: the store\'s quad count', () => {
+  it('a scrape answers the last count while a recount after a write runs, instead of waiting for it', async () => {
+    let version = 1;
+    let calls = 0;
+    let release: ((n: number) => void) | undefined;
+    const registry = serviceMetrics({
+      quads: () => { calls++; return calls === 1 ? 10 : new Promise<number>((resolve) => { release = resolve; }); },
+      storeVersion: () => version,
+      sandbox: () => ({ workers: 0, timeouts: 0 }),
+      quadsRefreshMs: 0,
+    });
+    expect(await scrapeQuads(registry), 'the first scrape waits for a count').to.equal(10);
+    version = 2;
+    // The recount has not finished (release not called): the scrape still answers, with the last count.
+    expect(await scrapeQuads(registry)).to.equal(10);
+    expect(calls).to.equal(2);
+    // Scrapes meanwhile do not start another count.
+    expect(await scrapeQuads(registry)).to.equal(10);
+    expect(calls).to.equal(2);
+    release!(25);
+    await new Promise((resolve) => setImmediate(resolve));
+    expect(await scrapeQuads(registry)).to.equal(25);
+    // Nothing written since: no count.
+    expect(calls).to.equal(2);
+  });
+
+  it('waits a hundred times a count\'s duration before the next one, so a slow count takes at most 1% of the engine', async () => {
+    let version = 1;
+    let calls = 0;
+    const registry = serviceMetrics({
+      // Each count takes at least 60 ms: the next may start no sooner than 6 s after it.
+      quads: async () => { calls++; await new Promise((resolve) => setTimeout(resolve, 60)); return calls; },
+      storeVersion: () => version,
+      sandbox: () => ({ workers: 0, timeouts: 0 }),
+      quadsRefreshMs: 0,
+    });
+    expect(await scrapeQuads(registry)).to.equal(1);
+    version = 2;
+    expect(await scrapeQuads(registry)).to.equal(1);
+    expect(calls, 'written since, but counted less than 6 s ago').to.equal(1);
+  });
+});
