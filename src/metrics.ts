@@ -79,6 +79,8 @@ export interface ServiceSources {
   sandbox(): { workers: number; timeouts: number };
   /** Shortest time between two counts of the quads. Default 60 s. */
   quadsRefreshMs?: number;
+  /** The clock (ms), Date.now unless a test gives its own. */
+  now?: () => number;
 }
 
 /** A count may take at most this share of the time between counts (1%: a count of 20 s waits 2,000 s for the next). */
@@ -99,12 +101,13 @@ export function serviceMetrics(sources: ServiceSources): client.Registry {
   const refreshMs = sources.quadsRefreshMs ?? 60_000;
   let counted: { at: number; tookMs: number; version: number; quads: number } | null = null;
   let counting: Promise<void> | null = null;
+  const now = sources.now ?? Date.now;
   const count = (): Promise<void> => counting ??= (async () => {
     const version = sources.storeVersion();
-    const started = Date.now();
+    const started = now();
     try {
       const quads = await sources.quads();
-      counted = { at: started, tookMs: Date.now() - started, version, quads };
+      counted = { at: started, tookMs: now() - started, version, quads };
     } finally {
       counting = null;
     }
@@ -116,7 +119,7 @@ export function serviceMetrics(sources: ServiceSources): client.Registry {
     async collect() {
       if (!counted) {
         await count();
-      } else if (counted.version !== sources.storeVersion() && Date.now() - counted.at >= Math.max(refreshMs, counted.tookMs / COUNT_SHARE)) {
+      } else if (counted.version !== sources.storeVersion() && now() - counted.at >= Math.max(refreshMs, counted.tookMs / COUNT_SHARE)) {
         // The last count is answered; the next one is ready for a later scrape. A failed count is tried again later.
         count().catch(() => undefined);
       }

@@ -17,6 +17,8 @@ describe('service metrics: the store\'s quad count', () => {
       storeVersion: () => version,
       sandbox: () => ({ workers: 0, timeouts: 0 }),
       quadsRefreshMs: 0,
+      // A clock that stands still: every count takes no time, so only the write decides.
+      now: () => 1_000,
     });
     expect(await scrapeQuads(registry), 'the first scrape waits for a count').to.equal(10);
     version = 2;
@@ -36,16 +38,24 @@ describe('service metrics: the store\'s quad count', () => {
   it('waits a hundred times a count\'s duration before the next one, so a slow count takes at most 1% of the engine', async () => {
     let version = 1;
     let calls = 0;
+    let clock = 0;
     const registry = serviceMetrics({
-      // Each count takes at least 60 ms: the next may start no sooner than 6 s after it.
-      quads: async () => { calls++; await new Promise((resolve) => setTimeout(resolve, 60)); return calls; },
+      // Each count takes 60 ms on this clock: the next may start no sooner than 6 s after the last one started.
+      quads: () => { calls++; clock += 60; return calls; },
       storeVersion: () => version,
       sandbox: () => ({ workers: 0, timeouts: 0 }),
       quadsRefreshMs: 0,
+      now: () => clock,
     });
     expect(await scrapeQuads(registry)).to.equal(1);
     version = 2;
+    clock = 5_900;
     expect(await scrapeQuads(registry)).to.equal(1);
-    expect(calls, 'written since, but counted less than 6 s ago').to.equal(1);
+    expect(calls, 'written since, but the last count started less than 6 s ago').to.equal(1);
+    clock = 6_000;
+    expect(await scrapeQuads(registry), 'the recount runs behind this scrape').to.equal(1);
+    expect(calls).to.equal(2);
+    await new Promise((resolve) => setImmediate(resolve));
+    expect(await scrapeQuads(registry)).to.equal(2);
   });
 });
