@@ -71,12 +71,12 @@ export class SparqlClient {
    * deadlock that rolled the loser back whole: it is sent again. (A write
    * through `applyAtomically` is a query too, and all or nothing.)
    */
-  async query(query: string, accept: string): Promise<string> {
+  async query(query: string, accept: string, retries = DEADLOCK_RETRIES): Promise<string> {
     for (let attempt = 0; ; attempt++) {
       try {
         return await this.post(this.options.queryUrl, { query }, accept);
       } catch (err) {
-        if (!(err instanceof EngineError) || !isDeadlock(err.engineText) || attempt >= DEADLOCK_RETRIES) throw err;
+        if (!(err instanceof EngineError) || !isDeadlock(err.engineText) || attempt >= retries) throw err;
         await new Promise((resolve) => setTimeout(resolve, 20 * 2 ** Math.min(attempt, 7) * (0.5 + Math.random())));
       }
     }
@@ -93,8 +93,9 @@ export class SparqlClient {
    * refusal rolls every operation back. With a condition, the ASK runs
    * first in the same transaction (`WSM_APPLY_IF`) and nothing is applied
    * unless it answers as expected. Resolves whether the ops were applied.
+   * A call rolled back as deadlocked is sent again, at most `retries` times.
    */
-  async applyAtomically(operations: string[], condition: { ask: string; expect: boolean } | Array<{ ask: string; expect: boolean }> | null = null): Promise<boolean> {
+  async applyAtomically(operations: string[], condition: { ask: string; expect: boolean } | Array<{ ask: string; expect: boolean }> | null = null, retries = DEADLOCK_RETRIES): Promise<boolean> {
     const conditions = condition === null ? [] : Array.isArray(condition) ? condition : [condition];
     if (operations.length === 0 && conditions.length === 0) return true;
     if (conditions.length > 30) throw new Error('at most 30 conditions in one write');
@@ -112,7 +113,7 @@ export class SparqlClient {
     const call = conditions.length > 0
       ? `SELECT (<sql:WSM_APPLY_IF>(${stringLiteral(asks.join(sep))}, ${expect}, ${stringLiteral(sep)}, ${ops}) AS ?n) {}`
       : `SELECT (<sql:WSM_APPLY>(${stringLiteral(sep)}, ${ops}) AS ?n) {}`;
-    const answer = JSON.parse(await this.query(call, 'application/sparql-results+json')) as { results?: { bindings: Array<{ n?: { value: string } }> } };
+    const answer = JSON.parse(await this.query(call, 'application/sparql-results+json', retries)) as { results?: { bindings: Array<{ n?: { value: string } }> } };
     return Number(answer.results?.bindings[0]?.n?.value ?? 0) >= 0;
   }
 }

@@ -5,7 +5,7 @@ import { GraphRevisions } from './revisions.js';
 import { assertDeclared, checkGraphsFromEnv } from './declared-graphs.js';
 import { WriteRefusedError, declaredGraphs, type Binding, type QuadStore, type QueryScope, type WriteCondition, type WriteOp } from './store.js';
 import { InstanceLease } from './instance-lease.js';
-import { EngineError, READ_COMMITTED, SparqlClient, insertOperations, type SparqlEndpointOptions } from './sparql-client.js';
+import { EngineError, READ_COMMITTED, SparqlClient, insertOperations, isDeadlock, type SparqlEndpointOptions } from './sparql-client.js';
 import { sparql, sparqlFragment, literal, iri, join, variable, type Sparql } from '../rdf/sparql.js';
 
 const RESULTS_JSON = 'application/sparql-results+json';
@@ -150,7 +150,8 @@ export class SparqlStore implements QuadStore {
    *   thousands of rows, seconds) holds locks the write needs while waiting
    *   for rows the write holds; the engine rolled the write back as
    *   deadlocked, and a steady stream of readers did so past every retry. So
-   *   a large write closes the gate (a committed quad in the gate graph
+   *   a large write (and any write that lost `DEADLOCKS_BEFORE_GATE` times)
+   *   closes the gate (a committed quad in the gate graph
    *   naming when it lapses) before its final transaction, pauses for the
    *   reads already past it, and opens it in that transaction. Every read
    *   first asks the gate, at read committed (no lock taken or waited for),
@@ -384,7 +385,7 @@ export class SparqlStore implements QuadStore {
       if (staging.length > 0) {
         // The gate (see `read`): closed in a transaction of its own, so it stays closed while the final
         // transaction is sent again after a deadlock; opened by that transaction when it commits.
-        gate = `INSERT DATA { GRAPH <${this.gateGraph}> { <${this.gateGraph}/${randomUUID()}> <${GATE_UNTIL}> ${Date.now() + GATE_LAPSE_MS} } }`;
+        gate = this.gateQuad();
         await this.client.applyAtomically([gate]);
         await new Promise((resolve) => setTimeout(resolve, GATE_PAUSE_MS));
         // A new plan epoch (see `read`): plans compiled before this write are not used after it.
@@ -397,9 +398,26 @@ export class SparqlStore implements QuadStore {
       }
       let applied: boolean;
       try {
-        applied = await this.client.applyAtomically(operations, conditions);
+        try {
+          applied = await this.client.applyAtomically(operations, conditions, gate ? undefined : DEADLOCKS_BEFORE_GATE);
+        } catch (err) {
+          if (gate || !(err instanceof EngineError) || !isDeadlock(err.engineText)) throw err;
+          // Readers of the graphs it writes kept winning (see `read`): this write goes again behind the gate,
+          // which holds new reads back until its transaction commits (a 100-role install beside a client
+          // polling its command lost 21 times in a row, 43 s, and failed).
+          gate = this.gateQuad();
+          await this.client.applyAtomically([gate]);
+          await new Promise((resolve) => setTimeout(resolve, GATE_PAUSE_MS));
+          operations.push(gate.replace('INSERT DATA', 'DELETE DATA'));
+          owners.push(compiled.length - 1);
+          applied = await this.client.applyAtomically(operations, conditions);
+        }
       } catch (err) {
         throw SparqlStore.refusal(err, owners);
+      }
+      if (!applied && gate && staging.length === 0) {
+        // The condition did not hold, so the transaction did not open the gate.
+        await this.client.applyAtomically([gate.replace('INSERT DATA', 'DELETE DATA')]).catch(() => undefined);
       }
       if (!applied && staging.length > 0) {
         await this.client.applyAtomically([...this.dropStaging(staging, lease), gate!.replace('INSERT DATA', 'DELETE DATA')]).catch(() => undefined);
@@ -409,11 +427,16 @@ export class SparqlStore implements QuadStore {
       }
       return applied;
     } catch (err) {
-      if (staging.length > 0) {
+      if (staging.length > 0 || gate) {
         await this.client.applyAtomically([...this.dropStaging(staging, lease), ...(gate ? [gate.replace('INSERT DATA', 'DELETE DATA')] : [])]).catch(() => undefined);
       }
       throw err;
     }
+  }
+
+  /** The update that closes the large-write gate until it lapses (see `read`). */
+  private gateQuad(): string {
+    return `INSERT DATA { GRAPH <${this.gateGraph}> { <${this.gateGraph}/${randomUUID()}> <${GATE_UNTIL}> ${Date.now() + GATE_LAPSE_MS} } }`;
   }
 
   /** Operations dropping staging graphs and their records (see `InstanceLease.stagingRecords`). */
@@ -470,6 +493,8 @@ export class SparqlStore implements QuadStore {
 }
 
 /** The predicate of a closing of the large-write gate: when it lapses, ms since the epoch (`SparqlStore.read`). */
+/** Deadlocks a write's transaction may lose to readers before it goes again behind the gate (see `writeVirtuoso`). */
+const DEADLOCKS_BEFORE_GATE = 3;
 const STAGED_BY = 'https://w3id.org/wsm/ns#stagedBy';
 const GATE_UNTIL = 'https://w3id.org/wsm/ns#largeWriteGateClosedUntil';
 
