@@ -21,6 +21,8 @@ describe('remote store requests (no engine)', () => {
   let closedChecks = 0;
   /** The plan epoch the gate checks answer ('' for none). */
   let epoch = '';
+  /** How many more writes of `<urn:s>` the engine rolls back as deadlocked. */
+  let deadlocks = 0;
 
   before(async () => {
     server = http.createServer((req, res) => {
@@ -30,7 +32,11 @@ describe('remote store requests (no engine)', () => {
         const query = new URLSearchParams(body).get('query') ?? '';
         sent.push(query);
         res.setHeader('Content-Type', 'application/sparql-results+json');
-        if (isGateCheck(query)) {
+        if (deadlocks > 0 && query.includes('WSM_APPLY') && query.includes('urn:s')) {
+          deadlocks--;
+          res.statusCode = 500;
+          res.end('SR172: Transaction deadlocked');
+        } else if (isGateCheck(query)) {
           const last = closedChecks > 0 ? Date.now() + 1000 : 0;
           if (closedChecks > 0) closedChecks--;
           const row = { ...(last ? { last: { type: 'literal', value: String(last) } } : {}), ...(epoch ? { plans: { type: 'literal', value: epoch } } : {}) };
@@ -46,7 +52,7 @@ describe('remote store requests (no engine)', () => {
     url = `http://127.0.0.1:${(server.address() as AddressInfo).port}/sparql`;
   });
   after(() => new Promise<void>((resolve) => server.close(() => resolve())));
-  beforeEach(() => { sent.length = 0; closedChecks = 0; epoch = ''; });
+  beforeEach(() => { sent.length = 0; closedChecks = 0; epoch = ''; deadlocks = 0; });
 
   const store = (dialect: SparqlDialect) => new SparqlStore({ queryUrl: url, updateUrl: url, dialect }, 'https://t.example/', { checkGraphs: false });
   const isGateCheck = (query: string) => query.startsWith(READ_COMMITTED) && query.includes('largeWriteGateClosedUntil');
@@ -88,6 +94,16 @@ describe('remote store requests (no engine)', () => {
     expect(final).to.include('ADD SILENT');
     const closedBy = /<https:\/\/t\.example\/store\/gate\/[^>]+>/.exec(sent[closing]!)![0];
     expect(final.indexOf(`DELETE DATA { GRAPH <https://t.example/store/gate> { ${closedBy}`), 'the final transaction opens it').to.be.greaterThan(0);
+  });
+
+  it('virtuoso: a write that readers roll back as deadlocked 3 times goes again behind the gate, which its transaction opens', async () => {
+    const s = store('virtuoso');
+    deadlocks = 4;
+    await s.write([{ kind: 'update', sparql: sparql`INSERT DATA { GRAPH <https://t.example/g> { <urn:s> <urn:p> 1 } }`, graphs: ['https://t.example/g'] }]);
+    const kinds = sent.map((q) => (q.includes('largeWriteGateClosedUntil') ? (q.includes('urn:s') ? 'write+open' : 'close') : q.includes('urn:s') ? 'write' : 'other'));
+    expect(kinds).to.deep.equal(['write', 'write', 'write', 'write', 'close', 'write+open']);
+    const closedBy = /<https:\/\/t\.example\/store\/gate\/[^>]+>/.exec(sent[4]!)![0];
+    expect(sent[5]).to.include(`DELETE DATA { GRAPH <https://t.example/store/gate> { ${closedBy}`);
   });
 
   it('virtuoso: once a large write set a plan epoch, reads carry it as a comment at their end, so the engine compiles them again', async () => {
