@@ -302,14 +302,12 @@ export class DurableStore extends OxigraphStore implements SnapshotCoverage {
     // The snapshot to start from: the newest, when it is one the worker reads (TriG, not the first format).
     const from = this.snapshotSeq === 0 ? null : this.coverage?.seq === this.snapshotSeq ? { file: this.coverage.file, seq: this.snapshotSeq } : undefined;
     if (max > 0 && from !== undefined && this.snapshotBytes + this.journal.stats().currentFileBytes <= max) {
-      {
-        try {
-          await this.takeSnapshotWith({ from });
-          return;
-        } catch (err) {
-          if (this.closed) throw err;
-          this.options.onInfo(`snapshot in a worker thread failed (${(err as Error).message}); the main thread takes it`);
-        }
+      try {
+        await this.takeSnapshotWith({ from });
+        return;
+      } catch (err) {
+        if (this.closed) throw err;
+        this.options.onInfo(`snapshot in a worker thread failed (${(err as Error).message}); the main thread takes it`);
       }
     }
     await this.takeSnapshotWith('main thread');
