@@ -6,7 +6,7 @@ import { assertDeclared, checkGraphsFromEnv } from './declared-graphs.js';
 import { WriteRefusedError, declaredGraphs, type Binding, type QuadStore, type QueryScope, type WriteCondition, type WriteOp } from './store.js';
 import { InstanceLease } from './instance-lease.js';
 import { EngineError, READ_COMMITTED, SparqlClient, insertOperations, isDeadlock, type SparqlEndpointOptions } from './sparql-client.js';
-import { sparql, sparqlFragment, literal, iri, join, variable, type Sparql } from '../rdf/sparql.js';
+import { sparql, sparqlFragment, literal, iri, join, variable, type Sparql, type SparqlFragment } from '../rdf/sparql.js';
 
 const RESULTS_JSON = 'application/sparql-results+json';
 
@@ -390,7 +390,7 @@ export class SparqlStore implements QuadStore {
         await new Promise((resolve) => setTimeout(resolve, GATE_PAUSE_MS));
         // A new plan epoch (see `read`): plans compiled before this write are not used after it.
         operations.push(
-          gate.replace('INSERT DATA', 'DELETE DATA'),
+          SparqlStore.gateOpening(gate),
           `DELETE WHERE { GRAPH <${this.gateGraph}> { <${this.gateGraph}> <${PLAN_EPOCH}> ?epoch } }`,
           `INSERT DATA { GRAPH <${this.gateGraph}> { <${this.gateGraph}> <${PLAN_EPOCH}> "${randomUUID()}" } }`,
         );
@@ -408,7 +408,7 @@ export class SparqlStore implements QuadStore {
           gate = this.gateQuad();
           await this.client.applyAtomically([gate]);
           await new Promise((resolve) => setTimeout(resolve, GATE_PAUSE_MS));
-          operations.push(gate.replace('INSERT DATA', 'DELETE DATA'));
+          operations.push(SparqlStore.gateOpening(gate));
           owners.push(compiled.length - 1);
           applied = await this.client.applyAtomically(operations, conditions);
         }
@@ -417,10 +417,10 @@ export class SparqlStore implements QuadStore {
       }
       if (!applied && gate && staging.length === 0) {
         // The condition did not hold, so the transaction did not open the gate.
-        await this.client.applyAtomically([gate.replace('INSERT DATA', 'DELETE DATA')]).catch(() => undefined);
+        await this.client.applyAtomically([SparqlStore.gateOpening(gate)]).catch(() => undefined);
       }
       if (!applied && staging.length > 0) {
-        await this.client.applyAtomically([...this.dropStaging(staging, lease), gate!.replace('INSERT DATA', 'DELETE DATA')]).catch(() => undefined);
+        await this.client.applyAtomically([...this.dropStaging(staging, lease), SparqlStore.gateOpening(gate!)]).catch(() => undefined);
         if (lease && !await this.ask(lease.lease.liveAsk(lease.id))) {
           throw new Error('this instance\'s lease ended during a large write; nothing of the write was applied');
         }
@@ -428,10 +428,15 @@ export class SparqlStore implements QuadStore {
       return applied;
     } catch (err) {
       if (staging.length > 0 || gate) {
-        await this.client.applyAtomically([...this.dropStaging(staging, lease), ...(gate ? [gate.replace('INSERT DATA', 'DELETE DATA')] : [])]).catch(() => undefined);
+        await this.client.applyAtomically([...this.dropStaging(staging, lease), ...(gate ? [SparqlStore.gateOpening(gate)] : [])]).catch(() => undefined);
       }
       throw err;
     }
+  }
+
+  /** The update that opens the gate `closing` (from `gateQuad`) closed. */
+  private static gateOpening(closing: string): string {
+    return closing.replace('INSERT DATA', 'DELETE DATA');
   }
 
   /** The update that closes the large-write gate until it lapses (see `read`). */
@@ -452,22 +457,29 @@ export class SparqlStore implements QuadStore {
     return withoutEmptyComment(await this.read(`CONSTRUCT { ?s ?p ?o } WHERE { GRAPH <${graph}> { ?s ?p ?o } }`, 'application/n-triples'));
   }
 
+  /**
+   * Keeps `?g` to the service's graphs: under the base IRI, and neither a
+   * staging graph nor one of the store's own records (the engine's own
+   * graphs share the store).
+   */
+  private serviceGraphFilter(): SparqlFragment {
+    return sparqlFragment`FILTER(STRSTARTS(STR(?g), ${literal(this.base)})
+      && !STRSTARTS(STR(?g), ${literal(`${this.base}staging/`)}) && !STRSTARTS(STR(?g), ${literal(`${this.base}store/`)}))`;
+  }
+
   async graphNames(): Promise<string[]> {
-    // Only the service's graphs: the engine's own graphs share the store.
-    const rows = await this.select(sparql`SELECT DISTINCT ?g WHERE { GRAPH ?g { ?s ?p ?o } FILTER(STRSTARTS(STR(?g), ${literal(this.base)})) }`);
-    return rows.map((r) => r.g!.value).filter((g) => !g.startsWith(`${this.base}staging/`) && !g.startsWith(`${this.base}store/`));
+    const rows = await this.select(sparql`SELECT DISTINCT ?g WHERE { GRAPH ?g { ?s ?p ?o } ${this.serviceGraphFilter()} }`);
+    return rows.map((r) => r.g!.value);
   }
 
   async size(): Promise<number> {
-    const rows = await this.select(sparql`SELECT (COUNT(*) AS ?n) WHERE { GRAPH ?g { ?s ?p ?o } FILTER(STRSTARTS(STR(?g), ${literal(this.base)})
-      && !STRSTARTS(STR(?g), ${literal(`${this.base}staging/`)}) && !STRSTARTS(STR(?g), ${literal(`${this.base}store/`)})) }`);
+    const rows = await this.select(sparql`SELECT (COUNT(*) AS ?n) WHERE { GRAPH ?g { ?s ?p ?o } ${this.serviceGraphFilter()} }`);
     return Number(rows[0]?.n?.value ?? 0);
   }
 
   async isEmpty(): Promise<boolean> {
     // One quad of a service graph is enough: ASK stops at it instead of counting every quad (22 s at 10M quads).
-    return !await this.ask(sparql`ASK { GRAPH ?g { ?s ?p ?o } FILTER(STRSTARTS(STR(?g), ${literal(this.base)})
-      && !STRSTARTS(STR(?g), ${literal(`${this.base}staging/`)}) && !STRSTARTS(STR(?g), ${literal(`${this.base}store/`)})) }`);
+    return !await this.ask(sparql`ASK { GRAPH ?g { ?s ?p ?o } ${this.serviceGraphFilter()} }`);
   }
 
   private readonly sections = new ExclusiveSections();
