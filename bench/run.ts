@@ -31,6 +31,14 @@ const benches: Bench[] = [
 
 const fmt = (n: number) => (Number.isFinite(n) ? (Math.abs(n) >= 100 ? n.toFixed(0) : n.toFixed(2)) : String(n));
 
+/** Where the section titled `title` starts and ends in RESULTS.md's text (its end: the next section or the text's). */
+function sectionAt(text: string, title: string): { start: number; end: number } | null {
+  const start = text.indexOf(`## ${title}\n`);
+  if (start === -1) return null;
+  const next = text.indexOf('\n## ', start + 1);
+  return { start, end: next === -1 ? text.length : next };
+}
+
 async function main(): Promise<void> {
   const args = process.argv.slice(2);
   const write = !args.includes('--no-write');
@@ -79,22 +87,17 @@ run in a process of their own; the service runs with its defaults (log level inf
     const old = existsSync(file) ? readFileSync(file, 'utf8') : '';
     const kept = benches
       .filter((b) => b.optIn)
-      .map((b) => {
-        const start = old.indexOf(`## ${b.title}\n`);
-        if (start === -1) return '';
-        const next = old.indexOf('\n## ', start + 1);
-        return `${old.slice(start, next === -1 ? undefined : next).trimEnd()}\n`;
-      })
-      .filter(Boolean);
+      .map((b) => sectionAt(old, b.title))
+      .filter((at) => at !== null)
+      .map(({ start, end }) => `${old.slice(start, end).trimEnd()}\n`);
     writeFileSync(file, `${header}\n${[...sections, ...kept].join('\n')}`);
   } else {
     // A partial run replaces only its own sections (each figure still has its baseline from the same run).
     let text = readFileSync(file, 'utf8');
     for (const [i, bench] of selected.entries()) {
-      const start = text.indexOf(`## ${bench.title}\n`);
-      const next = start === -1 ? -1 : text.indexOf('\n## ', start + 1);
+      const at = sectionAt(text, bench.title);
       const section = `${sections[i]!.trimEnd()}\n_Re-measured alone on ${new Date().toISOString().slice(0, 10)}._\n`;
-      text = start === -1 ? `${text.trimEnd()}\n\n${section}` : `${text.slice(0, start)}${section}${next === -1 ? '' : text.slice(next)}`;
+      text = at === null ? `${text.trimEnd()}\n\n${section}` : `${text.slice(0, at.start)}${section}${text.slice(at.end)}`;
     }
     writeFileSync(file, text);
   }
