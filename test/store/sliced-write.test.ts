@@ -94,9 +94,12 @@ describe('store: a large write becomes visible all at once', function () {
     let writing = true;
     const poll = async () => {
       while (writing) {
-        const [count] = await ask(sparql`SELECT (COUNT(*) AS ?n) WHERE { GRAPH ${iri(graph)} { ?s ?p ?o } }`);
-        const version = await ask(sparql`SELECT ?v WHERE { GRAPH ${iri(records)} { <urn:record> <urn:p:version> ?v } }`);
-        seen.add(`${count!.n!.value} triples, version ${version.map((b) => b.v!.value).join('+')}`);
+        // One query, so one state: two reads could straddle the publication (the count before it, the version after).
+        const [row] = await ask(sparql`SELECT ?n ?v WHERE {
+          { SELECT (COUNT(*) AS ?n) WHERE { GRAPH ${iri(graph)} { ?s ?p ?o } } }
+          { SELECT (GROUP_CONCAT(?x; separator="+") AS ?v) WHERE { GRAPH ${iri(records)} { <urn:record> <urn:p:version> ?x } } }
+        }`);
+        seen.add(`${row!.n!.value} triples, version ${row!.v!.value}`);
         for (const g of await store.graphNames()) if (!graphsBefore.includes(g) && g !== graph) strays.add(g);
         polls++;
         await new Promise((resolve) => setImmediate(resolve));
