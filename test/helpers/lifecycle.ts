@@ -24,7 +24,7 @@ export function upload(t: TestServer, token: string, ws: string, archive: Buffer
 }
 
 /** Polls P8 until the command is completed or failed. */
-export async function waitForCommand(t: TestServer, token: string, ws: string, id: string, timeoutMs = 60_000): Promise<CommandJson> {
+export async function waitForCommand(t: TestServer, token: string, ws: string, id: string, timeoutMs = process.env.WSM_TEST_STORE === 'sparql' ? 240_000 : 60_000): Promise<CommandJson> {
   const deadline = Date.now() + timeoutMs;
   for (;;) {
     const res = await t.http.get(`/api/v1/packages/${ws}/commands/${id}`).set(bearer(token));

@@ -36,6 +36,10 @@ async function serve(dataDir: string, env: Record<string, string> = {}): Promise
 describe('running the service as a process', function () {
   this.timeout(120_000);
   let dataDir: string;
+  before(function () {
+    // Remote mode (WSM_TEST_STORE=sparql): these are about the data directory's journal and lock; test/remote/instances.test.ts runs and kills processes on the engine.
+    if (process.env.WSM_TEST_STORE === 'sparql') this.skip();
+  });
   beforeEach(() => { dataDir = tempDir(); });
   afterEach(() => removeDir(dataDir));
 
