@@ -12,37 +12,33 @@ if (!port) throw new Error('the load check must run in a worker thread');
 
 const CHECK_GRAPH = oxigraph.namedNode('urn:x-wsm-check:graph');
 
-/** The throwaway store of each check under way, and whether one of its pieces was refused. */
-const checks = new Map<number, { store: oxigraph.Store; refused: boolean }>();
-
 const free = (store: oxigraph.Store) => (store as unknown as { free?: () => void }).free?.();
 
 /** Checks already answered as refused: their later pieces are ignored. */
 const refused = new Set<number>();
 
+// Each piece goes into a store of its own, freed right after: a piece is
+// whole lines of N-Triples (or a whole text of another format), and a line
+// of N-Triples is accepted or refused on its own, so this accepts exactly
+// what one store holding every piece would. It is twice as fast: 38 MB (an
+// install of 15,000 roles) took 1.7 s into one growing store, 0.75 s so.
 port.on('message', (msg: LoadCheckRequest) => {
   if (refused.has(msg.id)) {
     if (msg.last) refused.delete(msg.id);
     return;
   }
-  let check = checks.get(msg.id);
-  if (!check) {
-    check = { store: new oxigraph.Store(), refused: false };
-    checks.set(msg.id, check);
-  }
-  if (!check.refused && msg.index >= 0) {
+  if (msg.index >= 0) {
+    const store = new oxigraph.Store();
     try {
-      check.store.load(msg.data, { format: msg.format, to_graph_name: CHECK_GRAPH, no_transaction: true });
+      store.load(msg.data, { format: msg.format, to_graph_name: CHECK_GRAPH, no_transaction: true });
     } catch (err) {
-      check.refused = true;
+      if (!msg.last) refused.add(msg.id);
       port.postMessage({ id: msg.id, ok: false, index: msg.index, message: (err as Error).message } satisfies LoadCheckReply);
+      return;
+    } finally {
+      free(store);
     }
   }
-  if (msg.last || check.refused) {
-    checks.delete(msg.id);
-    if (check.refused && !msg.last) refused.add(msg.id);
-    free(check.store);
-    if (!check.refused) port.postMessage({ id: msg.id, ok: true } satisfies LoadCheckReply);
-  }
+  if (msg.last) port.postMessage({ id: msg.id, ok: true } satisfies LoadCheckReply);
 });
 port.postMessage({ ready: true });

@@ -18,7 +18,7 @@ const PIECE_CHARS = 256 * 1024;
 /**
  * One piece of a check: `data` goes into the throwaway store of check `id`
  * (N-Triples in pieces cut at line ends, so no one message copies a whole
- * install); `last` ends the check and frees its store.
+ * install); `last` ends the check.
  */
 export interface LoadCheckRequest { id: number; index: number; format: string; data: string; last: boolean }
 export type LoadCheckReply = { id: number; ok: true } | { id: number; ok: false; index: number; message: string };
