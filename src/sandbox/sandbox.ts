@@ -59,8 +59,6 @@ export interface SandboxOptions {
   maxMemoryMb?: number;
   /** How often RSS is sampled while queries run. */
   memorySampleMs?: number;
-  /** Workers kept started but unassigned, so a view that needs one more does not wait for a start. */
-  spareWorkers?: number;
   /** Longest wait for a free worker (default: the time limit, at least 10 s so a worker can start). */
   queueTimeoutMs?: number;
   /** Longest wait for a worker's copy of the data to be brought up to date (default: 30 times the time limit, at least 5 min). */
@@ -93,7 +91,7 @@ class QueryWorker {
   isReady = false;
   busy = false;
   dead = false;
-  /** The view it serves; null while it is a spare. */
+  /** The view it serves. */
   owner: View | null = null;
   /** The graphs its store holds: name -> version (see `View.graphs`). */
   held = new Map<string, number>();
@@ -284,7 +282,6 @@ export function reaches(write: GraphPlaces, workspaceId: string, kind: ViewKind)
 export class QuerySandbox {
   private readonly views = new Map<string, View>();
   /** Started workers not yet serving a view. */
-  private spares: QueryWorker[] = [];
   private readonly unsubscribe: () => void;
   private readonly housekeeping: NodeJS.Timeout;
   private closed = false;
@@ -314,7 +311,6 @@ export class QuerySandbox {
       workerHeapMb: Math.max(128, options.maxMemoryMb ?? 384),
       maxMemoryMb: 384,
       memorySampleMs: 20,
-      spareWorkers: 2,
       queueTimeoutMs: Math.max(options.timeoutMs, 10_000),
       prepareTimeoutMs: Math.max(options.timeoutMs * 30, 300_000),
       largeViewQuads: 100_000,
@@ -373,8 +369,6 @@ export class QuerySandbox {
       await Promise.all(view.workers.map((w) => w.kill()));
     }
     this.views.clear();
-    await Promise.all(this.spares.map((w) => w.kill()));
-    this.spares = [];
   }
 
   private view(workspaceId: string, kind: ViewKind): View {
@@ -478,33 +472,23 @@ export class QuerySandbox {
   }
 
   /**
-   * Gives the view one more worker: a spare that has already started (its
-   * engine loaded, so only the view's data remains to send), else a new one.
-   * Then starts a new spare, so the next view to grow does not wait either.
+   * Gives the view one more worker, started now. No spare is kept started
+   * ahead: a worker on the bundled code is ready in about 50 ms but holds
+   * about 22 MB while it waits, and the view's data it then loads takes
+   * far longer than the start (two spares were 45 MB of the 350 MB at 10M
+   * quads on the remote store, where the target is 300 MB).
    */
   private spawn(view: View): void {
-    const spareAt = this.spares.findIndex((w) => !w.dead);
-    const worker = spareAt === -1 ? this.newWorker() : this.spares.splice(spareAt, 1)[0]!;
+    const worker = this.newWorker();
     worker.owner = view;
     view.workers.push(worker);
     worker.ready.then(() => this.pump(view), () => {});
-    this.replenishSpares();
-  }
-
-  private replenishSpares(): void {
-    if (this.closed) return;
-    this.spares = this.spares.filter((w) => !w.dead);
-    while (this.spares.length < this.opts.spareWorkers) this.spares.push(this.newWorker());
   }
 
   private onWorkerDeath(worker: QueryWorker, reason: string): void {
     if (this.closed) return;
     const view = worker.owner;
-    if (!view) {
-      this.spares = this.spares.filter((w) => w !== worker);
-      this.logger.warn({ reason }, 'spare query worker stopped');
-      return;
-    }
+    if (!view) return;
     view.workers = view.workers.filter((w) => w !== worker);
     this.logger.warn({ view: view.key, reason }, 'query worker stopped');
     if (!worker.isReady) {
