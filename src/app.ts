@@ -123,7 +123,10 @@ export function createApp(services: Services): Express {
     const store = services.store.health?.();
     if (store && !store.writable) {
       res.setHeader('Retry-After', String(store.retryAfterSeconds ?? 1));
-      res.status(503).json({ success: false, error: { code: 'STORE_UNAVAILABLE', message: 'The service answers reads but cannot save changes: its storage cannot be written' } });
+      const message = store.readable === false
+        ? 'The service cannot reach its storage'
+        : 'The service answers reads but cannot save changes: its storage cannot be written';
+      res.status(503).json({ success: false, error: { code: 'STORE_UNAVAILABLE', message } });
       return;
     }
     res.json({ success: true, data: { status: 'ok' } });

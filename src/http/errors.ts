@@ -1,7 +1,7 @@
 import type { ErrorRequestHandler, RequestHandler } from 'express';
 import { AppError, type ErrorCode } from '../errors.js';
 import type { Logger } from '../logger.js';
-import { StoreUnavailableError } from '../store/store.js';
+import { StoreUnavailableError, StoreUnreachableError } from '../store/store.js';
 
 /** The one place error codes become HTTP statuses. */
 export const STATUS_OF: Record<ErrorCode, number> = {
@@ -32,6 +32,10 @@ function storeUnavailable(err: unknown): StoreUnavailableError | undefined {
 
 /** The answer to a write the store could not make durable: 503, nothing changed, retry later. */
 export function storeUnavailableError(err: StoreUnavailableError): AppError {
+  // Nothing about the engine (address, error) goes to the client; the cause is logged.
+  if (err instanceof StoreUnreachableError) {
+    return new AppError('STORE_UNAVAILABLE', 'The service cannot reach its storage right now. Try again later.');
+  }
   return new AppError('STORE_UNAVAILABLE',
     `The service cannot save changes right now: its storage cannot be written${err.errno ? ` (${err.errno})` : ''}. ` +
       'Nothing was changed; reads still work. Try again later.');
@@ -99,6 +103,7 @@ export function errorBody(err: AppError): Record<string, unknown> {
 export function errorHandler(logger: Logger): ErrorRequestHandler {
   return (err, req, res, _next) => {
     const unwritable = err instanceof AppError ? undefined : storeUnavailable(err);
+    if (unwritable instanceof StoreUnreachableError) logger.warn({ err: unwritable, requestId: req.id }, 'the store cannot be reached');
     let appError = err instanceof AppError ? err : unwritable ? storeUnavailableError(unwritable) : fromLibraryError(err);
     if (!appError) {
       logger.error({ err, requestId: req.id }, 'unexpected error');

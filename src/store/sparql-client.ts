@@ -1,5 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import { Parser, type Quad, type Term } from 'n3';
+import { StoreUnreachableError } from './store.js';
 
 /**
  * The HTTP side of the remote store: SPARQL 1.1 Protocol requests to a
@@ -28,7 +29,7 @@ export class EngineError extends Error {
 }
 
 /** The engine could not be reached (refused, reset, timed out). */
-export class EngineUnavailableError extends Error {
+export class EngineUnavailableError extends StoreUnreachableError {
   constructor(message: string) {
     super(message);
     this.name = 'EngineUnavailableError';
@@ -37,6 +38,9 @@ export class EngineUnavailableError extends Error {
 
 export class SparqlClient {
   private readonly authorization: string | undefined;
+
+  /** Since when no request reached the engine (the last one failed to connect or lost its answer); null once one does. */
+  unreachableSince: Date | null = null;
 
   constructor(readonly options: SparqlEndpointOptions) {
     this.authorization = options.user !== undefined
@@ -56,9 +60,17 @@ export class SparqlClient {
         signal: AbortSignal.timeout(this.options.timeoutMs ?? 120_000),
       });
     } catch (err) {
+      this.unreachableSince ??= new Date();
       throw new EngineUnavailableError(`SPARQL engine unreachable at ${new URL(url).origin}: ${err instanceof Error ? err.message : String(err)}`);
     }
-    const text = await res.text();
+    let text: string;
+    try {
+      text = await res.text();
+    } catch (err) {
+      this.unreachableSince ??= new Date();
+      throw new EngineUnavailableError(`SPARQL engine dropped its answer from ${new URL(url).origin}: ${err instanceof Error ? err.message : String(err)}`);
+    }
+    this.unreachableSince = null;
     if (!res.ok) {
       throw new EngineError(`SPARQL engine answered ${res.status}: ${text.slice(0, 500)}`, res.status, text);
     }

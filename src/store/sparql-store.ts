@@ -3,7 +3,7 @@ import sparqljs from 'sparqljs';
 import { ExclusiveSections } from './sections.js';
 import { GraphRevisions } from './revisions.js';
 import { assertDeclared, checkGraphsFromEnv } from './declared-graphs.js';
-import { WriteRefusedError, declaredGraphs, type Binding, type QuadStore, type QueryScope, type WriteCondition, type WriteOp } from './store.js';
+import { WriteRefusedError, declaredGraphs, type Binding, type QuadStore, type QueryScope, type StoreHealth, type WriteCondition, type WriteOp } from './store.js';
 import { InstanceLease } from './instance-lease.js';
 import { EngineError, READ_COMMITTED, SparqlClient, insertOperations, isDeadlock, type SparqlEndpointOptions } from './sparql-client.js';
 import { sparql, sparqlFragment, literal, iri, join, variable, type Sparql, type SparqlFragment } from '../rdf/sparql.js';
@@ -75,6 +75,29 @@ export class SparqlStore implements QuadStore {
 
   get version(): number {
     return this.versionCounter;
+  }
+
+  /** When the engine was last asked whether it is back (`health`). */
+  private lastProbe = 0;
+  private probing = false;
+
+  /**
+   * Unavailable while the engine cannot be reached: its last request failed
+   * to connect or lost its answer, and none has reached it since. Answers
+   * from what is known, at once (/health calls it); while unreachable it
+   * asks the engine again in the background, at most once a second, so
+   * health comes back by itself when the engine does, with no other
+   * request.
+   */
+  health(): StoreHealth {
+    const since = this.client.unreachableSince;
+    if (!since) return { writable: true };
+    if (!this.probing && Date.now() - this.lastProbe >= 1000) {
+      this.probing = true;
+      this.lastProbe = Date.now();
+      this.client.query('ASK {}', RESULTS_JSON, 0).catch(() => {}).finally(() => { this.probing = false; });
+    }
+    return { writable: false, readable: false, reason: 'the SPARQL engine cannot be reached', since, retryAfterSeconds: 5 };
   }
 
   private static unscoped(scope?: QueryScope): void {

@@ -54,9 +54,26 @@ export class StoreUnavailableError extends Error {
   }
 }
 
+/**
+ * The store's engine cannot be reached (the remote store: refused or
+ * dropped connections, no answer in time). Reads fail too. Whether a write
+ * sent when the connection dropped was applied is not known; the service
+ * answers 503 `STORE_UNAVAILABLE` and says only that the storage cannot be
+ * reached.
+ */
+export class StoreUnreachableError extends StoreUnavailableError {
+  constructor(message: string) {
+    super(message, undefined);
+    this.name = 'StoreUnreachableError';
+    this.retryAfterSeconds = 5;
+  }
+}
+
 /** Whether the store can take writes now (`QuadStore.health`). */
 export interface StoreHealth {
   writable: boolean;
+  /** False when reads fail too (the engine cannot be reached). */
+  readable?: boolean;
   /** Why not: for logs and operators, not for anonymous clients. */
   reason?: string;
   /** Since when. */
