@@ -30,7 +30,7 @@ function storeUnavailable(err: unknown): StoreUnavailableError | undefined {
   return undefined;
 }
 
-/** The answer to a write the store could not make durable: 503, nothing changed, retry later. */
+/** The answer when the store could not make a write durable (nothing changed) or cannot be reached: 503, retry later. */
 export function storeUnavailableError(err: StoreUnavailableError): AppError {
   // Nothing about the engine (address, error) goes to the client; the cause is logged.
   if (err instanceof StoreUnreachableError) {
