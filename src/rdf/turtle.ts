@@ -4,7 +4,7 @@
  * line and column) and never leak a stack or a parser internal.
  */
 import { DataFactory, Parser, Writer, type Quad } from 'n3';
-import { oxigraphEngine } from './oxigraph-engine.js';
+import oxigraph from 'oxigraph';
 import { badRequest } from '../errors.js';
 
 export interface ParseTurtleOptions {
@@ -97,7 +97,7 @@ function checkIrisForStore(quads: readonly Quad[], text: string, options: ParseT
       seen.add(term.value);
       let problem: string | null = null;
       try {
-        oxigraphEngine().namedNode(term.value);
+        oxigraph.namedNode(term.value);
       } catch (err) {
         problem = err instanceof Error ? err.message : String(err);
       }
@@ -113,7 +113,7 @@ function checkIrisForStore(quads: readonly Quad[], text: string, options: ParseT
 /** The line the store's own Turtle parser stops at, if it refuses the document. */
 function refusedLine(text: string, baseIri: string | undefined): number | null {
   try {
-    new (oxigraphEngine().Store)().load(text, { format: 'text/turtle', ...(baseIri ? { base_iri: baseIri } : {}), to_graph_name: oxigraphEngine().defaultGraph() });
+    new oxigraph.Store().load(text, { format: 'text/turtle', ...(baseIri ? { base_iri: baseIri } : {}), to_graph_name: oxigraph.defaultGraph() });
     return null;
   } catch (err) {
     const m = /line (\d+)/.exec(err instanceof Error ? err.message : String(err));

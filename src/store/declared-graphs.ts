@@ -1,4 +1,4 @@
-import { oxigraphEngine } from '../rdf/oxigraph-engine.js';
+import oxigraph from 'oxigraph';
 import sparqljs from 'sparqljs';
 import { DEFAULT_GRAPH, type WriteOp } from './store.js';
 
@@ -37,7 +37,7 @@ export function graphsChangedBy(update: string): { graphs: Set<string> } | { unr
   } catch (err) {
     // A text the engine refuses too changes nothing (the write is refused); one it accepts cannot be checked.
     try {
-      new (oxigraphEngine().Store)().update(update);
+      new oxigraph.Store().update(update);
     } catch {
       return { graphs: new Set() };
     }

@@ -1,7 +1,7 @@
 import type { Config } from '../config.js';
 import type { Logger } from '../logger.js';
 import type { QuadStore } from './store.js';
-import type { DurableStoreOptions } from './durable.js';
+import { openDurableStore, type DurableStoreOptions } from './durable.js';
 import { SparqlStore } from './sparql-store.js';
 import { sparql } from '../rdf/sparql.js';
 
@@ -31,8 +31,6 @@ export async function openStore(config: Config, logger: Logger, storeOptions: St
     logger.info({ store: 'sparql', queryUrl: config.WSM_SPARQL_QUERY_URL, dialect: config.WSM_SPARQL_DIALECT }, 'using the remote SPARQL engine');
     return store;
   }
-  // Loaded here only: the embedded store brings Oxigraph, which the remote store's process does without.
-  const { openDurableStore } = await import('./durable.js');
   return openDurableStore(config.dataDir, {
     ...storeOptions,
     onWarning: (message) => logger.warn({ dataDir: config.dataDir }, message),
