@@ -91,8 +91,6 @@ class QueryWorker {
   isReady = false;
   busy = false;
   dead = false;
-  /** The view it serves. */
-  owner: View | null = null;
   /** The graphs its store holds: name -> version (see `View.graphs`). */
   held = new Map<string, number>();
   /** It is loading data for a view. */
@@ -102,7 +100,8 @@ class QueryWorker {
   lastUsed = Date.now();
   private readonly pending = new Map<number, Settle>();
 
-  constructor(heapMb: number, onDeath: (worker: QueryWorker, reason: string) => void) {
+  /** `owner`: the view it serves. */
+  constructor(readonly owner: View, heapMb: number, onDeath: (worker: QueryWorker, reason: string) => void) {
     this.worker = spawnWorker(heapMb);
     this.worker.unref();
     this.ready = new Promise<void>((resolve, reject) => {
@@ -467,10 +466,6 @@ export class QuerySandbox {
     }
   }
 
-  private newWorker(): QueryWorker {
-    return new QueryWorker(this.opts.workerHeapMb, (w, reason) => this.onWorkerDeath(w, reason));
-  }
-
   /**
    * Gives the view one more worker, started now. No spare is kept started
    * ahead: a worker on the bundled code is ready in about 50 ms but holds
@@ -479,8 +474,7 @@ export class QuerySandbox {
    * quads on the remote store, where the target is 300 MB).
    */
   private spawn(view: View): void {
-    const worker = this.newWorker();
-    worker.owner = view;
+    const worker = new QueryWorker(view, this.opts.workerHeapMb, (w, reason) => this.onWorkerDeath(w, reason));
     view.workers.push(worker);
     worker.ready.then(() => this.pump(view), () => {});
   }
@@ -488,7 +482,6 @@ export class QuerySandbox {
   private onWorkerDeath(worker: QueryWorker, reason: string): void {
     if (this.closed) return;
     const view = worker.owner;
-    if (!view) return;
     view.workers = view.workers.filter((w) => w !== worker);
     this.logger.warn({ view: view.key, reason }, 'query worker stopped');
     if (!worker.isReady) {
