@@ -116,6 +116,32 @@ export function createApp(services: Services): Express {
 
   app.use(requestMetrics());
 
+  const registry = buildRegistry(services);
+  const openapi = registry.openapi({ title: 'Workspace management service', version: '1.0.0' });
+  const authenticate = async (req: Request): Promise<AuthContext> => {
+    // An API key instead of a bearer token (DESIGN.md section 10); a bearer token wins when both are sent.
+    const apiKey = req.headers['x-api-key'];
+    if (req.headers.authorization === undefined && typeof apiKey === 'string') return services.apiKeys.verify(apiKey);
+    // services.verify remembers verified tokens until their expiry (src/auth/tokens.ts).
+    const auth = await services.verify(bearerToken(req.headers.authorization));
+    // Most requests change nothing: the user record already says what the token says.
+    if (!await services.users.isCurrent(auth.username, auth.profile)) await services.users.upsert(auth.username, auth.profile);
+    return auth;
+  };
+
+  const router = express.Router();
+  const authorize = async (auth: AuthContext, access: Access, segment: string | undefined): Promise<WorkspaceAccess | undefined> => {
+    if (access === 'system-admin') {
+      if (!auth.systemAdmin) throw forbidden('Only system administrators may do this');
+      return undefined;
+    }
+    if (segment === undefined) throw new Error('a route declaring workspace access needs a {workspace} parameter');
+    return access === 'admin' ? services.workspaces.requireAdmin(auth, segment) : services.workspaces.requireMember(auth, segment);
+  };
+  const dispatch = registry.mount(router, { jsonLimit: config.WSM_MAX_BODY_BYTES, authenticate, authorize });
+  // The API's routes, found in one lookup before the other middleware (src/http/api.ts, `mount`).
+  app.use(dispatch);
+
   // Anonymous, and tells nothing but whether the service answers and can
   // save changes (DESIGN.md section 11): 503 while the store's journal cannot
   // be written (docs/decisions.md, Durability).
@@ -131,19 +157,6 @@ export function createApp(services: Services): Express {
     }
     res.json({ success: true, data: { status: 'ok' } });
   });
-
-  const registry = buildRegistry(services);
-  const openapi = registry.openapi({ title: 'Workspace management service', version: '1.0.0' });
-  const authenticate = async (req: Request): Promise<AuthContext> => {
-    // An API key instead of a bearer token (DESIGN.md section 10); a bearer token wins when both are sent.
-    const apiKey = req.headers['x-api-key'];
-    if (req.headers.authorization === undefined && typeof apiKey === 'string') return services.apiKeys.verify(apiKey);
-    // services.verify remembers verified tokens until their expiry (src/auth/tokens.ts).
-    const auth = await services.verify(bearerToken(req.headers.authorization));
-    // Most requests change nothing: the user record already says what the token says.
-    if (!await services.users.isCurrent(auth.username, auth.profile)) await services.users.upsert(auth.username, auth.profile);
-    return auth;
-  };
 
   const metrics = serviceMetrics({
     quads: () => services.store.size(),
@@ -163,16 +176,6 @@ export function createApp(services: Services): Express {
   // The web console: static files, bundled on first request (src/console/assets.ts).
   app.use(consoleRouter());
 
-  const router = express.Router();
-  const authorize = async (auth: AuthContext, access: Access, segment: string | undefined): Promise<WorkspaceAccess | undefined> => {
-    if (access === 'system-admin') {
-      if (!auth.systemAdmin) throw forbidden('Only system administrators may do this');
-      return undefined;
-    }
-    if (segment === undefined) throw new Error('a route declaring workspace access needs a {workspace} parameter');
-    return access === 'admin' ? services.workspaces.requireAdmin(auth, segment) : services.workspaces.requireMember(auth, segment);
-  };
-  registry.mount(router, { jsonLimit: config.WSM_MAX_BODY_BYTES, authenticate, authorize });
   app.use(router);
   // Unknown paths still need a valid token, so probing reveals nothing.
   app.use((req, _res, next) => { authenticate(req).then(() => next(), next); });

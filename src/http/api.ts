@@ -1,4 +1,5 @@
-import express, { type Request, type Response, type NextFunction, type Router } from 'express';
+import express, { type Request, type RequestHandler, type Response, type NextFunction, type Router } from 'express';
+import FindMyWay from 'find-my-way';
 import multer from 'multer';
 import { z } from 'zod';
 import { AppError, badRequest, unsupportedMediaType } from '../errors.js';
@@ -116,6 +117,30 @@ export function operationIdOf(method: Method, path: string): string {
 
 const expressPath = (path: string) => path.replace(/\{([A-Za-z0-9_]+)\}/g, ':$1');
 
+/**
+ * Two routes of one method where a path could match both, and Express (first
+ * declared wins) would pick a different one than a radix tree (read left to
+ * right, a static segment beats a parameter): no two static segments
+ * disagree, and at the first place where one route has a parameter and the
+ * other a static segment, the earlier route has the parameter. Null when
+ * there is none.
+ */
+export function firstMatchDiffers(routes: readonly RouteDef[]): [RouteDef, RouteDef] | null {
+  const segments = (path: string) => path.split('/').map((s) => (s.startsWith('{') ? null : s.toLowerCase()));
+  for (const [i, earlier] of routes.entries()) {
+    const a = segments(earlier.path);
+    for (const later of routes.slice(i + 1)) {
+      if (later.method !== earlier.method) continue;
+      const b = segments(later.path);
+      if (a.length !== b.length) continue;
+      if (a.some((s, k) => s !== null && b[k] !== null && s !== b[k])) continue;
+      const first = a.findIndex((s, k) => (s === null) !== (b[k] === null));
+      if (first !== -1 && a[first] === null) return [earlier, later];
+    }
+  }
+  return null;
+}
+
 function hasBody(req: Request): boolean {
   const length = req.headers['content-length'];
   return (length !== undefined && length !== '0') || req.headers['transfer-encoding'] !== undefined;
@@ -128,13 +153,27 @@ export class ApiRegistry {
     this.routes.push(...routes);
   }
 
-  /** Mounts every route on a router, in declaration order. */
+  /**
+   * Mounts every route on a router, in declaration order, and returns a
+   * dispatcher to put in front of the app's other middleware: it finds the
+   * route of a request in a radix tree (find-my-way) instead of trying the
+   * router's layers one by one, and runs the same middleware chain. Paths it
+   * does not take exactly as Express would (any `%`, an empty segment, no
+   * route) go on to the Express router, which answers them as before; so
+   * does every route where Express's first-declared match and the tree's
+   * most specific one could differ (`mount` refuses such a declaration
+   * order: see `firstMatchDiffers`).
+   */
   mount(router: Router, options: {
     jsonLimit: number;
     authenticate: (req: Request) => Promise<AuthContext>;
     /** Checks a route's declared access; throws the 403/404. */
     authorize: (auth: AuthContext, access: Access, workspaceSegment: string | undefined) => Promise<WorkspaceAccess | undefined>;
-  }): void {
+  }): RequestHandler {
+    const clash = firstMatchDiffers(this.routes);
+    if (clash) throw new Error(`route ${clash[1].method.toUpperCase()} ${clash[1].path} is shadowed by ${clash[0].path}, declared before it: declare the more specific route first`);
+    // As Express matches by default: case-insensitive, a trailing slash allowed; no length limit on a parameter.
+    const tree = FindMyWay({ caseSensitive: false, ignoreTrailingSlash: true, maxParamLength: 64 * 1024 });
     const json = express.json({ limit: options.jsonLimit, type: ['application/json', 'application/*+json'] });
     for (const route of this.routes) {
       const middlewares: Array<(req: Request, res: Response, next: NextFunction) => void> = [];
@@ -205,10 +244,39 @@ export class ApiRegistry {
           res.json({ success: true, data: reply.data ?? null });
         }
       };
-      router[route.method](expressPath(route.path), ...middlewares, (req: Request, res: Response, next: NextFunction) => {
+      const chain = [...middlewares, (req: Request, res: Response, next: NextFunction) => {
         handler(req, res).catch(next);
-      });
+      }];
+      const pattern = expressPath(route.path);
+      router[route.method](pattern, ...chain);
+      tree.on(route.method.toUpperCase() as 'GET', pattern, () => {}, { chain, pattern });
     }
+    return (req, res, next) => {
+      const url = req.url;
+      const end = url.indexOf('?');
+      const path = end === -1 ? url : url.slice(0, end);
+      if (path.includes('%')) return next();
+      const found = tree.find((req.method === 'HEAD' ? 'GET' : req.method) as 'GET', path);
+      if (!found) return next();
+      const params = found.params as Record<string, string>;
+      for (const name in params) if (!params[name]) return next();
+      const { chain, pattern } = found.store as { chain: RequestHandler[]; pattern: string };
+      req.params = params;
+      // What Express sets on a matched route; the request metrics label by it.
+      (req as Request & { route: { path: string } }).route = { path: pattern };
+      let at = 0;
+      const step = (err?: unknown): void => {
+        if (err) return next(err);
+        const handle = chain[at++];
+        if (!handle) return next();
+        try {
+          void handle(req, res, step);
+        } catch (thrown) {
+          next(thrown);
+        }
+      };
+      step();
+    };
   }
 
   /** The OpenAPI 3.1 document of every mounted route. */
