@@ -20,7 +20,9 @@ import type { QuadStore } from './store.js';
  * entries, the least recently used goes first.
  */
 export class GraphCache<V> {
-  private readonly entries = new Map<string, { value: V; graphs: readonly string[]; revisions: number[] }>();
+  private readonly entries = new Map<string, { value: V; graphs: readonly string[]; revisions: number[]; placed: number }>();
+  /** Counts placements (an entry kept, or moved to the recent end): the age of an entry's place in `entries`. */
+  private placements = 0;
 
   constructor(private readonly store: QuadStore, private readonly max = 10_000) {}
 
@@ -52,9 +54,14 @@ export class GraphCache<V> {
       this.entries.delete(key);
       return { found: false };
     }
-    // Most recently used last.
-    this.entries.delete(key);
-    this.entries.set(key, entry);
+    // Most recently used last. An entry placed in the recent half stays where
+    // it is: a hot entry moves about once per max/2 placements, not on every
+    // hit, and still never reaches the front, where entries are evicted.
+    if (this.placements - entry.placed >= this.max / 2) {
+      this.entries.delete(key);
+      entry.placed = ++this.placements;
+      this.entries.set(key, entry);
+    }
     return { found: true, value: entry.value };
   }
 
@@ -68,7 +75,7 @@ export class GraphCache<V> {
     if (!this.current(graphs, at)) return;
     this.entries.delete(key);
     if (this.entries.size >= this.max) this.entries.delete(this.entries.keys().next().value!);
-    this.entries.set(key, { value: deepFreeze(value), graphs, revisions: at });
+    this.entries.set(key, { value: deepFreeze(value), graphs, revisions: at, placed: ++this.placements });
   }
 
   private current(graphs: readonly string[], revisions: readonly number[]): boolean {

@@ -147,4 +147,24 @@ describe('read cache keyed on graph revisions', () => {
     const shared = await get('two');
     expect(() => { (shared as { n: number }).n = 99; }).to.throw(TypeError);
   });
+  it('keeps an entry used now and then while many others come and go, and drops the unused ones', async () => {
+    const store = new OxigraphStore();
+    const cache = new GraphCache<string>(store, 100);
+    const reads: string[] = [];
+    const get = (key: string) => cache.get(key, ['urn:g:a'], async () => { reads.push(key); return key; });
+    await get('hot');
+    await get('cold');
+    for (let i = 0; i < 1000; i++) {
+      await get(`k${i}`);
+      if (i % 30 === 0) await get('hot');
+    }
+    reads.length = 0;
+    await get('hot');
+    await get('k999');
+    await get('k950');
+    expect(reads).to.deep.equal([]);
+    await get('cold');
+    await get('k0');
+    expect(reads).to.deep.equal(['cold', 'k0']);
+  });
 });
