@@ -186,7 +186,14 @@ export interface LoadResult { rps: number; p50: number; p99: number; max: number
 export interface LoadRequest { method?: 'GET' | 'POST' | 'PUT' | 'DELETE'; path?: string; headers?: Record<string, string>; body?: string; uniqueBody?: string; label?: string }
 
 /** What bench/loadgen.ts runs (autocannon's options that survive JSON). */
-export interface LoadSpec extends LoadRequest { url: string; connections: number; duration: number; requests?: LoadRequest[] }
+export interface LoadSpec extends LoadRequest {
+  url: string;
+  connections: number;
+  duration: number;
+  requests?: LoadRequest[];
+  /** Requests per second per connection (autocannon's `connectionRate`); unset: as fast as answers come. */
+  connectionRate?: number;
+}
 
 /**
  * Runs autocannon in a process of its own (bench/loadgen.ts), so the load

@@ -15,6 +15,7 @@ type Bench = { name: string; title: string; optIn?: boolean; run: () => Promise<
 const benches: Bench[] = [
   { name: 'reads', title: 'Reads (P5, I6) at 32 connections', run: async () => (await import('./figures/reads.js')).run() },
   { name: 'writes', title: 'Durable writes (C5)', run: async () => (await import('./figures/writes.js')).run() },
+  { name: 'reads-writers', title: 'Reads with writers beside them (P5 and C5)', run: async () => (await import('./figures/reads-writers.js')).run() },
   { name: 'install', title: 'Install of a 100,000-triple matrix', run: async () => (await import('./figures/install.js')).run() },
   { name: 'startup', title: 'Start-up with 1M quads + 10,000 journal records', run: async () => (await import('./figures/startup.js')).run() },
   { name: 'journal-startup', title: 'Start-up with a journal just below the snapshot threshold', run: async () => (await import('./figures/journal-startup.js')).run() },
