@@ -1,3 +1,12 @@
+/**
+ * P5 probe (not part of `npm run bench`): starts the service with a package
+ * installed from the hosted registry (`reads-registry`) and one uploaded
+ * (`reads`), then drives P5 of the packages named on the command line at 32
+ * connections for 6 s each and prints each rate. With BENCH_CPU_PROF=<dir>
+ * the service writes a CPU profile of just that load.
+ *
+ *   node --import tsx bench/p5-probe.ts reads-registry reads
+ */
 import { installFromRegistry, installPackage, load, serviceWithWorkspace } from './lib.js';
 import { packageArchive } from './data.js';
 const env = await serviceWithWorkspace();
