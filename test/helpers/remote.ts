@@ -53,6 +53,23 @@ export function requireRemote(ctx: Mocha.Context): SparqlEndpointOptions {
 }
 
 /**
+ * Mocha hooks for a suite whose test servers run on the remote engine: the
+ * suite is skipped without one (`requireRemote`), and `WSM_TEST_STORE=sparql`
+ * is set for its servers while it runs and put back after it.
+ */
+export function onRemoteStore(): void {
+  let previous: string | undefined;
+  before(function () {
+    requireRemote(this);
+    previous = process.env.WSM_TEST_STORE;
+    process.env.WSM_TEST_STORE = 'sparql';
+  });
+  after(() => {
+    if (previous === undefined) delete process.env.WSM_TEST_STORE; else process.env.WSM_TEST_STORE = previous;
+  });
+}
+
+/**
  * Every quad of the service's named graphs, as sorted N-Quads-like lines:
  * the whole state, through the store contract, on either store (the embedded
  * one and the remote one, whose engine holds graphs of its own besides).

@@ -1,7 +1,7 @@
 import { expect } from 'chai';
 import net from 'node:net';
 import { bearer, removeDir, seedWorkspace, startTestServer, type TestServer } from '../helpers/server.js';
-import { remoteSettings, requireRemote } from '../helpers/remote.js';
+import { onRemoteStore, remoteSettings } from '../helpers/remote.js';
 
 /**
  * A TCP pass-through to the engine that the test can cut (refusing
@@ -42,15 +42,9 @@ describe('service on the remote store when the engine cannot be reached', functi
   this.timeout(120_000);
   let t: TestServer | undefined;
   let proxy: Awaited<ReturnType<typeof cuttableProxy>> | undefined;
-  let previous: string | undefined;
 
-  before(function () {
-    requireRemote(this);
-    previous = process.env.WSM_TEST_STORE;
-    process.env.WSM_TEST_STORE = 'sparql';
-  });
+  onRemoteStore();
   after(async () => {
-    if (previous === undefined) delete process.env.WSM_TEST_STORE; else process.env.WSM_TEST_STORE = previous;
     if (t) { await t.close(); removeDir(t.dataDir); }
     await proxy?.close();
   });

@@ -1,20 +1,14 @@
 import { expect } from 'chai';
 import { bearer, removeDir, seedWorkspace, startTestServer, type TestServer } from '../helpers/server.js';
-import { requireRemote } from '../helpers/remote.js';
+import { onRemoteStore } from '../helpers/remote.js';
 
 /** The service on the remote store: user queries answer from copies of the caller's view, confined as on the embedded store. */
 describe('service on the remote store (WSM_STORE=sparql)', function () {
   this.timeout(120_000);
   let t: TestServer | undefined;
-  let previous: string | undefined;
 
-  before(function () {
-    requireRemote(this);
-    previous = process.env.WSM_TEST_STORE;
-    process.env.WSM_TEST_STORE = 'sparql';
-  });
+  onRemoteStore();
   after(async () => {
-    if (previous === undefined) delete process.env.WSM_TEST_STORE; else process.env.WSM_TEST_STORE = previous;
     if (t) { await t.close(); removeDir(t.dataDir); }
   });
 
