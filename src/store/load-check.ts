@@ -1,3 +1,4 @@
+import { availableParallelism } from 'node:os';
 import type { Worker } from 'node:worker_threads';
 import { spawnModuleWorker } from '../workers/spawn.js';
 import { nTriplesSlices } from './oxigraph-store.js';
@@ -61,14 +62,13 @@ class LoadChecker {
     return this.ready;
   }
 
-  async check(loads: Array<{ format: string; data: string }>): Promise<LoadCheckResult> {
+  /** Checks pieces of loads (each a whole text, or whole lines of N-Triples) in this checker's worker. */
+  async check(pieces: Piece[]): Promise<LoadCheckResult> {
     await this.start();
     const id = this.nextId++;
     const answer = new Promise<LoadCheckResult>((resolve, reject) => this.pending.set(id, { resolve, reject }));
     // Each message is copied on this thread: a few hundred kilobytes each, an event-loop turn between them.
-    const pieces = loads.flatMap(({ format, data }, index) => (format === 'application/n-triples'
-      ? [...nTriplesSlices(data, PIECE_CHARS)] : [data]).map((piece) => ({ index, format, data: piece })));
-    if (pieces.length === 0) pieces.push({ index: -1, format: 'application/n-triples', data: '' });
+    if (pieces.length === 0) pieces = [{ index: -1, format: 'application/n-triples', data: '' }];
     for (const [i, piece] of pieces.entries()) {
       if (!this.pending.has(id)) break; // refused, or the worker stopped
       if (i > 0) await new Promise<void>((resolve) => setImmediate(resolve));
@@ -78,15 +78,37 @@ class LoadChecker {
   }
 }
 
-let shared: LoadChecker | undefined;
+type Piece = { index: number; format: string; data: string };
+
+/** Checkers, started on first use (never holding the process open): one per core, at most two. */
+const checkers: LoadChecker[] = [];
+const CHECKERS = Math.max(1, Math.min(2, availableParallelism()));
+/** Fewer pieces than this go to one checker: splitting a check costs a worker its start. */
+const SPLIT_PIECES = 8;
 
 /**
- * Loads each text into a throwaway store of the engine in a worker thread
- * (one shared, started on first use, never holding the process open);
+ * Loads each text into throwaway stores of the engine in worker threads;
  * answers null when the engine accepts every one, else the index and the
- * engine's message of the first it refuses.
+ * engine's message of the first it refuses. A large check (an install's
+ * tens of megabytes) is cut into contiguous runs of pieces, one per
+ * checker, checked side by side while the event loop waits: the first
+ * refusal in text order is the one answered, so the answer is the same as
+ * one checker's.
  */
-export function checkLoadsOffThread(loads: Array<{ format: string; data: string }>): Promise<LoadCheckResult> {
-  shared ??= new LoadChecker();
-  return shared.check(loads);
+export async function checkLoadsOffThread(loads: Array<{ format: string; data: string }>): Promise<LoadCheckResult> {
+  const pieces: Piece[] = loads.flatMap(({ format, data }, index) => (format === 'application/n-triples'
+    ? [...nTriplesSlices(data, PIECE_CHARS)] : [data]).map((piece) => ({ index, format, data: piece })));
+  const runs = pieces.length < SPLIT_PIECES ? 1 : CHECKERS;
+  const size = Math.ceil(pieces.length / runs);
+  const answers = Array.from({ length: runs }, (_, i) => {
+    checkers[i] ??= new LoadChecker();
+    const answer = checkers[i].check(pieces.slice(i * size, (i + 1) * size));
+    answer.catch(() => {}); // awaited below, unless an earlier run was refused
+    return answer;
+  });
+  for (const answer of answers) {
+    const refused = await answer;
+    if (refused) return refused;
+  }
+  return null;
 }

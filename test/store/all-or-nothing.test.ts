@@ -100,6 +100,31 @@ describe('store: all-or-nothing writes', () => {
     await reopened.close();
   });
 
+  it('answers the first refused load in text order when a large check is split between workers, changing nothing', async function () {
+    this.timeout(60_000);
+    const store = await openDurableStore(dir);
+    await store.update(sparql`INSERT DATA { GRAPH <urn:g> { <urn:s> <urn:p> "kept" } }`, ['urn:g']);
+    const before = { quads: content(store), journal: await journalBytes(), version: store.version };
+    let text = '';
+    for (let i = 0; text.length <= 600_000; i++) text += `<urn:s:${i}> <urn:p> "one of ten loads, line ${i}" .\n`;
+    // Ten loads of about 600 KB: twenty pieces of the check, cut into a run per checker (one per core, at most two).
+    const ops = (refusedAt: number[]): WriteOp[] => Array.from({ length: 10 }, (_, i) => ({
+      kind: 'load', graph: `urn:g:${i}`, format: 'application/n-triples',
+      data: refusedAt.includes(i) ? `${text}<http://example.org/refused%zz> <urn:p> "refused" .\n` : text,
+    }));
+    for (const refusedAt of [[2, 8], [8], [0, 1, 9]]) {
+      const error = await store.write(ops(refusedAt)).then(() => null, (err: unknown) => err as WriteRefusedError);
+      expect(error, `refused at ${refusedAt.join(', ')}`).to.be.instanceOf(WriteRefusedError);
+      expect(error!.opIndex).to.equal(refusedAt[0]);
+      expect(error!.message).to.contain("'%zz'");
+    }
+    await store.write(ops([]));
+    expect(store.version).to.equal(before.version + 1);
+    expect((await journalBytes()).subarray(0, before.journal.length).equals(before.journal)).to.equal(true);
+    expect(content(store).length).to.equal(before.quads.length + 10 * text.split('\n').filter(Boolean).length);
+    await store.close();
+  });
+
   it('refuses a write whose first op the engine refuses, changing nothing', async () => {
     const store = await openDurableStore(dir);
     const before = content(store);
