@@ -1,6 +1,7 @@
 import { parentPort } from 'node:worker_threads';
 import oxigraph from 'oxigraph';
 import type { LoadCheckReply, LoadCheckRequest } from './load-check.js';
+import { giveWayToTheEventLoop } from '../workers/priority.js';
 
 /*
  * The load check's worker thread (load-check.ts): loads each text of a
@@ -9,6 +10,10 @@ import type { LoadCheckReply, LoadCheckRequest } from './load-check.js';
  */
 const port = parentPort;
 if (!port) throw new Error('the load check must run in a worker thread');
+
+// Two checkers can keep both cores busy while an install is checked: the
+// event loop goes first.
+giveWayToTheEventLoop();
 
 const CHECK_GRAPH = oxigraph.namedNode('urn:x-wsm-check:graph');
 
