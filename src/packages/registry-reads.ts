@@ -14,17 +14,24 @@ export class RegistryReads {
   private readonly registryReads = new Map<string, Promise<RegistryVersion[]>>();
 
   /**
-   * The registry's versions for a read (latestVersion). A read that starts
-   * while another read's request for the same package is under way takes
-   * that request's answer; nothing is kept once it is answered, so a change
-   * in the registry shows at the next read. Installs ask the registry
-   * themselves.
+   * The registry's versions for a read (latestVersion), or a rejection
+   * once the registry took `REGISTRY_READ_TIMEOUT_MS`: a read answers
+   * without the registry rather than wait for a slow one. A read that
+   * starts while another read's request for the same package is under way
+   * takes that request's answer (and its deadline); nothing is kept once it
+   * is answered, so a change in the registry shows at the next read.
+   * Installs ask the registry themselves.
    */
   private registryVersionsForRead(publisher: string, name: string): Promise<RegistryVersion[]> {
     const key = `${publisher}/${name}`;
     let pending = this.registryReads.get(key);
     if (!pending) {
-      pending = this.registry.versions(publisher, name).finally(() => this.registryReads.delete(key));
+      let timer: NodeJS.Timeout | undefined;
+      const timeout = new Promise<never>((_, reject) => { timer = setTimeout(() => reject(new Error('registry too slow')), REGISTRY_READ_TIMEOUT_MS); });
+      pending = Promise.race([this.registry.versions(publisher, name), timeout]).finally(() => {
+        clearTimeout(timer);
+        this.registryReads.delete(key);
+      });
       this.registryReads.set(key, pending);
     }
     return pending;
@@ -32,17 +39,12 @@ export class RegistryReads {
 
   async latestFromRegistry(workspace: Workspace, rec: InstalledRecord): Promise<string | null> {
     if (!rec.registryPublisher || !rec.registryName) return null;
-    let timer: NodeJS.Timeout | undefined;
     try {
-      // A read answers without the registry rather than wait for a slow one.
-      const timeout = new Promise<never>((_, reject) => { timer = setTimeout(() => reject(new Error('registry too slow')), REGISTRY_READ_TIMEOUT_MS); });
-      const versions = await Promise.race([this.registryVersionsForRead(rec.registryPublisher, rec.registryName), timeout]);
+      const versions = await this.registryVersionsForRead(rec.registryPublisher, rec.registryName);
       return newestCompatible(versions, workspace.engineVersion)?.version ?? null;
     } catch (err) {
       this.logger.warn({ err, package: rec.name }, 'registry not reachable for the latest version of a package');
       return null;
-    } finally {
-      clearTimeout(timer);
     }
   }
 }
