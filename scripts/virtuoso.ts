@@ -177,6 +177,10 @@ async function start(): Promise<Credentials> {
   }
   // Idempotent set-up, re-applied at every start so an upgrade of the service brings its procedures.
   isql(c, c.dbaPassword, readFileSync(setupSql, 'utf8').replaceAll('{{USER}}', c.user));
+  // Into the database file now: Virtuoso 7.2 cannot roll its log forward over a password change or a new user
+  // (set_user_struct fails), so after a crash before the next checkpoint the engine came back with dba's
+  // default password and without the service's user.
+  isql(c, c.dbaPassword, 'checkpoint;');
   return c;
 }
 
