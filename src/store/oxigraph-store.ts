@@ -3,6 +3,7 @@ import { ExclusiveSections } from './sections.js';
 import { GraphRevisions } from './revisions.js';
 import { assertDeclared, checkGraphsFromEnv } from './declared-graphs.js';
 import { checkLoadsOffThread } from './load-check.js';
+import { blankNodeSafeSlices } from './ntriples-slices.js';
 import { WriteRefusedError, declaredGraphs, type Binding, type QuadStore, type QueryScope, type JournalOp, type RdfFormat, type StoredOp, type WriteCondition, type WriteOp } from './store.js';
 import { sparql, trustedSparql, type Sparql } from '../rdf/sparql.js';
 
@@ -111,20 +112,7 @@ export function coalesceUpdates<Op extends StoredOp>(ops: readonly Op[]): Op[] {
  */
 export const SLICE_BYTES = 64 * 1024;
 
-/** N-Triples text cut at line ends into pieces of about `size` bytes (a triple never spans lines). */
-export function* nTriplesSlices(data: string, size: number): Generator<string> {
-  let start = 0;
-  while (start < data.length) {
-    let end = start + size;
-    if (end >= data.length) end = data.length;
-    else {
-      const newline = data.indexOf('\n', end);
-      end = newline === -1 ? data.length : newline + 1;
-    }
-    yield data.slice(start, end);
-    start = end;
-  }
-}
+export { nTriplesSlices } from './ntriples-slices.js';
 
 const loadBytes = (ops: readonly WriteOp[]) => ops.reduce((n, op) => n + (op.kind === 'load' ? op.data.length : 0), 0);
 
@@ -457,8 +445,9 @@ export class OxigraphStore implements QuadStore {
     this.answers.clear();
     try {
       for (const [i, op] of calls.entries()) {
-        const pieces = op.kind === 'update' ? [null] : op.format === 'application/n-triples' ? nTriplesSlices(op.data, SLICE_BYTES) : [op.data];
-        for (const piece of pieces) {
+        // Cut so that no blank node spans two pieces: each load call reads blank node labels afresh.
+        const pieces = op.kind === 'update' ? [null] : op.format === 'application/n-triples' ? blankNodeSafeSlices(op.data, SLICE_BYTES, nextTurn) : [op.data];
+        for await (const piece of pieces) {
           await nextTurn();
           try {
             if (op.kind === 'update') applyOp(this.raw, op);

@@ -29,6 +29,39 @@ describe('store: large writes are applied in slices', function () {
     for (const p of pieces) expect(p.endsWith('\n')).to.equal(true);
   });
 
+  it('keeps every blank node one node across slices, as the write read in one piece (and after a restart)', async () => {
+    // A report node linked to every result, results with blank-node paths, an RDF list, a `_:` inside a literal and
+    // an IRI, and lines without blank nodes between them: far more than one slice.
+    let data = '_:report <urn:p:type> <urn:c:Report> .\n';
+    for (let i = 0; i < 3000; i++) {
+      data += `_:report <urn:p:result> _:r${i} .\n<urn:s:${i}> <urn:p:label> "plain line ${i}, the text _:not-a-node inside" .\n`;
+      data += `_:r${i}\t<urn:p:path>  _:path${i % 7}.\n_:r${i} <urn:p:focus> <urn:f:_:${i}> .\n`;
+    }
+    for (let i = 0; i < 7; i++) data += `_:path${i} <urn:p:inverse> <urn:p:n${i}> .\n`;
+    for (let i = 0; i < 2000; i++) data += `_:l${i} <urn:p:first> "${i}" .\n_:l${i} <urn:p:rest> ${i === 1999 ? '<urn:nil>' : `_:l${i + 1}`} .\n`;
+    data += '<urn:s:list> <urn:p:items> _:l0 .\n';
+    expect(data.length).to.be.greaterThan(SLICE_BYTES * 5);
+    const shape = async (store: { select(q: Sparql): Promise<Binding[]> }) => {
+      const n = async (q: Sparql) => Number((await store.select(q))[0]!.n!.value);
+      return {
+        reports: await n(sparql`SELECT (COUNT(DISTINCT ?r) AS ?n) WHERE { GRAPH <urn:g> { ?r <urn:p:result> ?x } }`),
+        linked: await n(sparql`SELECT (COUNT(?x) AS ?n) WHERE { GRAPH <urn:g> { ?r <urn:p:type> <urn:c:Report> ; <urn:p:result> ?x . ?x <urn:p:focus> ?f ; <urn:p:path> ?p . ?p <urn:p:inverse> ?i } }`),
+        paths: await n(sparql`SELECT (COUNT(DISTINCT ?p) AS ?n) WHERE { GRAPH <urn:g> { ?x <urn:p:path> ?p } }`),
+        list: await n(sparql`SELECT (COUNT(?v) AS ?n) WHERE { GRAPH <urn:g> { <urn:s:list> <urn:p:items>/<urn:p:rest>* ?node . ?node <urn:p:first> ?v } }`),
+        plain: await n(sparql`SELECT (COUNT(*) AS ?n) WHERE { GRAPH <urn:g> { ?s <urn:p:label> ?l } }`),
+        all: await n(sparql`SELECT (COUNT(*) AS ?n) WHERE { GRAPH <urn:g> { ?s ?p ?o } }`),
+      };
+    };
+    const whole = { reports: 1, linked: 3000, paths: 7, list: 2000, plain: 3000, all: data.split('\n').filter(Boolean).length };
+    const store = await openDurableStore(dir);
+    await store.write([{ kind: 'load', graph: 'urn:g', format: 'application/n-triples', data }]);
+    expect(await shape(store)).to.deep.equal(whole);
+    await store.close();
+    const reopened = await openDurableStore(dir);
+    expect(await shape(reopened)).to.deep.equal(whole);
+    await reopened.close();
+  });
+
   it('lets the event loop turn while it applies, orders later writes after it, and journals it whole', async () => {
     const store = await openDurableStore(dir);
     await store.update(sparql`INSERT DATA { GRAPH <urn:g:big> { <urn:old> <urn:p:label> "old" } }`, ['urn:g:big']);
