@@ -1,5 +1,5 @@
 import { spawn, type ChildProcess } from 'node:child_process';
-import { mkdtempSync, rmSync, readFileSync, openSync, closeSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, rmSync, readFileSync, openSync, closeSync } from 'node:fs';
 import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
@@ -129,8 +129,11 @@ export async function spawnTs(script: string, args: string[], env: Record<string
   const started = performance.now();
   // Its output (the service's request log, at the service's default level)
   // goes to a file, written by the kernel: no process of the bench reads it.
-  const logDir = workDir('log');
-  const out = openSync(path.join(logDir, 'stdout.log'), 'a');
+  // BENCH_KEEP_LOGS=<dir>: the files are kept there, one per process started.
+  const kept = process.env.BENCH_KEEP_LOGS;
+  const logDir = kept ? path.resolve(kept) : workDir('log');
+  if (kept) mkdirSync(logDir, { recursive: true });
+  const out = openSync(path.join(logDir, kept ? `${path.basename(script, '.ts')}-${Date.now()}-${port}.log` : 'stdout.log'), 'a');
   // BENCH_CPU_PROF=<dir>: the service writes a CPU profile there when it stops (read it to find what holds the event loop).
   const profile = process.env.BENCH_CPU_PROF && script === 'src/cli.ts' ? ['--cpu-prof', `--cpu-prof-dir=${process.env.BENCH_CPU_PROF}`] : [];
   const proc = spawn(process.execPath, [...profile, ...nodeArgs, '--import', 'tsx', path.join(ROOT, script), ...args], {
@@ -140,7 +143,7 @@ export async function spawnTs(script: string, args: string[], env: Record<string
     stdio: ['ignore', out, 'inherit'],
   });
   closeSync(out);
-  proc.once('exit', () => removeDir(logDir));
+  if (!kept) proc.once('exit', () => removeDir(logDir));
   const url = `http://127.0.0.1:${port}`;
   await waitFor(url + readyPath, proc, timeoutMs);
   const startMs = performance.now() - started;
