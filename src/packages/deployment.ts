@@ -248,7 +248,7 @@ export class Deployment {
     const mentionedRoles = await this.rolesOutside(ws, touched, [...parsedOut.mentionedRoleIris, ...this.roleIrisFor(ws, [...allMentioned].filter((u) => !mentioned.has(u)))]);
     const context = { roleUris: await this.roleUrisOf(ws, mentionedRoles), matrixUris: [...outside, ...extraMatrices].map((x) => x.uri).sort() };
     const extensions = Object.fromEntries([...extensionQuads].map(([uri, quads]) => [uri, quads.length ? quadsToNTriples(quads) : '']));
-    await this.validate(ctx, () => job.validate({ extensions, context, reservedBase: this.graphs.base }));
+    await this.validate(ctx, () => job.validate({ extensions, context, reservedBase: this.graphs.base, reportIri: this.graphs.report(ws, ctx.commandId) }));
     // 6. Derive and write.
     const now = this.runner.now();
     const derivedAll = await job.derive({
@@ -387,7 +387,7 @@ export class Deployment {
       const mentionedRoles = await this.rolesOutside(ws, new Set([current.id]), [...parsed.mentionedRoleIris, ...this.roleIrisFor(ws, mentionedIris(ext.quads))]);
       const context = { roleUris: await this.roleUrisOf(ws, mentionedRoles), matrixUris: outside.map((x) => x.uri) };
       const extensions = { [matrixUri]: ext.quads.length ? quadsToNTriples(ext.quads) : '' };
-      await this.validate(ctx, () => job.validate({ extensions, context, reservedBase: this.graphs.base }));
+      await this.validate(ctx, () => job.validate({ extensions, context, reservedBase: this.graphs.base, reportIri: this.graphs.report(ws, ctx.commandId) }));
       const now = this.runner.now();
       const [derived] = await job.derive({ graphsBase: this.graphs.base, workspaceId: ws, now, matrices: [{ uri: matrixUri, id: current.id, createdAt: [...await this.createdAtOf(ws, current.id)] }] });
       const newPrincipals = new Set(derived!.principalIris);

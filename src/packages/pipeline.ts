@@ -53,6 +53,8 @@ export interface ValidateInput {
   context: { roleUris: string[]; matrixUris: string[] };
   /** WSM_BASE_IRI: statements using the service's vocabulary or its resource IRIs are violations (issue 12). */
   reservedBase: string;
+  /** The IRI of the report's `sh:ValidationReport` node (its graph's); a blank node without it. */
+  reportIri?: string;
 }
 
 /**
@@ -179,7 +181,7 @@ export class PipelineSession {
       this.extensionQuads.set(uri, quads);
     }
     const matrices = this.parsed.map((p) => ({ uri: p.uri, name: p.name, quads: [...p.quads, ...(this.extensionQuads.get(p.uri) ?? [])] }));
-    const { report, ntriples } = await validateMatrices({ matrices, context: input.context, reserved: new ReservedTerms(input.reservedBase) });
+    const { report, ntriples } = await validateMatrices({ matrices, context: input.context, reserved: new ReservedTerms(input.reservedBase), ...(input.reportIri ? { reportIri: input.reportIri } : {}) });
     const first = report.results.find((r) => r.severity === 'VIOLATION');
     return { report: { ...report, results: first ? [first] : [] }, ntriples };
   }

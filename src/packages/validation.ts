@@ -50,6 +50,13 @@ export interface ValidationInput {
   reserved?: ReservedTerms;
   /** Build and read the engine's own report graph even where the results can be written directly (tests compare the two). */
   viaEngineReportGraph?: boolean;
+  /**
+   * The IRI of the report node (`sh:ValidationReport`); a blank node without
+   * it. With an IRI, each result and the blank nodes it holds stand apart,
+   * so the store can load a large report in pieces (a blank node linking
+   * every result would make the whole report one piece).
+   */
+  reportIri?: string;
 }
 
 const sh = (term: string) => `${SH.ns}${term}`;
@@ -248,7 +255,7 @@ type ReservedUse = ReturnType<ReservedTerms['uses']> extends Iterable<infer U> ?
  * messages, path and value; one `[ sh:inversePath p ]` node per distinct
  * inverse path; a blank focus node or value described by its triples in the data.
  */
-function directReport(reports: EngineReport[], reserved: ReservedUse[], data: Store, workspaceOnly: Set<string>): { report: ValidationReport; ntriples: string } {
+function directReport(reports: EngineReport[], reserved: ReservedUse[], data: Store, workspaceOnly: Set<string>, reportIri?: string): { report: ValidationReport; ntriples: string } {
   const lookup = storeLookup(data);
   const TYPE = namedNode(RDF.type);
   const P = {
@@ -309,21 +316,17 @@ function directReport(reports: EngineReport[], reserved: ReservedUse[], data: St
     });
   }
   kept.sort((a, b) => compareResults(a.result, b.result));
-  // One `[ sh:inversePath p ]` node per predicate, described once.
-  const inverseNodes = new Map<string, Term>();
+  // A `[ sh:inversePath p ]` node of each result's own, as the engine gives them: one shared by every result would
+  // link them all into one group of blank nodes, which the store must load in one piece.
   const pending: Quad[] = [];
   function inversePathNode(predicate: Term): Term {
-    let node = inverseNodes.get(predicate.value);
-    if (!node) {
-      node = blankNode();
-      inverseNodes.set(predicate.value, node);
-      pending.push(quad(node as never, P.inversePath, predicate as never));
-    }
+    const node = blankNode();
+    pending.push(quad(node as never, P.inversePath, predicate as never));
     return node;
   }
   const results = kept.map((k) => k.result);
   const report = summarize(results);
-  const reportNode = blankNode();
+  const reportNode = reportIri ? namedNode(reportIri) : blankNode();
   const out: Quad[] = [
     quad(reportNode, TYPE, namedNode(sh('ValidationReport'))),
     quad(reportNode, namedNode(sh('conforms')), literal(String(report.conforms), namedNode(XSD.boolean))),
@@ -403,7 +406,7 @@ export async function validateMatrices(input: ValidationInput): Promise<{ report
   }
   const reservedUses = input.reserved ? [...input.reserved.uses(input.matrices.flatMap((m) => m.quads))] : [];
   if (!input.viaEngineReportGraph && engineReports.every((r) => r.results.every(hasSimplePath))) {
-    return directReport(engineReports, reservedUses, data, workspaceOnly);
+    return directReport(engineReports, reservedUses, data, workspaceOnly, input.reportIri);
   }
   // A result with a path other than `p` or `^p` (none of the shapes of `shapes/` has one today):
   // the engine's own report graph is built and read back.
@@ -437,7 +440,7 @@ export async function validateMatrices(input: ValidationInput): Promise<{ report
   }
   const lookup = storeLookup(engineStore);
   const reportQuads: Quad[] = [];
-  const reportNode = blankNode('report');
+  const reportNode = input.reportIri ? namedNode(input.reportIri) : blankNode('report');
   const kept: Array<{ node: Term; result: ValidationResult }> = [];
   for (const node of engineStore.getObjects(null, namedNode(sh('result')), null)) {
     const focus = engineStore.getObjects(node, namedNode(sh('focusNode')), null)[0];
@@ -445,20 +448,11 @@ export async function validateMatrices(input: ValidationInput): Promise<{ report
     kept.push({ node, result: readResult(node, lookup) });
   }
   kept.sort((a, b) => compareResults(a.result, b.result));
-  // The engine gives each result its own copy of a blank-node path (`[ sh:inversePath iam:hasRole ]`):
-  // one node per distinct path is stored instead, so a report of 15,000 results of one shape holds one.
-  const pathNodes = new Map<string, Term>();
-  for (const { node, result } of kept) {
+  // The engine gives each result its own copy of a blank-node path (`[ sh:inversePath iam:hasRole ]`), kept so:
+  // a copy shared by every result would link them all into one group of blank nodes (see `reportIri`).
+  for (const { node } of kept) {
     reportQuads.push(quad(reportNode, namedNode(sh('result')), node as never));
     for (const q of engineStore.getQuads(node, null, null, null)) {
-      if (q.predicate.value === sh('resultPath') && q.object.termType === 'BlankNode' && result.path !== null) {
-        const shared = pathNodes.get(result.path);
-        if (shared) {
-          reportQuads.push(quad(q.subject, q.predicate, shared as never));
-          continue;
-        }
-        pathNodes.set(result.path, q.object);
-      }
       reportQuads.push(quad(q.subject, q.predicate, q.object));
       if (q.object.termType === 'BlankNode') describe(engineStore, q.object, reportQuads);
     }
