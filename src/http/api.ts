@@ -158,11 +158,11 @@ export class ApiRegistry {
    * dispatcher to put in front of the app's other middleware: it finds the
    * route of a request in a radix tree (find-my-way) instead of trying the
    * router's layers one by one, and runs the same middleware chain. Paths it
-   * does not take exactly as Express would (any `%`, an empty segment, no
-   * route) go on to the Express router, which answers them as before; so
-   * does every route where Express's first-declared match and the tree's
-   * most specific one could differ (`mount` refuses such a declaration
-   * order: see `firstMatchDiffers`).
+   * would not read exactly as Express does (any `%`, an empty segment) and
+   * paths of no route go on to the Express router, which answers them as
+   * before. `mount` refuses a declaration order where Express (the first
+   * declared match) and the tree (the most specific one) could pick
+   * different routes: see `firstMatchDiffers`.
    */
   mount(router: Router, options: {
     jsonLimit: number;
