@@ -366,6 +366,9 @@ export class DurableStore extends OxigraphStore implements SnapshotCoverage {
     this.snapshotSeq = seq;
     this.snapshotsWritten++;
     if (how !== 'main thread') this.snapshotsByWorker++;
+    // In the same step as the count, so `stats()` never shows a snapshot written beside the failures before it.
+    this.snapshotFailures = 0;
+    this.lastSnapshotError = undefined;
     // Keep the previous snapshot and the journal after it: if the new one is
     // found corrupt at the next start, that is what recovery falls back to.
     await removeSnapshotsExcept(this.dataDir, previous > 0 ? [seq, previous] : [seq]);
@@ -388,10 +391,6 @@ export class DurableStore extends OxigraphStore implements SnapshotCoverage {
     if (Date.now() < this.nextAutoSnapshotAt) return;
     this.autoSnapshotRunning = true;
     this.snapshot()
-      .then(() => {
-        this.snapshotFailures = 0;
-        this.lastSnapshotError = undefined;
-      })
       .catch((err: Error) => {
         this.snapshotFailures++;
         this.lastSnapshotError = err.message;
