@@ -1,3 +1,5 @@
+import { BlankNodeGroups } from '../rdf/blank-node-groups.js';
+
 /**
  * Cutting N-Triples text into pieces that can be loaded one call at a time.
  *
@@ -75,58 +77,57 @@ export function blankNodesOfLine(line: string): string[] {
  * caller on the event loop can let it turn.
  */
 export async function* blankNodeSafeSlices(data: string, size: number, pause: () => Promise<void>): AsyncGenerator<string> {
-  if (!data.includes('_:')) {
+  let mark = data.indexOf('_:');
+  if (mark === -1) {
     yield* nTriplesSlices(data, size);
     return;
   }
-  const parent = new Map<string, string>();
-  const root = (label: string): string => {
-    let r = label;
-    for (let up = parent.get(r)!; up !== r; up = parent.get(r)!) r = up;
-    for (let at = label, up = parent.get(at)!; up !== r; at = up, up = parent.get(at)!) parent.set(at, r);
-    return r;
-  };
+  const groups = new BlankNodeGroups();
   const linked: Array<{ line: string; label: string }> = [];
+  // Lines without a blank node, as runs of the text between the lines taken out.
   let plain: string[] = [];
   let plainChars = 0;
+  let runStart = 0;
+  const endRun = (at: number) => {
+    if (at > runStart) {
+      plain.push(data.slice(runStart, at));
+      plainChars += at - runStart;
+    }
+  };
   let lines = 0;
   for (let start = 0; start < data.length;) {
     const newline = data.indexOf('\n', start);
     const end = newline === -1 ? data.length : newline + 1;
-    // Every line ends with a newline here: lines are put together again in another order.
-    const text = newline === -1 ? `${data.slice(start)}\n` : data.slice(start, end);
-    const mark = data.indexOf('_:', start);
-    const labels = mark !== -1 && mark < end ? blankNodesOfLine(text) : [];
-    if (labels.length === 0) {
-      plain.push(text);
-      plainChars += end - start;
-      if (plainChars >= size) {
-        yield plain.join('');
-        plain = [];
-        plainChars = 0;
-      }
-    } else {
-      for (const label of labels) if (!parent.has(label)) parent.set(label, label);
-      if (labels.length === 2) {
-        const a = root(labels[0]!);
-        const b = root(labels[1]!);
-        if (a !== b) parent.set(a, b);
-      }
-      linked.push({ line: text, label: labels[0]! });
+    // The next `_:` is looked for again only once it is behind: one pass over the text in all.
+    if (mark !== -1 && mark < start) mark = data.indexOf('_:', start);
+    // Every line taken out ends with a newline: lines are put together again in another order.
+    const labels = mark !== -1 && mark < end ? blankNodesOfLine(data.slice(start, end)) : [];
+    if (labels.length > 0) {
+      endRun(start);
+      runStart = end;
+      groups.link(labels);
+      linked.push({ line: newline === -1 ? `${data.slice(start)}\n` : data.slice(start, end), label: labels[0]! });
+    } else if (plainChars + (end - runStart) >= size) {
+      endRun(end);
+      runStart = end;
+      yield plain.join('');
+      plain = [];
+      plainChars = 0;
     }
     start = end;
     if (++lines % 4096 === 0) await pause();
   }
+  endRun(data.length);
   if (plain.length) yield plain.join('');
-  const groups = new Map<string, string[]>();
+  const byGroup = new Map<string, string[]>();
   for (const { line, label } of linked) {
-    const r = root(label);
-    const group = groups.get(r);
-    if (group) group.push(line); else groups.set(r, [line]);
+    const group = groups.group(label);
+    const members = byGroup.get(group);
+    if (members) members.push(line); else byGroup.set(group, [line]);
   }
   let piece: string[] = [];
   let pieceChars = 0;
-  for (const group of groups.values()) {
+  for (const group of byGroup.values()) {
     const chars = group.reduce((n, line) => n + line.length, 0);
     if (pieceChars > 0 && pieceChars + chars > size) {
       yield piece.join('');

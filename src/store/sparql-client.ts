@@ -1,5 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import { Parser, type Quad, type Term } from 'n3';
+import { BlankNodeGroups } from '../rdf/blank-node-groups.js';
 import { StoreUnreachableError } from './store.js';
 
 /**
@@ -189,25 +190,14 @@ export const TRIPLES_PER_OPERATION = 500;
 export function insertOperations(graph: string, data: string, format: string): string[] {
   const quads: Quad[] = new Parser({ format: format === 'application/n-quads' ? 'N-Quads' : format === 'text/turtle' ? 'Turtle' : 'N-Triples' }).parse(data);
   const ground: Quad[] = [];
-  // Group quads with blank nodes by connected component (union-find over blank node labels).
-  const parent = new Map<string, string>();
-  const find = (x: string): string => {
-    let root = x;
-    while (parent.get(root) !== root) root = parent.get(root)!;
-    parent.set(x, root);
-    return root;
-  };
+  // Quads with blank nodes, grouped by linked blank nodes.
+  const groups = new BlankNodeGroups();
   const withBnodes: Quad[] = [];
   for (const q of quads) {
     const labels = [q.subject, q.object].filter((t) => t.termType === 'BlankNode').map((t) => t.value);
     if (labels.length === 0) { ground.push(q); continue; }
     withBnodes.push(q);
-    for (const l of labels) if (!parent.has(l)) parent.set(l, l);
-    if (labels.length === 2) {
-      const a = find(labels[0]!);
-      const b = find(labels[1]!);
-      if (a !== b) parent.set(a, b);
-    }
+    groups.link(labels);
   }
   const g = `<${graph}>`;
   const ops: string[] = [];
@@ -220,7 +210,7 @@ export function insertOperations(graph: string, data: string, format: string): s
   const components = new Map<string, Quad[]>();
   for (const q of withBnodes) {
     const label = (q.subject.termType === 'BlankNode' ? q.subject : q.object).value;
-    const root = find(label);
+    const root = groups.group(label);
     let list = components.get(root);
     if (!list) { list = []; components.set(root, list); }
     list.push(q);
