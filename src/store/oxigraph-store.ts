@@ -112,8 +112,6 @@ export function coalesceUpdates<Op extends StoredOp>(ops: readonly Op[]): Op[] {
  */
 export const SLICE_BYTES = 64 * 1024;
 
-export { nTriplesSlices } from './ntriples-slices.js';
-
 const loadBytes = (ops: readonly WriteOp[]) => ops.reduce((n, op) => n + (op.kind === 'load' ? op.data.length : 0), 0);
 
 /** A write whose loads hold more than this many characters is large: checked off the event loop and published in slices. */

@@ -1,6 +1,7 @@
 import { expect } from 'chai';
 import { openDurableStore } from '../../src/store/durable.js';
-import { SLICE_BYTES, nTriplesSlices } from '../../src/store/oxigraph-store.js';
+import { SLICE_BYTES } from '../../src/store/oxigraph-store.js';
+import { nTriplesSlices } from '../../src/store/ntriples-slices.js';
 import { ENCODE_SLICE_CHARS, encodeRecord, encodeRecordInSlices, scanJournal } from '../../src/store/journal.js';
 import type { Binding, WriteOp } from '../../src/store/store.js';
 import { GraphCache } from '../../src/store/graph-cache.js';
