@@ -96,3 +96,24 @@ export async function seedWorkspace(t: TestServer, slug = 'acme') {
   await t.http.get('/api/v1/workspaces').set(bearer(outsider));
   return { workspace: created.body.data as { id: string; slug: string }, tokens: { root, owner, member, outsider } };
 }
+
+export type Tokens = Awaited<ReturnType<typeof seedWorkspace>>['tokens'];
+export type SeededWorkspace = { id: string; slug: string };
+
+/**
+ * The hooks most suites start with: before them a server (with `env`) and
+ * a seeded workspace `slug`, handed to `use`; after them the server closed
+ * and its data dir removed.
+ */
+export function withSeededServer(slug: string, use: (seeded: { t: TestServer; tokens: Tokens; workspace: SeededWorkspace }) => void, env: Record<string, string> = {}): void {
+  let t: TestServer | undefined;
+  before(async () => {
+    t = await startTestServer(env);
+    use({ t, ...await seedWorkspace(t, slug) });
+  });
+  after(async () => {
+    if (!t) return;
+    await t.close();
+    removeDir(t.dataDir);
+  });
+}

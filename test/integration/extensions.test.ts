@@ -1,5 +1,5 @@
 import { expect } from 'chai';
-import { startTestServer, removeDir, bearer, seedWorkspace, type TestServer } from '../helpers/server.js';
+import { startTestServer, removeDir, bearer, seedWorkspace, type TestServer, withSeededServer, type Tokens } from '../helpers/server.js';
 import { tinyPackage } from '../helpers/packages.js';
 import { uploadAndWait, waitForCommand, workspaceDump } from '../helpers/lifecycle.js';
 import { stableId } from '../../src/rdf/ids.js';
@@ -16,12 +16,8 @@ const ROLE_TTL = `@prefix iam: <https://poliglot.io/os/spec/iam#> .
 
 describe('extensions: access and request checks (X1-X5)', () => {
   let t: TestServer;
-  let tokens: Awaited<ReturnType<typeof seedWorkspace>>['tokens'];
-  before(async () => {
-    t = await startTestServer({ WSM_MAX_BODY_BYTES: String(64 * 1024) });
-    ({ tokens } = await seedWorkspace(t, 'acme'));
-  });
-  after(async () => { await t.close(); removeDir(t.dataDir); });
+  let tokens: Tokens;
+  withSeededServer('acme', (s) => ({ t, tokens } = s), { WSM_MAX_BODY_BYTES: String(64 * 1024) });
 
   const calls = () => [
     { name: 'X1', run: () => t.http.get(`${EXT}/acme/${UNKNOWN_ID}`) },
@@ -117,12 +113,8 @@ describe('extensions: access and request checks (X1-X5)', () => {
 
 describe('extensions: Turtle checks at the request (X5)', () => {
   let t: TestServer;
-  let tokens: Awaited<ReturnType<typeof seedWorkspace>>['tokens'];
-  before(async () => {
-    t = await startTestServer();
-    ({ tokens } = await seedWorkspace(t, 'acme'));
-  });
-  after(async () => { await t.close(); removeDir(t.dataDir); });
+  let tokens: Tokens;
+  withSeededServer('acme', (s) => ({ t, tokens } = s));
 
   const post = (file: Buffer, name = 'ext.ttl', contentType?: string) =>
     t.http.post(`${EXT}/acme?targetMatrix=${encodeURIComponent('https://example.org/none')}`).set(bearer(tokens.owner))

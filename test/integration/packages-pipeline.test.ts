@@ -1,5 +1,5 @@
 import { expect } from 'chai';
-import { startTestServer, removeDir, bearer, seedWorkspace, type TestServer } from '../helpers/server.js';
+import { bearer, type TestServer, withSeededServer, type Tokens, type SeededWorkspace } from '../helpers/server.js';
 import { tinyPackage } from '../helpers/packages.js';
 import { uploadAndWait, eventsOf, workspaceDump } from '../helpers/lifecycle.js';
 import { reportFromNTriples } from '../../src/packages/validation.js';
@@ -17,13 +17,9 @@ const PREFIXES = `@prefix mtx: <https://poliglot.io/os/spec/matrix#> .
 describe('packages: deployment pipeline in a worker, and the validation report read (P2, P9)', function () {
   this.timeout(120_000);
   let t: TestServer;
-  let tokens: Awaited<ReturnType<typeof seedWorkspace>>['tokens'];
-  let workspace: { id: string; slug: string };
-  before(async () => {
-    t = await startTestServer();
-    ({ tokens, workspace } = await seedWorkspace(t, 'acme'));
-  });
-  after(async () => { await t.close(); removeDir(t.dataDir); });
+  let tokens: Tokens;
+  let workspace: SeededWorkspace;
+  withSeededServer('acme', (s) => ({ t, tokens, workspace } = s));
 
   it('P9 as JSON says what the stored report says: blank focus nodes by label, inverse paths, every severity', async () => {
     const uri = 'https://example.org/packages/report/main';

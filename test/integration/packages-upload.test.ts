@@ -1,5 +1,5 @@
 import { expect } from 'chai';
-import { startTestServer, removeDir, bearer, seedWorkspace, type TestServer } from '../helpers/server.js';
+import { bearer, type TestServer, withSeededServer, type Tokens, type SeededWorkspace } from '../helpers/server.js';
 import { tinyPackage, sampleMatrixTurtle, tarGz } from '../helpers/packages.js';
 import { upload, uploadAndWait, waitForCommand, eventsOf, workspaceDump } from '../helpers/lifecycle.js';
 import { sparql, iri } from '../../src/rdf/sparql.js';
@@ -20,13 +20,9 @@ ${extra}`;
 describe('packages: upload install, reads and re-installs (P2, P4, P5, P7-P10)', function () {
   this.timeout(60_000);
   let t: TestServer;
-  let tokens: Awaited<ReturnType<typeof seedWorkspace>>['tokens'];
-  let workspace: { id: string; slug: string };
-  before(async () => {
-    t = await startTestServer({ WSM_MAX_UPLOAD_BYTES: String(256 * 1024) });
-    ({ tokens, workspace } = await seedWorkspace(t, 'acme'));
-  });
-  after(async () => { await t.close(); removeDir(t.dataDir); });
+  let tokens: Tokens;
+  let workspace: SeededWorkspace;
+  withSeededServer('acme', (s) => ({ t, tokens, workspace } = s), { WSM_MAX_UPLOAD_BYTES: String(256 * 1024) });
 
   it('guards P2: no token 401, non-member 404, member 403, unknown workspace 404', async () => {
     const archive = await tinyPackage({ name: 'guarded' });

@@ -1,5 +1,5 @@
 import { expect } from 'chai';
-import { startTestServer, removeDir, bearer, seedWorkspace, type TestServer } from '../helpers/server.js';
+import { bearer, type TestServer, withSeededServer, type Tokens } from '../helpers/server.js';
 import { sampleMatrixTurtle, tinyPackage } from '../helpers/packages.js';
 import { upload, uploadAndWait, waitForCommand } from '../helpers/lifecycle.js';
 
@@ -9,12 +9,8 @@ import { upload, uploadAndWait, waitForCommand } from '../helpers/lifecycle.js';
  */
 describe('fast paths answer what the store holds', () => {
   let t: TestServer;
-  let tokens: Awaited<ReturnType<typeof seedWorkspace>>['tokens'];
-  before(async () => {
-    t = await startTestServer();
-    ({ tokens } = await seedWorkspace(t, 'acme'));
-  });
-  after(async () => { await t.close(); removeDir(t.dataDir); });
+  let tokens: Tokens;
+  withSeededServer('acme', (s) => ({ t, tokens } = s));
 
   const createAndRead = async (token: string, body: Record<string, unknown>) => {
     const created = await t.http.post('/api/v1/commands/acme').set(bearer(token)).send(body);

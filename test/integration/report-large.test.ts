@@ -1,6 +1,6 @@
 import { expect } from 'chai';
 import { Parser, type Quad } from 'n3';
-import { bearer, removeDir, seedWorkspace, startTestServer, type TestServer } from '../helpers/server.js';
+import { bearer, startTestServer, type TestServer, withSeededServer, type Tokens } from '../helpers/server.js';
 import { installMatrices } from '../helpers/installs.js';
 import { sampleMatrixTurtle } from '../helpers/packages.js';
 
@@ -15,12 +15,8 @@ const RDF_TYPE = 'http://www.w3.org/1999/02/22-rdf-syntax-ns#type';
 describe('a large validation report', function () {
   this.timeout(120_000);
   let t: TestServer;
-  let tokens: Awaited<ReturnType<typeof seedWorkspace>>['tokens'];
-  before(async () => {
-    t = await startTestServer();
-    ({ tokens } = await seedWorkspace(t, 'acme'));
-  });
-  after(async () => { await t.close(); removeDir(t.dataDir); });
+  let tokens: Tokens;
+  withSeededServer('acme', (s) => ({ t, tokens } = s));
 
   it('is one sh:ValidationReport holding every result, in P9 Turtle as in its JSON, after a restart too', async () => {
     const uri = 'https://example.org/matrices/many-roles';

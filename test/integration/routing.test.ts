@@ -2,7 +2,7 @@ import { expect } from 'chai';
 import express from 'express';
 import { z } from 'zod';
 import { ApiRegistry, defineRoute, firstMatchDiffers } from '../../src/http/api.js';
-import { startTestServer, removeDir, bearer, seedWorkspace, type TestServer } from '../helpers/server.js';
+import { bearer, type TestServer, withSeededServer, type Tokens } from '../helpers/server.js';
 
 /**
  * The API's routes are found by a radix tree in front of Express's router
@@ -10,12 +10,8 @@ import { startTestServer, removeDir, bearer, seedWorkspace, type TestServer } fr
  */
 describe('routing', () => {
   let t: TestServer;
-  let tokens: Awaited<ReturnType<typeof seedWorkspace>>['tokens'];
-  before(async () => {
-    t = await startTestServer();
-    ({ tokens } = await seedWorkspace(t, 'acme'));
-  });
-  after(async () => { await t.close(); removeDir(t.dataDir); });
+  let tokens: Tokens;
+  withSeededServer('acme', (s) => ({ t, tokens } = s));
 
   it('matches paths case-insensitively, with a trailing slash, and with percent-encoded segments', async () => {
     for (const path of ['/api/v1/workspaces/acme', '/API/V1/Workspaces/acme', '/api/v1/workspaces/acme/', '/api/v1/workspaces/%61cme', '/api/v1/workspaces/acme?x=1']) {

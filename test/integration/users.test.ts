@@ -1,17 +1,13 @@
 import { expect } from 'chai';
-import { startTestServer, removeDir, bearer, seedWorkspace, type TestServer } from '../helpers/server.js';
+import { startTestServer, removeDir, bearer, seedWorkspace, type TestServer, withSeededServer, type Tokens, type SeededWorkspace } from '../helpers/server.js';
 import { iri, raw, sparql } from '../../src/rdf/sparql.js';
 
 /** The user record kept from token claims, as the per-request authentication step maintains it. */
 describe('user records from token claims', () => {
   let t: TestServer;
-  let tokens: Awaited<ReturnType<typeof seedWorkspace>>['tokens'];
-  let workspace: { id: string; slug: string };
-  before(async () => {
-    t = await startTestServer();
-    ({ tokens, workspace } = await seedWorkspace(t, 'acme'));
-  });
-  after(async () => { await t.close(); removeDir(t.dataDir); });
+  let tokens: Tokens;
+  let workspace: SeededWorkspace;
+  withSeededServer('acme', (s) => ({ t, tokens, workspace } = s));
 
   const ownerOf = async (token: string) => {
     const res = await t.http.get(`/api/v1/workspaces/${workspace.slug}`).set(bearer(token));
@@ -138,12 +134,8 @@ describe('member list order across writes', () => {
 /** The per-request reads are memoized between writes (ReadCache): a write shows on the very next request. */
 describe('access checks right after writes', () => {
   let t: TestServer;
-  let tokens: Awaited<ReturnType<typeof seedWorkspace>>['tokens'];
-  before(async () => {
-    t = await startTestServer();
-    ({ tokens } = await seedWorkspace(t, 'acme'));
-  });
-  after(async () => { await t.close(); removeDir(t.dataDir); });
+  let tokens: Tokens;
+  withSeededServer('acme', (s) => ({ t, tokens } = s));
 
   const status = async (token: string, method: 'get' | 'put', path: string) => (await t.http[method](path).set(bearer(token)).send(method === 'put' ? {} : undefined)).status;
 

@@ -1,15 +1,11 @@
 import { expect } from 'chai';
-import { startTestServer, removeDir, bearer, seedWorkspace, type TestServer } from '../helpers/server.js';
+import { startTestServer, removeDir, bearer, type TestServer, withSeededServer, type Tokens, type SeededWorkspace } from '../helpers/server.js';
 
 describe('workspaces and members', () => {
   let t: TestServer;
-  let tokens: Awaited<ReturnType<typeof seedWorkspace>>['tokens'];
-  let workspace: { id: string; slug: string };
-  before(async () => {
-    t = await startTestServer();
-    ({ tokens, workspace } = await seedWorkspace(t, 'acme'));
-  });
-  after(async () => { await t.close(); removeDir(t.dataDir); });
+  let tokens: Tokens;
+  let workspace: SeededWorkspace;
+  withSeededServer('acme', (s) => ({ t, tokens, workspace } = s));
 
   it('creates a workspace (system admin) with its owner as administrator', async () => {
     const res = await t.http.get('/api/v1/workspaces/acme').set(bearer(tokens.owner));
