@@ -53,7 +53,7 @@ export class SparqlStore implements QuadStore {
   /** The graph holding each graph's generation (`${base}store/generations`). */
   readonly generationsGraph: string;
   /** `virtuoso` dialect: the graph of the large-write gate every read passes (`read`). */
-  private readonly gateGraph: string;
+  readonly gateGraph: string;
   /** The gate check in flight: reads made while it is share it. */
   private gatePassing: Promise<{ closedUntil: number; epoch: string }> | null = null;
   /** `virtuoso` dialect: the plan epoch last read from the gate graph ('' before any large write; see `read`). */
@@ -142,6 +142,7 @@ export class SparqlStore implements QuadStore {
   async startLease(durationMs: number, warn?: (message: string, details?: Record<string, unknown>) => void): Promise<InstanceLease> {
     const lease = new InstanceLease(this, this.base, durationMs, warn);
     lease.dropOrphanStaging = () => this.dropOrphanStaging();
+    lease.awaitLargeWrites = (maxMs) => this.awaitGate(maxMs);
     await lease.start();
     this.instance = lease;
     return lease;
@@ -205,6 +206,22 @@ export class SparqlStore implements QuadStore {
       }
     }
     return this.client.query(this.withPlanEpoch(query), accept);
+  }
+
+  /**
+   * Waits while the large-write gate is closed (see `read`), at most
+   * `maxMs`. `virtuoso` dialect; the `standard` one has no gate.
+   */
+  private async awaitGate(maxMs: number): Promise<void> {
+    if (this.client.options.dialect !== 'virtuoso') return;
+    const until = Date.now() + maxMs;
+    for (let wait = 0; ; wait++) {
+      this.gatePassing ??= this.gateState().finally(() => { this.gatePassing = null; });
+      const { closedUntil } = await this.gatePassing;
+      const now = Date.now();
+      if (closedUntil <= now || now >= until) return;
+      await new Promise((resolve) => setTimeout(resolve, Math.min(25 * 2 ** wait, 500, until - now)));
+    }
   }
 
   /** The text with the plan epoch as a comment at its end (unchanged while no large write was seen). */
@@ -531,7 +548,7 @@ export class SparqlStore implements QuadStore {
 /** Deadlocks a write's transaction may lose to readers before it goes again behind the gate (see `writeVirtuoso`). */
 const DEADLOCKS_BEFORE_GATE = 3;
 const STAGED_BY = 'https://w3id.org/wsm/ns#stagedBy';
-const GATE_UNTIL = 'https://w3id.org/wsm/ns#largeWriteGateClosedUntil';
+export const GATE_UNTIL = 'https://w3id.org/wsm/ns#largeWriteGateClosedUntil';
 
 /** How Virtuoso's SPARQL results name a blank node (`nodeID://b123`, `_:b123` in its N-Triples). */
 const VIRTUOSO_BNODE = 'nodeID://';

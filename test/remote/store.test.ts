@@ -1,7 +1,7 @@
 import { expect } from 'chai';
 import { randomUUID } from 'node:crypto';
 import { Parser } from 'n3';
-import { SparqlStore } from '../../src/store/sparql-store.js';
+import { GATE_UNTIL, SparqlStore } from '../../src/store/sparql-store.js';
 import { SparqlClient } from '../../src/store/sparql-client.js';
 import { WriteRefusedError, type WriteOp } from '../../src/store/store.js';
 import { GraphCache } from '../../src/store/graph-cache.js';
@@ -374,5 +374,38 @@ describe('store: remote SPARQL engine (WSM_STORE=sparql)', function () {
     await other.close();
     expect((await other.registered()).has(lease.id)).to.equal(false);
     await store.write([{ kind: 'update', sparql: sparql`DROP SILENT GRAPH ${iri(lease.graph)}`, graphs: [lease.graph] }]);
+  });
+  it('instance leases: a renewal waits while a large write of any instance is in its final transaction, at most a third of the lease', async () => {
+    // Renewals sent during a large write's final transaction were rolled back as deadlocked with it, or
+    // made the engine roll it back: three instances renewing every third of a 5 s lease made a
+    // 300,000-triple install lose its final transaction 10 times in a row, and once all of its retries.
+    const mine = new SparqlStore(settings, base);
+    const lease = await mine.startLease(6000);
+    const expiry = async () => Number((await client.query(`SELECT ?e WHERE { GRAPH <${lease.graph}> { <${lease.iri(lease.id)}> <https://w3id.org/wsm/ns#leaseExpiresAt> ?e } }`, 'application/sparql-results+json')
+      .then((text) => JSON.parse(text) as { results: { bindings: Array<{ e: { value: string } }> } })).results.bindings[0]!.e.value);
+    const closing = `INSERT DATA { GRAPH <${mine.gateGraph}> { <${mine.gateGraph}/test-closing> <${GATE_UNTIL}> ${Date.now() + 60_000} } }`;
+    try {
+      // Another instance closes the gate, as a large write does before its final transaction.
+      await client.applyAtomically([closing]);
+      const before = await expiry();
+      let renewed = false;
+      const renewal = lease.renew().then(() => { renewed = true; });
+      await new Promise((resolve) => setTimeout(resolve, 600));
+      expect(renewed, 'the renewal waited').to.equal(false);
+      expect(await expiry()).to.equal(before);
+      // The write commits, opening the gate: the renewal goes.
+      await client.applyAtomically([closing.replace('INSERT DATA', 'DELETE DATA')]);
+      await renewal;
+      expect(await expiry()).to.be.greaterThan(before);
+      // A gate that stays closed (a writer that died) holds a renewal back a third of the lease at most.
+      await client.applyAtomically([closing]);
+      const held = await expiry();
+      await lease.renew();
+      expect(await expiry()).to.be.greaterThan(held);
+    } finally {
+      await client.applyAtomically([closing.replace('INSERT DATA', 'DELETE DATA')]);
+      await lease.close();
+      await store.write([{ kind: 'update', sparql: sparql`DROP SILENT GRAPH ${iri(lease.graph)}`, graphs: [lease.graph] }]);
+    }
   });
 });
