@@ -111,12 +111,13 @@ export class Deployment {
     }
     const wanted = new Set(candidates);
     const except = [...exceptIds].map((id) => literal(id));
-    const rows = await this.store.select(sparql`${prefixes}SELECT DISTINCT ?r WHERE {
+    // Every role of the workspace's other matrices (15,000 after a large install): read as IRIs only.
+    const roles = await this.store.selectIris(sparql`${prefixes}SELECT DISTINCT ?r WHERE {
       GRAPH ${pk} { ?m a wsm:Matrix ; wsm:id ?id ; wsm:graph ?mg }
       ${raw(except.length ? sparql`FILTER (?id NOT IN (${join(except, ', ')}))` : '')}
       BIND (IRI(CONCAT(STR(?mg), "/derived")) AS ?g)
-      GRAPH ?g { ?r a wsm:Role } }`);
-    for (const b of rows) if (wanted.has(req(b, 'r'))) out.add(req(b, 'r'));
+      GRAPH ?g { ?r a wsm:Role } }`, 'r');
+    for (const r of roles) if (wanted.has(r)) out.add(r);
     return out;
   }
 

@@ -31,6 +31,7 @@ export function readDelayFromEnv(): boolean {
 }
 
 const RESULTS_JSON = 'application/sparql-results+json';
+const RESULTS_TSV = 'text/tab-separated-values';
 
 function scopeOptions(scope?: QueryScope): Record<string, unknown> {
   const options: Record<string, unknown> = {};
@@ -235,6 +236,24 @@ export class OxigraphStore implements QuadStore {
       return bindings.slice();
     }
     return bindings;
+  }
+
+  selectIris(query: Sparql, variable: string, scope?: QueryScope): Promise<string[]> {
+    return this.delayed(() => {
+      const text = this.raw.query(query, { results_format: RESULTS_TSV, ...scopeOptions(scope) }) as string;
+      // SPARQL 1.1 TSV: a header of the variables, then one line per row, each term in N-Triples syntax
+      // (an IRI as <...>, which holds no tab, newline or '>'; tabs and newlines in literals are escaped).
+      const lines = text.split('\n');
+      const header = lines[0]!.split('\t');
+      const column = header.indexOf(`?${variable}`);
+      if (column < 0) throw new Error(`selectIris() was given a query that does not select ?${variable}`);
+      const iris: string[] = [];
+      for (let i = 1; i < lines.length; i++) {
+        const cell = header.length === 1 ? lines[i]! : lines[i]!.split('\t')[column] ?? '';
+        if (cell.startsWith('<') && cell.endsWith('>')) iris.push(cell.slice(1, -1));
+      }
+      return iris;
+    });
   }
 
   ask(query: Sparql, scope?: QueryScope): Promise<boolean> {

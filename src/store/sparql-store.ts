@@ -133,6 +133,12 @@ export class SparqlStore implements QuadStore {
     return withoutEmptyComment(await this.read(query, 'application/n-triples'));
   }
 
+  /** The engine's tab-separated answers differ from SPARQL 1.1's (Virtuoso quotes IRIs): read as JSON. */
+  async selectIris(query: Sparql, variable: string, scope?: QueryScope): Promise<string[]> {
+    const rows = await this.select(query, scope);
+    return rows.flatMap((row) => (row[variable]?.type === 'uri' ? [row[variable].value] : []));
+  }
+
   async queryRaw(query: Sparql, resultsFormat: string, scope?: QueryScope): Promise<string | boolean> {
     SparqlStore.unscoped(scope);
     return this.read(query, resultsFormat);

@@ -167,6 +167,14 @@ export interface WriteCondition {
 export interface QuadStore {
   /** SELECT: the bindings, in the query's order. */
   select(query: Sparql, scope?: QueryScope): Promise<Binding[]>;
+  /**
+   * SELECT, for many rows of IRIs: the IRIs `variable` binds, in the
+   * query's order (rows where it is unbound or not an IRI give none). The
+   * embedded store reads them from the engine's tab-separated answer: for
+   * 15,000 rows its JSON answer took 56-113 ms on the event loop, the
+   * tab-separated one 23-31 ms.
+   */
+  selectIris(query: Sparql, variable: string, scope?: QueryScope): Promise<string[]>;
   /** ASK. */
   ask(query: Sparql, scope?: QueryScope): Promise<boolean>;
   /** CONSTRUCT / DESCRIBE: the result as N-Triples text. */

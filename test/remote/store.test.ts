@@ -73,6 +73,14 @@ describe('store: remote SPARQL engine (WSM_STORE=sparql)', function () {
     expect(dumped).to.have.length(7);
   });
 
+  it('selectIris answers the IRIs of one variable in row order, as select does, skipping literals and unbound rows', async () => {
+    const graph = g('iris');
+    await store.write([{ kind: 'load', graph, format: 'application/n-triples', data: '<urn:s:1> <urn:p> <http://example.org/a,b> .\n<urn:s:2> <urn:p> "literal" .\n<urn:s:3> <urn:q> <urn:x> .\n<urn:s:4> <urn:p> <http://example.org/c%C3%A9> .\n' }]);
+    const query = sparql`SELECT ?s ?o WHERE { GRAPH ${iri(graph)} { ?s ?any ?x OPTIONAL { ?s <urn:p> ?o } } } ORDER BY ?s`;
+    expect(await store.selectIris(query, 'o')).to.deep.equal(['http://example.org/a,b', 'http://example.org/c%C3%A9']);
+    expect(await store.selectIris(query, 's')).to.deep.equal(['urn:s:1', 'urn:s:2', 'urn:s:3', 'urn:s:4']);
+  });
+
   it('answers an empty graph as empty text from dumpGraph and construct, as the embedded store (the engine says "# Empty NT")', async () => {
     expect(await store.dumpGraph(g('never-written'))).to.equal('');
     expect(await store.construct(sparql`CONSTRUCT { ?s ?p ?o } WHERE { GRAPH ${iri(g('never-written'))} { ?s ?p ?o } }`)).to.equal('');
