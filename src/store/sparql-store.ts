@@ -200,32 +200,27 @@ export class SparqlStore implements QuadStore {
    *   after it (one compilation per query text and large write).
    */
   private async read(query: string, accept: string): Promise<string> {
-    if (this.client.options.dialect === 'virtuoso') {
-      for (let wait = 0; ; wait++) {
-        this.gatePassing ??= this.gateState().finally(() => { this.gatePassing = null; });
-        const { closedUntil, epoch } = await this.gatePassing;
-        if (closedUntil <= Date.now()) {
-          if (epoch) this.planEpoch = epoch;
-          break;
-        }
-        await new Promise((resolve) => setTimeout(resolve, Math.min(25 * 2 ** wait, 500)));
-      }
-    }
+    await this.awaitGate();
     return this.client.query(this.withPlanEpoch(query), accept);
   }
 
   /**
    * Waits while the large-write gate is closed (see `read`), at most
-   * `maxMs`. `virtuoso` dialect; the `standard` one has no gate.
+   * `maxMs`; passing it open takes the plan epoch it names. `virtuoso`
+   * dialect; the `standard` one has no gate.
    */
-  private async awaitGate(maxMs: number): Promise<void> {
+  private async awaitGate(maxMs = Number.POSITIVE_INFINITY): Promise<void> {
     if (this.client.options.dialect !== 'virtuoso') return;
     const until = Date.now() + maxMs;
     for (let wait = 0; ; wait++) {
       this.gatePassing ??= this.gateState().finally(() => { this.gatePassing = null; });
-      const { closedUntil } = await this.gatePassing;
+      const { closedUntil, epoch } = await this.gatePassing;
       const now = Date.now();
-      if (closedUntil <= now || now >= until) return;
+      if (closedUntil <= now) {
+        if (epoch) this.planEpoch = epoch;
+        return;
+      }
+      if (now >= until) return;
       await new Promise((resolve) => setTimeout(resolve, Math.min(25 * 2 ** wait, 500, until - now)));
     }
   }
