@@ -9,10 +9,17 @@ const NAMESPACE = parseUuid('6f4c7f0e-2d8b-5b8e-9a57-8d2f4b1c3e90');
  * reinstall and role assignments keep pointing at them.
  */
 export function stableId(...keys: string[]): string {
+  return idOfName(nameOf(keys));
+}
+
+/** The name the UUID of `keys` is made from (each key prefixed by its length, so no two lists of keys share one). */
+const nameOf = (keys: readonly string[]): string => keys.map((k) => `${k.length}:${k}`).join('|');
+
+function idOfName(name: string): string {
   // Given as UTF-8 bytes: the library's own encoding of a string
   // (`unescape(encodeURIComponent(...))`) was most of the cost, and an
   // install derives two ids per IRI it names (15,000 roles: 0.3 s).
-  return uuidv5(Buffer.from(keys.map((k) => `${k.length}:${k}`).join('|'), 'utf8'), NAMESPACE);
+  return uuidv5(Buffer.from(name, 'utf8'), NAMESPACE);
 }
 
 /** A fresh random id. */
@@ -24,10 +31,10 @@ const stableIds = new Map<string, string>();
 
 /** `stableId(...keys)`, remembered (a name-based UUID hashes with SHA-1; requests derive the same few ids). */
 export function cachedStableId(...keys: string[]): string {
-  const key = keys.map((k) => `${k.length}:${k}`).join('|');
+  const key = nameOf(keys);
   let id = stableIds.get(key);
   if (id === undefined) {
-    id = stableId(...keys);
+    id = idOfName(key);
     if (stableIds.size >= 50_000) stableIds.clear();
     stableIds.set(key, id);
   }
