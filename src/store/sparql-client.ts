@@ -112,10 +112,9 @@ export class SparqlClient {
     const conditions = condition === null ? [] : Array.isArray(condition) ? condition : [condition];
     if (operations.length === 0 && conditions.length === 0) return true;
     if (conditions.length > 30) throw new Error('at most 30 conditions in one write');
-    // Virtuoso turns a call with text beyond ASCII into a wide string that exec() narrows to '?':
-    // such characters go as SPARQL codepoint escapes (\uXXXX, \UXXXXXXXX), decoded by the engine's parser.
-    operations = operations.map(asciiOnly);
-    const asks = conditions.map((c) => asciiOnly(c.ask));
+    // Text beyond ASCII goes as it is: the procedure recodes the wide string Virtuoso makes of it to UTF-8
+    // before exec() (which would narrow it to '?'). Codepoint escapes would not do: Virtuoso refuses them in IRIs.
+    const asks = conditions.map((c) => c.ask);
     const body = [...operations, ...asks].join('\n');
     let sep = `#wsm-op-${randomBytes(8).toString('hex')}#`;
     while (body.includes(sep)) sep = `#wsm-op-${randomBytes(8).toString('hex')}#`;
@@ -144,14 +143,6 @@ const DEADLOCK_RETRIES = 20;
 /** Virtuoso's answer when serializable isolation rolled a transaction back (SR172, SQL state 40001). */
 export function isDeadlock(engineText: string): boolean {
   return /\bSR172\b|\b40001\b|deadlock/i.test(engineText);
-}
-
-/** SPARQL text with every character beyond ASCII written as a codepoint escape. */
-export function asciiOnly(text: string): string {
-  return text.replace(/[^\x00-\x7f]/gu, (c) => {
-    const code = c.codePointAt(0)!;
-    return code > 0xffff ? `\\U${code.toString(16).padStart(8, '0')}` : `\\u${code.toString(16).padStart(4, '0')}`;
-  });
 }
 
 /** A SPARQL long string literal holding any text. */

@@ -394,7 +394,7 @@ export class SparqlStore implements QuadStore {
     let gate: string | undefined;
     // The lease (and its id at this moment) the staging graphs are kept under.
     const lease = this.instance ? { lease: this.instance, id: this.instance.id } : undefined;
-    const bytes = compiled.reduce((n, c) => n + (c.inserts ?? []).reduce((m, s) => m + s.length, 0), 0);
+    const bytes = compiled.reduce((n, c) => n + (c.inserts ?? []).reduce((m, s) => m + Buffer.byteLength(s), 0), 0);
     try {
       for (const [index, { op, inserts }] of compiled.entries()) {
         if (op.kind === 'update') { for (const one of splitUpdate(op.sparql)) { operations.push(one); owners.push(index); } continue; }
@@ -408,7 +408,7 @@ export class SparqlStore implements QuadStore {
         for (let i = 0; i < staged.length;) {
           const call: string[] = [];
           let size = 0;
-          while (i < staged.length && (call.length === 0 || size + staged[i]!.length <= MAX_CALL_BYTES)) { size += staged[i]!.length; call.push(staged[i++]!); }
+          while (i < staged.length && (call.length === 0 || size + Buffer.byteLength(staged[i]!) <= MAX_CALL_BYTES)) { size += Buffer.byteLength(staged[i]!); call.push(staged[i++]!); }
           try {
             await this.client.applyAtomically(call);
           } catch (err) {

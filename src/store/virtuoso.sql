@@ -28,6 +28,10 @@ create procedure DB.DBA.WSM_APPLY_IF (in cond varchar, in expect integer, in sep
   declare meta, rows any;
   declare exit handler for sqlstate '*' { rollback work; resignal; };
   log_enable (1, 1);
+  -- Text beyond ASCII reaches the procedure as a wide string, which exec()
+  -- would narrow to '?': it is recoded to UTF-8, which exec() reads as such.
+  if (__tag (cond) = __tag of nvarchar) cond := charset_recode (cond, '_WIDE_', 'UTF-8');
+  if (__tag (body) = __tag of nvarchar) body := charset_recode (body, '_WIDE_', 'UTF-8');
   bit := 1;
   while (length (cond) > 0)
     {

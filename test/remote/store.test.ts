@@ -95,6 +95,29 @@ describe('store: remote SPARQL engine (WSM_STORE=sparql)', function () {
     expect(await store.ask(sparql`ASK { GRAPH ${iri(graph)} { <urn:a> <urn:name> "émile 😀" } }`)).to.equal(true);
   });
 
+  // Writes once went as SPARQL codepoint escapes, which Virtuoso refuses inside an IRI (SQ074): every one of these failed.
+  it('keeps IRIs beyond ASCII intact through updates, loads, large writes and conditions', async () => {
+    const graph = g('unicode-iris');
+    const name = 'http://example.org/name';
+    await store.update(sparql`INSERT DATA { GRAPH ${iri(graph)} { <http://example.org/café> ${iri(name)} "1" } }`, [graph]);
+    await store.write([{ kind: 'load', graph, format: 'text/turtle', data: `<http://example.org/日本> <${name}> <http://example.org/😀> .` }]);
+    // A large write (over one call, so staged in chunks) whose IRIs are beyond ASCII.
+    let data = '';
+    for (let i = 0; i < 8_000; i++) data += `<http://example.org/zoë/${i}> <${name}> "ü${i}" .\n`;
+    await store.write([{ kind: 'load', graph, format: 'application/n-triples', data }]);
+    expect(await store.writeIf({ ask: sparql`ASK { GRAPH ${iri(graph)} { <http://example.org/café> ?p ?o } }`, expect: true },
+      [{ kind: 'update', sparql: sparql`INSERT DATA { GRAPH ${iri(graph)} { <http://example.org/naïve> ${iri(name)} "2" } }`, graphs: [graph] }])).to.equal(true);
+    expect(await store.writeIf({ ask: sparql`ASK { GRAPH ${iri(graph)} { <http://example.org/cafe> ?p ?o } }`, expect: true },
+      [{ kind: 'update', sparql: sparql`INSERT DATA { GRAPH ${iri(graph)} { <urn:never> ${iri(name)} "3" } }`, graphs: [graph] }])).to.equal(false);
+    const subjects = await store.selectIris(sparql`SELECT ?s WHERE { GRAPH ${iri(graph)} { ?s ${iri(name)} ?o } FILTER(!STRSTARTS(STR(?s), "http://example.org/zo")) } ORDER BY ?s`, 's');
+    expect(subjects).to.deep.equal(['http://example.org/café', 'http://example.org/naïve', 'http://example.org/日本']);
+    expect(await count(graph)).to.equal(8_003);
+    expect(await store.ask(sparql`ASK { GRAPH ${iri(graph)} { <http://example.org/zoë/7999> ${iri(name)} "ü7999" } }`)).to.equal(true);
+    // The dump a query worker's copy is made from.
+    const dumped = new Parser().parse(await store.dumpGraph(graph));
+    expect(dumped.filter((q) => q.object.value === 'http://example.org/😀').map((q) => q.subject.value)).to.deep.equal(['http://example.org/日本']);
+  });
+
   it('a multi-op write whose later op the engine refuses leaves nothing applied', async () => {
     const graph = g('atomic');
     await store.update(sparql`INSERT DATA { GRAPH ${iri(graph)} { <urn:s> <urn:p> "kept" } }`, [graph]);
