@@ -550,6 +550,8 @@ export interface StoredResultBindings {
   severity?: BindingValue;
   focusNode?: BindingValue;
   path?: BindingValue;
+  /** When `path` is a blank node `[ sh:inversePath <iri> ]`: that IRI (its text is then `^<iri>`, no lookup). */
+  inversePathOf?: BindingValue;
   value?: BindingValue;
   messages: BindingValue[];
   sourceShape?: BindingValue;
@@ -582,7 +584,7 @@ export function reportFromResultBindings(rows: StoredResultBindings[], blankNode
     return {
       severity: SEVERITIES[row.severity?.value ?? ''] ?? 'VIOLATION',
       focusNode: text(row.focusNode, false),
-      path: text(row.path, true),
+      path: row.inversePathOf?.type === 'uri' ? `^${row.inversePathOf.value}` : text(row.path, true),
       value: text(row.value, false),
       message: message ?? 'Constraint not satisfied.',
       sourceShape: text(row.sourceShape, false),
