@@ -26,6 +26,7 @@ export async function openStore(config: Config, logger: Logger, storeOptions: St
     }, config.WSM_BASE_IRI);
     // Fail at start, with the engine's answer, rather than at the first request.
     await store.ask(sparql`ASK { }`);
+    await store.checkProcedures();
     // Several instances may share the engine: this one's lease on the commands it runs (docs/architecture.md).
     await store.startLease(config.WSM_LEASE_MS, (message, details) => logger.warn(details ?? {}, message));
     logger.info({ store: 'sparql', queryUrl: config.WSM_SPARQL_QUERY_URL, dialect: config.WSM_SPARQL_DIALECT }, 'using the remote SPARQL engine');

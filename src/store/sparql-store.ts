@@ -10,6 +10,9 @@ import { sparql, sparqlFragment, literal, iri, join, variable, type Sparql, type
 
 const RESULTS_JSON = 'application/sparql-results+json';
 
+/** The version of src/store/virtuoso.sql's procedures this service needs (`WSM_PROCEDURES_VERSION`). */
+const PROCEDURES_VERSION = 2;
+
 /** Above this many bytes of update text, loads go through staging graphs first. */
 const MAX_CALL_BYTES = 512 * 1024;
 
@@ -142,6 +145,27 @@ export class SparqlStore implements QuadStore {
   async queryRaw(query: Sparql, resultsFormat: string, scope?: QueryScope): Promise<string | boolean> {
     SparqlStore.unscoped(scope);
     return this.read(query, resultsFormat);
+  }
+
+  /**
+   * `virtuoso` dialect: refuses an engine whose procedures (src/store/virtuoso.sql)
+   * are older than this service needs. Writes rely on them: on version 1, text
+   * beyond ASCII that this service now sends as it is would be stored as '?'.
+   */
+  async checkProcedures(): Promise<void> {
+    if (this.client.options.dialect !== 'virtuoso') return;
+    let version = 0;
+    try {
+      const answer = JSON.parse(await this.client.query('SELECT (<sql:WSM_PROCEDURES_VERSION>() AS ?v) {}', RESULTS_JSON)) as { results?: { bindings: Array<{ v?: { value: string } }> } };
+      version = Number(answer.results?.bindings[0]?.v?.value ?? 0);
+    } catch (err) {
+      // An engine without the procedure refuses the call; an unreachable one is another matter.
+      if (!(err instanceof EngineError)) throw err;
+    }
+    if (version < PROCEDURES_VERSION) {
+      throw new Error(`The SPARQL engine's procedures are version ${version || 1}; this service needs version ${PROCEDURES_VERSION}. `
+        + 'Run `npm run virtuoso` with the engine\'s data directory (it applies them to a running engine too), then start the service again.');
+    }
   }
 
   /** Registers this instance on the engine and keeps its lease renewed (docs/architecture.md, "Command leases"). */

@@ -82,3 +82,14 @@ create procedure DB.DBA.WSM_APPLY (in sep varchar, in body varchar)
   return DB.DBA.WSM_APPLY_IF ('', 1, sep, body);
 };
 GRANT EXECUTE ON DB.DBA.WSM_APPLY TO "{{USER}}";
+
+-- The version of these procedures. The service refuses to start on an engine
+-- whose procedures are older than it needs (SparqlStore.checkProcedures):
+-- `npm run virtuoso` re-applies this file, to a running engine too.
+-- 2: text beyond ASCII arrives as UTF-8 (WSM_APPLY_IF recodes it); version 1
+-- (no such procedure) narrowed it to '?'.
+create procedure DB.DBA.WSM_PROCEDURES_VERSION ()
+{
+  return 2;
+};
+GRANT EXECUTE ON DB.DBA.WSM_PROCEDURES_VERSION TO "{{USER}}";

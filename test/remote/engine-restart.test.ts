@@ -104,4 +104,31 @@ describe('service on the remote store when the engine is killed and started agai
       .send({ alias: 'kept', scriptType: 'CONSTRUCT', scriptContent: 'CONSTRUCT WHERE { ?s ?p ?o }' });
     expect(taken.status).to.equal(409);
   });
+
+  it('a service refuses to start on an engine whose procedures are older than it needs, naming the command that brings them', async () => {
+    const settings = virtuoso(engineDir, 'start');
+    // The engine as the previous version of `npm run virtuoso` left it: no version procedure (its writes narrowed text beyond ASCII to '?').
+    const c = JSON.parse(readFileSync(path.join(engineDir, 'virtuoso', 'credentials.json'), 'utf8')) as { sqlPort: number; dbaPassword: string };
+    const drop = spawnSync('isql-vt', [`127.0.0.1:${c.sqlPort}`, 'dba', c.dbaPassword], { input: 'DROP PROCEDURE DB.DBA.WSM_PROCEDURES_VERSION;\n', encoding: 'utf8' });
+    expect(drop.stdout + drop.stderr).to.not.match(/\*\*\* Error/);
+    let refused: unknown;
+    try {
+      const started = await startTestServer(settings);
+      await started.close();
+      removeDir(started.dataDir);
+    } catch (err) {
+      refused = err;
+    }
+    expect(refused, 'the service did not start').to.be.instanceOf(Error);
+    expect((refused as Error).message).to.contain('procedures are version 1').and.to.contain('npm run virtuoso');
+    // The script applies the current procedures to the running engine.
+    virtuoso(engineDir, 'start');
+    const again = await startTestServer(settings);
+    try {
+      expect((await again.http.get('/health')).status).to.equal(200);
+    } finally {
+      await again.close();
+      removeDir(again.dataDir);
+    }
+  });
 });
