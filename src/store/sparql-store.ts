@@ -159,8 +159,8 @@ export class SparqlStore implements QuadStore {
       const answer = JSON.parse(await this.client.query('SELECT (<sql:WSM_PROCEDURES_VERSION>() AS ?v) {}', RESULTS_JSON)) as { results?: { bindings: Array<{ v?: { value: string } }> } };
       version = Number(answer.results?.bindings[0]?.v?.value ?? 0);
     } catch (err) {
-      // An engine without the procedure refuses the call; an unreachable one is another matter.
-      if (!(err instanceof EngineError)) throw err;
+      // Set up by an earlier version: no such procedure (SR185). Any other failure is the engine's own, said as it is.
+      if (!(err instanceof EngineError) || !/\bSR185\b|undefined procedure/i.test(err.engineText)) throw err;
     }
     if (version < PROCEDURES_VERSION) {
       throw new Error(`The SPARQL engine's procedures are version ${version || 1}; this service needs version ${PROCEDURES_VERSION}. `
