@@ -432,7 +432,12 @@ export class SparqlStore implements QuadStore {
         for (let i = 0; i < staged.length;) {
           const call: string[] = [];
           let size = 0;
-          while (i < staged.length && (call.length === 0 || size + Buffer.byteLength(staged[i]!) <= MAX_CALL_BYTES)) { size += Buffer.byteLength(staged[i]!); call.push(staged[i++]!); }
+          for (; i < staged.length; i++) {
+            const opBytes = Buffer.byteLength(staged[i]!);
+            if (call.length > 0 && size + opBytes > MAX_CALL_BYTES) break;
+            size += opBytes;
+            call.push(staged[i]!);
+          }
           try {
             await this.client.applyAtomically(call);
           } catch (err) {
