@@ -8,6 +8,8 @@
 /** The niceness of a query worker's thread, where the system allows (the service's other threads keep the process's). */
 export { WORKER_NICE } from '../workers/priority.js';
 
+import type { EngineRequest } from '../store/engine-request.js';
+
 /** What kind of answer a query form gives. */
 export type ResultKind = 'graph' | 'bindings' | 'boolean';
 
@@ -30,6 +32,11 @@ export interface SyncMessage {
   id: number;
   drop: string[];
   load: Array<{ name: string; ntriples: string }>;
+  /**
+   * Graphs the worker asks the remote engine for itself (their N-Triples,
+   * streamed into its copy): the main thread never holds their text.
+   */
+  fetch?: Array<{ name: string; request: EngineRequest }>;
   fromSnapshot?: { file: string; graphs: string[] };
   /**
    * Graphs the worker rebuilds itself: their blocks of `fromSnapshot.file`
@@ -70,5 +77,8 @@ export type FromWorker =
   /** `memory`: the worker's memory (JS heap and WebAssembly, bytes) after the message. */
   | { type: 'synced'; id: number; quads: number; memory: number; unreplayed?: string[] }
   | { type: 'result'; id: number; result: RunResult; memory: number }
-  /** `query`: the query failed (bad input); `snapshot`: the snapshot file could not be read (nothing was changed); `internal`: anything else. */
-  | { type: 'error'; id: number; kind: 'query' | 'snapshot' | 'internal'; message: string };
+  /**
+   * `query`: the query failed (bad input); `snapshot`: the snapshot file could not be read (nothing was changed);
+   * `unreachable`: the remote engine could not be reached for a graph of `fetch` (that graph is left empty); `internal`: anything else.
+   */
+  | { type: 'error'; id: number; kind: 'query' | 'snapshot' | 'unreachable' | 'internal'; message: string };

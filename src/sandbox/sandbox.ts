@@ -4,11 +4,11 @@ import { fileURLToPath, pathToFileURL } from 'node:url';
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import type { Logger } from '../logger.js';
-import type { QuadStore } from '../store/store.js';
+import { StoreUnavailableError, StoreUnreachableError, type QuadStore } from '../store/store.js';
 import type { GraphPlaces, Graphs } from '../rdf/graphs.js';
 import { AppError } from '../errors.js';
 import { hasSnapshotCoverage } from '../store/snapshot-coverage.js';
-import type { FromWorker, ResultFormat, ResultKind, RunResult, ToWorker } from './protocol.js';
+import type { FromWorker, ResultFormat, ResultKind, RunResult, SyncMessage, ToWorker } from './protocol.js';
 import type { ViewKind, WorkspaceViews } from './views.js';
 
 /**
@@ -533,17 +533,20 @@ export class QuerySandbox {
         worker.preparing = true;
         try {
           // The worker rebuilds the graphs itself, in its own thread: from the newest snapshot file and
-          // the journal records after it. Only the system graph's excerpt is made here, and graphs the
-          // journal cannot give (written from other graphs' content) are sent afterwards.
+          // the journal records after it, or (the remote store) from the engine's answers, which it asks
+          // for. Only the system graph's excerpt is made here, and graphs the journal cannot give (written
+          // from other graphs' content) are sent afterwards.
           const names = load.map(([name]) => name);
           const excerpt = names.filter((name) => view.kind === 'all' && name === this.graphs.system);
           const rebuilt = names.filter((name) => !excerpt.includes(name));
           const sources = rebuilt.length > 0 && hasSnapshotCoverage(this.store) ? await this.store.graphSources(rebuilt) : undefined;
+          const fetch = !sources ? await this.dumpRequests(rebuilt) : undefined;
           synced = await worker.call({
             type: 'sync',
             id: nextMessageId++,
             drop,
-            load: await this.dumpGraphs(view, sources ? excerpt : names),
+            load: await this.dumpGraphs(view, sources || fetch ? excerpt : names),
+            ...(fetch ? { fetch } : {}),
             ...(sources?.snapshot ? { fromSnapshot: sources.snapshot } : {}),
             ...(sources ? { fromJournal: sources.journal } : {}),
           });
@@ -563,6 +566,7 @@ export class QuerySandbox {
           // What the copy added is the new base of the memory watch.
           if (this.memoryWatch) this.memoryWatch.base = Math.max(this.memoryWatch.base, process.memoryUsage.rss());
         }
+        if (synced.type === 'error' && synced.kind === 'unreachable') throw new StoreUnreachableError(synced.message);
         if (synced.type === 'error') throw new Error(`syncing the workspace's graphs failed: ${synced.message}`);
         // A write while syncing bumps versions: the next query syncs again.
         worker.held = held;
@@ -601,6 +605,9 @@ export class QuerySandbox {
     } catch (err) {
       if (!job.done && this.closed) {
         this.settle(job, new AppError('SERVICE_UNAVAILABLE', 'The service is shutting down'));
+      } else if (!job.done && err instanceof StoreUnavailableError) {
+        // The engine could not be reached for the data: the worker is sound (the graphs it missed load next time).
+        this.settle(job, err);
       } else if (!job.done && err instanceof Error && /memory limit|out of memory/i.test(err.message)) {
         // The worker's JS heap limit (a huge result string, say).
         this.counters.memoryStops++;
@@ -634,6 +641,13 @@ export class QuerySandbox {
       job.queuedAt = Date.now();
       job.timer = setTimeout(() => this.expire(view, job), this.opts.queueTimeoutMs);
     }
+  }
+
+  /** Requests a worker sends itself for graphs of the remote store (`QuadStore.graphDumpRequest`); undefined on other stores. */
+  private async dumpRequests(names: string[]): Promise<SyncMessage['fetch']> {
+    const request = this.store.graphDumpRequest?.bind(this.store);
+    if (!request) return undefined;
+    return await Promise.all(names.map(async (name) => ({ name, request: await request(name) })));
   }
 
   /** Graphs of a view as N-Triples, one engine call each, with an event-loop turn before each. */

@@ -8,6 +8,7 @@ import { compactJsonLd } from './jsonld.js';
 import { journalPayloads, loadText, payloadOps } from '../store/journal-records.js';
 import { giveWayToTheEventLoop } from '../workers/priority.js';
 import { nTriplesSlices } from '../store/ntriples-slices.js';
+import { engineAnswerPieces, EngineRequestError } from '../store/engine-request.js';
 
 /** Characters of N-Triples handed to the engine at a time when a graph sent as text is loaded. */
 const LOAD_SLICE_CHARS = 256 * 1024;
@@ -235,7 +236,8 @@ async function replayJournal(source: NonNullable<SyncMessage['fromJournal']>, em
  */
 async function sync(msg: SyncMessage): Promise<{ quads: number; unreplayed: string[] }> {
   const journalGraphs = msg.fromJournal?.graphs ?? [];
-  for (const name of [...msg.drop, ...msg.load.map((g) => g.name), ...(msg.fromSnapshot?.graphs ?? []), ...journalGraphs]) clearGraph(name);
+  const fetched = msg.fetch ?? [];
+  for (const name of [...msg.drop, ...msg.load.map((g) => g.name), ...fetched.map((g) => g.name), ...(msg.fromSnapshot?.graphs ?? []), ...journalGraphs]) clearGraph(name);
   // Which journal graphs the records empty (their snapshot blocks are not needed); unreadable records: none is rebuilt.
   let emptied: Map<string, OpAt> | undefined;
   if (msg.fromJournal && journalGraphs.length > 0) emptied = await lastEmptied(msg.fromJournal).catch(() => undefined);
@@ -258,6 +260,11 @@ async function sync(msg: SyncMessage): Promise<{ quads: number; unreplayed: stri
     // copies its input into WebAssembly memory, which never shrinks, and a
     // graph sent whole was copied whole (tens of megabytes at 100,000 quads).
     store.load(nTriplesSlices(graph.ntriples, LOAD_SLICE_CHARS), { format: 'application/n-triples', to_graph_name: oxigraph.namedNode(graph.name) });
+  }
+  for (const graph of fetched) {
+    // The answer in the pieces it arrived in (each ends at a whole character, not a line), given to one load call.
+    const pieces = await engineAnswerPieces(graph.request);
+    store.load(pieces, { format: 'application/n-triples', to_graph_name: oxigraph.namedNode(graph.name) });
   }
   return { quads: store.size, unreplayed };
 }
@@ -382,7 +389,9 @@ port.on('message', (msg: ToWorker) => {
         const { quads, unreplayed } = await sync(msg);
         post({ type: 'synced', id: msg.id, quads, memory: memory(), ...(unreplayed.length ? { unreplayed } : {}) });
       } catch (err) {
-        post({ type: 'error', id: msg.id, kind: err instanceof SnapshotUnreadable ? 'snapshot' : 'internal', message: err instanceof Error ? err.message : String(err) });
+        const kind = err instanceof SnapshotUnreadable ? 'snapshot'
+          : err instanceof EngineRequestError && err.kind === 'unreachable' ? 'unreachable' : 'internal';
+        post({ type: 'error', id: msg.id, kind, message: err instanceof Error ? err.message : String(err) });
       }
     } else {
       await run(msg);

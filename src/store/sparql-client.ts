@@ -2,6 +2,9 @@ import { randomBytes } from 'node:crypto';
 import { Parser, type Quad, type Term } from 'n3';
 import { BlankNodeGroups } from '../rdf/blank-node-groups.js';
 import { StoreUnreachableError } from './store.js';
+import { DEADLOCK_RETRIES, EngineRequestError, isDeadlock, sendEngineRequest, type EngineRequest } from './engine-request.js';
+
+export { isDeadlock };
 
 /**
  * The HTTP side of the remote store: SPARQL 1.1 Protocol requests to a
@@ -49,33 +52,33 @@ export class SparqlClient {
       : undefined;
   }
 
-  private async post(url: string, form: Record<string, string>, accept: string): Promise<string> {
+  /** A request to the engine as plain data (a query worker may send it: `engine-request.ts`). */
+  request(url: string, form: Record<string, string>, accept: string): EngineRequest {
     const headers: Record<string, string> = { 'Content-Type': 'application/x-www-form-urlencoded', Accept: accept };
     if (this.authorization) headers.Authorization = this.authorization;
-    let res: Response;
+    return { url, headers, body: new URLSearchParams(form).toString(), timeoutMs: this.options.timeoutMs ?? 120_000 };
+  }
+
+  /** A query as a request to the query endpoint (see `request`). */
+  queryRequest(query: string, accept: string): EngineRequest {
+    return this.request(this.options.queryUrl, { query }, accept);
+  }
+
+  private async post(url: string, form: Record<string, string>, accept: string): Promise<string> {
+    const pieces: string[] = [];
     try {
-      res = await fetch(url, {
-        method: 'POST',
-        headers,
-        body: new URLSearchParams(form).toString(),
-        signal: AbortSignal.timeout(this.options.timeoutMs ?? 120_000),
-      });
+      await sendEngineRequest(this.request(url, form, accept), (piece) => pieces.push(piece));
     } catch (err) {
+      if (!(err instanceof EngineRequestError)) throw err;
+      if (err.kind === 'answered') {
+        this.unreachableSince = null;
+        throw new EngineError(err.message, err.status, err.engineText);
+      }
       this.unreachableSince ??= new Date();
-      throw new EngineUnavailableError(`SPARQL engine unreachable at ${new URL(url).origin}: ${err instanceof Error ? err.message : String(err)}`);
-    }
-    let text: string;
-    try {
-      text = await res.text();
-    } catch (err) {
-      this.unreachableSince ??= new Date();
-      throw new EngineUnavailableError(`SPARQL engine dropped its answer from ${new URL(url).origin}: ${err instanceof Error ? err.message : String(err)}`);
+      throw new EngineUnavailableError(err.message);
     }
     this.unreachableSince = null;
-    if (!res.ok) {
-      throw new EngineError(`SPARQL engine answered ${res.status}: ${text.slice(0, 500)}`, res.status, text);
-    }
-    return text;
+    return pieces.join('');
   }
 
   /**
@@ -137,13 +140,7 @@ export class SparqlClient {
  */
 export const READ_COMMITTED = 'define sql:table-option "isolation read committed"';
 
-/** How often a transaction rolled back by a deadlock is sent again. */
-const DEADLOCK_RETRIES = 20;
 
-/** Virtuoso's answer when serializable isolation rolled a transaction back (SR172, SQL state 40001). */
-export function isDeadlock(engineText: string): boolean {
-  return /\bSR172\b|\b40001\b|deadlock/i.test(engineText);
-}
 
 /** A SPARQL long string literal holding any text. */
 export function stringLiteral(text: string): string {

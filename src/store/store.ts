@@ -31,6 +31,7 @@ import type { Sparql } from '../rdf/sparql.js';
  */
 
 import type { InstanceLease } from './instance-lease.js';
+import type { EngineRequest } from './engine-request.js';
 
 /** The engine refused an op of a write; nothing of the write was applied. */
 export class WriteRefusedError extends Error {
@@ -197,6 +198,13 @@ export interface QuadStore {
   update(sparql: Sparql, graphs: readonly string[]): Promise<void>;
   /** Dumps one named graph as N-Triples. */
   dumpGraph(graph: string): Promise<string>;
+  /**
+   * The request that answers `dumpGraph(graph)`, for a query worker to send
+   * itself, so the graph's text goes from the engine into the worker's copy
+   * without passing through the main thread. Only a store whose data lives
+   * in an engine reached over HTTP (the remote store) has it.
+   */
+  graphDumpRequest?(graph: string): Promise<EngineRequest>;
   /** Names of all named graphs holding at least one quad. */
   graphNames(): Promise<string[]>;
   /** Number of quads in the store (may visit every quad: not for a hot path). */

@@ -1,7 +1,9 @@
 import { expect } from 'chai';
+import http from 'node:http';
 import net from 'node:net';
 import { bearer, removeDir, seedWorkspace, startTestServer, type TestServer } from '../helpers/server.js';
 import { onRemoteStore, remoteSettings } from '../helpers/remote.js';
+import { installMatrices } from '../helpers/installs.js';
 
 /**
  * A TCP pass-through to the engine that the test can cut (refusing
@@ -36,6 +38,41 @@ async function cuttableProxy(target: URL): Promise<{ port: number; cut: () => Pr
   });
   await listen();
   return { port, cut: stop, restore: listen, close: stop };
+}
+
+/**
+ * An HTTP pass-through to the engine that, while `dropping` is set, drops
+ * the connection of every request whose query dumps a whole graph (the
+ * requests a query worker sends itself for its copy), as an engine that went
+ * away right then; every other request goes through.
+ */
+async function graphDumpDroppingProxy(target: URL): Promise<{ url: (endpoint: string) => string; dropping: boolean; dropped: number; close: () => Promise<void> }> {
+  const state = { dropping: false, dropped: 0 };
+  const server = http.createServer((req, res) => {
+    const chunks: Buffer[] = [];
+    req.on('data', (c: Buffer) => chunks.push(c));
+    req.on('end', () => {
+      const body = Buffer.concat(chunks);
+      const query = new URLSearchParams(body.toString('utf8')).get('query') ?? '';
+      if (state.dropping && query.startsWith('CONSTRUCT { ?s ?p ?o } WHERE { GRAPH <')) {
+        state.dropped++;
+        req.socket.destroy();
+        return;
+      }
+      const upstream = http.request({ host: target.hostname, port: target.port, path: req.url, method: req.method, headers: req.headers }, (answer) => {
+        res.writeHead(answer.statusCode ?? 502, answer.headers);
+        answer.pipe(res);
+      });
+      upstream.on('error', () => req.socket.destroy());
+      upstream.end(body);
+    });
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const port = (server.address() as net.AddressInfo).port;
+  return Object.assign(state, {
+    url: (endpoint: string) => { const u = new URL(endpoint); u.host = `127.0.0.1:${port}`; return u.href; },
+    close: () => new Promise<void>((resolve) => { server.closeAllConnections(); server.close(() => resolve()); }),
+  });
 }
 
 describe('service on the remote store when the engine cannot be reached', function () {
@@ -83,5 +120,41 @@ describe('service on the remote store when the engine cannot be reached', functi
     expect(after.status, JSON.stringify(after.body)).to.equal(201);
     const lost = await t.http.get('/api/v1/workspaces/during').set(bearer(tokens.root));
     expect(lost.status, 'the refused write changed nothing').to.equal(404);
+  });
+
+  it('a query worker that cannot reach the engine for its copy of the data answers 503 STORE_UNAVAILABLE, naming nothing of the engine, and the next query loads the copy', async () => {
+    const settings = remoteSettings()!;
+    const dumps = await graphDumpDroppingProxy(new URL(settings.queryUrl));
+    try {
+      const s = await startTestServer({ WSM_BASE_IRI: 'https://outage-dump.example/', WSM_SPARQL_QUERY_URL: dumps.url(settings.queryUrl), WSM_SPARQL_UPDATE_URL: dumps.url(settings.updateUrl) });
+      try {
+        const { tokens } = await seedWorkspace(s, 'acme');
+        const M = 'https://example.org/matrices/reached';
+        await installMatrices(s, tokens.owner, 'acme', 'reached', [{
+          uri: M, turtle: `<${M}> a <https://poliglot.io/os/spec/matrix#Matrix> ; <http://www.w3.org/2000/01/rdf-schema#label> "Reached" .`,
+        }]);
+        const created = await s.http.post('/api/v1/commands/acme').set(bearer(tokens.owner))
+          .send({ alias: 'labels', scriptType: 'CONSTRUCT', scriptContent: 'CONSTRUCT { ?s <http://www.w3.org/2000/01/rdf-schema#label> ?l } WHERE { ?s <http://www.w3.org/2000/01/rdf-schema#label> ?l }' });
+        expect(created.status, JSON.stringify(created.body)).to.equal(200);
+
+        dumps.dropping = true;
+        const during = await s.http.post('/api/v1/commands/acme/alias/labels/execute').set(bearer(tokens.member));
+        expect(dumps.dropped, 'the worker asked the engine for the matrix graph').to.be.at.least(1);
+        expect(during.status, JSON.stringify(during.body)).to.equal(503);
+        expect(during.body.error.code).to.equal('STORE_UNAVAILABLE');
+        expect(Number(during.headers['retry-after'])).to.be.at.least(1);
+        expect(JSON.stringify(during.body), 'nothing of the engine in the answer').to.not.match(/sparql|virtuoso|socket|fetch failed|127\.0\.0\.1/i);
+
+        dumps.dropping = false;
+        const after = await s.http.post('/api/v1/commands/acme/alias/labels/execute').set(bearer(tokens.member)).set('Accept', 'application/n-triples');
+        expect(after.status, after.text.slice(0, 300)).to.equal(200);
+        expect(after.text).to.include(`<${M}> <http://www.w3.org/2000/01/rdf-schema#label> "Reached" .`);
+      } finally {
+        await s.close();
+        removeDir(s.dataDir);
+      }
+    } finally {
+      await dumps.close();
+    }
   });
 });
