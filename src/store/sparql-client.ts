@@ -140,8 +140,6 @@ export class SparqlClient {
  */
 export const READ_COMMITTED = 'define sql:table-option "isolation read committed"';
 
-
-
 /** A SPARQL long string literal holding any text. */
 export function stringLiteral(text: string): string {
   return `"${text.replace(/\\/g, '\\\\').replace(/"/g, '\\"').replace(/\n/g, '\\n').replace(/\r/g, '\\r')}"`;

@@ -11,6 +11,9 @@ import { sparql, sparqlFragment, literal, iri, join, variable, type Sparql, type
 
 const RESULTS_JSON = 'application/sparql-results+json';
 
+/** The large-write gate: when its last closing lapses (ms since the epoch; 0 when open) and the plan epoch ('' before any large write). */
+interface GateState { closedUntil: number; epoch: string }
+
 /** The version of src/store/virtuoso.sql's procedures this service needs (`WSM_PROCEDURES_VERSION`). */
 const PROCEDURES_VERSION = 2;
 
@@ -59,7 +62,7 @@ export class SparqlStore implements QuadStore {
   /** `virtuoso` dialect: the graph of the large-write gate every read passes (`read`). */
   readonly gateGraph: string;
   /** The gate check in flight: reads made while it is share it. */
-  private gatePassing: Promise<{ closedUntil: number; epoch: string }> | null = null;
+  private gatePassing: Promise<GateState> | null = null;
   /** `virtuoso` dialect: the plan epoch last read from the gate graph ('' before any large write; see `read`). */
   private planEpoch = '';
 
@@ -236,16 +239,24 @@ export class SparqlStore implements QuadStore {
    */
   private async awaitGate(maxMs = Number.POSITIVE_INFINITY): Promise<void> {
     if (this.client.options.dialect !== 'virtuoso') return;
+    await this.passGate(() => (this.gatePassing ??= this.gateState().finally(() => { this.gatePassing = null; })), maxMs);
+  }
+
+  /**
+   * Asks `probe` for the gate's state until it is open (or `maxMs` passed),
+   * polling from 25 ms up to every 500 ms; passing it open takes the plan
+   * epoch it names. Answers what the last probe read beside the gate.
+   */
+  private async passGate<T>(probe: () => Promise<GateState & { value?: T }>, maxMs = Number.POSITIVE_INFINITY): Promise<T | undefined> {
     const until = Date.now() + maxMs;
     for (let wait = 0; ; wait++) {
-      this.gatePassing ??= this.gateState().finally(() => { this.gatePassing = null; });
-      const { closedUntil, epoch } = await this.gatePassing;
+      const { closedUntil, epoch, value } = await probe();
       const now = Date.now();
       if (closedUntil <= now) {
         if (epoch) this.planEpoch = epoch;
-        return;
+        return value;
       }
-      if (now >= until) return;
+      if (now >= until) return value;
       await new Promise((resolve) => setTimeout(resolve, Math.min(25 * 2 ** wait, 500, until - now)));
     }
   }
@@ -259,7 +270,7 @@ export class SparqlStore implements QuadStore {
    * The gate at read committed: when its last closing lapses (ms since the
    * epoch; 0 when open) and the plan epoch ('' before any large write).
    */
-  private async gateState(): Promise<{ closedUntil: number; epoch: string }> {
+  private async gateState(): Promise<GateState> {
     const answer = JSON.parse(await this.client.query(`${READ_COMMITTED}
       SELECT (MAX(?until) AS ?last) (MAX(STR(?epoch)) AS ?plans) WHERE { GRAPH <${this.gateGraph}> {
         { ?closing <${GATE_UNTIL}> ?until } UNION { <${this.gateGraph}> <${PLAN_EPOCH}> ?epoch } } }`, RESULTS_JSON)) as { results?: { bindings: Binding[] } };
@@ -322,28 +333,25 @@ export class SparqlStore implements QuadStore {
    * the gate takes two: a warm P5 asked the engine 12 times, 6 now). Read
    * committed locks nothing and sees every committed write, so a generation
    * committed before this query is seen, as at serializable. While the gate
-   * is closed it waits and asks again, as `awaitGate` does; passing it open
-   * takes the plan epoch it names.
+   * is closed it waits and asks again (`passGate`, as `awaitGate`).
    */
   private async generationsPastGate(lookups: SparqlFragment): Promise<Binding> {
-    for (let wait = 0; ; wait++) {
-      const gate = iri(this.gateGraph);
-      const query = sparql`SELECT * WHERE { VALUES ?wsmAnchor { true }
+    const gate = iri(this.gateGraph);
+    const query = sparql`SELECT * WHERE { VALUES ?wsmAnchor { true }
       OPTIONAL { GRAPH ${gate} { ?wsmClosing ${iri(GATE_UNTIL)} ?wsmUntil } }
       OPTIONAL { GRAPH ${gate} { ${gate} ${iri(PLAN_EPOCH)} ?wsmPlans } }
       ${lookups} }`;
+    const row = await this.passGate(async () => {
       const answer = JSON.parse(await this.client.query(this.withPlanEpoch(`${READ_COMMITTED}\n${query}`), RESULTS_JSON)) as { results?: { bindings: Binding[] } };
       const rows = answer.results?.bindings ?? [];
       // One row per closing record of the gate (or one when there is none); the generations are the same on each.
-      const closedUntil = Math.max(0, ...rows.map((r) => Number(r.wsmUntil?.value ?? 0) || 0));
-      const epoch = rows.map((r) => r.wsmPlans?.value ?? '').sort().pop() ?? '';
-      const now = Date.now();
-      if (closedUntil <= now) {
-        if (epoch) this.planEpoch = epoch;
-        return rows[0] ?? {};
-      }
-      await new Promise((resolve) => setTimeout(resolve, Math.min(25 * 2 ** wait, 500, closedUntil - now)));
-    }
+      return {
+        closedUntil: Math.max(0, ...rows.map((r) => Number(r.wsmUntil?.value ?? 0) || 0)),
+        epoch: rows.map((r) => r.wsmPlans?.value ?? '').sort().pop() ?? '',
+        value: rows[0],
+      };
+    });
+    return row ?? {};
   }
 
   /** Update operations that give each of `graphs` a new generation (run in the write's own transaction). */
@@ -637,9 +645,10 @@ function generationSubject(graph: string): string {
   return graph === '' ? 'urn:x-wsm:default-graph' : graph;
 }
 
-/** Virtuoso answers an empty graph in N-Triples as the comment `# Empty NT`; the store's answer is then '' (as embedded). */
+/** The query that dumps one graph (`dumpGraph`, `graphDumpRequest`). */
 const dumpQuery = (graph: string) => `CONSTRUCT { ?s ?p ?o } WHERE { GRAPH <${graph}> { ?s ?p ?o } }`;
 
+/** Virtuoso answers an empty graph in N-Triples as the comment `# Empty NT`; the store's answer is then '' (as embedded). */
 function withoutEmptyComment(ntriples: string): string {
   return /^# Empty NT\s*$/.test(ntriples) ? '' : ntriples;
 }
