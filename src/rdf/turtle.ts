@@ -6,6 +6,7 @@
 import { DataFactory, Parser, Writer, type Quad } from 'n3';
 import oxigraph from 'oxigraph';
 import { badRequest } from '../errors.js';
+import { withScratchStore } from '../store/scratch.js';
 
 export interface ParseTurtleOptions {
   /** Base IRI against which relative IRIs of the document are resolved. */
@@ -113,7 +114,7 @@ function checkIrisForStore(quads: readonly Quad[], text: string, options: ParseT
 /** The line the store's own Turtle parser stops at, if it refuses the document. */
 function refusedLine(text: string, baseIri: string | undefined): number | null {
   try {
-    new oxigraph.Store().load(text, { format: 'text/turtle', ...(baseIri ? { base_iri: baseIri } : {}), to_graph_name: oxigraph.defaultGraph() });
+    withScratchStore((scratch) => scratch.load(text, { format: 'text/turtle', ...(baseIri ? { base_iri: baseIri } : {}), to_graph_name: oxigraph.defaultGraph() }));
     return null;
   } catch (err) {
     const m = /line (\d+)/.exec(err instanceof Error ? err.message : String(err));

@@ -9,6 +9,7 @@ import { journalPayloads, loadText, payloadOps } from '../store/journal-records.
 import { giveWayToTheEventLoop } from '../workers/priority.js';
 import { nTriplesSlices } from '../store/ntriples-slices.js';
 import { engineAnswerPieces, EngineRequestError } from '../store/engine-request.js';
+import { withScratchStore } from '../store/scratch.js';
 
 /** Characters of N-Triples handed to the engine at a time when a graph sent as text is loaded. */
 const LOAD_SLICE_CHARS = 256 * 1024;
@@ -335,9 +336,10 @@ async function graphResult(msg: RunMessage): Promise<RunResult> {
     body = await new Promise<string>((resolve, reject) => writer.end((err: Error | null, out: string) => (err ? reject(err) : resolve(out))));
   } else {
     // Oxigraph writes the JSON-LD (in WebAssembly); `compactJsonLd` gives it the query's prefixes.
-    const scratch = new oxigraph.Store();
-    if (ntriples) scratch.load(ntriples, { format: 'application/n-triples' });
-    const expanded = scratch.dump({ format: 'application/ld+json', from_graph_name: oxigraph.defaultGraph() });
+    const expanded = withScratchStore((scratch) => {
+      if (ntriples) scratch.load(ntriples, { format: 'application/n-triples' });
+      return scratch.dump({ format: 'application/ld+json', from_graph_name: oxigraph.defaultGraph() });
+    });
     body = compactJsonLd(expanded, msg.prefixes);
   }
   return { body, count: lines.length, truncated };

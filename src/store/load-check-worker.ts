@@ -2,6 +2,7 @@ import { parentPort } from 'node:worker_threads';
 import oxigraph from 'oxigraph';
 import type { LoadCheckReply, LoadCheckRequest } from './load-check.js';
 import { giveWayToTheEventLoop } from '../workers/priority.js';
+import { freeStore } from './scratch.js';
 
 /*
  * The load check's worker thread (load-check.ts): loads each text of a
@@ -16,8 +17,6 @@ if (!port) throw new Error('the load check must run in a worker thread');
 giveWayToTheEventLoop();
 
 const CHECK_GRAPH = oxigraph.namedNode('urn:x-wsm-check:graph');
-
-const free = (store: oxigraph.Store) => (store as unknown as { free?: () => void }).free?.();
 
 /** Checks already answered as refused: their later pieces are ignored. */
 const refused = new Set<number>();
@@ -41,7 +40,7 @@ port.on('message', (msg: LoadCheckRequest) => {
       port.postMessage({ id: msg.id, ok: false, index: msg.index, message: (err as Error).message } satisfies LoadCheckReply);
       return;
     } finally {
-      free(store);
+      freeStore(store);
     }
   }
   if (msg.last) port.postMessage({ id: msg.id, ok: true } satisfies LoadCheckReply);

@@ -4,6 +4,7 @@ import { GraphRevisions } from './revisions.js';
 import { assertDeclared, checkGraphsFromEnv } from './declared-graphs.js';
 import { checkLoadsOffThread } from './load-check.js';
 import { blankNodeSafeSlices } from './ntriples-slices.js';
+import { withScratchStore } from './scratch.js';
 import { WriteRefusedError, declaredGraphs, type Binding, type QuadStore, type QueryScope, type JournalOp, type RdfFormat, type StoredOp, type WriteCondition, type WriteOp } from './store.js';
 import { sparql, trustedSparql, type Sparql } from '../rdf/sparql.js';
 
@@ -124,14 +125,13 @@ const nextTurn = () => new Promise<void>((resolve) => setImmediate(resolve));
  * `WriteRefusedError` for the first one the engine refuses.
  */
 function checkOnScratch(calls: WriteOp[], firstIndex: number): void {
-  const scratch = new oxigraph.Store();
-  calls.forEach((op, i) => {
+  withScratchStore((scratch) => calls.forEach((op, i) => {
     try {
       applyOp(scratch, op);
     } catch (err) {
       throw new WriteRefusedError(firstIndex + i, (err as Error).message);
     }
-  });
+  }));
 }
 
 /** Most answers kept between writes, and most rows of a kept SELECT answer. */

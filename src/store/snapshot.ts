@@ -4,6 +4,7 @@ import { open, readdir, rename, rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import oxigraph from 'oxigraph';
 import { fsyncDir } from './fsutil.js';
+import { freeStore } from './scratch.js';
 
 /*
  * A snapshot is one file `snapshot-<seq>.trig`: TriG of the whole store up
@@ -245,10 +246,6 @@ export interface LoadedSnapshot {
   file: string;
   /** The store holding its content. */
   raw: oxigraph.Store;
-}
-
-function freeStore(raw: oxigraph.Store): void {
-  (raw as unknown as { free?: () => void }).free?.();
 }
 
 /**
