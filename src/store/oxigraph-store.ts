@@ -43,9 +43,18 @@ function scopeOptions(scope?: QueryScope): Record<string, unknown> {
 
 /** Whether a write's condition (an ASK and the answer it must give) holds on a raw store; also asked by journal replay. */
 export function conditionHolds(store: oxigraph.Store, condition: { ask: string; expect: boolean }): boolean {
-  const parsed = JSON.parse(store.query(condition.ask, { results_format: RESULTS_JSON }) as string) as { boolean?: boolean };
-  if (typeof parsed.boolean !== 'boolean') throw new Error('writeIf() was given a condition that is not an ASK');
-  return parsed.boolean === condition.expect;
+  return askBoolean(store, condition.ask, {}, 'writeIf() was given a condition that is not an ASK') === condition.expect;
+}
+
+/**
+ * An ASK's answer. Asked without a results format, the engine gives an ASK's
+ * boolean as is: no result document to write and parse again (about a
+ * quarter of a small ASK's time).
+ */
+function askBoolean(store: oxigraph.Store, query: string, options: Record<string, unknown>, notAnAsk: string): boolean {
+  const answer = store.query(query, options);
+  if (typeof answer !== 'boolean') throw new Error(notAnAsk);
+  return answer;
 }
 
 /** Applies one op to a raw Oxigraph store (also used by journal replay, whose old records declare no graphs). */
@@ -264,11 +273,9 @@ export class OxigraphStore implements QuadStore {
     const key = answerKey('ask', query, scope);
     const known = this.answers.get(key);
     if (known !== undefined) return known as boolean;
-    const text = this.raw.query(query, { results_format: RESULTS_JSON, ...scopeOptions(scope) }) as string;
-    const parsed = JSON.parse(text) as { boolean?: boolean };
-    if (typeof parsed.boolean !== 'boolean') throw new Error('ask() was given a query that is not an ASK');
-    this.keep(key, parsed.boolean);
-    return parsed.boolean;
+    const answer = askBoolean(this.raw, query, scopeOptions(scope), 'ask() was given a query that is not an ASK');
+    this.keep(key, answer);
+    return answer;
   }
 
   private keep(key: string, answer: Binding[] | boolean): void {
