@@ -199,8 +199,9 @@ async function replayJournal(source: NonNullable<SyncMessage['fromJournal']>, em
         if (op.kind === 'load') {
           // The text in pieces of a megabyte, never one string (an install's is tens of megabytes); in a
           // transaction (less memory, see `loadFromSnapshot`). A load that fails ends the replay, and the graphs are cleared below.
+          // The store accepted this text before journaling it: its terms are not validated again (as a snapshot's).
           if (wanted.has(op.graph) && !lost.has(op.graph) && current(op.graph, at)) {
-            store.load(loadText(payload, op.data), { format: op.format, to_graph_name: oxigraph.namedNode(op.graph) });
+            store.load(loadText(payload, op.data), { format: op.format, to_graph_name: oxigraph.namedNode(op.graph), lenient: true });
           }
           continue;
         }
@@ -255,17 +256,19 @@ async function sync(msg: SyncMessage): Promise<{ quads: number; unreplayed: stri
   const unreplayed = msg.fromJournal && journalGraphs.length > 0
     ? (emptied ? await replayJournal(msg.fromJournal, emptied) : journalGraphs)
     : [];
+  // The graphs' texts below are the store's own dumps (or the remote engine's): their terms are not
+  // validated again, as a snapshot's are not (a term the engine wrote but Oxigraph would refuse no longer fails the copy).
   for (const graph of msg.load) {
     if (graph.ntriples.length === 0) continue;
     // One load call (so blank nodes stay whole) fed in slices: the engine
     // copies its input into WebAssembly memory, which never shrinks, and a
     // graph sent whole was copied whole (tens of megabytes at 100,000 quads).
-    store.load(nTriplesSlices(graph.ntriples, LOAD_SLICE_CHARS), { format: 'application/n-triples', to_graph_name: oxigraph.namedNode(graph.name) });
+    store.load(nTriplesSlices(graph.ntriples, LOAD_SLICE_CHARS), { format: 'application/n-triples', to_graph_name: oxigraph.namedNode(graph.name), lenient: true });
   }
   for (const graph of fetched) {
     // The answer in the pieces it arrived in (each ends at a whole character, not a line), given to one load call.
     const pieces = await engineAnswerPieces(graph.request);
-    store.load(pieces, { format: 'application/n-triples', to_graph_name: oxigraph.namedNode(graph.name) });
+    store.load(pieces, { format: 'application/n-triples', to_graph_name: oxigraph.namedNode(graph.name), lenient: true });
   }
   return { quads: store.size, unreplayed };
 }
