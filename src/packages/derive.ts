@@ -87,8 +87,17 @@ function localName(uri: string): string {
  */
 export function deriveMatrix(input: DeriveInput): DerivedMatrix {
   const { graphs, workspaceId: ws, matrixId, quads, now } = input;
-  const out: Quad[] = [];
-  const add = (s: string, p: string, o: Quad_Object | Term) => out.push(quad(namedNode(s), namedNode(p), o as Quad_Object));
+  // Written as N-Triples a record at a time, so the quads die young instead of all 135,000 of a
+  // large matrix surviving to the end: the collector copied them (15,000 roles: its time a third less,
+  // the derivation 340-450 ms against 365-490 ms; the same text).
+  const writer = new Writer({ format: 'N-Triples' });
+  const chunks: string[] = [];
+  let pending: Quad[] = [];
+  const flush = () => {
+    if (pending.length) chunks.push(writer.quadsToString(pending));
+    pending = [];
+  };
+  const add = (s: string, p: string, o: Quad_Object | Term) => pending.push(quad(namedNode(s), namedNode(p), o as Quad_Object));
   const time = (value: string) => literal(value, namedNode(XSD.dateTime));
   const createdAt = (iri: string) => time(input.createdAt?.get(iri) ?? now);
   const workspace = namedNode(graphs.resource('workspace', ws));
@@ -115,6 +124,7 @@ export function deriveMatrix(input: DeriveInput): DerivedMatrix {
     add(iri, WSM.workspace, workspace);
     add(iri, WSM.createdAt, createdAt(iri));
     add(iri, WSM.updatedAt, time(now));
+    flush();
     return iri;
   };
 
@@ -139,8 +149,10 @@ export function deriveMatrix(input: DeriveInput): DerivedMatrix {
     add(principalIri, WSM.createdAt, createdAt(principalIri));
     agentIris.push(agentIri);
     principalIris.push(principalIri);
+    flush();
   }
 
-  const ntriples = new Writer({ format: 'N-Triples' }).quadsToString(out);
+  flush();
+  const ntriples = chunks.join('');
   return { ntriples, roleIris, agentIris, principalIris };
 }
