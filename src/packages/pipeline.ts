@@ -96,9 +96,11 @@ const objectsOf = (quads: Quad[], subject: string, predicates: string[]): string
  * tag), so a load can never be refused half-way. Throws a StepFailure naming
  * the term and the file.
  */
-function checkTerms(quads: Quad[], source: string): void {
+function checkTerms(quads: Quad[], source: string, options: { irisChecked?: boolean } = {}): void {
   const seen = new Set<string>();
   const check = (term: Term) => {
+    // IRIs (and datatypes) `parseTurtle` already checked the same way: only language tags are left.
+    if (options.irisChecked && (term.termType !== 'Literal' || !(term as { language?: string }).language)) return;
     const key = term.termType === 'Literal' ? `L${(term as { language?: string }).language ?? ''}\u0000${(term as { datatype?: Term }).datatype?.value ?? ''}` : `${term.termType[0]}${term.value}`;
     if (seen.has(key)) return;
     seen.add(key);
@@ -147,7 +149,7 @@ export class PipelineSession {
       let quads: Quad[];
       try {
         quads = parseTurtle(m.text, { baseIri: m.uri, source: m.path });
-        checkTerms(quads, m.path);
+        checkTerms(quads, m.path, { irisChecked: true });
       } catch (err) {
         return asStepFailure(err, `Fix the Turtle in ${m.path} and install again.`);
       }

@@ -75,6 +75,22 @@ describe('an IRI the store refuses (all-or-nothing writes)', function () {
     expect(withoutCommands(after)).to.deep.equal(withoutCommands(before));
   });
 
+  // n3 reads `@a-b` as a language tag; the store refuses it (a primary subtag of one letter). The term check after parsing
+  // looks at language tags only (the parser checked every IRI): it must still stop such a package before any write.
+  it('a package holding a language tag the store refuses fails its command naming the literal, and every graph stays as it was', async () => {
+    const before = await everything();
+    const archive = await tinyPackage({ name: 'refused', version: '1.2.0', matrices: [{ name: 'refused', uri: M, turtle: matrix(`<${M}#editor> rdfs:comment "Writes"@a-b .`) }] });
+    const done = await uploadAndWait(t, tokens.owner, 'acme', archive);
+    expect(done.status).to.equal('failed');
+    expect(done.errorMessage).to.contain('language tag').and.to.contain('"Writes"');
+    const events = await eventsOf(t, tokens.owner, 'acme', done.id);
+    expect(events.at(-1)!.level).to.equal('ERROR');
+    const withoutCommands = (dump: Record<string, string[]>) => Object.fromEntries(Object.entries(dump)
+      .filter(([g]) => !g.includes('/commands/'))
+      .map(([g, lines]) => [g, lines.filter((l) => !l.includes('/id/command/') && !l.includes('/id/event/'))]));
+    expect(withoutCommands(await everything())).to.deep.equal(withoutCommands(before));
+  });
+
   // IRIs beyond ASCII are valid, not refused: on the remote store such a write once failed whole (Virtuoso refused
   // the codepoint escapes it was sent as, SQ074), so the install failed there while it passed on the embedded store.
   it('a package whose IRIs go beyond ASCII installs, and its roles and triples read back as written', async () => {
