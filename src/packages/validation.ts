@@ -401,11 +401,11 @@ export async function validateMatrices(input: ValidationInput): Promise<{ report
   // The package's shapes on the union; the per-file shapes on each file with only its own manifest entry.
   const { packageShapes, fileShapes } = shapesGraphs();
   const engineReports = [await packageShapes.validator.validate({ dataset: data }) as EngineReport];
+  // A package of one matrix whose union got nothing from the workspace holds exactly that
+  // file and its entry: the union is read again rather than indexed twice (45,000 quads of
+  // a large matrix cost a few hundred milliseconds to index).
+  const fileIsUnion = input.matrices.length === 1 && contextTriples === 0;
   for (const matrix of input.matrices) {
-    // A package of one matrix whose union got nothing from the workspace holds exactly that
-    // file and its entry: the union is read again rather than indexed twice (45,000 quads of
-    // a large matrix cost a few hundred milliseconds to index).
-    const fileIsUnion = input.matrices.length === 1 && contextTriples === 0;
     const file = fileIsUnion ? data : new Store();
     if (!fileIsUnion) {
       for (const q of matrix.quads) file.addQuad(q.subject, q.predicate, q.object);
