@@ -587,11 +587,9 @@ export class CommandRunner {
       setReport: (counts, ntriples) => { report = { counts, ntriples }; },
     };
     const reportOps = (): WriteOp[] => report
-      ? [
-        updateOp(sparql`DROP SILENT GRAPH ${iri(this.commands.reportGraphName(ws, id))}`, [this.commands.reportGraphName(ws, id)]),
-        { kind: 'load', graph: this.commands.reportGraphName(ws, id), format: 'application/n-triples', data: report.ntriples },
-      ]
+      ? [{ kind: 'load', replace: true, graph: this.commands.reportGraphName(ws, id), format: 'application/n-triples', data: report.ntriples }]
       : [];
+
     let type: string = request.commandType;
     let outcome: 'completed' | 'failed' = 'failed';
     try {
@@ -605,9 +603,11 @@ export class CommandRunner {
       type = result.commandType ?? request.commandType;
       item.settled = true;
       // Everything the command changes, with its `completed` status: on a shared store only while this instance holds it.
+      // The report (a graph of its own, named by no other op) first: an install's write then begins with
+      // its graphs' replacing loads, which a large write can check as it publishes them (`WriteOp`).
       const done = await this.held(item, [
-        ...result.ops,
         ...reportOps(),
+        ...result.ops,
         this.commands.statusOp(ws, id, 'completed', this.now(), {
           ...(report ? { report: report.counts } : {}),
           ...(result.packageInstallationId ? { packageInstallationId: result.packageInstallationId } : {}),

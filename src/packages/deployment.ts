@@ -256,6 +256,8 @@ export class Deployment {
       graphsBase: this.graphs.base, workspaceId: ws, now,
       matrices: await Promise.all(parsed.map(async (p) => ({ uri: p.uri, id: p.id, createdAt: [...await this.createdAtOf(ws, p.id)] }))),
     });
+    // The graphs' loads go first (no other op of the write names those graphs): see `WriteOp`'s `replace`.
+    const graphLoads: WriteOp[] = [];
     const ops: WriteOp[] = [];
     const newRoles = new Set<string>();
     const newPrincipals = new Set<string>();
@@ -269,13 +271,11 @@ export class Deployment {
       roleCount += derived.roleCount;
       agentCount += derived.agentCount;
       tripleCount += p.tripleCount;
-      ops.push(
-        updateOp(sparql`DROP SILENT GRAPH ${iri(this.graphs.matrix(ws, p.id))}`, [this.graphs.matrix(ws, p.id)]),
-        { kind: 'load', graph: this.graphs.matrix(ws, p.id), format: 'application/n-triples', data: derived.matrixNTriples },
-        updateOp(sparql`DROP SILENT GRAPH ${iri(this.graphs.derived(ws, p.id))}`, [this.graphs.derived(ws, p.id)]),
-        { kind: 'load', graph: this.graphs.derived(ws, p.id), format: 'application/n-triples', data: derived.derivedNTriples },
-        this.matrixRecordOps(ws, { id: p.id, uri: p.uri, name: p.name, description: p.description, dependencyCount: p.imports.length, packageId }),
+      graphLoads.push(
+        { kind: 'load', replace: true, graph: this.graphs.matrix(ws, p.id), format: 'application/n-triples', data: derived.matrixNTriples },
+        { kind: 'load', replace: true, graph: this.graphs.derived(ws, p.id), format: 'application/n-triples', data: derived.derivedNTriples },
       );
+      ops.push(this.matrixRecordOps(ws, { id: p.id, uri: p.uri, name: p.name, description: p.description, dependencyCount: p.imports.length, packageId }));
       await ctx.event('INFO', `Matrix ${p.name}: ${plural(p.tripleCount, 'triple')} for graph ${this.graphs.matrix(ws, p.id)}; derived ${plural(derived.roleCount, 'role')} and ${plural(derived.agentCount, 'agent')}`);
     }
     for (const d of dropped) {
@@ -299,7 +299,7 @@ export class Deployment {
     ops.push(...extensionOps);
     await ctx.event('INFO', `Writing ${plural(parsed.length, 'matrix graph')} (${plural(tripleCount, 'triple')}) and ${plural(parsed.length, 'derived graph')} in one atomic write`);
     return {
-      ops,
+      ops: [...graphLoads, ...ops],
       packageInstallationId: packageId,
       message: `Installed ${m.name} ${m.version}: ${plural(parsed.length, 'matrix')}, ${plural(roleCount, 'role')}, ${plural(agentCount, 'agent')}`.replace(/matrixs/, 'matrices'),
     };
@@ -398,8 +398,7 @@ export class Deployment {
       const goneRoles = candidates.filter((r) => !outsideRoles.has(r));
       const gonePrincipals = [...await this.principalsOf(ws, [current.id])].filter((q) => !newPrincipals.has(q));
       const ops: WriteOp[] = [
-        updateOp(sparql`DROP SILENT GRAPH ${iri(this.graphs.derived(ws, current.id))}`, [this.graphs.derived(ws, current.id)]),
-        { kind: 'load', graph: this.graphs.derived(ws, current.id), format: 'application/n-triples', data: derived!.derivedNTriples },
+        { kind: 'load', replace: true, graph: this.graphs.derived(ws, current.id), format: 'application/n-triples', data: derived!.derivedNTriples },
         ...this.assignmentCleanup(ws, goneRoles, gonePrincipals),
         ...ext.ops,
       ];

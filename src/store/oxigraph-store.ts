@@ -5,8 +5,8 @@ import { assertDeclared, checkGraphsFromEnv } from './declared-graphs.js';
 import { checkLoadsOffThread } from './load-check.js';
 import { blankNodeSafeSlices } from './ntriples-slices.js';
 import { withScratchStore } from './scratch.js';
-import { WriteRefusedError, declaredGraphs, type Binding, type QuadStore, type QueryScope, type JournalOp, type RdfFormat, type StoredOp, type WriteCondition, type WriteOp } from './store.js';
-import { sparql, trustedSparql, type Sparql } from '../rdf/sparql.js';
+import { WriteRefusedError, declaredGraphs, expandReplaces, refusalOfGiven, type Binding, type QuadStore, type QueryScope, type JournalOp, type RdfFormat, type StoredOp, type WriteCondition, type WriteOp } from './store.js';
+import { iri, sparql, trustedSparql, type Sparql } from '../rdf/sparql.js';
 
 /**
  * Where writes go to become durable. The journal implements it; the store
@@ -141,6 +141,34 @@ function checkOnScratch(calls: WriteOp[], firstIndex: number): void {
       throw new WriteRefusedError(firstIndex + i, (err as Error).message);
     }
   }));
+}
+
+/** A replacing load a large write begins with, and its index among the write's expanded ops. */
+interface LeadLoad { index: number; graph: string; format: RdfFormat; data: string }
+
+/**
+ * The replacing loads a write begins with, when the store may load them
+ * ahead of the write's other ops: every load of the write is one of them,
+ * each names a graph of its own, and no other op names (may change) those
+ * graphs. Applied first, they give what the write in its order gives once
+ * the graphs are empty when it applies (`OxigraphStore.writeLarge` asks).
+ * Null when the write is not of that form. Indices are those of
+ * `expandReplaces(ops)` (a replacing load is a DROP, then the load).
+ */
+function leadingReplaces(ops: readonly WriteOp[]): LeadLoad[] | null {
+  const lead: LeadLoad[] = [];
+  for (const op of ops) {
+    if (op.kind !== 'load' || !op.replace) break;
+    lead.push({ index: lead.length * 2 + 1, graph: op.graph, format: op.format, data: op.data });
+  }
+  if (lead.length === 0) return null;
+  const graphs = new Set(lead.map((l) => l.graph));
+  if (graphs.size !== lead.length) return null;
+  for (const op of ops.slice(lead.length)) {
+    if (op.kind === 'load') return null;
+    if (op.graphs.some((g) => graphs.has(g))) return null;
+  }
+  return lead;
 }
 
 /** Most answers kept between writes, and most rows of a kept SELECT answer. */
@@ -343,29 +371,30 @@ export class OxigraphStore implements QuadStore {
    * condition without ops is asked once every write journaled before it is
    * applied.
    */
-  protected async writeChecked(ops: WriteOp[], condition: WriteCondition | null): Promise<boolean> {
-    if (ops.length === 0 && !condition) return true;
-    if (this.checkGraphs) assertDeclared(ops, condition?.ask);
+  protected async writeChecked(given: WriteOp[], condition: WriteCondition | null): Promise<boolean> {
+    if (given.length === 0 && !condition) return true;
+    if (this.checkGraphs) assertDeclared(given, condition?.ask);
+    const { ops, owners } = expandReplaces(given);
+    try {
+      return await this.writeExpanded(ops, condition, given);
+    } catch (err) {
+      throw refusalOfGiven(err, owners);
+    }
+  }
+
+  private async writeExpanded(ops: WriteOp[], condition: WriteCondition | null, given: readonly WriteOp[]): Promise<boolean> {
     // Everything the write will send is checked before anything else, on an
     // empty scratch store (consecutive updates run as one SPARQL request,
     // which Oxigraph applies atomically; a load is atomic on its own). A
     // refusal changes nothing and journals nothing. A large write (an
-    // install) has its loads checked the same way in a worker thread, so
-    // the event loop keeps turning; writes made meanwhile wait their turn.
+    // install) has its loads checked apart (`writeLarge`), so the event
+    // loop keeps turning; writes made meanwhile wait their turn.
     const calls = coalesceUpdates(ops);
     const large = loadBytes(ops) > LARGE_WRITE_CHARS;
     if (!large) checkOnScratch(calls, 0);
     else {
       checkOnScratch(calls.filter((op) => op.kind === 'update'), 0);
-      while (this.checking) await this.checking;
-      const loads = ops.flatMap((op, index) => (op.kind === 'load' ? [{ index, format: op.format, data: op.data }] : []));
-      const check = checkLoadsOffThread(loads.map(({ format, data }) => ({ format, data })));
-      const done: Promise<void> = check.then(() => {}, () => {}).finally(() => {
-        if (this.checking === done) this.checking = null;
-      });
-      this.checking = done;
-      const refused = await check;
-      if (refused) throw new WriteRefusedError(loads[refused.index]!.index, refused.message);
+      return this.writeLarge(ops, calls, condition, leadingReplaces(given));
     }
     const touched = declaredGraphs(ops);
     if (condition && ops.length === 0) {
@@ -382,8 +411,8 @@ export class OxigraphStore implements QuadStore {
       }
       return this.holds(condition);
     }
-    // Behind a large write still being checked, or a snapshot being taken (the durable store).
-    for (let blocked = (large ? null : this.checking) ?? this.appendBlocked(); blocked; blocked = this.checking ?? this.appendBlocked()) await blocked;
+    // Behind a large write not yet journaled, or a snapshot being taken (the durable store).
+    for (let blocked = this.checking ?? this.appendBlocked(); blocked; blocked = this.checking ?? this.appendBlocked()) await blocked;
     // Journal first, in this tick (journal order is call order), and apply
     // only once the record is fsynced: a write whose journal write or fsync
     // fails (StoreUnavailableError) is never visible to any read, and no
@@ -405,7 +434,7 @@ export class OxigraphStore implements QuadStore {
         applied = false;
         this.skippedSeqs.add(seq);
       } else {
-        await this.apply(calls, large, touched);
+        this.apply(calls, touched);
       }
       this.appliedSeq = seq;
     });
@@ -414,12 +443,136 @@ export class OxigraphStore implements QuadStore {
     return applied;
   }
 
-  /** Applies a checked, journaled write in memory, then tells caches and listeners. */
-  private async apply(calls: WriteOp[], large: boolean, touched: ReadonlySet<string>): Promise<void> {
-    if (large) {
-      await this.publish(calls, touched);
-      return;
+  /**
+   * A large write: its place in the journal is taken at once (writes made
+   * later are journaled after it, `checking`), then, once every write
+   * journaled before it is applied, its loads are checked, it is journaled,
+   * and applied in slices (`publish`).
+   *
+   * The check, two ways. When the write begins with replacing loads of
+   * graphs that are empty now (a first install: its matrix, derived and
+   * report graphs) and its condition holds, the engine checks those loads
+   * by loading them into the store itself, ahead of the journal, while no
+   * read can see the store (`hide`): the load is the check and the
+   * publication at once. A refusal, or a journal that cannot be written,
+   * drops those graphs (they were empty) and the store is as it was; no
+   * read saw them and no cache or listener heard of them. Otherwise the
+   * loads are loaded into throwaway stores in worker threads
+   * (`checkLoadsOffThread`), and published after the journal.
+   */
+  private async writeLarge(ops: WriteOp[], calls: WriteOp[], condition: WriteCondition | null, lead: LeadLoad[] | null): Promise<boolean> {
+    for (let blocked = this.checking ?? this.appendBlocked(); blocked; blocked = this.checking ?? this.appendBlocked()) await blocked;
+    let release!: () => void;
+    const slot: Promise<void> = new Promise<void>((resolve) => {
+      release = () => {
+        if (this.checking === slot) this.checking = null;
+        resolve();
+      };
+    });
+    this.checking = slot;
+    const touched = declaredGraphs(ops);
+    let applied = true;
+    const turn = this.applyTail.then(async () => {
+      // Every write journaled before this one is applied, and none can be journaled until `release`.
+      const ahead = lead !== null && lead.every((l) => !this.holdsTriples(l.graph)) && (!condition || this.holds(condition));
+      let unhide: (() => void) | null = null;
+      let loaded: string[] = [];
+      let journaled = false;
+      try {
+        if (ahead) {
+          unhide = this.hide();
+          loaded = await this.loadAhead(lead);
+        } else {
+          const loads = ops.flatMap((op, index) => (op.kind === 'load' ? [{ index, format: op.format, data: op.data }] : []));
+          const refused = await checkLoadsOffThread(loads.map(({ format, data }) => ({ format, data })));
+          if (refused) throw new WriteRefusedError(loads[refused.index]!.index, refused.message);
+        }
+        const record: readonly JournalOp[] = condition ? [{ kind: 'condition', ask: condition.ask, expect: condition.expect }, ...ops] : ops;
+        const durable = this.sink ? this.sink.append(record) : Promise.resolve();
+        const seq = this.sink ? this.sink.lastSeq : this.appliedSeq + 1;
+        release();
+        await durable;
+        journaled = true;
+        if (ahead) {
+          // The condition was asked before the loads ahead, on the store as it is now but for them.
+          // The rest are updates (checked on the scratch store) after the lead's DROPs and loads.
+          try {
+            for (const op of coalesceUpdates(ops.slice(lead.length * 2))) applyOp(this.raw, op);
+          } finally {
+            this.applied(touched);
+          }
+        } else if (condition && !this.holds(condition)) {
+          applied = false;
+          this.skippedSeqs.add(seq);
+        } else {
+          await this.publish(calls, touched);
+        }
+        this.appliedSeq = seq;
+      } catch (err) {
+        if (!journaled) for (const graph of loaded) this.raw.update(sparql`DROP SILENT GRAPH ${iri(graph)}`);
+        throw err;
+      } finally {
+        release();
+        unhide?.();
+      }
+    });
+    this.applyTail = turn.catch(() => {});
+    await turn;
+    return applied;
+  }
+
+  /** Whether `graph` holds a triple now (the raw store: no read delay, no answer cache). */
+  private holdsTriples(graph: string): boolean {
+    return askBoolean(this.raw, sparql`ASK { GRAPH ${iri(graph)} { ?s ?p ?o } }`, {}, 'not an ASK');
+  }
+
+  /**
+   * Loads a write's leading replacing loads into the store (their graphs
+   * are empty), in slices with an event-loop turn before each, validating
+   * every term: the engine's check of the text. Answers the graphs loaded.
+   * On a refusal, drops what it loaded and throws `WriteRefusedError`.
+   */
+  private async loadAhead(lead: LeadLoad[]): Promise<string[]> {
+    const loaded: string[] = [];
+    try {
+      for (const load of lead) {
+        loaded.push(load.graph);
+        // Cut so that no blank node spans two pieces: each load call reads blank node labels afresh.
+        const pieces = load.format === 'application/n-triples' ? blankNodeSafeSlices(load.data, SLICE_BYTES, nextTurn) : [load.data];
+        for await (const piece of pieces) {
+          await nextTurn();
+          try {
+            this.raw.load(piece, { format: load.format, to_graph_name: oxigraph.namedNode(load.graph), no_transaction: true });
+          } catch (err) {
+            throw new WriteRefusedError(load.index, (err as Error).message);
+          }
+        }
+      }
+    } catch (err) {
+      for (const graph of loaded) this.raw.update(sparql`DROP SILENT GRAPH ${iri(graph)}`);
+      throw err;
     }
+    return loaded;
+  }
+
+  /**
+   * Hides the store from reads until the returned function is called:
+   * reads made meanwhile wait (`delayed`), so none sees a part of a write.
+   */
+  private hide(): () => void {
+    let open!: () => void;
+    this.publishing = new Promise<void>((resolve) => { open = resolve; });
+    this.answers.clear();
+    return () => {
+      this.answers.clear();
+      this.sizeAt = undefined;
+      this.publishing = null;
+      open();
+    };
+  }
+
+  /** Applies a checked, journaled (small) write in memory, then tells caches and listeners. */
+  private apply(calls: WriteOp[], touched: ReadonlySet<string>): void {
     this.revisions.bump(touched);
     try {
       this.answers.clear();
@@ -464,9 +617,7 @@ export class OxigraphStore implements QuadStore {
    * the journal holds the whole write.
    */
   private async publish(calls: WriteOp[], touched: ReadonlySet<string>): Promise<void> {
-    let open!: () => void;
-    this.publishing = new Promise<void>((resolve) => { open = resolve; });
-    this.answers.clear();
+    const unhide = this.hide();
     try {
       for (const [i, op] of calls.entries()) {
         // Cut so that no blank node spans two pieces: each load call reads blank node labels afresh.
@@ -483,11 +634,8 @@ export class OxigraphStore implements QuadStore {
         }
       }
     } finally {
-      this.answers.clear();
-      this.sizeAt = undefined;
       this.applied(touched);
-      this.publishing = null;
-      open();
+      unhide();
     }
   }
 

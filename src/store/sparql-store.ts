@@ -3,7 +3,7 @@ import sparqljs from 'sparqljs';
 import { ExclusiveSections } from './sections.js';
 import { GraphRevisions } from './revisions.js';
 import { assertDeclared, checkGraphsFromEnv } from './declared-graphs.js';
-import { WriteRefusedError, declaredGraphs, type Binding, type QuadStore, type QueryScope, type StoreHealth, type WriteCondition, type WriteOp } from './store.js';
+import { WriteRefusedError, declaredGraphs, expandReplaces, refusalOfGiven, type Binding, type QuadStore, type QueryScope, type StoreHealth, type WriteCondition, type WriteOp } from './store.js';
 import { InstanceLease } from './instance-lease.js';
 import type { EngineRequest } from './engine-request.js';
 import { EngineError, READ_COMMITTED, SparqlClient, insertOperations, isDeadlock, type SparqlEndpointOptions } from './sparql-client.js';
@@ -395,9 +395,18 @@ export class SparqlStore implements QuadStore {
   /** `standard` dialect: conditional writes of this process run one at a time. */
   private readonly standardConditions = new ExclusiveSections();
 
-  private async writeChecked(ops: WriteOp[], condition: WriteCondition | null): Promise<boolean> {
-    if (ops.length === 0 && !condition) return true;
-    if (this.checkGraphs) assertDeclared(ops, condition?.ask);
+  private async writeChecked(given: WriteOp[], condition: WriteCondition | null): Promise<boolean> {
+    if (given.length === 0 && !condition) return true;
+    if (this.checkGraphs) assertDeclared(given, condition?.ask);
+    const { ops, owners } = expandReplaces(given);
+    try {
+      return await this.writeExpanded(ops, condition);
+    } catch (err) {
+      throw refusalOfGiven(err, owners);
+    }
+  }
+
+  private async writeExpanded(ops: WriteOp[], condition: WriteCondition | null): Promise<boolean> {
     const touched = declaredGraphs(ops);
     // Moved when the write starts and when it is done: a read overlapping it is not cached.
     this.revisions.bump(touched);

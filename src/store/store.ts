@@ -1,4 +1,4 @@
-import type { Sparql } from '../rdf/sparql.js';
+import { iri, sparql, type Sparql } from '../rdf/sparql.js';
 /**
  * The store contract. Every piece of state of the service is RDF in named
  * graphs behind this small interface: query, update, load a graph, dump a
@@ -15,7 +15,9 @@ import type { Sparql } from '../rdf/sparql.js';
  * - `write(ops)` applies all ops as one atomic, durable change: the returned
  *   promise resolves once the change is on disk (journal fsynced), and a
  *   crash before that loses the whole change, never part of it. The
- *   embedded store journals first and applies after the fsync: a write
+ *   embedded store journals first and applies after the fsync (a large
+ *   write's new graphs may be loaded before, while no read can see the
+ *   store, and are dropped if the write is not made durable): a write
  *   whose journal write or fsync fails rejects with `StoreUnavailableError`
  *   and was never visible to any read.
  * - Updates must be deterministic (no NOW(), RAND(), UUID(), STRUUID(),
@@ -120,8 +122,14 @@ export const DEFAULT_GRAPH = '';
  */
 export type WriteOp =
   | { kind: 'update'; sparql: Sparql; graphs: readonly string[] }
-  /** Loads data into one graph (adding to what it holds). Use `clear` first to replace. */
-  | { kind: 'load'; graph: string; format: RdfFormat; data: string };
+  /**
+   * Loads data into one graph, adding to what it holds; with `replace`, the
+   * graph holds exactly this data afterwards (as a `DROP SILENT GRAPH` of
+   * it just before the load: `expandReplaces`). A large write that begins
+   * with replacing loads of graphs no other op names lets the embedded
+   * store load them while it checks them (`OxigraphStore`).
+   */
+  | { kind: 'load'; graph: string; format: RdfFormat; data: string; replace?: boolean };
 
 /** The graphs a write declares it may change. */
 export function declaredGraphs(ops: readonly WriteOp[]): Set<string> {
@@ -263,4 +271,33 @@ export interface QuadStore {
 /** An update op that may change `graphs` (and no other graph). */
 export function updateOp(sparql: Sparql, graphs: readonly string[]): WriteOp {
   return { kind: 'update', sparql, graphs };
+}
+
+/**
+ * A write's ops with each replacing load written out as what it means: a
+ * `DROP SILENT GRAPH` of its graph, then the load (how it is journaled and
+ * sent to an engine). `owners[i]` is the index in `ops` of the op that
+ * expanded op `i` came from (for `WriteRefusedError.opIndex`).
+ */
+export function expandReplaces(ops: readonly WriteOp[]): { ops: WriteOp[]; owners: number[] } {
+  if (!ops.some((op) => op.kind === 'load' && op.replace)) return { ops: [...ops], owners: ops.map((_, i) => i) };
+  const out: WriteOp[] = [];
+  const owners: number[] = [];
+  ops.forEach((op, i) => {
+    if (op.kind === 'load' && op.replace) {
+      out.push(updateOp(sparql`DROP SILENT GRAPH ${iri(op.graph)}`, [op.graph]), { kind: 'load', graph: op.graph, format: op.format, data: op.data });
+      owners.push(i, i);
+    } else {
+      out.push(op);
+      owners.push(i);
+    }
+  });
+  return { ops: out, owners };
+}
+
+/** `err` with its op index mapped back through `owners` (see `expandReplaces`); other errors as they are. */
+export function refusalOfGiven(err: unknown, owners: readonly number[]): unknown {
+  if (!(err instanceof WriteRefusedError)) return err;
+  const given = owners[err.opIndex] ?? err.opIndex;
+  return given === err.opIndex ? err : new WriteRefusedError(given, err.engineMessage);
 }
