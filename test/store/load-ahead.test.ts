@@ -66,6 +66,17 @@ async function watch(store: DurableStore, stop: Promise<unknown>): Promise<{ see
   return { seen, polls };
 }
 
+/** Closes the store, opens its directory again and checks it holds `quads`. */
+async function expectAfterRestart(store: DurableStore, dir: string, quads: string[]): Promise<void> {
+  await store.close();
+  const reopened = await openDurableStore(dir);
+  try {
+    expect(content(reopened), 'after a restart').to.deep.equal(quads);
+  } finally {
+    await reopened.close();
+  }
+}
+
 describe('store: a large write checked by loading its new graphs ahead', function () {
   this.timeout(120_000);
   let dir: string;
@@ -88,10 +99,7 @@ describe('store: a large write checked by loading its new graphs ahead', functio
     expect([...seen].filter((s) => s !== '0 triples, version 0' && s !== after), 'no reader saw a part of the write').to.deep.equal([]);
     expect((await watch(store, Promise.resolve())).seen, 'the write is whole once it resolved').to.deep.equal(new Set([after]));
     const whole = content(store);
-    await store.close();
-    const reopened = await openDurableStore(dir);
-    expect(content(reopened)).to.deep.equal(whole);
-    await reopened.close();
+    await expectAfterRestart(store, dir, whole);
   });
 
   it('refuses a write whose second graph holds an IRI the engine refuses near its end: nothing of it is kept, seen or heard', async () => {
@@ -125,10 +133,7 @@ describe('store: a large write checked by loading its new graphs ahead', functio
     expect(journal.subarray(0, before.journal.length).equals(before.journal)).to.equal(true);
     expect(journal.includes(Buffer.from('%zz')), 'the refused write was not journaled').to.equal(false);
     const kept = content(store);
-    await store.close();
-    const reopened = await openDurableStore(dir);
-    expect(content(reopened)).to.deep.equal(kept);
-    await reopened.close();
+    await expectAfterRestart(store, dir, kept);
   });
 
   it('drops the graphs it loaded ahead when the journal cannot be written, and writes them once it can', async () => {
@@ -151,10 +156,7 @@ describe('store: a large write checked by loading its new graphs ahead', functio
     await store.write(install(triples('m'), triples('d'), '1'));
     const after = content(store);
     expect(after.length).to.be.greaterThan(before.quads.length + 1000);
-    await store.close();
-    const reopened = await openDurableStore(dir);
-    expect(content(reopened)).to.deep.equal(after);
-    await reopened.close();
+    await expectAfterRestart(store, dir, after);
   });
 
   it('applies nothing when its condition does not hold, before a restart and after it', async () => {
@@ -168,10 +170,7 @@ describe('store: a large write checked by loading its new graphs ahead', functio
     expect(await store.writeIf({ ...held, expect: false }, install(triples('m'), triples('d'), '1'))).to.equal(true);
     const after = content(store);
     expect(after.some((q) => q.includes('"1"'))).to.equal(true);
-    await store.close();
-    const reopened = await openDurableStore(dir);
-    expect(content(reopened)).to.deep.equal(after);
-    await reopened.close();
+    await expectAfterRestart(store, dir, after);
   });
 
   it('replaces graphs that already hold triples (an upgrade) with exactly the new triples', async () => {
@@ -186,9 +185,6 @@ describe('store: a large write checked by loading its new graphs ahead', functio
     expect(graphs.map((b) => [b.g!.value, Number(b.n!.value)])).to.deep.equal([[MATRIX, lines], [DERIVED, lines]]);
     expect(await store.ask(sparql`ASK { GRAPH ?g { ?s ?p ?o } VALUES ?g { ${iri(MATRIX)} ${iri(DERIVED)} } FILTER (STRSTARTS(STR(?s), "urn:old-")) }`)).to.equal(false);
     const after = content(store);
-    await store.close();
-    const reopened = await openDurableStore(dir);
-    expect(content(reopened)).to.deep.equal(after);
-    await reopened.close();
+    await expectAfterRestart(store, dir, after);
   });
 });
