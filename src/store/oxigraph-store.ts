@@ -411,8 +411,7 @@ export class OxigraphStore implements QuadStore {
       }
       return this.holds(condition);
     }
-    // Behind a large write not yet journaled, or a snapshot being taken (the durable store).
-    for (let blocked = this.checking ?? this.appendBlocked(); blocked; blocked = this.checking ?? this.appendBlocked()) await blocked;
+    await this.untilAppendMayGo();
     // Journal first, in this tick (journal order is call order), and apply
     // only once the record is fsynced: a write whose journal write or fsync
     // fails (StoreUnavailableError) is never visible to any read, and no
@@ -461,7 +460,7 @@ export class OxigraphStore implements QuadStore {
    * (`checkLoadsOffThread`), and published after the journal.
    */
   private async writeLarge(ops: WriteOp[], calls: WriteOp[], condition: WriteCondition | null, lead: LeadLoad[] | null): Promise<boolean> {
-    for (let blocked = this.checking ?? this.appendBlocked(); blocked; blocked = this.checking ?? this.appendBlocked()) await blocked;
+    await this.untilAppendMayGo();
     let release!: () => void;
     const slot: Promise<void> = new Promise<void>((resolve) => {
       release = () => {
@@ -476,12 +475,13 @@ export class OxigraphStore implements QuadStore {
       // Every write journaled before this one is applied, and none can be journaled until `release`.
       const ahead = lead !== null && lead.every((l) => !this.holdsTriples(l.graph)) && (!condition || this.holds(condition));
       let unhide: (() => void) | null = null;
-      let loaded: string[] = [];
+      /** Graphs loaded ahead (a part of the last one too): dropped again unless the write is journaled. */
+      const loaded: string[] = [];
       let journaled = false;
       try {
         if (ahead) {
           unhide = this.hide();
-          loaded = await this.loadAhead(lead);
+          await this.loadAhead(lead, loaded);
         } else {
           const loads = ops.flatMap((op, index) => (op.kind === 'load' ? [{ index, format: op.format, data: op.data }] : []));
           const refused = await checkLoadsOffThread(loads.map(({ format, data }) => ({ format, data })));
@@ -521,6 +521,11 @@ export class OxigraphStore implements QuadStore {
     return applied;
   }
 
+  /** Resolves once a write may append to the journal: no large write is waiting for its record, no snapshot is being taken (the durable store). */
+  private async untilAppendMayGo(): Promise<void> {
+    for (let blocked = this.checking ?? this.appendBlocked(); blocked; blocked = this.checking ?? this.appendBlocked()) await blocked;
+  }
+
   /** Whether `graph` holds a triple now (the raw store: no read delay, no answer cache). */
   private holdsTriples(graph: string): boolean {
     return askBoolean(this.raw, sparql`ASK { GRAPH ${iri(graph)} { ?s ?p ?o } }`, {}, 'not an ASK');
@@ -529,30 +534,24 @@ export class OxigraphStore implements QuadStore {
   /**
    * Loads a write's leading replacing loads into the store (their graphs
    * are empty), in slices with an event-loop turn before each, validating
-   * every term: the engine's check of the text. Answers the graphs loaded.
-   * On a refusal, drops what it loaded and throws `WriteRefusedError`.
+   * every term: the engine's check of the text. Each graph goes into
+   * `loaded` before its first slice; a refusal throws `WriteRefusedError`
+   * (the caller drops what was loaded).
    */
-  private async loadAhead(lead: LeadLoad[]): Promise<string[]> {
-    const loaded: string[] = [];
-    try {
-      for (const load of lead) {
-        loaded.push(load.graph);
-        // Cut so that no blank node spans two pieces: each load call reads blank node labels afresh.
-        const pieces = load.format === 'application/n-triples' ? blankNodeSafeSlices(load.data, SLICE_BYTES, nextTurn) : [load.data];
-        for await (const piece of pieces) {
-          await nextTurn();
-          try {
-            this.raw.load(piece, { format: load.format, to_graph_name: oxigraph.namedNode(load.graph), no_transaction: true });
-          } catch (err) {
-            throw new WriteRefusedError(load.index, (err as Error).message);
-          }
+  private async loadAhead(lead: LeadLoad[], loaded: string[]): Promise<void> {
+    for (const load of lead) {
+      loaded.push(load.graph);
+      // Cut so that no blank node spans two pieces: each load call reads blank node labels afresh.
+      const pieces = load.format === 'application/n-triples' ? blankNodeSafeSlices(load.data, SLICE_BYTES, nextTurn) : [load.data];
+      for await (const piece of pieces) {
+        await nextTurn();
+        try {
+          this.raw.load(piece, { format: load.format, to_graph_name: oxigraph.namedNode(load.graph), no_transaction: true });
+        } catch (err) {
+          throw new WriteRefusedError(load.index, (err as Error).message);
         }
       }
-    } catch (err) {
-      for (const graph of loaded) this.raw.update(sparql`DROP SILENT GRAPH ${iri(graph)}`);
-      throw err;
     }
-    return loaded;
   }
 
   /**
