@@ -4,6 +4,8 @@ import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
+import * as esbuild from 'esbuild';
+import { buildService } from '../scripts/build.js';
 
 export const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 
@@ -123,7 +125,25 @@ async function waitFor(url: string, proc: ChildProcess, timeoutMs: number): Prom
   throw new Error(`${url} did not answer within ${timeoutMs} ms`);
 }
 
-/** Spawns a TypeScript entry point with node --import tsx and waits until `readyPath` answers 200. */
+let building: Promise<unknown> | undefined;
+
+/**
+ * A bench script (baseline server, bare load) compiled to JavaScript in
+ * bench/.work, so that it runs with plain node as the service does and a
+ * baseline does not pay tsx's start-up. These scripts import packages only.
+ */
+async function compiledBenchScript(script: string): Promise<string> {
+  const out = path.join(ROOT, 'bench/.work', `${path.basename(script, '.ts')}.mjs`);
+  await esbuild.build({ entryPoints: [path.join(ROOT, script)], outfile: out, bundle: false, platform: 'node', format: 'esm', target: 'node20', logLevel: 'warning' });
+  return out;
+}
+
+/**
+ * Spawns a TypeScript entry point compiled to JavaScript and waits until
+ * `readyPath` answers 200. The service (`src/cli.ts`) runs as `npm start`
+ * runs it: compiled to `dist/` (built once per bench process), with plain
+ * node and source maps; a bench script is compiled alone (see above).
+ */
 export async function spawnTs(script: string, args: string[], env: Record<string, string | undefined>, readyPath = '/health', timeoutMs = 120_000, nodeArgs: string[] = []): Promise<Proc & { startMs: number }> {
   const port = await freePort();
   const started = performance.now();
@@ -136,7 +156,10 @@ export async function spawnTs(script: string, args: string[], env: Record<string
   const out = openSync(path.join(logDir, kept ? `${path.basename(script, '.ts')}-${Date.now()}-${port}.log` : 'stdout.log'), 'a');
   // BENCH_CPU_PROF=<dir>: the service writes a CPU profile there when it stops (read it to find what holds the event loop).
   const profile = process.env.BENCH_CPU_PROF && script === 'src/cli.ts' ? ['--cpu-prof', `--cpu-prof-dir=${process.env.BENCH_CPU_PROF}`] : [];
-  const proc = spawn(process.execPath, [...profile, ...nodeArgs, '--import', 'tsx', path.join(ROOT, script), ...args], {
+  const service = script === 'src/cli.ts';
+  if (service) await (building ??= buildService());
+  const entry = service ? ['--enable-source-maps', path.join(ROOT, 'dist/cli.js')] : [await compiledBenchScript(script)];
+  const proc = spawn(process.execPath, [...profile, ...nodeArgs, ...entry, ...args], {
     cwd: ROOT,
     // A key given as undefined is removed from the inherited environment.
     env: Object.fromEntries(Object.entries({ ...process.env, PORT: String(port), HOST: '127.0.0.1', ...env }).filter(([, v]) => v !== undefined)),

@@ -42,7 +42,7 @@ export async function run(): Promise<Figure[]> {
       figures.push(figure({
         name: `start until /health answers, ${label} quads`, unit: 'ms', value: s.startMs, baseline: b.startMs,
         target: 'report (no target set)', check: () => true,
-        note: `baseline: node + tsx + bare Oxigraph load of the same snapshot file; the store's snapshot of it took ${(data.snapshotMs / 1000).toFixed(1)} s (${(data.snapshotBytes / 2 ** 20).toFixed(0)} MiB); after start: ${answered}`,
+        note: `baseline: node + bare Oxigraph load of the same snapshot file; the store's snapshot of it took ${(data.snapshotMs / 1000).toFixed(1)} s (${(data.snapshotBytes / 2 ** 20).toFixed(0)} MiB); after start: ${answered}`,
       }));
       figures.push(figure({
         name: `RSS after start, ${label} quads`, unit: 'MiB', value: serviceRss / 2 ** 20, baseline: bareRss / 2 ** 20,

@@ -75,7 +75,7 @@ export async function run(): Promise<Figure[]> {
       figure({
         name: `RSS at rest, ${label} quads`, unit: 'MiB', value: atRest / MiB, baseline: bareRss / MiB,
         target: 'report (no target set)', check: () => true,
-        note: `baseline: bare Oxigraph load of the same snapshot in a node + tsx process; ${workersAtRest} query worker(s) at rest`,
+        note: `baseline: bare Oxigraph load of the same snapshot in a node process; ${workersAtRest} query worker(s) at rest`,
       }),
       figure({
         name: `RSS after 5 slash executions and 1 admin query at once vs at rest, ${label} quads`, unit: 'MiB',

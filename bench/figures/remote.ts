@@ -318,7 +318,7 @@ async function largeStore(engine: Engine): Promise<Figure[]> {
     const bareTriples = bareAnswer.split('\n').filter((l) => l.trim()).length;
     if (bareTriples !== expectedTriples!) throw new Error(`the command answered ${expectedTriples!} triples, the engine ${bareTriples}`);
 
-    // Start until /health answers and RSS after start, beside a bare Express server (node + tsx + express).
+    // Start until /health answers and RSS after start, beside a bare Express server (node + express).
     const starts = await interleave(3,
       async () => { const s = await startService(dataDir, remote, 600_000); await new Promise((r) => setTimeout(r, 500)); const rss = s.rss(); await s.stop(); return { ms: s.startMs, rss }; },
       async () => { const b = await startBaseline('static'); await new Promise((r) => setTimeout(r, 500)); const rss = b.rss(); await b.stop(); return { ms: b.startMs, rss }; },
@@ -326,7 +326,7 @@ async function largeStore(engine: Engine): Promise<Figure[]> {
     figures.push(figure({
       name: `start until /health answers, ${label} quads on Virtuoso`, unit: 'ms', value: starts.serviceMedian, baseline: starts.baselineMedian, ratios: starts.ratios,
       target: '<= 3000 ms', check: (_r, v) => v <= 3000,
-      note: `baseline: node + tsx + an Express server answering fixed bytes; ${notes[0]}`,
+      note: `baseline: node + an Express server answering fixed bytes; ${notes[0]}`,
       cause: `before /health answered (start through the recording proxy) ${slowest(startupQueries)}`,
     }));
     const MB = 1e6;

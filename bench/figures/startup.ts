@@ -18,7 +18,7 @@ export async function run(): Promise<Figure[]> {
     name: `start until /health answers (${data.quads.toLocaleString('en')} quads, ${data.records.toLocaleString('en')} journal records)`,
     unit: 'ms', value: median(m.service), baseline: median(m.baseline), ratios: m.ratios, target: '<= 1.3x',
     check: (r) => r <= 1.3,
-    note: 'baseline: node + tsx + bare Oxigraph load of the same snapshot file (not the journal)',
+    note: 'baseline: node + bare Oxigraph load of the same snapshot file (not the journal)',
     cause: 'the service also verifies the snapshot, replays the journal records, loads its modules and builds its caches before /health answers',
   })];
 }

@@ -8,7 +8,7 @@ import { createHash } from 'node:crypto';
  * and its TypeScript and CSS sources; they are bundled with esbuild, with the
  * editor and graph libraries from node_modules, in memory on the first
  * request and kept for the life of the process. Nothing is fetched from
- * elsewhere, and no build step has to run before `npm start`.
+ * elsewhere, and `npm run build` (the service's modules) leaves them alone.
  */
 export const CONSOLE_DIR = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../console');
 
