@@ -16,7 +16,8 @@
  *   remote engine, README): a file is written only when its content
  *   changed, and then to a temporary name renamed over it, so a process
  *   loading `dist/` meanwhile reads the old file or the new one, never a
- *   part. Files no module compiles to any more are removed.
+ *   part. Files no module compiles to any more are removed, and so are
+ *   temporary files of builds that died.
  */
 import { mkdirSync, readFileSync, readdirSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
@@ -75,11 +76,23 @@ export async function buildService(outDir = path.join(root, 'dist')): Promise<{ 
     renameSync(temporary, out.path);
     written++;
   }
-  // Another build's temporary files are its own to rename.
-  for (const stale of files(outDir, (name) => !/\.tmp-\d+$/.test(name))) {
-    if (!outputs.has(stale)) rmSync(stale, { force: true });
+  for (const file of files(outDir, () => true)) {
+    const temporary = TEMPORARY.exec(file);
+    // A running build's temporary file is its own to rename; one left by a build that died is removed.
+    if (temporary ? !alive(Number(temporary[1])) : !outputs.has(file)) rmSync(file, { force: true });
   }
   return { modules: entryPoints.length, written };
+}
+
+const TEMPORARY = /\.tmp-(\d+)$/;
+
+function alive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (err) {
+    return (err as NodeJS.ErrnoException).code === 'EPERM';
+  }
 }
 
 if (process.argv[1] && path.resolve(process.argv[1]) === fileURLToPath(import.meta.url)) {
