@@ -125,26 +125,38 @@ async function waitFor(url: string, proc: ChildProcess, timeoutMs: number): Prom
   throw new Error(`${url} did not answer within ${timeoutMs} ms`);
 }
 
-let building: Promise<unknown> | undefined;
+/** Node's arguments that run each entry point spawned so far, compiled once per bench process (see `compiled`). */
+const entries = new Map<string, Promise<string[]>>();
 
 /**
- * A bench script (baseline server, bare load) compiled to JavaScript in
- * bench/.work, so that it runs with plain node as the service does and a
- * baseline does not pay tsx's start-up. These scripts import packages only.
+ * The node arguments that run `script` compiled to JavaScript. The service
+ * (`src/cli.ts`) is built into `dist/` and run with source maps, as
+ * `npm start` runs it. A bench script (baseline server, bare load) is
+ * compiled alone into bench/.work, so that a baseline does not pay tsx's
+ * start-up either; these scripts import packages only.
  */
-async function compiledBenchScript(script: string): Promise<string> {
-  const out = path.join(ROOT, 'bench/.work', `${path.basename(script, '.ts')}.mjs`);
-  await esbuild.build({ entryPoints: [path.join(ROOT, script)], outfile: out, bundle: false, platform: 'node', format: 'esm', target: 'node20', logLevel: 'warning' });
-  return out;
+function compiled(script: string): Promise<string[]> {
+  let entry = entries.get(script);
+  if (!entry) {
+    entry = script === 'src/cli.ts'
+      ? buildService().then(() => ['--enable-source-maps', path.join(ROOT, 'dist/cli.js')])
+      : (async () => {
+        const out = path.join(ROOT, 'bench/.work', `${path.basename(script, '.ts')}.mjs`);
+        await esbuild.build({ entryPoints: [path.join(ROOT, script)], outfile: out, bundle: false, platform: 'node', format: 'esm', target: 'node20', logLevel: 'warning' });
+        return [out];
+      })();
+    entries.set(script, entry);
+  }
+  return entry;
 }
 
 /**
- * Spawns a TypeScript entry point compiled to JavaScript and waits until
- * `readyPath` answers 200. The service (`src/cli.ts`) runs as `npm start`
- * runs it: compiled to `dist/` (built once per bench process), with plain
- * node and source maps; a bench script is compiled alone (see above).
+ * Spawns a TypeScript entry point compiled to JavaScript (`compiled`) and
+ * waits until `readyPath` answers 200. `startMs` counts from the spawn: the
+ * compilation is not part of a start.
  */
 export async function spawnTs(script: string, args: string[], env: Record<string, string | undefined>, readyPath = '/health', timeoutMs = 120_000, nodeArgs: string[] = []): Promise<Proc & { startMs: number }> {
+  const entry = await compiled(script);
   const port = await freePort();
   const started = performance.now();
   // Its output (the service's request log, at the service's default level)
@@ -156,9 +168,6 @@ export async function spawnTs(script: string, args: string[], env: Record<string
   const out = openSync(path.join(logDir, kept ? `${path.basename(script, '.ts')}-${Date.now()}-${port}.log` : 'stdout.log'), 'a');
   // BENCH_CPU_PROF=<dir>: the service writes a CPU profile there when it stops (read it to find what holds the event loop).
   const profile = process.env.BENCH_CPU_PROF && script === 'src/cli.ts' ? ['--cpu-prof', `--cpu-prof-dir=${process.env.BENCH_CPU_PROF}`] : [];
-  const service = script === 'src/cli.ts';
-  if (service) await (building ??= buildService());
-  const entry = service ? ['--enable-source-maps', path.join(ROOT, 'dist/cli.js')] : [await compiledBenchScript(script)];
   const proc = spawn(process.execPath, [...profile, ...nodeArgs, ...entry, ...args], {
     cwd: ROOT,
     // A key given as undefined is removed from the inherited environment.
