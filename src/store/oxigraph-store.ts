@@ -5,7 +5,7 @@ import { assertDeclared, checkGraphsFromEnv } from './declared-graphs.js';
 import { checkLoadsOffThread } from './load-check.js';
 import { blankNodeSafeSlices } from './ntriples-slices.js';
 import { withScratchStore } from './scratch.js';
-import { WriteRefusedError, declaredGraphs, expandReplaces, refusalOfGiven, type Binding, type QuadStore, type QueryScope, type JournalOp, type RdfFormat, type StoredOp, type WriteCondition, type WriteOp } from './store.js';
+import { WriteRefusedError, declaredGraphs, writeWithReplacesExpanded, type Binding, type QuadStore, type QueryScope, type JournalOp, type RdfFormat, type StoredOp, type WriteCondition, type WriteOp } from './store.js';
 import { iri, sparql, trustedSparql, type Sparql } from '../rdf/sparql.js';
 
 /**
@@ -374,12 +374,7 @@ export class OxigraphStore implements QuadStore {
   protected async writeChecked(given: WriteOp[], condition: WriteCondition | null): Promise<boolean> {
     if (given.length === 0 && !condition) return true;
     if (this.checkGraphs) assertDeclared(given, condition?.ask);
-    const { ops, owners } = expandReplaces(given);
-    try {
-      return await this.writeExpanded(ops, condition, given);
-    } catch (err) {
-      throw refusalOfGiven(err, owners);
-    }
+    return writeWithReplacesExpanded(given, (ops) => this.writeExpanded(ops, condition, given));
   }
 
   private async writeExpanded(ops: WriteOp[], condition: WriteCondition | null, given: readonly WriteOp[]): Promise<boolean> {

@@ -3,7 +3,7 @@ import sparqljs from 'sparqljs';
 import { ExclusiveSections } from './sections.js';
 import { GraphRevisions } from './revisions.js';
 import { assertDeclared, checkGraphsFromEnv } from './declared-graphs.js';
-import { WriteRefusedError, declaredGraphs, expandReplaces, refusalOfGiven, type Binding, type QuadStore, type QueryScope, type StoreHealth, type WriteCondition, type WriteOp } from './store.js';
+import { WriteRefusedError, declaredGraphs, writeWithReplacesExpanded, type Binding, type QuadStore, type QueryScope, type StoreHealth, type WriteCondition, type WriteOp } from './store.js';
 import { InstanceLease } from './instance-lease.js';
 import type { EngineRequest } from './engine-request.js';
 import { EngineError, READ_COMMITTED, SparqlClient, insertOperations, isDeadlock, type SparqlEndpointOptions } from './sparql-client.js';
@@ -398,12 +398,7 @@ export class SparqlStore implements QuadStore {
   private async writeChecked(given: WriteOp[], condition: WriteCondition | null): Promise<boolean> {
     if (given.length === 0 && !condition) return true;
     if (this.checkGraphs) assertDeclared(given, condition?.ask);
-    const { ops, owners } = expandReplaces(given);
-    try {
-      return await this.writeExpanded(ops, condition);
-    } catch (err) {
-      throw refusalOfGiven(err, owners);
-    }
+    return writeWithReplacesExpanded(given, (ops) => this.writeExpanded(ops, condition));
   }
 
   private async writeExpanded(ops: WriteOp[], condition: WriteCondition | null): Promise<boolean> {

@@ -296,8 +296,22 @@ export function expandReplaces(ops: readonly WriteOp[]): { ops: WriteOp[]; owner
 }
 
 /** `err` with its op index mapped back through `owners` (see `expandReplaces`); other errors as they are. */
-export function refusalOfGiven(err: unknown, owners: readonly number[]): unknown {
+function refusalOfGiven(err: unknown, owners: readonly number[]): unknown {
   if (!(err instanceof WriteRefusedError)) return err;
   const given = owners[err.opIndex] ?? err.opIndex;
   return given === err.opIndex ? err : new WriteRefusedError(given, err.engineMessage);
+}
+
+/**
+ * Runs `write` on the given ops with their replacing loads expanded
+ * (`expandReplaces`), as each store journals and applies them; a refusal's
+ * op index names the op the caller gave.
+ */
+export async function writeWithReplacesExpanded<T>(given: readonly WriteOp[], write: (ops: WriteOp[]) => Promise<T>): Promise<T> {
+  const { ops, owners } = expandReplaces(given);
+  try {
+    return await write(ops);
+  } catch (err) {
+    throw refusalOfGiven(err, owners);
+  }
 }
