@@ -168,7 +168,7 @@ async function start(): Promise<Credentials> {
   const child = spawn('virtuoso-t', ['+configfile', path.join(dir, 'virtuoso.ini'), '+wait'], { cwd: dir, stdio: 'ignore' });
   const code = await new Promise<number | null>((resolve) => child.once('exit', resolve));
   if (code !== 0) throw new Error(`virtuoso-t exited with ${code}; see ${path.join(dir, 'virtuoso.log')}`);
-  for (let i = 0; i < 120 && !(await answers(`http://127.0.0.1:${c.httpPort}/sparql`)); i++) await new Promise((r) => setTimeout(r, 500));
+  await answering(c, 'after its start');
   if (fresh) {
     // Secure the new database before anything else can use it.
     isql(c, 'dba', `SET PASSWORD dba ${c.dbaPassword};`);
@@ -181,7 +181,29 @@ async function start(): Promise<Credentials> {
   // (set_user_struct fails), so after a crash before the next checkpoint the engine came back with dba's
   // default password and without the service's user.
   isql(c, c.dbaPassword, 'checkpoint;');
+  // The service reaches the engine only over HTTP: a start that leaves it unanswered fails here, not in the service.
+  await answering(c, 'after its set-up');
   return c;
+}
+
+/** The last lines of the engine's log, without its routine checkpoint lines. */
+function logTail(lines = 30): string {
+  try {
+    return readFileSync(path.join(dir, 'virtuoso.log'), 'utf8').split('\n')
+      .filter((line) => !/Checkpoint (started|finished)|Roll forward|\* Monitor:/.test(line)).slice(-lines).join('\n');
+  } catch {
+    return '(no log)';
+  }
+}
+
+/** Waits up to a minute for the engine's HTTP endpoint; throws with the log's tail when it does not answer. */
+async function answering(c: Credentials, when: string): Promise<void> {
+  const url = `http://127.0.0.1:${c.httpPort}/sparql`;
+  for (let i = 0; i < 120; i++) {
+    if (await answers(url)) return;
+    await new Promise((r) => setTimeout(r, 500));
+  }
+  throw new Error(`Virtuoso does not answer on 127.0.0.1:${c.httpPort} ${when}; the end of its log:\n${logTail()}`);
 }
 
 function stop(): void {
@@ -206,8 +228,15 @@ try {
     process.stdout.write(`${settings(JSON.parse(readFileSync(credentialsFile, 'utf8')) as Credentials)}\n`);
   } else if (command === 'stop') {
     stop();
+  } else if (command === 'status') {
+    if (!existsSync(credentialsFile)) throw new Error('No Virtuoso set up under this data directory');
+    const c = JSON.parse(readFileSync(credentialsFile, 'utf8')) as Credentials;
+    if (!(await answers(`http://127.0.0.1:${c.httpPort}/sparql`))) {
+      throw new Error(`Virtuoso does not answer on 127.0.0.1:${c.httpPort}; the end of its log:\n${logTail()}`);
+    }
+    say(`Virtuoso runs on 127.0.0.1:${c.httpPort}`);
   } else {
-    throw new Error(`Unknown command "${command}": use start, stop or env`);
+    throw new Error(`Unknown command "${command}": use start, stop, status or env`);
   }
 } catch (err) {
   say(err instanceof Error ? err.message : String(err));
