@@ -234,6 +234,12 @@ interface Job {
   queuedAt: number;
   /** Its time limit passed once already; the answer may have been waiting behind a busy event loop. */
   graced?: boolean;
+  /**
+   * A knowledge-view query run in the workspace's whole view: it is confined
+   * to the knowledge graphs (read when it runs) by the engine's dataset
+   * options, so it sees what the knowledge view's copy would hold.
+   */
+  knowledgeOnly?: boolean;
 }
 
 interface Staleness {
@@ -333,7 +339,8 @@ export class QuerySandbox {
   run(workspaceId: string, kind: ViewKind, request: QueryRequest): Promise<RunResult> {
     if (this.closed) return Promise.reject(new AppError('SERVICE_UNAVAILABLE', 'The service is shutting down'));
     if (this.opts.unavailable) return Promise.reject(new AppError('SERVICE_UNAVAILABLE', this.opts.unavailable));
-    const view = this.view(workspaceId, kind);
+    const whole = kind === 'knowledge' ? this.wholeViewFor(workspaceId, request) : undefined;
+    const view = whole ?? this.view(workspaceId, kind);
     view.lastUsed = Date.now();
     return new Promise<RunResult>((resolve, reject) => {
       const job: Job = {
@@ -343,6 +350,7 @@ export class QuerySandbox {
         done: false,
         queuedAt: Date.now(),
         timer: setTimeout(() => this.expire(view, job), this.opts.queueTimeoutMs),
+        ...(whole ? { knowledgeOnly: true } : {}),
       };
       view.queue.push(job);
       this.pump(view);
@@ -379,6 +387,35 @@ export class QuerySandbox {
       this.views.set(key, view);
     }
     return view;
+  }
+
+  /**
+   * The workspace's whole view, when a knowledge query can run there instead
+   * of in a copy of its own: the whole view holds every graph the knowledge
+   * view does (DESIGN.md section 5), so one copy of the workspace serves
+   * both while administrators query it. Only once its copy is loaded (until
+   * then the knowledge view answers, as before), and only for a query that
+   * names no dataset of its own (FROM, FROM NAMED, protocol graphs): the
+   * confinement replaces the query's dataset. The knowledge view's copy,
+   * when idle, is dropped: it is no longer needed.
+   */
+  private wholeViewFor(workspaceId: string, request: QueryRequest): View | undefined {
+    if (!request.union || request.defaultGraphs || request.namedGraphs) return undefined;
+    const whole = this.loadedWholeView(workspaceId);
+    if (whole) this.dropIdleKnowledgeView(workspaceId);
+    return whole;
+  }
+
+  /** The workspace's whole view once a copy of it is loaded in a live worker. */
+  private loadedWholeView(workspaceId: string): View | undefined {
+    const whole = this.views.get(`all:${workspaceId}`);
+    return whole && whole.quads !== undefined && whole.alive().length > 0 ? whole : undefined;
+  }
+
+  /** Drops the workspace's knowledge view when nothing waits for or runs in it (its queries go to the whole view). */
+  private dropIdleKnowledgeView(workspaceId: string): void {
+    const knowledge = this.views.get(`knowledge:${workspaceId}`);
+    if (knowledge && knowledge.queue.length === 0 && knowledge.workers.every((w) => !w.busy)) this.dropView(knowledge);
   }
 
   private evictIfFull(): void {
@@ -575,12 +612,17 @@ export class QuerySandbox {
           worker.memoryAfterSync = synced.memory;
           view.quads = synced.quads;
         }
+        // The whole view is loaded: the knowledge view's queries go there from now on (`wholeViewFor`).
+        if (view.kind === 'all') this.dropIdleKnowledgeView(view.workspaceId);
       }
       if (job.done) return;
       job.preparing = false;
       clearTimeout(job.timer);
       job.timer = setTimeout(() => this.expire(view, job), this.opts.timeoutMs);
       const { request } = job;
+      // Read after the copy was brought up to date, as the knowledge view reads its names when it refreshes.
+      const knowledge = job.knowledgeOnly ? await this.workspaceViews.knowledgeGraphs(view.workspaceId) : undefined;
+      if (job.done) return;
       this.counters.runs++;
       this.startRunning(job, view, worker);
       const answer = await worker.call({
@@ -592,8 +634,12 @@ export class QuerySandbox {
         prefixes: request.prefixes ?? {},
         maxResults: this.opts.maxResults,
         union: request.union,
-        ...(request.defaultGraphs ? { defaultGraphs: request.defaultGraphs } : {}),
-        ...(request.namedGraphs ? { namedGraphs: request.namedGraphs } : {}),
+        ...(knowledge
+          ? { defaultGraphs: knowledge, namedGraphs: knowledge }
+          : {
+            ...(request.defaultGraphs ? { defaultGraphs: request.defaultGraphs } : {}),
+            ...(request.namedGraphs ? { namedGraphs: request.namedGraphs } : {}),
+          }),
       });
       if (answer.type === 'result') {
         this.settle(job, answer.result);
@@ -626,6 +672,8 @@ export class QuerySandbox {
       worker.lastUsed = Date.now();
       if (job.worker === worker) job.worker = undefined;
       this.pump(view);
+      // The whole view was loaded while this view was busy: its copy goes once nothing runs or waits in it.
+      if (view.kind === 'knowledge' && this.loadedWholeView(view.workspaceId)) this.dropIdleKnowledgeView(view.workspaceId);
     }
   }
 

@@ -24,7 +24,21 @@ function triples(text: string, format = 'N-Triples'): Set<string> {
   return new Set(quads.map((q) => `${q.subject.value} ${q.predicate.value} ${q.object.termType === 'Literal' ? JSON.stringify(q.object.value) : q.object.value}`));
 }
 
-describe('slash commands: execution in the sandbox', () => {
+/** A gauge's value in Prometheus text (the first sample of `name`). */
+function gauge(text: string, name: string): number {
+  const line = text.split('\n').find((l) => l.startsWith(`${name} `) || l.startsWith(`${name}{`));
+  if (!line) throw new Error(`no ${name} in /metrics`);
+  return Number(line.slice(line.lastIndexOf(' ') + 1));
+}
+
+/**
+ * The suite runs twice: as it is, and after an administrator queried the
+ * workspace through the SPARQL endpoint. Then the whole workspace's copy
+ * is loaded in a query worker, and slash commands run in that copy,
+ * confined to the knowledge graphs, instead of a copy of their own: every
+ * test of what a script may see holds there too.
+ */
+for (const adminFirst of [false, true]) describe(`slash commands: execution in the sandbox${adminFirst ? ', after an administrator\'s query' : ''}`, () => {
   let t: TestServer;
   let tokens: Awaited<ReturnType<typeof seedWorkspace>>['tokens'];
   let ws: { id: string; slug: string };
@@ -51,8 +65,25 @@ describe('slash commands: execution in the sandbox', () => {
     await define('agent-roles', AGENT_ROLES, 'CONSTRUCT', 'Each agent with the roles it holds');
     await define('graphs-seen', GRAPHS_SEEN);
     await define('everything', 'CONSTRUCT WHERE { ?s ?p ?o }');
+    if (adminFirst) {
+      // A script first (its view's copy is loaded), then the administrators' query (the whole workspace's copy).
+      expect((await run('everything', 'application/n-triples')).status).to.equal(200);
+      const admin = await t.http.get('/api/v1/sparql/acme').query({ query: 'SELECT (COUNT(*) AS ?n) WHERE { GRAPH ?g { ?s ?p ?o } }' }).set(bearer(tokens.owner));
+      expect(admin.status, admin.text).to.equal(200);
+    }
   });
   after(async () => { await t.close(); removeDir(t.dataDir); });
+
+  if (adminFirst) {
+    it('keeps one copy of the workspace: once the administrators\' copy is loaded, scripts run in it and the scripts\' copy is let go', async () => {
+      const workers = async () => gauge((await t.http.get('/metrics').set(bearer(tokens.root))).text, 'wsm_sandbox_workers');
+      expect(await workers()).to.equal(1);
+      const res = await run('agent-roles', 'application/n-triples');
+      expect(res.status).to.equal(200);
+      expect(triples(res.text).size).to.equal(5);
+      expect(await workers()).to.equal(1);
+    });
+  }
 
   it('answers the JSON envelope by default: alias, interpretation, tripleCount, truncated, result (JSON-LD)', async () => {
     const res = await t.http.post(`/api/v1/commands/acme/${ids['agent-roles']}/execute`).set(bearer(tokens.member));
