@@ -5,6 +5,7 @@ import {
   installMatrices, uninstallPackage, createExtension, replaceExtension, deleteExtension, supportMatrixTurtle,
 } from '../helpers/installs.js';
 import { stableId } from '../../src/rdf/ids.js';
+import { sample } from '../helpers/metrics.js';
 import { sparql, raw } from '../../src/rdf/sparql.js';
 
 const S = 'https://example.org/matrices/support';
@@ -22,13 +23,6 @@ const GRAPHS_SEEN = 'CONSTRUCT { ?g <urn:wsm-test:holds> ?s } WHERE { GRAPH ?g {
 function triples(text: string, format = 'N-Triples'): Set<string> {
   const quads = new n3.Parser({ format }).parse(text);
   return new Set(quads.map((q) => `${q.subject.value} ${q.predicate.value} ${q.object.termType === 'Literal' ? JSON.stringify(q.object.value) : q.object.value}`));
-}
-
-/** A gauge's value in Prometheus text (the first sample of `name`). */
-function gauge(text: string, name: string): number {
-  const line = text.split('\n').find((l) => l.startsWith(`${name} `) || l.startsWith(`${name}{`));
-  if (!line) throw new Error(`no ${name} in /metrics`);
-  return Number(line.slice(line.lastIndexOf(' ') + 1));
 }
 
 /**
@@ -76,7 +70,7 @@ for (const adminFirst of [false, true]) describe(`slash commands: execution in t
 
   if (adminFirst) {
     it('keeps one copy of the workspace: once the administrators\' copy is loaded, scripts run in it and the scripts\' copy is let go', async () => {
-      const workers = async () => gauge((await t.http.get('/metrics').set(bearer(tokens.root))).text, 'wsm_sandbox_workers');
+      const workers = async () => sample((await t.http.get('/metrics').set(bearer(tokens.root))).text, 'wsm_sandbox_workers');
       expect(await workers()).to.equal(1);
       const res = await run('agent-roles', 'application/n-triples');
       expect(res.status).to.equal(200);
