@@ -396,14 +396,13 @@ export class QuerySandbox {
    * both while administrators query it. Only once its copy is loaded (until
    * then the knowledge view answers, as before), and only for a query that
    * names no dataset of its own (FROM, FROM NAMED, protocol graphs): the
-   * confinement replaces the query's dataset. The knowledge view's copy,
-   * when idle, is dropped: it is no longer needed.
+   * confinement replaces the query's dataset. (The knowledge view's copy
+   * is dropped when the whole view's copy is loaded, or when the knowledge
+   * view goes idle after that: see `dispatch`.)
    */
   private wholeViewFor(workspaceId: string, request: QueryRequest): View | undefined {
     if (!request.union || request.defaultGraphs || request.namedGraphs) return undefined;
-    const whole = this.loadedWholeView(workspaceId);
-    if (whole) this.dropIdleKnowledgeView(workspaceId);
-    return whole;
+    return this.loadedWholeView(workspaceId);
   }
 
   /** The workspace's whole view once a copy of it is loaded in a live worker. */
