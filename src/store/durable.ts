@@ -5,6 +5,7 @@ import { fsyncDir } from './fsutil.js';
 import { Journal, cutJournal, journalFileName, readJournalFile, type JournalFileOps, type JournalRecord, type JournalStats } from './journal.js';
 import { acquireLock, type DirLock } from './lock.js';
 import { OxigraphStore, applyOp, coalesceUpdates, conditionHolds } from './oxigraph-store.js';
+import { RecordReplayer } from './replay.js';
 import { JOURNAL_FILE, splitRecord } from './journal-records.js';
 import { listSnapshots, loadLatestSnapshot, removeSnapshotsExcept, writeSnapshot, type WrittenSnapshot } from './snapshot.js';
 import { snapshotInWorker } from './snapshot-in-worker.js';
@@ -498,6 +499,10 @@ export async function openDurableStore(dataDir: string, options: DurableStoreOpt
       millis: 0,
     };
 
+    // Records of updates only are joined into fewer engine calls; a record held is applied by the next flush.
+    const replayer = new RecordReplayer<{ record: JournalRecord; file: string }>(raw, ({ record, file }) => {
+      replayRecord(raw, record, file, changedSinceSnapshot);
+    });
     let appendTo: string | undefined;
     for (const [i, { firstSeq, file }] of journals.entries()) {
       const later = journals.slice(i + 1);
@@ -561,7 +566,13 @@ export async function openDurableStore(dataDir: string, options: DurableStoreOpt
               ', refusing to open an incomplete history',
           );
         }
-        if (!replayRecord(raw, record, file, changedSinceSnapshot)) skipped.push(record.seq);
+        const { condition, ops } = splitRecord(record.ops);
+        if (condition || !replayer.hold({ record, file }, ops)) {
+          replayer.flush();
+          if (!replayRecord(raw, record, file, changedSinceSnapshot)) skipped.push(record.seq);
+        } else {
+          changedSinceSnapshot.addOps(ops);
+        }
         info.recordsReplayed++;
         info.lastSeq = record.seq;
       }
@@ -570,6 +581,7 @@ export async function openDurableStore(dataDir: string, options: DurableStoreOpt
       appendTo = endSeq === info.lastSeq ? file : undefined;
       if (stop) break;
     }
+    replayer.flush();
     const journal = await Journal.open(appendTo ?? join(dataDir, journalFileName(info.lastSeq + 1)), info.lastSeq, {
       onWarning: opts.onWarning,
       onInfo: opts.onInfo,

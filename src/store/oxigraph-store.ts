@@ -86,31 +86,74 @@ export function splitPrologue(update: string): { prefixes: Map<string, string>; 
 }
 
 /**
+ * A run of updates being joined into one multi-operation update (one atomic
+ * Oxigraph call) under one merged prologue. An update whose prologue
+ * disagrees with the run's (a prefix bound to another IRI, another base)
+ * does not fit it.
+ */
+export class UpdateRun {
+  private readonly prefixes = new Map<string, string>();
+  private base: string | null = null;
+  private readonly bodies: string[] = [];
+  private readonly graphs = new Set<string>();
+  private chars = 0;
+
+  get empty(): boolean { return this.bodies.length === 0; }
+  /** Characters of the joined bodies. */
+  get length(): number { return this.chars; }
+
+  /** Whether all these updates (split by `splitPrologue`, in order) can join the run. */
+  fits(parts: ReadonlyArray<ReturnType<typeof splitPrologue>>): boolean {
+    let base = this.base;
+    let started = !this.empty;
+    const bound = new Map<string, string>();
+    for (const part of parts) {
+      if (started && part.base !== base) return false;
+      for (const [p, i] of part.prefixes) {
+        const before = bound.get(p) ?? (started ? this.prefixes.get(p) : undefined);
+        if (before !== undefined && before !== i) return false;
+        bound.set(p, i);
+      }
+      if (part.base !== null) base = part.base;
+      started = true;
+    }
+    return true;
+  }
+
+  add(part: ReturnType<typeof splitPrologue>, graphs: readonly string[] | undefined): void {
+    for (const [p, i] of part.prefixes) this.prefixes.set(p, i);
+    if (part.base !== null) this.base = part.base;
+    this.bodies.push(part.body);
+    this.chars += part.body.length;
+    for (const g of graphs ?? []) this.graphs.add(g);
+  }
+
+  /** The joined update. */
+  op(): StoredOp {
+    const head = [...this.prefixes].map(([p, i]) => `PREFIX ${p}: <${i}>`);
+    if (this.base !== null) head.unshift(`BASE <${this.base}>`);
+    return { kind: 'update', sparql: trustedSparql(`${head.join('\n')}\n${this.bodies.join(' ;\n')}`, 'store internals: text the store builds from a request it was given'), graphs: [...this.graphs] };
+  }
+}
+
+/**
  * Joins runs of consecutive update ops into one multi-operation update (one
  * atomic Oxigraph call), hoisting their prologues into one. Updates whose
  * prologues disagree (a prefix bound to two IRIs, another base) stay separate.
  */
 export function coalesceUpdates<Op extends StoredOp>(ops: readonly Op[]): Op[] {
   const out: StoredOp[] = [];
-  let run: { prefixes: Map<string, string>; base: string | null; bodies: string[]; graphs: Set<string> } | null = null;
+  let run: UpdateRun | null = null;
   const flush = () => {
-    if (!run) return;
-    const head = [...run.prefixes].map(([p, i]) => `PREFIX ${p}: <${i}>`);
-    if (run.base !== null) head.unshift(`BASE <${run.base}>`);
-    out.push({ kind: 'update', sparql: trustedSparql(`${head.join('\n')}\n${run.bodies.join(' ;\n')}`, 'store internals: text the store builds from a request it was given'), graphs: [...run.graphs] });
+    if (run) out.push(run.op());
     run = null;
   };
   for (const op of ops) {
     if (op.kind !== 'update') { flush(); out.push(op); continue; }
     const part = splitPrologue(op.sparql);
-    const clashes = run !== null && (part.base !== run.base
-      || [...part.prefixes].some(([p, i]) => run!.prefixes.has(p) && run!.prefixes.get(p) !== i));
-    if (clashes) flush();
-    if (!run) run = { prefixes: new Map(), base: null, bodies: [], graphs: new Set() };
-    for (const [p, i] of part.prefixes) run.prefixes.set(p, i);
-    if (part.base !== null) run.base = part.base;
-    run.bodies.push(part.body);
-    for (const g of op.graphs ?? []) run.graphs.add(g);
+    if (run && !run.fits([part])) flush();
+    run ??= new UpdateRun();
+    run.add(part, op.graphs);
   }
   flush();
   return out as Op[];
