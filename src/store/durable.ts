@@ -61,6 +61,12 @@ export interface DurableStoreOptions {
    */
   snapshotInWorkerMaxBytes?: number;
   /**
+   * A snapshot file of at least this many bytes has its checksum checked in
+   * a worker thread while the main thread loads it (`loadLatestSnapshot`).
+   * Default 32 MiB.
+   */
+  snapshotCheckAsideMinBytes?: number;
+  /**
    * Replaces some of the journal's file operations (write, fdatasync,
    * truncate, open): tests make them fail as a full disk does (ENOSPC).
    */
@@ -434,7 +440,7 @@ function replayRecord(raw: oxigraph.Store, record: JournalRecord, file: string, 
   }
 }
 
-type StoreOptions = Required<Omit<DurableStoreOptions, 'acceptJournalLoss' | 'journalFileOps' | 'journalProbeMs' | 'journalProbeMaxMs'>>;
+type StoreOptions = Required<Omit<DurableStoreOptions, 'acceptJournalLoss' | 'journalFileOps' | 'journalProbeMs' | 'journalProbeMaxMs' | 'snapshotCheckAsideMinBytes'>>;
 
 /**
  * Opens the durable embedded store in `dataDir` (created if needed): takes
@@ -478,7 +484,7 @@ export async function openDurableStore(dataDir: string, options: DurableStoreOpt
       if (/^snapshot-\d{16}\.(nq|trig)\.tmp$|^journal-\d{16}\.log\.new$/.test(name)) await rm(join(dataDir, name), { force: true });
     }
 
-    const snapshot = await loadLatestSnapshot(dataDir, opts.onWarning);
+    const snapshot = await loadLatestSnapshot(dataDir, opts.onWarning, options.snapshotCheckAsideMinBytes !== undefined ? { checkAsideMinBytes: options.snapshotCheckAsideMinBytes } : {});
     const raw = snapshot?.raw ?? new oxigraph.Store();
     const snapshotSeq = snapshot?.seq ?? 0;
     const changedSinceSnapshot = new ChangedGraphs();

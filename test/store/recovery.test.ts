@@ -178,6 +178,33 @@ describe('recovery: snapshots', function () {
     await again.close();
   });
 
+  it('checks a snapshot\'s checksum in a worker thread while it loads: one flipped bit still falls back, a sound one opens', async () => {
+    const { before, snapshots } = await twoSnapshots();
+    const aside = { snapshotCheckAsideMinBytes: 0 };
+    const sound = await openCollecting(dir, aside);
+    expect(sound.warnings).to.deep.equal([]);
+    expect(sound.store.replayInfo.snapshotSeq).to.equal(17);
+    expect(shape(content(sound.store))).to.deep.equal(shape(before));
+    await sound.store.close();
+
+    // A bit flipped inside a literal: the file still parses, only its checksum tells.
+    const text = (await readFile(snapshots[0]!)).toString('latin1');
+    await flipBit(snapshots[0]!, text.indexOf('"inner"') + 2);
+    const { store, warnings } = await openCollecting(dir, aside);
+    expect(warnings.join('\n')).to.contain(`snapshot ${snapshots[0]}: checksum mismatch; falling back to ${snapshots[1]}`);
+    expect(store.replayInfo.snapshotSeq).to.equal(11);
+    expect(shape(content(store))).to.deep.equal(shape(before));
+    await store.close();
+
+    // A bit that breaks the parse is reported as what it is, a changed byte.
+    await flipBit(snapshots[0]!, text.indexOf('"inner"') + 2);
+    await flipBit(snapshots[0]!, text.indexOf('<urn:x>'));
+    const broken = await openCollecting(dir, aside);
+    expect(broken.warnings.join('\n')).to.contain(`snapshot ${snapshots[0]}: checksum mismatch; falling back`);
+    expect(shape(content(broken.store))).to.deep.equal(shape(before));
+    await broken.store.close();
+  });
+
   it('falls back when the newest snapshot is cut short, and to the whole journal when the only snapshot is bad', async () => {
     const { before, snapshots } = await twoSnapshots();
     const bytes = await readFile(snapshots[0]!);
