@@ -76,7 +76,7 @@ export interface ServiceSources {
   quads(): number | Promise<number>;
   /** A counter bumped on every write, so an unchanged store is never counted again. */
   storeVersion(): number;
-  sandbox(): { workers: number; timeouts: number };
+  sandbox(): { workers: number; timeouts: number; synced: Record<'knowledge' | 'all', number> };
   /** Shortest time between two counts of the quads. Default 60 s. */
   quadsRefreshMs?: number;
   /** The clock (ms), Date.now unless a test gives its own. */
@@ -131,6 +131,20 @@ export function serviceMetrics(sources: ServiceSources): client.Registry {
     help: 'Query worker threads of the sandbox (started, busy or idle)',
     registers: [registry],
     collect() { this.set(sources.sandbox().workers); },
+  });
+  const syncsSeen = { knowledge: 0, all: 0 };
+  new client.Counter({
+    name: 'wsm_sandbox_syncs_total',
+    help: 'Times a query worker loaded or brought up to date its copy of a workspace\'s data, by view (knowledge: slash commands; all: the SPARQL endpoint)',
+    labelNames: ['view'],
+    registers: [registry],
+    collect() {
+      const { synced } = sources.sandbox();
+      for (const view of ['knowledge', 'all'] as const) {
+        if (synced[view] > syncsSeen[view]) this.inc({ view }, synced[view] - syncsSeen[view]);
+        syncsSeen[view] = synced[view];
+      }
+    },
   });
   let timeoutsSeen = 0;
   new client.Counter({

@@ -254,6 +254,8 @@ interface Staleness {
 class View {
   workers: QueryWorker[] = [];
   queue: Job[] = [];
+  /** Jobs handed to a worker (preparing its copy or running), until their dispatch ends. */
+  dispatched = new Set<Job>();
   /** The graphs the view sees: name -> version, bumped when the graph may have changed. */
   graphs = new Map<string, number>();
   /** What writes since the last refresh may have changed. */
@@ -265,6 +267,11 @@ class View {
   lastUsed = Date.now();
   constructor(readonly key: string, readonly workspaceId: string, readonly kind: ViewKind) {}
   alive(): QueryWorker[] { return this.workers.filter((w) => !w.dead); }
+}
+
+/** Whether a knowledge-view query may run in the whole view, confined to the knowledge graphs: one that names no dataset of its own (the confinement replaces it). */
+function runsInWholeView(request: QueryRequest): boolean {
+  return request.union === true && !request.defaultGraphs && !request.namedGraphs;
 }
 
 /**
@@ -290,7 +297,7 @@ export class QuerySandbox {
   private readonly unsubscribe: () => void;
   private readonly housekeeping: NodeJS.Timeout;
   private closed = false;
-  private readonly counters = { loads: 0, graphsLoaded: 0, graphsFromSnapshot: 0, graphsFromJournal: 0, runs: 0, timeouts: 0, memoryStops: 0, retired: 0 };
+  private readonly counters = { loads: 0, graphsLoaded: 0, graphsFromSnapshot: 0, graphsFromJournal: 0, runs: 0, timeouts: 0, memoryStops: 0, retired: 0, handovers: 0, synced: { knowledge: 0, all: 0 } as Record<ViewKind, number> };
   /** Jobs whose query runs now, and the memory watch while there are any. */
   private readonly running = new Set<Job>();
   private memoryWatch: { base: number; timer: NodeJS.Timeout } | undefined;
@@ -343,22 +350,19 @@ export class QuerySandbox {
     const view = whole ?? this.view(workspaceId, kind);
     view.lastUsed = Date.now();
     return new Promise<RunResult>((resolve, reject) => {
-      const job: Job = {
-        request,
-        resolve,
-        reject,
-        done: false,
-        queuedAt: Date.now(),
-        timer: setTimeout(() => this.expire(view, job), this.opts.queueTimeoutMs),
-        ...(whole ? { knowledgeOnly: true } : {}),
-      };
-      view.queue.push(job);
-      this.pump(view);
+      this.enqueue(view, { request, resolve, reject, ...(whole ? { knowledgeOnly: true } : {}) });
+      if (kind === 'all') this.handOverKnowledgeView(view);
     });
   }
 
+  private enqueue(view: View, what: Pick<Job, 'request' | 'resolve' | 'reject' | 'knowledgeOnly'>): void {
+    const job: Job = { ...what, done: false, queuedAt: Date.now(), timer: setTimeout(() => this.expire(view, job), this.opts.queueTimeoutMs) };
+    view.queue.push(job);
+    this.pump(view);
+  }
+
   /** Counters (for tests, logs and health): live workers, views, syncs, graphs (re)loaded (of them, read from the snapshot file by the worker, and rebuilt by the worker from the journal), queries run, queries stopped. */
-  stats(): { workers: number; views: number; loads: number; graphsLoaded: number; graphsFromSnapshot: number; graphsFromJournal: number; runs: number; timeouts: number; memoryStops: number; retired: number } {
+  stats(): { workers: number; views: number; loads: number; graphsLoaded: number; graphsFromSnapshot: number; graphsFromJournal: number; runs: number; timeouts: number; memoryStops: number; retired: number; handovers: number; synced: Record<ViewKind, number> } {
     let workers = 0;
     for (const view of this.views.values()) workers += view.alive().length;
     return { workers, views: this.views.size, ...this.counters };
@@ -401,8 +405,38 @@ export class QuerySandbox {
    * view goes idle after that: see `dispatch`.)
    */
   private wholeViewFor(workspaceId: string, request: QueryRequest): View | undefined {
-    if (!request.union || request.defaultGraphs || request.namedGraphs) return undefined;
-    return this.loadedWholeView(workspaceId);
+    if (!runsInWholeView(request)) return undefined;
+    const whole = this.views.get(`all:${workspaceId}`);
+    if (!whole || whole.alive().length === 0) return undefined;
+    if (whole.quads !== undefined) return whole;
+    // The whole view is loading its first copy: wait for it rather than load a second one, unless the knowledge view's copy is there now.
+    const knowledge = this.views.get(`knowledge:${workspaceId}`);
+    return knowledge && knowledge.quads !== undefined && knowledge.alive().length > 0 ? undefined : whole;
+  }
+
+  /**
+   * An administrator's query starts the workspace's whole view while its
+   * knowledge view is still loading its first copy (scripts and an
+   * administrator started querying a cold workspace together): the
+   * knowledge view is stopped, and its queries wait for the whole view's
+   * copy, confined as in `wholeViewFor`. So the workspace is loaded once,
+   * not twice side by side (twice the memory and the CPU). Not when one of
+   * them names its own dataset, or runs already.
+   */
+  private handOverKnowledgeView(whole: View): void {
+    const knowledge = this.views.get(`knowledge:${whole.workspaceId}`);
+    if (!knowledge || knowledge.quads !== undefined || whole.quads !== undefined || whole.alive().length === 0) return;
+    const jobs = [...knowledge.dispatched, ...knowledge.queue].filter((job) => !job.done);
+    if (jobs.some((job) => job.running || !runsInWholeView(job.request))) return;
+    for (const job of jobs) {
+      // The old job ends here without an answer (its dispatch sees it done); the caller's answer comes from the whole view.
+      job.done = true;
+      clearTimeout(job.timer);
+      this.enqueue(whole, { request: job.request, resolve: job.resolve, reject: job.reject, knowledgeOnly: true });
+    }
+    knowledge.queue = [];
+    this.counters.handovers++;
+    this.dropView(knowledge);
   }
 
   /** The workspace's whole view once a copy of it is loaded in a live worker. */
@@ -531,7 +565,8 @@ export class QuerySandbox {
 
   /** Hands queued jobs to idle workers, starting workers as needed. */
   private pump(view: View): void {
-    if (this.closed) return;
+    // A view dropped while a dispatch of it was ending gets no new workers.
+    if (this.closed || this.views.get(view.key) !== view) return;
     while (view.queue.length > 0) {
       const idle = view.workers.find((w) => w.isReady && !w.busy && !w.dead);
       if (!idle) break;
@@ -548,6 +583,7 @@ export class QuerySandbox {
   }
 
   private async dispatch(view: View, worker: QueryWorker, job: Job): Promise<void> {
+    view.dispatched.add(job);
     worker.busy = true;
     worker.lastUsed = Date.now();
     job.worker = worker;
@@ -608,6 +644,7 @@ export class QuerySandbox {
         worker.held = held;
         this.restartQueueWait(view);
         if (synced.type === 'synced') {
+          this.counters.synced[view.kind]++;
           worker.memoryAfterSync = synced.memory;
           view.quads = synced.quads;
         }
@@ -666,6 +703,7 @@ export class QuerySandbox {
         this.settle(job, new AppError('SERVICE_UNAVAILABLE', 'The query could not be run; try again'));
       }
     } finally {
+      view.dispatched.delete(job);
       this.stopRunning(job);
       worker.busy = false;
       worker.lastUsed = Date.now();

@@ -258,3 +258,63 @@ for (const adminFirst of [false, true]) describe(`slash commands: execution in t
     expect(there.text).to.not.include('matrices/support');
   });
 });
+
+describe('slash commands: scripts and an administrator querying a cold workspace together', () => {
+  let t: TestServer;
+  let tokens: Awaited<ReturnType<typeof seedWorkspace>>['tokens'];
+  before(async () => {
+    t = await startTestServer();
+    ({ tokens } = await seedWorkspace(t, 'acme'));
+    await installMatrices(t, tokens.owner, 'acme', 'support', [{ uri: S, turtle: supportMatrixTurtle(S) }]);
+    for (const [alias, script] of [['agent-roles', AGENT_ROLES], ['graphs-seen', GRAPHS_SEEN]] as const) {
+      const res = await t.http.post('/api/v1/commands/acme').set(bearer(tokens.owner)).send({ alias, scriptType: 'CONSTRUCT', scriptContent: script });
+      expect(res.status, res.text).to.equal(200);
+    }
+  });
+  after(async () => { await t.close(); removeDir(t.dataDir); });
+
+  const syncs = async (view: 'knowledge' | 'all') => sample((await t.http.get('/metrics').set(bearer(tokens.root))).text, 'wsm_sandbox_syncs_total', { view });
+  const run = (alias: string) => t.http.post(`/api/v1/commands/acme/alias/${alias}/execute`).set(bearer(tokens.member)).set('Accept', 'application/n-triples');
+
+  it('loads the workspace once: the scripts that started loading their own copy wait for the administrators\' copy, confined as before', async () => {
+    expect(await syncs('knowledge')).to.equal(0);
+    expect(await syncs('all')).to.equal(0);
+    // Scripts first (their view starts loading), the administrator's query right behind them.
+    const answers = await Promise.all([
+      run('agent-roles'), run('graphs-seen'), run('agent-roles'),
+      t.http.get('/api/v1/sparql/acme').query({ query: 'SELECT (COUNT(DISTINCT ?g) AS ?n) WHERE { GRAPH ?g { ?s ?p ?o } }' }).set(bearer(tokens.owner)),
+    ]);
+    for (const res of answers) expect(res.status, res.text).to.equal(200);
+    expect(triples(answers[0]!.text).size).to.equal(5);
+    expect(answers[2]!.text).to.equal(answers[0]!.text);
+    // Still only the knowledge graphs: the matrix graph, no records, no derived graph.
+    const seen = [...triples(answers[1]!.text)].map((line) => line.split(' ')[0]!);
+    expect(new Set(seen).size).to.equal(1);
+    expect(seen[0]).to.match(/\/matrices\/[^/]+$/);
+    // The administrator sees more graphs than the scripts do.
+    expect(Number(answers[3]!.body.results.bindings[0].n.value)).to.be.greaterThan(1);
+    // No copy of the scripts' own was loaded: they ran in the administrators' copy.
+    expect(await syncs('knowledge')).to.equal(0);
+    expect(await syncs('all')).to.be.at.least(1);
+  });
+
+  it('scripts arriving while the administrators\' copy loads wait for it rather than load their own', async () => {
+    const beta = await seedWorkspace(t, 'beta');
+    await installMatrices(t, beta.tokens.owner, 'beta', 'support', [{ uri: S, turtle: supportMatrixTurtle(S) }]);
+    const created = await t.http.post('/api/v1/commands/beta').set(bearer(beta.tokens.owner)).send({ alias: 'agent-roles', scriptType: 'CONSTRUCT', scriptContent: AGENT_ROLES });
+    expect(created.status, created.text).to.equal(200);
+    const before = { knowledge: await syncs('knowledge'), all: await syncs('all') };
+    // The administrator's query first this time.
+    const admin = t.http.get('/api/v1/sparql/beta').query({ query: 'ASK { ?s ?p ?o }' }).set(bearer(beta.tokens.owner)).then((res) => res);
+    await new Promise((resolve) => setTimeout(resolve, 20));
+    const scripts = await Promise.all([1, 2, 3].map(() =>
+      t.http.post('/api/v1/commands/beta/alias/agent-roles/execute').set(bearer(beta.tokens.member)).set('Accept', 'application/n-triples').then((res) => res)));
+    expect((await admin).status).to.equal(200);
+    for (const res of scripts) {
+      expect(res.status, res.text).to.equal(200);
+      expect(triples(res.text).size).to.equal(5);
+    }
+    expect(await syncs('knowledge')).to.equal(before.knowledge);
+    expect(await syncs('all')).to.be.greaterThan(before.all);
+  });
+});

@@ -15,7 +15,7 @@ describe('service metrics: the store\'s quad count', () => {
     const registry = serviceMetrics({
       quads: () => { calls++; return calls === 1 ? 10 : new Promise<number>((resolve) => { release = resolve; }); },
       storeVersion: () => version,
-      sandbox: () => ({ workers: 0, timeouts: 0 }),
+      sandbox: () => ({ workers: 0, timeouts: 0, synced: { knowledge: 0, all: 0 } }),
       quadsRefreshMs: 0,
       // A clock that stands still: every count takes no time, so only the write decides.
       now: () => 1_000,
@@ -43,7 +43,7 @@ describe('service metrics: the store\'s quad count', () => {
       // Each count takes 60 ms on this clock: the next may start no sooner than 6 s after the last one started.
       quads: () => { calls++; clock += 60; return calls; },
       storeVersion: () => version,
-      sandbox: () => ({ workers: 0, timeouts: 0 }),
+      sandbox: () => ({ workers: 0, timeouts: 0, synced: { knowledge: 0, all: 0 } }),
       quadsRefreshMs: 0,
       now: () => clock,
     });
