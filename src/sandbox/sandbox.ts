@@ -594,6 +594,8 @@ export class QuerySandbox {
     try {
       // A write while refreshing or dumping marks the view stale again: the next query syncs again.
       await this.refresh(view);
+      // Handed over to the whole view (`handOverKnowledgeView`) meanwhile: its worker is gone, nothing to load for it.
+      if (job.done && worker.dead) return;
       const drop = [...worker.held.keys()].filter((name) => !view.graphs.has(name));
       const load = [...view.graphs].filter(([name, version]) => worker.held.get(name) !== version);
       if (drop.length || load.length) {

@@ -30,7 +30,7 @@ export class RecordReplayer<R> {
   /** Holds a record of updates only, to be applied with the ones after it; false (nothing held) when it does not fit the current run. */
   hold(record: R, updates: readonly StoredOp[]): boolean {
     const only = updates.filter((op): op is Extract<StoredOp, { kind: 'update' }> => op.kind === 'update');
-    if (only.length !== updates.length) return false;
+    if (only.length === 0 || only.length !== updates.length) return false;
     const parts = only.map((op) => splitPrologue(op.sparql));
     if (!this.run.fits(parts)) {
       this.flush();
