@@ -5,11 +5,8 @@ import { expect } from 'chai';
 import { JournalCorruptError, LostHistoryError, openDurableStore } from '../../src/store/durable.js';
 import { runWsm } from '../helpers/cli.js';
 import { startTestServer } from '../helpers/server.js';
-import { content, insertPair, openCollecting, tempDir } from './helpers.js';
+import { content, insertPair, openCollecting, shape, tempDir } from './helpers.js';
 import { sparql } from '../../src/rdf/sparql.js';
-
-/** Store content with blank node labels (which a load renames) made uniform. */
-const shape = (lines: string[]) => lines.map((l) => l.replace(/_:[0-9a-z]+/g, '_:b')).sort();
 
 const sha = (bytes: Buffer) => createHash('sha256').update(bytes).digest('hex');
 

@@ -3,11 +3,8 @@ import { join } from 'node:path';
 import { expect } from 'chai';
 import { openDurableStore } from '../../src/store/durable.js';
 import { encodeRecord } from '../../src/store/journal.js';
-import { content, openCollecting, tempDir } from './helpers.js';
+import { content, openCollecting, shape, tempDir } from './helpers.js';
 import { sparql, integer, iri } from '../../src/rdf/sparql.js';
-
-/** Store content with blank node labels (which a load renames) made uniform. */
-const shape = (lines: string[]) => lines.map((l) => l.replace(/_:[0-9a-z]+/g, '_:b')).sort();
 
 /*
  * A restart joins journal records of updates into fewer engine calls
