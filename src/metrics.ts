@@ -42,9 +42,18 @@ const fsyncSeconds = new client.Histogram({
   registers: [processRegistry],
 });
 
+/** Where fsyncs go instead of this thread's histogram (the store's own thread sends them to the event loop's). */
+let fsyncSink: ((seconds: number) => void) | null = null;
+
+/** Sends this thread's fsync timings to `sink` (the store's thread: `store-worker.ts`). */
+export function forwardFsyncs(sink: (seconds: number) => void): void {
+  fsyncSink = sink;
+}
+
 /** Hook: one journal fsync took `seconds`. */
 export function observeFsync(seconds: number): void {
-  fsyncSeconds.observe(seconds);
+  if (fsyncSink) fsyncSink(seconds);
+  else fsyncSeconds.observe(seconds);
 }
 
 /** Hook: a lifecycle command finished. */

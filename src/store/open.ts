@@ -3,14 +3,19 @@ import type { Logger } from '../logger.js';
 import type { QuadStore } from './store.js';
 import { openDurableStore, type DurableStoreOptions } from './durable.js';
 import { SparqlStore } from './sparql-store.js';
+import { openThreadedStore } from './threaded-store.js';
 import { sparql } from '../rdf/sparql.js';
 
 /** What tests may set on the embedded store beside the settings: its journal's file operations (fault injection). */
-export type StoreTestOptions = Pick<DurableStoreOptions, 'journalFileOps' | 'journalProbeMs' | 'journalProbeMaxMs'>;
+export type StoreTestOptions = Pick<DurableStoreOptions, 'journalFileOps' | 'journalProbeMs' | 'journalProbeMaxMs'> & {
+  /** The store on the event loop's thread, as `wsm` commands hold it, for a test that reads the engine synchronously. */
+  onEventLoop?: boolean;
+};
 
 /**
  * Opens the service's store: the embedded Oxigraph store in the data
  * directory, recovered from its snapshot and journal (DESIGN.md section 6),
+ * held by a thread of its own (`threaded-store.ts`),
  * or, with `WSM_STORE=sparql`, the remote engine (section 9): no journal and
  * no lock then, the engine keeps the data (the issuer key still lives in the
  * data directory).
@@ -32,9 +37,20 @@ export async function openStore(config: Config, logger: Logger, storeOptions: St
     logger.info({ store: 'sparql', queryUrl: config.WSM_SPARQL_QUERY_URL, dialect: config.WSM_SPARQL_DIALECT }, 'using the remote SPARQL engine');
     return store;
   }
-  return openDurableStore(config.dataDir, {
-    ...storeOptions,
-    onWarning: (message) => logger.warn({ dataDir: config.dataDir }, message),
-    onInfo: (message) => logger.info({ dataDir: config.dataDir }, message),
+  const log = {
+    onWarning: (message: string) => logger.warn({ dataDir: config.dataDir }, message),
+    onInfo: (message: string) => logger.info({ dataDir: config.dataDir }, message),
+  };
+  // Tests that replace the journal's file operations (functions, which cannot
+  // cross to another thread), or ask for it, get the store on the event loop's thread.
+  if (storeOptions.journalFileOps || storeOptions.onEventLoop) {
+    const { onEventLoop: _, ...options } = storeOptions;
+    return openDurableStore(config.dataDir, { ...options, ...log });
+  }
+  return openThreadedStore(config.dataDir, {
+    ...log,
+    onError: (message) => logger.error({ dataDir: config.dataDir }, message),
+    ...(storeOptions.journalProbeMs !== undefined ? { journalProbeMs: storeOptions.journalProbeMs } : {}),
+    ...(storeOptions.journalProbeMaxMs !== undefined ? { journalProbeMaxMs: storeOptions.journalProbeMaxMs } : {}),
   });
 }

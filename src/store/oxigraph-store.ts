@@ -215,10 +215,11 @@ function leadingReplaces(ops: readonly WriteOp[]): LeadLoad[] | null {
 }
 
 /** Most answers kept between writes, and most rows of a kept SELECT answer. */
-const MAX_KEPT_ANSWERS = 5000;
-const MAX_KEPT_ROWS = 200;
+export const MAX_KEPT_ANSWERS = 5000;
+export const MAX_KEPT_ROWS = 200;
 
-function answerKey(kind: string, query: string, scope?: QueryScope): string {
+/** The key of a kept answer: the kind of read, its scope and its text. */
+export function answerKey(kind: string, query: string, scope?: QueryScope): string {
   if (!scope?.defaultGraphs && !scope?.namedGraphs) return `${kind}\n${query}`;
   return `${kind}\n${JSON.stringify([scope.defaultGraphs ?? null, scope.namedGraphs ?? null])}\n${query}`;
 }

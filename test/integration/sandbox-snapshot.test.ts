@@ -4,6 +4,7 @@ import path from 'node:path';
 import { startTestServer, removeDir, bearer, seedWorkspace, tempDir, type TestServer } from '../helpers/server.js';
 import { installMatrices, uninstallPackage } from '../helpers/installs.js';
 import { openDurableStore, type DurableStore } from '../../src/store/durable.js';
+import type { ThreadedStore } from '../../src/store/threaded-store.js';
 import { sparql, iri } from '../../src/rdf/sparql.js';
 
 /**
@@ -106,7 +107,7 @@ describe('query sandbox: graphs read from the snapshot file by the worker', func
       .send({ alias: 'labels', scriptType: 'CONSTRUCT', scriptContent: 'CONSTRUCT { ?s <http://www.w3.org/2000/01/rdf-schema#label> ?l } WHERE { ?s <http://www.w3.org/2000/01/rdf-schema#label> ?l }' });
     expect(res.status).to.equal(200);
     await installMatrices(t, tokens.owner, 'acme', 'first', [{ uri: M1, turtle: label(M1, 'First') }]);
-    await (t.server.services.store as DurableStore).snapshot();
+    await (t.server.services.store as ThreadedStore).snapshot();
     await t.close();
     // A new process: the workspace's graphs are in the snapshot, no worker holds them.
     t = await startTestServer({}, dataDir);
@@ -136,7 +137,7 @@ describe('query sandbox: graphs read from the snapshot file by the worker', func
   });
 
   it('falls back to the service\'s own copy when the snapshot file is gone', async () => {
-    const store = t.server.services.store as DurableStore;
+    const store = t.server.services.store as ThreadedStore;
     await store.snapshot();
     for (const name of readdirSync(dataDir)) if (name.startsWith('snapshot-')) rmSync(path.join(dataDir, name));
     const before = t.server.services.sandbox.stats().graphsFromSnapshot;
@@ -197,7 +198,7 @@ describe('query sandbox: graphs written since the snapshot rebuilt by the worker
   it('after a snapshot, replays the records after it on the snapshot\'s content (install, upgrade, uninstall)', async () => {
     await installMatrices(t, tokens.owner, 'acme', 'second', [{ uri: M2, turtle: label(M2, 'Second') }]);
     expect(await labels()).to.deep.equal(['First', 'First part', 'First thing', 'Second', 'Second part', 'Second thing']);
-    await (t.server.services.store as DurableStore).snapshot();
+    await (t.server.services.store as ThreadedStore).snapshot();
     // The upgrade drops and reloads M2's graph after the snapshot: the worker reads M2's block, then replays the records.
     await installMatrices(t, tokens.owner, 'acme', 'second', [{ uri: M2, turtle: label(M2, 'Second v2') }], '1.0.1');
     const before = stats().graphsFromJournal;
@@ -216,7 +217,7 @@ describe('query sandbox: graphs written since the snapshot rebuilt by the worker
   });
 
   it('rebuilds a graph the journal drops from the records alone, without reading its snapshot block', async () => {
-    const store = t.server.services.store as DurableStore;
+    const store = t.server.services.store as ThreadedStore;
     // A workspace no administrator has queried: its scripts run in a copy of their own graphs only
     // (in 'acme' they now run in the administrators' copy, which needs more graphs than M2's).
     await installMatrices(t, tokens.owner, 'acme', 'second', [{ uri: M2, turtle: label(M2, 'Second v3') }], '1.0.2');

@@ -1,0 +1,321 @@
+import type { Worker } from 'node:worker_threads';
+import { spawnModuleWorker } from '../workers/spawn.js';
+import { observeFsync } from '../metrics.js';
+import { ExclusiveSections } from './sections.js';
+import { GraphRevisions } from './revisions.js';
+import { MAX_KEPT_ANSWERS, MAX_KEPT_ROWS, answerKey, readDelayFromEnv } from './oxigraph-store.js';
+import { StoreUnavailableError, WriteRefusedError, declaredGraphs, type Binding, type QuadStore, type QueryScope, type StoreHealth, type WriteCondition, type WriteOp } from './store.js';
+import { fromThreadError, type StoreCall, type StoreMessage, type StoreRequest, type StoreThreadData } from './store-thread.js';
+import type { GraphSources, SnapshotCoverage } from './snapshot-coverage.js';
+import type { Sparql } from '../rdf/sparql.js';
+
+/*
+ * The embedded store in a thread of its own (docs/architecture.md, "The
+ * store's thread"). The durable Oxigraph store, its journal and its
+ * snapshots live in a worker thread (`store-worker.ts`); this class is the
+ * `QuadStore` the service holds on its event loop, and each call is one
+ * message to that thread. The engine's calls are synchronous and some take
+ * long (an install's graphs loaded slice by slice, each slice 2 ms to 260 ms
+ * when the engine's indexes grow; a SELECT of 15,000 rows; the journal
+ * record of 40 MB encoded): there they hold that thread, not the one that
+ * answers `/health` and cached reads.
+ *
+ * Kept here, on the event loop, because the service reads them
+ * synchronously or on every request: the graphs' revisions and the version
+ * (moved when a write is sent and again when its answer arrives, as the
+ * store contract allows), the write listeners, the exclusive sections, the
+ * health of the journal (as the last write's answer left it, asked again
+ * while it is unwritable), and the answers of small SELECTs and ASKs made
+ * since the last write (the same rule as `OxigraphStore`'s).
+ */
+
+export interface ThreadedStoreOptions {
+  onWarning?: (message: string) => void;
+  onInfo?: (message: string) => void;
+  /** On a stop of the store's thread (a crash): the service then answers 503 to everything that needs the store. */
+  onError?: (message: string) => void;
+  journalProbeMs?: number;
+  journalProbeMaxMs?: number;
+}
+
+interface Pending {
+  resolve: (value: unknown) => void;
+  reject: (err: Error) => void;
+}
+
+/**
+ * Opens the durable embedded store of `dataDir` in its own thread; resolves
+ * once it is recovered (snapshot loaded, journal replayed), rejects with the
+ * reason when it cannot be opened.
+ */
+export async function openThreadedStore(dataDir: string, options: ThreadedStoreOptions = {}): Promise<ThreadedStore> {
+  const data: StoreThreadData = {
+    dataDir,
+    ...(options.journalProbeMs !== undefined ? { journalProbeMs: options.journalProbeMs } : {}),
+    ...(options.journalProbeMaxMs !== undefined ? { journalProbeMaxMs: options.journalProbeMaxMs } : {}),
+  };
+  const worker = spawnModuleWorker(new URL('./store-worker.ts', import.meta.url), undefined, data);
+  const store = new ThreadedStore(worker, options);
+  await store.opened;
+  return store;
+}
+
+export class ThreadedStore implements QuadStore, SnapshotCoverage {
+  /** Resolves once the store's thread has opened the store. */
+  readonly opened: Promise<void>;
+  private readonly pending = new Map<number, Pending>();
+  private nextId = 1;
+  private readonly revisions = new GraphRevisions();
+  private versionCounter = 0;
+  private readonly listeners = new Set<(graphs: ReadonlySet<string>) => void>();
+  private readonly sections = new ExclusiveSections();
+  /** Small answers since the last write began or ended (`generation`). */
+  private readonly answers = new Map<string, Binding[] | boolean>();
+  /** Moves when a write is sent and when its answer arrives: an answer asked before is not kept. */
+  private generation = 0;
+  private sizeAt: { version: number; size: number } | undefined;
+  private storeHealth: StoreHealth = { writable: true };
+  private healthProbe: NodeJS.Timeout | null = null;
+  /** Set once the thread stopped (a crash, or `close`). */
+  private stopped: Error | null = null;
+  private closing: Promise<void> | undefined;
+  /** The test read-delay mode: every read goes to the thread, which delays it (no answer kept here). */
+  private readonly readDelay = readDelayFromEnv();
+
+  constructor(private readonly worker: Worker, private readonly options: ThreadedStoreOptions) {
+    let ready!: () => void;
+    let failed!: (err: Error) => void;
+    this.opened = new Promise<void>((resolve, reject) => { ready = resolve; failed = reject; });
+    worker.on('message', (message: StoreMessage) => {
+      switch (message.kind) {
+        case 'answer':
+        case 'error': {
+          if (message.health) this.healthIs(message.health);
+          const waiting = this.pending.get(message.id);
+          if (!waiting) return;
+          this.pending.delete(message.id);
+          if (this.pending.size === 0) this.worker.unref();
+          if (message.kind === 'answer') waiting.resolve(message.value);
+          else waiting.reject(fromThreadError(message.error));
+          return;
+        }
+        case 'ready':
+          if (this.pending.size === 0) this.worker.unref(); // held only while an answer is awaited
+          ready();
+          return;
+        case 'failed': failed(fromThreadError(message.error)); return;
+        case 'log': (message.level === 'warn' ? options.onWarning : options.onInfo)?.(message.message); return;
+        case 'fsyncs': for (const seconds of message.seconds) observeFsync(seconds); return;
+      }
+    });
+    const stop = (reason: string) => {
+      if (this.stopped) return;
+      this.stopped = new StoreUnavailableError(`the store's thread stopped: ${reason}`, undefined);
+      failed(this.stopped);
+      if (!this.closing) options.onError?.(this.stopped.message);
+      for (const waiting of this.pending.values()) waiting.reject(this.stopped);
+      this.pending.clear();
+      if (this.healthProbe) clearTimeout(this.healthProbe);
+    };
+    worker.on('error', (err: Error) => stop(err.message));
+    worker.on('exit', (code) => stop(`exit code ${code}`));
+  }
+
+  private request<T>(call: StoreCall, args: unknown[]): Promise<T> {
+    if (this.stopped) return Promise.reject(this.stopped);
+    const id = this.nextId++;
+    return new Promise<T>((resolve, reject) => {
+      if (this.pending.size === 0) this.worker.ref(); // the process waits for the answer
+      this.pending.set(id, { resolve: resolve as (value: unknown) => void, reject });
+      const request: StoreRequest = { id, call, args };
+      try {
+        this.worker.postMessage(request);
+      } catch (err) {
+        this.pending.delete(id);
+        if (this.pending.size === 0) this.worker.unref();
+        reject(err as Error);
+      }
+    });
+  }
+
+  // Reads.
+
+  select(query: Sparql, scope?: QueryScope): Promise<Binding[]> {
+    const key = answerKey('select', query, scope);
+    const known = this.readDelay ? undefined : this.answers.get(key);
+    if (known !== undefined) return Promise.resolve((known as Binding[]).slice());
+    const generation = this.generation;
+    return this.request<Binding[]>('select', [query, scope]).then((bindings) => {
+      if (bindings.length > MAX_KEPT_ROWS || generation !== this.generation) return bindings;
+      for (const b of bindings) {
+        for (const v of Object.values(b)) Object.freeze(v);
+        Object.freeze(b);
+      }
+      this.keep(key, bindings);
+      return bindings.slice();
+    });
+  }
+
+  ask(query: Sparql, scope?: QueryScope): Promise<boolean> {
+    const key = answerKey('ask', query, scope);
+    const known = this.readDelay ? undefined : this.answers.get(key);
+    if (known !== undefined) return Promise.resolve(known as boolean);
+    const generation = this.generation;
+    return this.request<boolean>('ask', [query, scope]).then((answer) => {
+      if (generation === this.generation) this.keep(key, answer);
+      return answer;
+    });
+  }
+
+  private keep(key: string, answer: Binding[] | boolean): void {
+    if (this.answers.size >= MAX_KEPT_ANSWERS) this.answers.clear();
+    this.answers.set(key, answer);
+  }
+
+  selectIris(query: Sparql, variable: string, scope?: QueryScope): Promise<string[]> {
+    return this.request('selectIris', [query, variable, scope]);
+  }
+
+  construct(query: Sparql, scope?: QueryScope): Promise<string> {
+    return this.request('construct', [query, scope]);
+  }
+
+  queryRaw(query: Sparql, resultsFormat: string, scope?: QueryScope): Promise<string | boolean> {
+    return this.request('queryRaw', [query, resultsFormat, scope]);
+  }
+
+  dumpGraph(graph: string): Promise<string> {
+    return this.request('dumpGraph', [graph]);
+  }
+
+  graphNames(): Promise<string[]> {
+    return this.request('graphNames', []);
+  }
+
+  /** The thread counts every quad once per write: the count is kept here until the next write. */
+  async size(): Promise<number> {
+    const version = this.versionCounter;
+    if (this.sizeAt?.version === version) return this.sizeAt.size;
+    const size = await this.request<number>('size', []);
+    if (version === this.versionCounter) this.sizeAt = { version, size };
+    return size;
+  }
+
+  isEmpty(): Promise<boolean> {
+    return this.request('isEmpty', []);
+  }
+
+  graphSources(graphs: string[]): Promise<GraphSources | undefined> {
+    if (this.stopped) return Promise.resolve(undefined);
+    return this.request('graphSources', [graphs]);
+  }
+
+  unchangedInSnapshot(graphs: string[]): Promise<{ file: string; graphs: string[] } | undefined> {
+    if (this.stopped) return Promise.resolve(undefined);
+    return this.request('unchangedInSnapshot', [graphs]);
+  }
+
+  /** Writes a snapshot now (`DurableStore.snapshot`); automatic snapshots need no call. */
+  snapshot(): Promise<void> {
+    return this.request('snapshot', []);
+  }
+
+  // Writes.
+
+  async write(ops: WriteOp[]): Promise<void> {
+    await this.writing(ops, () => this.request<void>('write', [ops]).then(() => true));
+  }
+
+  writeIf(condition: WriteCondition, ops: WriteOp[]): Promise<boolean> {
+    return this.writing(ops, () => this.request<boolean>('writeIf', [condition, ops]));
+  }
+
+  update(sparql: Sparql, graphs: readonly string[]): Promise<void> {
+    return this.write([{ kind: 'update', sparql, graphs }]);
+  }
+
+  /**
+   * Sends a write. Its graphs' revisions move when it is sent and again when
+   * its answer arrives; listeners hear of it once it was applied (or may
+   * have been in part: an error other than a refusal or an unwritable
+   * journal, which leave nothing).
+   */
+  private async writing(ops: WriteOp[], send: () => Promise<boolean>): Promise<boolean> {
+    const touched = declaredGraphs(ops);
+    this.moved(touched);
+    let changed = false;
+    try {
+      const applied = await send();
+      changed = applied;
+      return applied;
+    } catch (err) {
+      changed = !(err instanceof WriteRefusedError) && !(err instanceof StoreUnavailableError);
+      throw err;
+    } finally {
+      this.moved(touched);
+      if (changed) {
+        this.versionCounter++;
+        for (const listener of this.listeners) listener(touched);
+      }
+    }
+  }
+
+  private moved(touched: ReadonlySet<string>): void {
+    this.revisions.bump(touched);
+    this.generation++;
+    this.answers.clear();
+  }
+
+  // What the service reads synchronously.
+
+  get version(): number {
+    return this.versionCounter;
+  }
+
+  revision(graph: string): number {
+    return this.revisions.get(graph);
+  }
+
+  onWrite(listener: (graphs: ReadonlySet<string>) => void): () => void {
+    this.listeners.add(listener);
+    return () => this.listeners.delete(listener);
+  }
+
+  exclusive<T>(key: string, fn: () => Promise<T>): Promise<T> {
+    return this.sections.run(key, fn);
+  }
+
+  /**
+   * As the journal's health was at the last write's answer; while it is
+   * unwritable, the thread is asked again (the journal probes itself and
+   * becomes writable without a client's write).
+   */
+  health(): StoreHealth {
+    if (this.stopped) return { writable: false, readable: false, reason: this.stopped.message, retryAfterSeconds: 5 };
+    return this.storeHealth;
+  }
+
+  private healthIs(health: StoreHealth): void {
+    this.storeHealth = health;
+    if (health.writable || this.healthProbe || this.stopped) return;
+    const wait = Math.min(1000, Math.max(100, (health.retryAfterSeconds ?? 1) * 250));
+    this.healthProbe = setTimeout(() => {
+      this.healthProbe = null;
+      this.request<StoreHealth>('health', []).then((now) => this.healthIs(now), () => {});
+    }, wait);
+    this.healthProbe.unref();
+  }
+
+  /** Closes the store in its thread (journal flushed, lock released), then stops the thread. Idempotent. */
+  close(): Promise<void> {
+    this.closing ??= (async () => {
+      if (this.healthProbe) clearTimeout(this.healthProbe);
+      try {
+        if (!this.stopped) await this.request('close', []);
+      } finally {
+        await this.worker.terminate();
+      }
+    })();
+    return this.closing;
+  }
+}

@@ -1,0 +1,89 @@
+import { expect } from 'chai';
+import { openThreadedStore, type ThreadedStore } from '../../src/store/threaded-store.js';
+import { WriteRefusedError } from '../../src/store/store.js';
+import { sparql } from '../../src/rdf/sparql.js';
+import { insertPair, tempDir } from './helpers.js';
+
+/*
+ * The embedded store as the service holds it: in a thread of its own, every
+ * call a message (src/store/threaded-store.ts). The integration suite runs
+ * through it too; these check what crosses the threads.
+ */
+describe('threaded store (the embedded store in its own thread)', () => {
+  let dir: string;
+  let cleanup: () => Promise<void>;
+  let store: ThreadedStore | undefined;
+  beforeEach(async () => ({ dir, cleanup } = await tempDir()));
+  afterEach(async () => {
+    await store?.close();
+    store = undefined;
+    await cleanup();
+  });
+
+  const count = async (s: ThreadedStore) =>
+    Number((await s.select(sparql`SELECT (COUNT(*) AS ?n) WHERE { GRAPH <urn:g:test> { ?s ?p ?o } }`))[0]!.n!.value);
+
+  it('keeps writes across close and reopen, and tells listeners and revisions of each applied write', async () => {
+    store = await openThreadedStore(dir);
+    const heard: string[][] = [];
+    store.onWrite((graphs) => heard.push([...graphs]));
+    const revision = store.revision('urn:g:test');
+    for (let i = 0; i < 3; i++) await store.update(insertPair(i), ['urn:g:test']);
+    expect(await count(store)).to.equal(6);
+    expect(heard).to.deep.equal([['urn:g:test'], ['urn:g:test'], ['urn:g:test']]);
+    expect(store.revision('urn:g:test')).to.be.above(revision);
+    expect(store.version).to.equal(3);
+    await store.close();
+    store = await openThreadedStore(dir);
+    expect(await count(store)).to.equal(6);
+    expect(await store.graphNames()).to.deep.equal(['urn:g:test']);
+  });
+
+  it('answers a kept ASK again only until the next write', async () => {
+    store = await openThreadedStore(dir);
+    const ask = sparql`ASK { GRAPH <urn:g:test> { <urn:n:7> ?p ?o } }`;
+    expect(await store.ask(ask)).to.equal(false);
+    expect(await store.ask(ask)).to.equal(false);
+    await store.update(insertPair(7), ['urn:g:test']);
+    expect(await store.ask(ask)).to.equal(true);
+  });
+
+  it('brings a refusal back as WriteRefusedError naming the op, with nothing applied and no listener told', async () => {
+    store = await openThreadedStore(dir);
+    await store.update(insertPair(1), ['urn:g:test']);
+    let heard = 0;
+    store.onWrite(() => heard++);
+    const error = await store.write([
+      { kind: 'update', sparql: insertPair(2), graphs: ['urn:g:test'] },
+      { kind: 'load', graph: 'urn:g:test', format: 'text/turtle', data: '<http://example.org/a%zz> <urn:p> <urn:o> .' },
+    ]).then(() => undefined, (err: unknown) => err);
+    expect(error).to.be.instanceOf(WriteRefusedError);
+    expect((error as WriteRefusedError).opIndex).to.equal(1);
+    expect((error as Error).message).to.contain('part 2');
+    expect(await count(store)).to.equal(2);
+    expect(heard).to.equal(0);
+    expect(store.health()).to.deep.equal({ writable: true });
+  });
+
+  it('answers conditional writes with whether they applied', async () => {
+    store = await openThreadedStore(dir);
+    const absent = { ask: sparql`ASK { GRAPH <urn:g:test> { <urn:n:1> ?p ?o } }`, expect: false };
+    const results = await Promise.all([1, 2, 3].map(() => store!.writeIf(absent, [{ kind: 'update', sparql: insertPair(1), graphs: ['urn:g:test'] }])));
+    expect(results.filter(Boolean)).to.have.length(1);
+    expect(await count(store)).to.equal(2);
+  });
+
+  it('refuses to open a data directory another store holds, with the lock message', async () => {
+    store = await openThreadedStore(dir);
+    const error = await openThreadedStore(dir).then(() => undefined, (err: unknown) => err as Error);
+    expect(error?.message).to.contain('is using the data directory');
+  });
+
+  it('after a close, answers every call with an error instead of waiting', async () => {
+    const closed = await openThreadedStore(dir);
+    await closed.close();
+    const error = await closed.ask(sparql`ASK { }`).then(() => undefined, (err: unknown) => err as Error);
+    expect(error?.message).to.match(/store's thread stopped/);
+    expect(closed.health()).to.include({ writable: false, readable: false });
+  });
+});
