@@ -1,4 +1,4 @@
-import { updateOp, type Binding, type QuadStore, type WriteOp } from '../store/store.js';
+import { updateOp, type Binding, type QuadStore, type LoadData, type WriteInput, type WriteOp } from '../store/store.js';
 import type { Graphs } from '../rdf/graphs.js';
 import type { Logger } from '../logger.js';
 import { prefixes } from '../rdf/vocab.js';
@@ -89,13 +89,13 @@ export interface JobContext {
    * Keeps the SHACL report of the command: stored (with the counts on the
    * command record) in the command's final write, whether it completes or fails.
    */
-  setReport(counts: ValidationCounts, ntriples: string): void;
+  setReport(counts: ValidationCounts, ntriples: LoadData): void;
 }
 
 /** What a job hands back to complete its command. */
 export interface JobResult {
   /** Everything the command changes in the workspace; written atomically with `completed`. */
-  ops: WriteOp[];
+  ops: WriteInput[];
   /** The SUCCESS event's message. */
   message: string;
   /** Sets the command's package installation (a first install completes). */
@@ -425,7 +425,7 @@ export class CommandRunner {
    * the command is unfinished and this instance still holds the lease it was
    * claimed under (false otherwise: another instance took it over).
    */
-  private async held(item: Queued, ops: WriteOp[]): Promise<boolean> {
+  private async held(item: Queued, ops: WriteInput[]): Promise<boolean> {
     if (!this.lease || item.owner === undefined) {
       await this.store.write(ops);
       return true;
@@ -561,7 +561,7 @@ export class CommandRunner {
     const { request, id } = item;
     const ws = request.workspaceId;
     let sequence = 0;
-    let report: { counts: ValidationCounts; ntriples: string } | undefined;
+    let report: { counts: ValidationCounts; ntriples: LoadData } | undefined;
     // The `in_progress` status and the events are issued without waiting for
     // their fsync: the store journals and applies writes in call order, so
     // they land before the command's final write, and the job (which never
@@ -586,7 +586,7 @@ export class CommandRunner {
       },
       setReport: (counts, ntriples) => { report = { counts, ntriples }; },
     };
-    const reportOps = (): WriteOp[] => report
+    const reportOps = (): WriteInput[] => report
       ? [{ kind: 'load', replace: true, graph: this.commands.reportGraphName(ws, id), format: 'application/n-triples', data: report.ntriples }]
       : [];
 
@@ -630,7 +630,7 @@ export class CommandRunner {
           : new CommandFailure('The command failed because of an internal error', 'Check the service log; if the problem persists, report it with this command id.');
       if (!(err instanceof CommandFailure) && !(err instanceof AppError)) this.logger.error({ err, commandId: id }, 'lifecycle command failed');
       const message = failure.hint ? `${failure.message}. ${failure.hint}` : failure.message;
-      const failedOps = (withReport: boolean): WriteOp[] => [
+      const failedOps = (withReport: boolean): WriteInput[] => [
         ...(withReport ? reportOps() : []),
         this.commands.statusOp(ws, id, 'failed', this.now(), { errorMessage: failure.message, ...(withReport && report ? { report: report.counts } : {}) }),
         this.commands.eventOp(ws, id, ++sequence, 'ERROR', message, this.now()),

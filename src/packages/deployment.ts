@@ -1,5 +1,5 @@
 import type { Quad } from 'n3';
-import { updateOp, type QuadStore, type WriteOp } from '../store/store.js';
+import { updateOp, type QuadStore, type WriteInput, type WriteOp } from '../store/store.js';
 import type { Graphs } from '../rdf/graphs.js';
 import { prefixes } from '../rdf/vocab.js';
 import { sparql, sequence, iri, literal, dateTime, integer, boolean, raw, join } from '../rdf/sparql.js';
@@ -257,7 +257,7 @@ export class Deployment {
       matrices: await Promise.all(parsed.map(async (p) => ({ uri: p.uri, id: p.id, createdAt: [...await this.createdAtOf(ws, p.id)] }))),
     });
     // The graphs' loads go first (no other op of the write names those graphs): see `WriteOp`'s `replace`.
-    const graphLoads: WriteOp[] = [];
+    const graphLoads: WriteInput[] = [];
     const ops: WriteOp[] = [];
     const newRoles = new Set<string>();
     const newPrincipals = new Set<string>();
@@ -397,7 +397,7 @@ export class Deployment {
       const outsideRoles = await this.rolesOutside(ws, new Set([current.id]), candidates);
       const goneRoles = candidates.filter((r) => !outsideRoles.has(r));
       const gonePrincipals = [...await this.principalsOf(ws, [current.id])].filter((q) => !newPrincipals.has(q));
-      const ops: WriteOp[] = [
+      const ops: WriteInput[] = [
         { kind: 'load', replace: true, graph: this.graphs.derived(ws, current.id), format: 'application/n-triples', data: derived!.derivedNTriples },
         ...this.assignmentCleanup(ws, goneRoles, gonePrincipals),
         ...ext.ops,

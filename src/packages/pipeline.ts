@@ -19,6 +19,7 @@ import { DCTERMS, MTX, RDFS } from '../rdf/vocab.js';
 import { deriveMatrix, derivedIds } from './derive.js';
 import { validateMatrices, type ValidationReport } from './validation.js';
 import { ReservedTerms } from '../rdf/reserved.js';
+import type { LoadData } from '../store/store.js';
 
 /** A user-facing failure of a step: `message` says what is wrong, `hint` what to do (a CommandFailure on the main thread). */
 export interface StepFailure { failure: { message: string; hint?: string } }
@@ -61,9 +62,11 @@ export interface ValidateInput {
  * The report's counts and, in `report.results`, only its first violation
  * (what the command's message names): the whole report is `ntriples`, which
  * is stored; sending 15,000 result objects to the main thread would hold
- * its event loop while they are copied in.
+ * its event loop while they are copied in. A large text goes as UTF-8 bytes
+ * (`pipeline-worker.ts`), which the event loop hands on to the store's
+ * thread without making it a string.
  */
-export interface ValidateOutput { report: ValidationReport; ntriples: string }
+export interface ValidateOutput { report: ValidationReport; ntriples: LoadData }
 
 export interface DeriveInput {
   graphsBase: string;
@@ -75,10 +78,10 @@ export interface DeriveInput {
 
 export interface DerivedOutput {
   uri: string;
-  /** The matrix as installed (its own triples, no extensions), N-Triples. */
-  matrixNTriples: string;
-  /** The derived graph, N-Triples. */
-  derivedNTriples: string;
+  /** The matrix as installed (its own triples, no extensions), N-Triples (as UTF-8 bytes when large: `pipeline-worker.ts`). */
+  matrixNTriples: LoadData;
+  /** The derived graph, N-Triples (the same). */
+  derivedNTriples: LoadData;
   roleCount: number;
   agentCount: number;
   /** Resource IRIs of the derived roles and agent principals. */

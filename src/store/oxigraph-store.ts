@@ -5,7 +5,7 @@ import { assertDeclared, checkGraphsFromEnv } from './declared-graphs.js';
 import { checkLoadsOffThread } from './load-check.js';
 import { blankNodeSafeSlices } from './ntriples-slices.js';
 import { withScratchStore } from './scratch.js';
-import { WriteRefusedError, declaredGraphs, writeWithReplacesExpanded, type Binding, type QuadStore, type QueryScope, type JournalOp, type RdfFormat, type StoredOp, type WriteCondition, type WriteOp } from './store.js';
+import { WriteRefusedError, declaredGraphs, opsWithTexts, writeWithReplacesExpanded, type WriteInput, type Binding, type QuadStore, type QueryScope, type JournalOp, type RdfFormat, type StoredOp, type WriteCondition, type WriteOp } from './store.js';
 import { iri, sparql, trustedSparql, type Sparql } from '../rdf/sparql.js';
 
 /**
@@ -383,12 +383,12 @@ export class OxigraphStore implements QuadStore {
     }
   }
 
-  async write(ops: WriteOp[]): Promise<void> {
-    await this.writeChecked(ops, null);
+  async write(ops: WriteInput[]): Promise<void> {
+    await this.writeChecked(opsWithTexts(ops), null);
   }
 
-  writeIf(condition: WriteCondition, ops: WriteOp[]): Promise<boolean> {
-    return this.writeChecked(ops, condition);
+  writeIf(condition: WriteCondition, ops: WriteInput[]): Promise<boolean> {
+    return this.writeChecked(opsWithTexts(ops), condition);
   }
 
   /**

@@ -3,7 +3,7 @@ import sparqljs from 'sparqljs';
 import { ExclusiveSections } from './sections.js';
 import { GraphRevisions } from './revisions.js';
 import { assertDeclared, checkGraphsFromEnv } from './declared-graphs.js';
-import { WriteRefusedError, declaredGraphs, writeWithReplacesExpanded, type Binding, type QuadStore, type QueryScope, type StoreHealth, type WriteCondition, type WriteOp } from './store.js';
+import { WriteRefusedError, declaredGraphs, opsWithTexts, writeWithReplacesExpanded, type WriteInput, type Binding, type QuadStore, type QueryScope, type StoreHealth, type WriteCondition, type WriteOp } from './store.js';
 import { InstanceLease } from './instance-lease.js';
 import type { EngineRequest } from './engine-request.js';
 import { EngineError, READ_COMMITTED, SparqlClient, insertOperations, isDeadlock, type SparqlEndpointOptions } from './sparql-client.js';
@@ -369,8 +369,8 @@ export class SparqlStore implements QuadStore {
     ];
   }
 
-  async write(ops: WriteOp[]): Promise<void> {
-    await this.writeChecked(ops, null);
+  async write(ops: WriteInput[]): Promise<void> {
+    await this.writeChecked(opsWithTexts(ops), null);
   }
 
   /**
@@ -381,7 +381,8 @@ export class SparqlStore implements QuadStore {
    * asked first and the write sent after it, guarded within this process
    * only (one instance per engine in that dialect).
    */
-  writeIf(condition: WriteCondition, ops: WriteOp[]): Promise<boolean> {
+  writeIf(condition: WriteCondition, given: WriteInput[]): Promise<boolean> {
+    const ops = opsWithTexts(given);
     if (this.client.options.dialect === 'standard') {
       return this.standardConditions.run('writeIf', async () => {
         if (await this.ask(condition.ask) !== condition.expect) return false;

@@ -2,7 +2,7 @@ import { parentPort, workerData } from 'node:worker_threads';
 import { openDurableStore, type DurableStore } from './durable.js';
 import { forwardFsyncs } from '../metrics.js';
 import { toThreadError, type StoreMessage, type StoreRequest, type StoreThreadData } from './store-thread.js';
-import type { QueryScope, WriteCondition, WriteOp } from './store.js';
+import type { QueryScope, WriteCondition, WriteInput } from './store.js';
 import type { Sparql } from '../rdf/sparql.js';
 
 /*
@@ -38,8 +38,8 @@ function call(store: DurableStore, request: StoreRequest): Promise<unknown> {
     case 'ask': return store.ask(a[0] as Sparql, a[1] as QueryScope | undefined);
     case 'construct': return store.construct(a[0] as Sparql, a[1] as QueryScope | undefined);
     case 'queryRaw': return store.queryRaw(a[0] as Sparql, a[1] as string, a[2] as QueryScope | undefined);
-    case 'write': return store.write(a[0] as WriteOp[]);
-    case 'writeIf': return store.writeIf(a[0] as WriteCondition, a[1] as WriteOp[]);
+    case 'write': return store.write(a[0] as WriteInput[]);
+    case 'writeIf': return store.writeIf(a[0] as WriteCondition, a[1] as WriteInput[]);
     case 'dumpGraph': return store.dumpGraph(a[0] as string);
     case 'graphNames': return store.graphNames();
     case 'size': return store.size();

@@ -131,8 +131,30 @@ export type WriteOp =
    */
   | { kind: 'load'; graph: string; format: RdfFormat; data: string; replace?: boolean };
 
+/**
+ * A load's data as a caller may give it: the text, or its UTF-8 bytes. Bytes
+ * cross to the store's thread as bytes (a copy of memory), and a string is
+ * made of them there, so a large text made in a worker thread (an install's
+ * graphs: `pipeline-worker.ts`) never becomes a string on the event loop,
+ * where making a string of 20 MB took 75-140 ms. The caller's bytes are left
+ * as they were (a failed command writes its report again).
+ */
+export type LoadData = string | Uint8Array;
+
+/** A write's op as callers give it: a load's data may be bytes (`LoadData`). */
+export type WriteInput =
+  | Exclude<WriteOp, { kind: 'load' }>
+  | (Omit<Extract<WriteOp, { kind: 'load' }>, 'data'> & { data: LoadData });
+
+const utf8 = new TextDecoder('utf-8', { fatal: true });
+
+/** The ops with every load's data as text (what the stores journal and send to their engine). */
+export function opsWithTexts(ops: readonly WriteInput[]): WriteOp[] {
+  return ops.map((op) => (op.kind === 'load' && typeof op.data !== 'string' ? { ...op, data: utf8.decode(op.data) } : op as WriteOp));
+}
+
 /** The graphs a write declares it may change. */
-export function declaredGraphs(ops: readonly WriteOp[]): Set<string> {
+export function declaredGraphs(ops: readonly WriteInput[]): Set<string> {
   const out = new Set<string>();
   for (const op of ops) {
     if (op.kind === 'load') out.add(op.graph);
@@ -191,7 +213,7 @@ export interface QuadStore {
   /** Any query, answered in a serialization format (SPARQL results or RDF media type). */
   queryRaw(query: Sparql, resultsFormat: string, scope?: QueryScope): Promise<string | boolean>;
   /** Atomic, durable write of several ops. */
-  write(ops: WriteOp[]): Promise<void>;
+  write(ops: WriteInput[]): Promise<void>;
   /**
    * Conditional write: applies `ops` as `write` does only if `condition.ask`
    * answers `condition.expect` on the very state the ops apply to; no other
@@ -201,7 +223,7 @@ export interface QuadStore {
    * listener told). The invariants of docs/architecture.md ("Invariant
    * sites") are kept this way.
    */
-  writeIf(condition: WriteCondition, ops: WriteOp[]): Promise<boolean>;
+  writeIf(condition: WriteCondition, ops: WriteInput[]): Promise<boolean>;
   /** One SPARQL update that may change `graphs` (see `WriteOp`), durably. */
   update(sparql: Sparql, graphs: readonly string[]): Promise<void>;
   /** Dumps one named graph as N-Triples. */
@@ -236,12 +258,16 @@ export interface QuadStore {
    */
   readonly version: number;
   /**
-   * The revision of one graph: moves (upwards) whenever a write that
-   * declared the graph starts and again when it has been applied, never
+   * The revision of one graph: moves (upwards) by the time a write that
+   * declared the graph resolves, after it was applied (the embedded store
+   * on the event loop's thread moves it when the write starts too), never
    * otherwise (except all at once, when the store forgets old revisions: see
-   * `GraphRevisions`). A read made while a graph's revision did not move saw
-   * one state of that graph. Per process: on the remote store, writes made
-   * by other instances move it once `syncRevisions` has seen them.
+   * `GraphRevisions`). An answer read while a graph's revision did not move
+   * is one state of that graph, and if that state is older than a write, the
+   * write's move comes after the read began: a cache that keeps an answer
+   * under the revisions it read before asking finds it stale. Per process:
+   * on the remote store, writes made by other instances move it once
+   * `syncRevisions` has seen them.
    */
   revision(graph: string): number;
   /**

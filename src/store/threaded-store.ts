@@ -4,7 +4,7 @@ import { observeFsync } from '../metrics.js';
 import { ExclusiveSections } from './sections.js';
 import { GraphRevisions } from './revisions.js';
 import { MAX_KEPT_ANSWERS, MAX_KEPT_ROWS, answerKey, readDelayFromEnv } from './oxigraph-store.js';
-import { StoreUnavailableError, WriteRefusedError, declaredGraphs, type Binding, type QuadStore, type QueryScope, type StoreHealth, type WriteCondition, type WriteOp } from './store.js';
+import { StoreUnavailableError, WriteRefusedError, declaredGraphs, type Binding, type QuadStore, type QueryScope, type StoreHealth, type WriteCondition, type WriteInput } from './store.js';
 import { fromThreadError, type StoreCall, type StoreMessage, type StoreRequest, type StoreThreadData } from './store-thread.js';
 import type { GraphSources, SnapshotCoverage } from './snapshot-coverage.js';
 import type { Sparql } from '../rdf/sparql.js';
@@ -22,8 +22,7 @@ import type { Sparql } from '../rdf/sparql.js';
  *
  * Kept here, on the event loop, because the service reads them
  * synchronously or on every request: the graphs' revisions and the version
- * (moved when a write is sent and again when its answer arrives, as the
- * store contract allows), the write listeners, the exclusive sections, the
+ * (moved when a write's answer arrives: `writing`), the write listeners, the exclusive sections, the
  * health of the journal (as the last write's answer left it, asked again
  * while it is unwritable), and the answers of small SELECTs and ASKs made
  * since the last write (the same rule as `OxigraphStore`'s).
@@ -69,9 +68,9 @@ export class ThreadedStore implements QuadStore, SnapshotCoverage {
   private versionCounter = 0;
   private readonly listeners = new Set<(graphs: ReadonlySet<string>) => void>();
   private readonly sections = new ExclusiveSections();
-  /** Small answers since the last write began or ended (`generation`). */
+  /** Small answers since the last write's answer (`generation`). */
   private readonly answers = new Map<string, Binding[] | boolean>();
-  /** Moves when a write is sent and when its answer arrives: an answer asked before is not kept. */
+  /** Moves when a write's answer arrives: an answer asked before it is not kept (in the test read-delay mode, answers may come out of order). */
   private generation = 0;
   private sizeAt: { version: number; size: number } | undefined;
   private storeHealth: StoreHealth = { writable: true };
@@ -129,6 +128,7 @@ export class ThreadedStore implements QuadStore, SnapshotCoverage {
       this.pending.set(id, { resolve: resolve as (value: unknown) => void, reject });
       const request: StoreRequest = { id, call, args };
       try {
+        // A load given as bytes is copied as bytes (a memcpy), never made a string on this thread.
         this.worker.postMessage(request);
       } catch (err) {
         this.pending.delete(id);
@@ -222,11 +222,11 @@ export class ThreadedStore implements QuadStore, SnapshotCoverage {
 
   // Writes.
 
-  async write(ops: WriteOp[]): Promise<void> {
+  async write(ops: WriteInput[]): Promise<void> {
     await this.writing(ops, () => this.request<void>('write', [ops]).then(() => true));
   }
 
-  writeIf(condition: WriteCondition, ops: WriteOp[]): Promise<boolean> {
+  writeIf(condition: WriteCondition, ops: WriteInput[]): Promise<boolean> {
     return this.writing(ops, () => this.request<boolean>('writeIf', [condition, ops]));
   }
 
@@ -235,14 +235,19 @@ export class ThreadedStore implements QuadStore, SnapshotCoverage {
   }
 
   /**
-   * Sends a write. Its graphs' revisions move when it is sent and again when
-   * its answer arrives; listeners hear of it once it was applied (or may
-   * have been in part: an error other than a refusal or an unwritable
-   * journal, which leave nothing).
+   * Sends a write. Its graphs' revisions move, and the kept answers go, when
+   * its answer arrives, not when it is sent: an answer read before the write
+   * applied was sent by the thread before the write's answer (the thread
+   * answers in order), so it is kept, if at all, before that move, which
+   * makes it stale. A write in flight (an install's, seconds long) leaves
+   * the cached reads of its graphs answering until it is applied, as on the
+   * event loop's store, where reads of a large write's graphs wait for it
+   * whole. Listeners hear of it once it was applied (or may have been in
+   * part: an error other than a refusal or an unwritable journal, which
+   * leave nothing).
    */
-  private async writing(ops: WriteOp[], send: () => Promise<boolean>): Promise<boolean> {
+  private async writing(ops: WriteInput[], send: () => Promise<boolean>): Promise<boolean> {
     const touched = declaredGraphs(ops);
-    this.moved(touched);
     let changed = false;
     try {
       const applied = await send();

@@ -73,6 +73,20 @@ describe('threaded store (the embedded store in its own thread)', () => {
     expect(await count(store)).to.equal(2);
   });
 
+  it('loads data given as UTF-8 bytes as the text they encode, and leaves the caller\'s bytes as they were', async () => {
+    store = await openThreadedStore(dir);
+    const lines = Array.from({ length: 8000 }, (_, i) => `<urn:s:${i}> <urn:p:label> "Zoë ${i} — 東京 🚀" .`).join('\n');
+    const bytes = new TextEncoder().encode(lines);
+    await store.write([{ kind: 'load', graph: 'urn:g:test', format: 'application/n-triples', data: bytes, replace: true }]);
+    expect(bytes.byteLength).to.equal(Buffer.byteLength(lines));
+    const rows = await store.select(sparql`SELECT ?l WHERE { GRAPH <urn:g:test> { <urn:s:7999> <urn:p:label> ?l } }`);
+    expect(rows.map((r) => r.l!.value)).to.deep.equal(["Zoë 7999 — 東京 🚀"]);
+    expect(await count(store)).to.equal(8000);
+    await store.close();
+    store = await openThreadedStore(dir);
+    expect(await count(store)).to.equal(8000);
+  });
+
   it('refuses to open a data directory another store holds, with the lock message', async () => {
     store = await openThreadedStore(dir);
     const error = await openThreadedStore(dir).then(() => undefined, (err: unknown) => err as Error);
