@@ -586,9 +586,14 @@ export class CommandRunner {
       },
       setReport: (counts, ntriples) => { report = { counts, ntriples }; },
     };
-    const reportOps = (): WriteInput[] => report
-      ? [{ kind: 'load', replace: true, graph: this.commands.reportGraphName(ws, id), format: 'application/n-triples', data: report.ntriples }]
-      : [];
+    // One op, written by the completing write or, if that fails, by the failing one: a load's bytes lent
+    // to the store's thread come back into the op they were sent in (`ThreadedStore`).
+    let reportOp: WriteInput | undefined;
+    const reportOps = (): WriteInput[] => {
+      if (!report) return [];
+      reportOp ??= { kind: 'load', replace: true, graph: this.commands.reportGraphName(ws, id), format: 'application/n-triples', data: report.ntriples };
+      return [reportOp];
+    };
 
     let type: string = request.commandType;
     let outcome: 'completed' | 'failed' = 'failed';

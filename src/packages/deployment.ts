@@ -192,7 +192,7 @@ export class Deployment {
     const ws = workspace.id;
     const packageId = this.records.packageId(ws, m.name);
     // 1. Turtle (and every term checked against what the store accepts).
-    const files: Array<{ uri: string; name: string; path: string; text: string }> = [];
+    const files: Array<{ uri: string; name: string; path: string; text: Uint8Array }> = [];
     for (const entry of m.matrices) {
       const text = archive.files.get(entry.path);
       if (text === undefined) throw new CommandFailure(`The archive has no file ${entry.path} for matrix ${entry.name}`, 'Add the file or fix manifest.json.');

@@ -20,13 +20,18 @@ import { deriveMatrix, derivedIds } from './derive.js';
 import { validateMatrices, type ValidationReport } from './validation.js';
 import { ReservedTerms } from '../rdf/reserved.js';
 import type { LoadData } from '../store/store.js';
+import { matrixText } from './matrix-text.js';
 
 /** A user-facing failure of a step: `message` says what is wrong, `hint` what to do (a CommandFailure on the main thread). */
 export interface StepFailure { failure: { message: string; hint?: string } }
 
 export interface ParseInput {
-  /** Turtle (or N-Triples) text of each matrix, with the IRI relative IRIs resolve against. */
-  matrices: Array<{ uri: string; name: string; path: string; text: string }>;
+  /**
+   * Turtle (or N-Triples) text of each matrix, or its UTF-8 bytes (a file of
+   * the archive, decoded here: `matrixText`), with the IRI relative IRIs
+   * resolve against.
+   */
+  matrices: Array<{ uri: string; name: string; path: string; text: string | Uint8Array }>;
   /** Where the role IRIs of `mentionedRoleIris` live. */
   roleIrisOf: { graphsBase: string; workspaceId: string };
 }
@@ -151,7 +156,7 @@ export class PipelineSession {
     for (const m of input.matrices) {
       let quads: Quad[];
       try {
-        quads = parseTurtle(m.text, { baseIri: m.uri, source: m.path });
+        quads = parseTurtle(typeof m.text === 'string' ? m.text : matrixText(m.text), { baseIri: m.uri, source: m.path });
         checkTerms(quads, m.path, { irisChecked: true });
       } catch (err) {
         return asStepFailure(err, `Fix the Turtle in ${m.path} and install again.`);

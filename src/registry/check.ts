@@ -1,6 +1,7 @@
 import type { Quad } from 'n3';
 import { AppError } from '../errors.js';
 import { readPackageArchive, type PackageArchive } from '../packages/archive.js';
+import { matrixText } from '../packages/matrix-text.js';
 import { validateMatrices, type ValidationReport } from '../packages/validation.js';
 import { parseTurtle } from '../rdf/turtle.js';
 import { IAM, RDF } from '../rdf/vocab.js';
@@ -78,7 +79,7 @@ export async function checkForPublish(bytes: Buffer, name: string, maxArchiveByt
   const turtleProblems: ReportEntry[] = [];
   for (const matrix of m.matrices) {
     try {
-      matrices.push({ uri: matrix.uri, name: matrix.name, quads: parseTurtle(archive.files.get(matrix.path) ?? '', { baseIri: matrix.uri, source: matrix.path }) });
+      matrices.push({ uri: matrix.uri, name: matrix.name, quads: parseTurtle(matrixText(archive.files.get(matrix.path) ?? new Uint8Array()), { baseIri: matrix.uri, source: matrix.path }) });
     } catch (err) {
       if (!(err instanceof AppError)) throw err;
       turtleProblems.push(entry(err.message, matrix.uri, matrix.path));

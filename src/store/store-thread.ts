@@ -17,6 +17,11 @@ export interface StoreRequest {
   id: number;
   call: StoreCall;
   args: unknown[];
+  /**
+   * A write's loads whose bytes were moved here (indexes into its ops): the
+   * answer moves them back, in this order (`returned`).
+   */
+  lent?: number[];
 }
 
 /** An error as it crosses the threads: the store's own error classes keep their class and fields. */
@@ -33,8 +38,8 @@ export interface ThreadError {
 
 export type StoreMessage =
   /** The answer to request `id`; a write's answer carries the store's health after it. */
-  | { kind: 'answer'; id: number; value: unknown; health?: StoreHealth }
-  | { kind: 'error'; id: number; error: ThreadError; health?: StoreHealth }
+  | { kind: 'answer'; id: number; value: unknown; health?: StoreHealth; returned?: Uint8Array[] }
+  | { kind: 'error'; id: number; error: ThreadError; health?: StoreHealth; returned?: Uint8Array[] }
   /** The store is open (or could not be opened). */
   | { kind: 'ready' }
   | { kind: 'failed'; error: ThreadError }

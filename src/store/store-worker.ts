@@ -16,8 +16,8 @@ import type { Sparql } from '../rdf/sparql.js';
 const port = parentPort!;
 const data = workerData as StoreThreadData;
 
-function post(message: StoreMessage): void {
-  port.postMessage(message);
+function post(message: StoreMessage, transfer: ArrayBuffer[] = []): void {
+  port.postMessage(message, transfer);
 }
 
 // Fsyncs are reported in batches, at most one message per turn of this thread's event loop.
@@ -76,10 +76,14 @@ async function main(): Promise<void> {
       answer = Promise.reject(err instanceof Error ? err : new Error(String(err)));
     }
     const health = WRITES.has(request.call) ? () => store.health() : () => undefined;
-    const fail = (err: unknown) => post({ kind: 'error', id: request.id, error: toThreadError(err), ...withHealth(health()) });
+    // Bytes lent by the event loop go back with the answer, moved.
+    const returned = (request.lent ?? []).map((i) => ((request.args[request.args.length - 1] as WriteInput[])[i] as Extract<WriteInput, { kind: 'load' }>).data as Uint8Array);
+    const back = returned.length > 0 ? { returned } : {};
+    const transfer = returned.map((bytes) => bytes.buffer as ArrayBuffer);
+    const fail = (err: unknown) => post({ kind: 'error', id: request.id, error: toThreadError(err), ...withHealth(health()), ...back }, transfer);
     answer.then((value) => {
       try {
-        post({ kind: 'answer', id: request.id, value, ...withHealth(health()) });
+        post({ kind: 'answer', id: request.id, value, ...withHealth(health()), ...back }, transfer);
       } catch (err) {
         fail(err); // an answer that cannot be sent (not cloneable): the caller gets the reason, never waits forever
       }

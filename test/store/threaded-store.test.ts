@@ -1,6 +1,6 @@
 import { expect } from 'chai';
 import { openThreadedStore, type ThreadedStore } from '../../src/store/threaded-store.js';
-import { WriteRefusedError } from '../../src/store/store.js';
+import { WriteRefusedError, type WriteInput } from '../../src/store/store.js';
 import { sparql } from '../../src/rdf/sparql.js';
 import { insertPair, tempDir } from './helpers.js';
 
@@ -73,14 +73,19 @@ describe('threaded store (the embedded store in its own thread)', () => {
     expect(await count(store)).to.equal(2);
   });
 
-  it('loads data given as UTF-8 bytes as the text they encode, and leaves the caller\'s bytes as they were', async () => {
+  it('loads data given as UTF-8 bytes as the text they encode, and gives the bytes back in the op (lent, not copied)', async () => {
     store = await openThreadedStore(dir);
     const lines = Array.from({ length: 8000 }, (_, i) => `<urn:s:${i}> <urn:p:label> "Zoë ${i} — 東京 🚀" .`).join('\n');
-    const bytes = new TextEncoder().encode(lines);
-    await store.write([{ kind: 'load', graph: 'urn:g:test', format: 'application/n-triples', data: bytes, replace: true }]);
-    expect(bytes.byteLength).to.equal(Buffer.byteLength(lines));
+    const op: WriteInput = { kind: 'load', graph: 'urn:g:test', format: 'application/n-triples', data: new TextEncoder().encode(lines), replace: true };
+    await store.write([op]);
+    // The same op again (as a failed command writes its report again), here after a refused write.
+    const refused = await store.write([op, { kind: 'load', graph: 'urn:g:other', format: 'text/turtle', data: '<http://example.org/a%zz> <urn:p> <urn:o> .' }]).then(() => false, () => true);
+    expect(refused).to.equal(true);
+    expect(new TextDecoder().decode(op.data as Uint8Array)).to.equal(lines);
+    await store.write([{ ...op, graph: 'urn:g:copy' }]);
+    expect(Number((await store.select(sparql`SELECT (COUNT(*) AS ?n) WHERE { GRAPH <urn:g:copy> { ?s ?p ?o } }`))[0]!.n!.value)).to.equal(8000);
     const rows = await store.select(sparql`SELECT ?l WHERE { GRAPH <urn:g:test> { <urn:s:7999> <urn:p:label> ?l } }`);
-    expect(rows.map((r) => r.l!.value)).to.deep.equal(["Zoë 7999 — 東京 🚀"]);
+    expect(rows.map((r) => r.l!.value)).to.deep.equal(['Zoë 7999 — 東京 🚀']);
     expect(await count(store)).to.equal(8000);
     await store.close();
     store = await openThreadedStore(dir);

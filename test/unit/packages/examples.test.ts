@@ -5,6 +5,7 @@ import { Parser, type Quad } from 'n3';
 import { IAM, MTX, RDF, RDFS } from '../../../src/rdf/vocab.js';
 import { AppError } from '../../../src/errors.js';
 import { readPackageArchive } from '../../../src/packages/archive.js';
+import { matrixText } from '../../../src/packages/matrix-text.js';
 import { buildPackageArchive } from '../../../src/packages/build-archive.js';
 import { EXAMPLES_DIR, exampleNames, publishExamples } from '../../../src/packages/examples.js';
 import { openRegistry, resolveVersion } from '../../../src/packages/registry.js';
@@ -29,7 +30,7 @@ describe('example packages', () => {
       expect(`${pkg.manifest.name}-${pkg.manifest.version}`).to.equal(dir);
       expect(pkg.manifest.engineVersion).to.equal('>=1.0 <2.0');
       for (const matrix of pkg.manifest.matrices) {
-        const quads = quadsOf(pkg.files.get(matrix.path)!);
+        const quads = quadsOf(matrixText(pkg.files.get(matrix.path)!));
         expect(subjects(quads, MTX.Matrix)).to.deep.equal([matrix.uri]);
         const roles = subjects(quads, IAM.Role);
         const agents = subjects(quads, IAM.Agent);
@@ -51,7 +52,7 @@ describe('example packages', () => {
   it('1.1.0 of project-tracking adds a role and an agent', async () => {
     const roles = async (dir: string) => {
       const pkg = await readPackageArchive(await examplePackage(dir));
-      const quads = quadsOf(pkg.files.get('project-tracking/assembly.ttl')!);
+      const quads = quadsOf(matrixText(pkg.files.get('project-tracking/assembly.ttl')!));
       return { roles: subjects(quads, IAM.Role), agents: subjects(quads, IAM.Agent) };
     };
     const [v1, v11] = [await roles('project-tracking-1.0.0'), await roles('project-tracking-1.1.0')];
@@ -62,7 +63,7 @@ describe('example packages', () => {
 
   it('incident-response imports the project-tracking matrix', async () => {
     const pkg = await readPackageArchive(await examplePackage('incident-response-1.0.0'));
-    const quads = quadsOf(pkg.files.get('incident-response/assembly.ttl')!);
+    const quads = quadsOf(matrixText(pkg.files.get('incident-response/assembly.ttl')!));
     expect(valueOf(quads, pkg.manifest.matrices[0]!.uri, MTX.imports)).to.deep.equal(['https://example.org/operating-models/project-tracking']);
     expect(pkg.manifest.dependencies).to.deep.equal([{ publisher: 'examples', name: 'project-tracking', versionRange: '>=1.0 <2.0' }]);
   });
