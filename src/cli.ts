@@ -1,14 +1,8 @@
 import { parseArgs } from 'node:util';
 import { ConfigError, loadConfig, type Config } from './config.js';
 import { createLogger } from './logger.js';
-import { mintToken } from './auth/tokens.js';
-import { startServer } from './server.js';
 import { AppError, badRequest, notFound } from './errors.js';
-import { publishBytes } from './packages/registry.js';
-import { SLUG } from './packages/manifest.js';
 import { readFile, stat } from 'node:fs/promises';
-import { buildPackageArchive } from './packages/build-archive.js';
-import { DEFAULT_ARCHIVE_LIMITS, readPackageArchive } from './packages/archive.js';
 
 /**
  * `wsm <command>`: serve | token | help. Run from a checkout with
@@ -55,7 +49,13 @@ async function serve(): Promise<void> {
   const logger = createLogger(cfg.WSM_LOG_LEVEL);
   let server;
   try {
-    server = await startServer(cfg, logger);
+    // The store first: its thread recovers the data (seconds for a large
+    // store) while this thread loads the service's modules.
+    const { openStore } = await import('./store/open.js');
+    const opening = openStore(cfg, logger);
+    opening.catch(() => {}); // awaited by startServer; no unhandled rejection meanwhile
+    const { startServer } = await import('./server.js');
+    server = await startServer(cfg, logger, { opening });
   } catch (err) {
     const message = err instanceof Error ? err.message : String(err);
     logger.fatal({ err }, 'start failed');
@@ -102,6 +102,7 @@ async function token(args: string[]): Promise<void> {
   const cfg = config();
   const ttl = values.ttl === undefined ? cfg.WSM_TOKEN_TTL : Number(values.ttl);
   if (!Number.isSafeInteger(ttl) || ttl <= 0) fail('--ttl must be a positive number of seconds');
+  const { mintToken } = await import('./auth/tokens.js');
   const jwt = await mintToken(cfg.dataDir, username, {
     systemAdmin: values['system-admin'] ?? false,
     email: values.email,
@@ -115,6 +116,9 @@ async function token(args: string[]): Promise<void> {
 const PUBLISH_USAGE = 'usage: wsm publish <folder|file.tgz> [--publisher P] [--registry DIR | --url URL] [--token T | --api-key K] [--dry-run]';
 
 async function publish(args: string[]): Promise<void> {
+  const { SLUG } = await import('./packages/manifest.js');
+  const { readPackageArchive } = await import('./packages/archive.js');
+  const { publishBytes } = await import('./packages/registry.js');
   const { values, positionals } = parseArgs({
     args,
     allowPositionals: true,
@@ -186,6 +190,8 @@ async function journal(args: string[]): Promise<void> {
 
 /** The archive bytes of a package folder (packed) or a `.tgz` file. */
 async function readPackageSource(source: string): Promise<Buffer> {
+  const { DEFAULT_ARCHIVE_LIMITS } = await import('./packages/archive.js');
+  const { buildPackageArchive } = await import('./packages/build-archive.js');
   const info = await stat(source).catch(() => null);
   if (!info) throw notFound(`Cannot read "${source}": no such file or folder`);
   if (info.isDirectory()) return buildPackageArchive(source);
@@ -197,6 +203,7 @@ async function readPackageSource(source: string): Promise<Buffer> {
 
 /** Publishes to a running service's registry API with a bearer token or an API key. */
 async function publishOverHttp(base: string, bytes: Buffer, options: { publisher?: string | undefined; token?: string | undefined; apiKey?: string | undefined; dryRun: boolean }): Promise<void> {
+  const { readPackageArchive } = await import('./packages/archive.js');
   if (!options.token && !options.apiKey) fail('publishing to a service needs --token T (or WSM_TOKEN) or --api-key K (or WSM_API_KEY)');
   const { manifest } = await readPackageArchive(bytes);
   const root = base.replace(/\/+$/, '');

@@ -6,6 +6,7 @@ import type { Logger } from './logger.js';
 import { createApp, createServices, type Services } from './app.js';
 import { createVerifier } from './auth/tokens.js';
 import { openStore, type StoreTestOptions } from './store/open.js';
+import type { QuadStore } from './store/store.js';
 import { bootstrap, type BootstrapResult } from './bootstrap.js';
 
 export interface RunningServer {
@@ -17,10 +18,12 @@ export interface RunningServer {
 
 /**
  * Start: config -> store (recover) -> services -> app -> listen. `store`
- * is for tests only (fault injection into the journal's file operations).
+ * is for tests only (fault injection into the journal's file operations);
+ * `opening`, a store already being opened (`wsm serve` opens it before it
+ * loads this module, so the two overlap).
  */
-export async function startServer(config: Config, logger: Logger, options: { store?: StoreTestOptions } = {}): Promise<RunningServer> {
-  const store = await openStore(config, logger, options.store);
+export async function startServer(config: Config, logger: Logger, options: { store?: StoreTestOptions; opening?: Promise<QuadStore> } = {}): Promise<RunningServer> {
+  const store = await (options.opening ?? openStore(config, logger, options.store));
   const verify = await createVerifier({
     dataDir: config.dataDir,
     oidcIssuer: config.WSM_OIDC_ISSUER,

@@ -69,12 +69,12 @@ class PipelineWorker {
     this.ready.catch(() => {});
   }
 
-  call(message: StepRequest): Promise<unknown> {
+  call(message: StepRequest, transfer: ArrayBuffer[] = []): Promise<unknown> {
     if (this.dead) return Promise.reject(new CommandFailure(`The deployment worker stopped (${this.dead})`, 'Install again.'));
     const id = this.nextId++;
     return new Promise((resolve, reject) => {
       this.pending.set(id, { resolve, reject });
-      this.worker.postMessage({ ...message, id });
+      this.worker.postMessage({ ...message, id }, transfer);
     });
   }
 
@@ -89,13 +89,26 @@ class PipelineWorker {
 export class PipelineJob {
   constructor(private readonly worker: PipelineWorker) {}
 
-  private async step<T>(message: StepRequest): Promise<T> {
-    const out = await this.worker.call(message) as T | StepFailure;
+  private async step<T>(message: StepRequest, transfer: ArrayBuffer[] = []): Promise<T> {
+    const out = await this.worker.call(message, transfer) as T | StepFailure;
     if (out && typeof out === 'object' && 'failure' in out) throw new CommandFailure(out.failure.message, out.failure.hint);
     return out as T;
   }
 
-  parse(input: ParseInput): Promise<ParseOutput> { return this.step({ step: 'parse', input }); }
+  /**
+   * Matrix texts given as bytes that hold a buffer of their own (an
+   * archive's files) are moved to the worker, not copied: posting 10 MB of
+   * bytes held the event loop 80 ms. They are empty here afterwards.
+   */
+  parse(input: ParseInput): Promise<ParseOutput> {
+    const transfer: ArrayBuffer[] = [];
+    for (const { text } of input.matrices) {
+      if (typeof text === 'string') continue;
+      const { buffer, byteOffset, byteLength } = text;
+      if (buffer instanceof ArrayBuffer && byteOffset === 0 && byteLength === buffer.byteLength && !transfer.includes(buffer)) transfer.push(buffer);
+    }
+    return this.step({ step: 'parse', input }, transfer);
+  }
   validate(input: ValidateInput): Promise<ValidateOutput> { return this.step({ step: 'validate', input }); }
   derive(input: DeriveInput): Promise<DerivedOutput[]> { return this.step({ step: 'derive', input }); }
 }
