@@ -19,6 +19,6 @@ export async function run(): Promise<Figure[]> {
     unit: 'ms', value: median(m.service), baseline: median(m.baseline), ratios: m.ratios, target: '<= 1.3x',
     check: (r) => r <= 1.3,
     note: 'baseline: node + bare Oxigraph load of the same snapshot file (not the journal)',
-    cause: 'the service also loads its modules, reads and replays the journal records and builds its caches before /health answers (the snapshot\'s checksum is checked beside the load, in a worker)',
+    cause: 'the service also starts the store\'s thread, reads and replays the journal records and builds its caches before /health answers (its modules load while the store\'s thread recovers, and the snapshot\'s checksum is checked beside the load, in a worker)',
   })];
 }
