@@ -1,5 +1,6 @@
 import type { Worker } from 'node:worker_threads';
 import { spawnModuleWorker } from '../workers/spawn.js';
+import { movableBuffer } from '../workers/transfer.js';
 import { CommandFailure } from './commands.js';
 import type { DeriveInput, DerivedOutput, ParseInput, ParseOutput, StepFailure, ValidateInput, ValidateOutput } from './pipeline.js';
 
@@ -103,9 +104,8 @@ export class PipelineJob {
   parse(input: ParseInput): Promise<ParseOutput> {
     const transfer: ArrayBuffer[] = [];
     for (const { text } of input.matrices) {
-      if (typeof text === 'string') continue;
-      const { buffer, byteOffset, byteLength } = text;
-      if (buffer instanceof ArrayBuffer && byteOffset === 0 && byteLength === buffer.byteLength && !transfer.includes(buffer)) transfer.push(buffer);
+      const buffer = typeof text === 'string' ? null : movableBuffer(text, transfer);
+      if (buffer) transfer.push(buffer);
     }
     return this.step({ step: 'parse', input }, transfer);
   }

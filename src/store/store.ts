@@ -133,11 +133,13 @@ export type WriteOp =
 
 /**
  * A load's data as a caller may give it: the text, or its UTF-8 bytes. Bytes
- * cross to the store's thread as bytes (a copy of memory), and a string is
- * made of them there, so a large text made in a worker thread (an install's
- * graphs: `pipeline-worker.ts`) never becomes a string on the event loop,
- * where making a string of 20 MB took 75-140 ms. The caller's bytes are left
- * as they were (a failed command writes its report again).
+ * cross to the store's thread as bytes, and a string is made of them there,
+ * so a large text made in a worker thread (an install's graphs:
+ * `pipeline-worker.ts`) never becomes a string on the event loop, where
+ * making a string of 20 MB took 75-140 ms. `ThreadedStore` lends bytes that
+ * fill a buffer of their own: moved to its thread for the write and moved
+ * back into the op's `data` when the write settles (a failed command writes
+ * its report op again); during the write the caller's array is empty.
  */
 export type LoadData = string | Uint8Array;
 

@@ -1,5 +1,6 @@
 import type { Worker } from 'node:worker_threads';
 import { spawnModuleWorker } from '../workers/spawn.js';
+import { movableBuffer } from '../workers/transfer.js';
 import { observeFsync } from '../metrics.js';
 import { ExclusiveSections } from './sections.js';
 import { GraphRevisions } from './revisions.js';
@@ -43,18 +44,14 @@ interface Pending {
   lent?: Lent;
 }
 
-/** The ops of a write whose bytes were moved to the store's thread, their buffers, and the bytes moved back. */
 type LoadInput = Extract<WriteInput, { kind: 'load' }>;
 
+/** The ops of a write whose bytes were moved to the store's thread (and their indexes in the write), their buffers, and the bytes moved back. */
 interface Lent {
   ops: LoadInput[];
+  indexes: number[];
   buffers: ArrayBuffer[];
   returned: Uint8Array[];
-}
-
-/** The ops among a write call's arguments (`write(ops)`, `writeIf(condition, ops)`). */
-function ops(args: unknown[]): WriteInput[] {
-  return args[args.length - 1] as WriteInput[];
 }
 
 /**
@@ -142,7 +139,7 @@ export class ThreadedStore implements QuadStore, SnapshotCoverage {
     return new Promise<T>((resolve, reject) => {
       if (this.pending.size === 0) this.worker.ref(); // the process waits for the answer
       this.pending.set(id, { resolve: resolve as (value: unknown) => void, reject, ...(lent ? { lent } : {}) });
-      const request: StoreRequest = { id, call, args, ...(lent?.buffers.length ? { lent: lent.ops.map((op) => ops(args).indexOf(op)) } : {}) };
+      const request: StoreRequest = { id, call, args, ...(lent?.indexes.length ? { lent: lent.indexes } : {}) };
       try {
         this.worker.postMessage(request, lent?.buffers ?? []);
       } catch (err) {
@@ -254,14 +251,15 @@ export class ThreadedStore implements QuadStore, SnapshotCoverage {
    * with other data (a slice of Node's pool) are copied instead.
    */
   private async lending<T>(ops: WriteInput[], send: (lent: Lent) => Promise<T>): Promise<T> {
-    const lent: Lent = { ops: [], buffers: [], returned: [] };
-    for (const op of ops) {
-      if (op.kind !== 'load' || typeof op.data === 'string') continue;
-      const { buffer, byteOffset, byteLength } = op.data;
-      if (!(buffer instanceof ArrayBuffer) || byteOffset !== 0 || byteLength !== buffer.byteLength || lent.buffers.includes(buffer)) continue;
+    const lent: Lent = { ops: [], indexes: [], buffers: [], returned: [] };
+    ops.forEach((op, index) => {
+      if (op.kind !== 'load' || typeof op.data === 'string') return;
+      const buffer = movableBuffer(op.data, lent.buffers);
+      if (!buffer) return;
       lent.ops.push(op);
+      lent.indexes.push(index);
       lent.buffers.push(buffer);
-    }
+    });
     try {
       return await send(lent);
     } finally {

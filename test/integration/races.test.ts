@@ -14,14 +14,15 @@ import { sparql, iri, raw } from '../../src/rdf/sparql.js';
  * conditional write, or the command runner's reservation) is taken away
  * and the suite runs in that mode; docs/architecture.md lists which.
  */
+const statuses = (responses: Array<{ status: number }>) => responses.map((r) => r.status).sort((a, b) => a - b);
+const WSM = 'https://w3id.org/wsm/ns#';
+
 describe('invariants under racing requests', function () {
   this.timeout(180_000);
   let t: TestServer;
   let tokens: Awaited<ReturnType<typeof seedWorkspace>>['tokens'];
   let ws: { id: string; slug: string };
-  const statuses = (responses: Array<{ status: number }>) => responses.map((r) => r.status).sort((a, b) => a - b);
   const count = (list: number[], status: number) => list.filter((s) => s === status).length;
-  const WSM = 'https://w3id.org/wsm/ns#';
 
   before(async () => {
     t = await startTestServer();
@@ -275,8 +276,6 @@ describe('invariants under racing requests: the order of an extension\'s changes
   let t: TestServer;
   let tokens: Awaited<ReturnType<typeof seedWorkspace>>['tokens'];
   let ws: { id: string; slug: string };
-  const statuses = (responses: Array<{ status: number }>) => responses.map((r) => r.status).sort((a, b) => a - b);
-  const WSM = 'https://w3id.org/wsm/ns#';
 
   before(async function () {
     // Remote mode: a remote engine cannot be read inside a write's tick.
