@@ -50,6 +50,8 @@ export interface DurableStoreOptions {
   acceptJournalLoss?: boolean;
   /** First wait before retrying a failed automatic snapshot (doubles per failure, at most 10 min). Default 1 s. */
   snapshotRetryMs?: number;
+  /** A lock naming this process belongs to a store thread of its own that stopped: take it (`acquireLock`). */
+  ownLockIsStale?: boolean;
   /**
    * A snapshot is written by a worker thread (`snapshot-in-worker.ts`),
    * which rebuilds the store from the previous snapshot and the journal, as
@@ -440,7 +442,7 @@ function replayRecord(raw: oxigraph.Store, record: JournalRecord, file: string, 
   }
 }
 
-type StoreOptions = Required<Omit<DurableStoreOptions, 'acceptJournalLoss' | 'journalFileOps' | 'journalProbeMs' | 'journalProbeMaxMs' | 'snapshotCheckAsideMinBytes'>>;
+type StoreOptions = Required<Omit<DurableStoreOptions, 'acceptJournalLoss' | 'journalFileOps' | 'journalProbeMs' | 'journalProbeMaxMs' | 'snapshotCheckAsideMinBytes' | 'ownLockIsStale'>>;
 
 /**
  * Opens the durable embedded store in `dataDir` (created if needed): takes
@@ -465,7 +467,7 @@ export async function openDurableStore(dataDir: string, options: DurableStoreOpt
   };
   const started = performance.now();
   await mkdir(dataDir, { recursive: true });
-  const lock = await acquireLock(dataDir, opts.onInfo);
+  const lock = await acquireLock(dataDir, opts.onInfo, { ownLockIsStale: options.ownLockIsStale === true });
   try {
     const journals = await listJournals(dataDir);
     const snapshots = await listSnapshots(dataDir);

@@ -62,23 +62,27 @@ async function create(path: string): Promise<boolean> {
  * process's pid with O_EXCL. If the lock exists and names a process that no
  * longer runs, it is taken over (reported through `onInfo`); otherwise this
  * throws an Error saying which process uses the directory. The same process
- * opening a directory twice is refused as well.
+ * opening a directory twice is refused as well, unless `ownLockIsStale`
+ * says the lock it holds belonged to a store thread of its own that stopped
+ * (`ThreadedStore` restarting it).
  *
  * Limitation: two processes taking over the same stale lock at the same
  * instant can both succeed.
  */
-export async function acquireLock(dir: string, onInfo: (message: string) => void = () => {}): Promise<DirLock> {
+export async function acquireLock(dir: string, onInfo: (message: string) => void = () => {}, options: { ownLockIsStale?: boolean } = {}): Promise<DirLock> {
   const path = join(dir, LOCK_FILE);
   for (let attempt = 0; attempt < 3; attempt++) {
     if (await create(path)) return makeLock(path);
     const pid = await readPid(path);
-    if (pid !== undefined && isRunning(pid)) {
+    const own = pid === process.pid && options.ownLockIsStale === true;
+    if (own) onInfo(`taking over ${path} from this process's store thread that stopped`);
+    else if (pid !== undefined && isRunning(pid)) {
       throw new Error(
         `Data directory ${dir} is in use: another process (pid ${pid}) is using the data directory. ` +
           `Stop it first, or remove ${path} if you are sure no process uses the directory.`,
       );
     }
-    onInfo(`taking over stale lock ${path} (${pid === undefined ? 'no readable pid' : `pid ${pid} no longer runs`})`);
+    else onInfo(`taking over stale lock ${path} (${pid === undefined ? 'no readable pid' : `pid ${pid} no longer runs`})`);
     await unlink(path).catch((err: NodeJS.ErrnoException) => {
       if (err.code !== 'ENOENT') throw err;
     });

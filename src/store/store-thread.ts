@@ -51,6 +51,8 @@ export type StoreMessage =
 /** What the thread is started with. */
 export interface StoreThreadData {
   dataDir: string;
+  /** A restart after this process's previous store thread stopped: the lock it left names this process. */
+  restart?: boolean;
   journalProbeMs?: number;
   journalProbeMaxMs?: number;
 }

@@ -60,6 +60,7 @@ async function main(): Promise<void> {
     store = await openDurableStore(data.dataDir, {
       onWarning: (message) => post({ kind: 'log', level: 'warn', message }),
       onInfo: (message) => post({ kind: 'log', level: 'info', message }),
+      ...(data.restart ? { ownLockIsStale: true } : {}),
       ...(data.journalProbeMs !== undefined ? { journalProbeMs: data.journalProbeMs } : {}),
       ...(data.journalProbeMaxMs !== undefined ? { journalProbeMaxMs: data.journalProbeMaxMs } : {}),
     });

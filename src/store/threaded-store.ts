@@ -32,8 +32,14 @@ import type { Sparql } from '../rdf/sparql.js';
 export interface ThreadedStoreOptions {
   onWarning?: (message: string) => void;
   onInfo?: (message: string) => void;
-  /** On a stop of the store's thread (a crash): the service then answers 503 to everything that needs the store. */
+  /**
+   * On a stop of the store's thread (a crash) and on each restart that
+   * failed: until a restart succeeds, the service answers 503 to everything
+   * that needs the store.
+   */
   onError?: (message: string) => void;
+  /** First wait before restarting a stopped store thread; doubles after each failed restart, at most 60 s. Default 500 ms. */
+  restartMs?: number;
   journalProbeMs?: number;
   journalProbeMaxMs?: number;
 }
@@ -65,11 +71,13 @@ export async function openThreadedStore(dataDir: string, options: ThreadedStoreO
     ...(options.journalProbeMs !== undefined ? { journalProbeMs: options.journalProbeMs } : {}),
     ...(options.journalProbeMaxMs !== undefined ? { journalProbeMaxMs: options.journalProbeMaxMs } : {}),
   };
-  const worker = spawnModuleWorker(new URL('./store-worker.ts', import.meta.url), undefined, data);
-  const store = new ThreadedStore(worker, options);
+  const store = new ThreadedStore(data, options);
   await store.opened;
   return store;
 }
+
+const MAX_RESTART_MS = 60_000;
+const spawnStoreThread = (data: StoreThreadData): Worker => spawnModuleWorker(new URL('./store-worker.ts', import.meta.url), undefined, data);
 
 export class ThreadedStore implements QuadStore, SnapshotCoverage {
   /** Resolves once the store's thread has opened the store. */
@@ -87,16 +95,43 @@ export class ThreadedStore implements QuadStore, SnapshotCoverage {
   private sizeAt: { version: number; size: number } | undefined;
   private storeHealth: StoreHealth = { writable: true };
   private healthProbe: NodeJS.Timeout | null = null;
-  /** Set once the thread stopped (a crash, or `close`). */
+  /** Set while no thread answers: it stopped (a crash: until a restart succeeds), or `close`. */
   private stopped: Error | null = null;
   private closing: Promise<void> | undefined;
+  private worker: Worker;
+  /** The errors calls were rejected with when a thread stopped: a write rejected so may have been applied. */
+  private readonly stops = new WeakSet<Error>();
+  private restartTimer: NodeJS.Timeout | null = null;
+  private restartWait: number;
+  /** Restarts of the store's thread that succeeded. */
+  restarts = 0;
   /** The test read-delay mode: every read goes to the thread, which delays it (no answer kept here). */
   private readonly readDelay = readDelayFromEnv();
 
-  constructor(private readonly worker: Worker, private readonly options: ThreadedStoreOptions) {
+  constructor(private readonly data: StoreThreadData, private readonly options: ThreadedStoreOptions) {
+    this.restartWait = options.restartMs ?? 500;
     let ready!: () => void;
     let failed!: (err: Error) => void;
     this.opened = new Promise<void>((resolve, reject) => { ready = resolve; failed = reject; });
+    this.worker = this.attach(spawnStoreThread(data), { ready, failed }, false);
+  }
+
+  /**
+   * Listens to a store thread: its answers, logs and fsync timings; its
+   * `ready` or `failed` once the store is opened; and its stop. A thread
+   * that stops after it opened the store (a crash: the engine out of
+   * memory, a fault of its own) is restarted, as a start of the service
+   * would: it reopens the data directory and recovers from the snapshot and
+   * the journal, so every acknowledged write is there. Meanwhile every call
+   * is answered with `StoreUnavailableError` (503) and `/health` says the
+   * storage cannot be read. Writes that were waiting for their answer were
+   * maybe applied (journaled before the stop): their callers get the 503,
+   * their graphs' revisions move and listeners hear of them as of writes
+   * that changed them.
+   */
+  private attach(worker: Worker, opening: { ready: () => void; failed: (err: Error) => void }, restart: boolean): Worker {
+    let opened = false;
+    let stopped = false;
     worker.on('message', (message: StoreMessage) => {
       switch (message.kind) {
         case 'answer':
@@ -112,25 +147,72 @@ export class ThreadedStore implements QuadStore, SnapshotCoverage {
           return;
         }
         case 'ready':
-          if (this.pending.size === 0) this.worker.unref(); // held only while an answer is awaited
-          ready();
+          opened = true;
+          if (this.pending.size === 0) worker.unref(); // held only while an answer is awaited
+          opening.ready();
           return;
-        case 'failed': failed(fromThreadError(message.error)); return;
-        case 'log': (message.level === 'warn' ? options.onWarning : options.onInfo)?.(message.message); return;
+        case 'failed': opening.failed(fromThreadError(message.error)); return;
+        case 'log': (message.level === 'warn' ? this.options.onWarning : this.options.onInfo)?.(message.message); return;
         case 'fsyncs': for (const seconds of message.seconds) observeFsync(seconds); return;
       }
     });
     const stop = (reason: string) => {
-      if (this.stopped) return;
-      this.stopped = new StoreUnavailableError(`the store's thread stopped: ${reason}`, undefined);
-      failed(this.stopped);
-      if (!this.closing) options.onError?.(this.stopped.message);
-      for (const waiting of this.pending.values()) waiting.reject(this.stopped);
+      if (stopped) return;
+      stopped = true;
+      const error = new StoreUnavailableError(`the store's thread stopped: ${reason}`, undefined);
+      this.stops.add(error);
+      this.stopped = error;
+      opening.failed(error);
+      if (!this.closing) this.options.onError?.(`${error.message}${opened ? '; it is restarted' : ''}`);
+      for (const waiting of this.pending.values()) waiting.reject(error);
       this.pending.clear();
       if (this.healthProbe) clearTimeout(this.healthProbe);
+      this.healthProbe = null;
     };
     worker.on('error', (err: Error) => stop(err.message));
-    worker.on('exit', (code) => stop(`exit code ${code}`));
+    worker.on('exit', (code) => {
+      stop(`exit code ${code}`);
+      // A first start that fails is the caller's to report (`openThreadedStore` rejects); a failed restart is tried again.
+      if ((opened || restart) && !this.closing) this.scheduleRestart();
+    });
+    return worker;
+  }
+
+  private scheduleRestart(): void {
+    const wait = this.restartWait;
+    this.restartWait = Math.min(this.restartWait * 2, MAX_RESTART_MS);
+    this.restartTimer = setTimeout(() => {
+      this.restartTimer = null;
+      if (this.closing) return;
+      let reopened!: () => void;
+      let failed!: (err: Error) => void;
+      const opening = new Promise<void>((resolve, reject) => { reopened = resolve; failed = reject; });
+      opening.catch(() => {}); // a restart that fails is reported by its thread's exit
+      const worker = this.attach(spawnStoreThread({ ...this.data, restart: true }), { ready: reopened, failed }, true);
+      this.worker = worker;
+      opening.then(() => {
+        if (this.closing || this.worker !== worker) return;
+        this.restartWait = this.options.restartMs ?? 500;
+        this.restarts++;
+        this.stopped = null;
+        this.storeHealth = { writable: true };
+        this.generation++;
+        this.answers.clear();
+        this.sizeAt = undefined;
+        this.options.onInfo?.('the store\'s thread was restarted: the store was recovered from its snapshot and journal');
+      }, (err: Error) => {
+        if (this.closing) return;
+        this.options.onError?.(`the store's thread could not be restarted (tried again in ${Math.round(this.restartWait / 1000)} s at the latest): ${err.message}`);
+        // Its thread ends by itself after a failed open (`store-worker.ts`), and its exit schedules the next attempt.
+        void worker.terminate();
+      });
+    }, wait);
+    this.restartTimer.unref();
+  }
+
+  /** Stops the store's thread as a crash would (no close, the lock left behind): tests of the restart. */
+  async stopThreadAsCrash(): Promise<void> {
+    await this.worker.terminate();
   }
 
   private request<T>(call: StoreCall, args: unknown[], lent?: Lent): Promise<T> {
@@ -294,7 +376,8 @@ export class ThreadedStore implements QuadStore, SnapshotCoverage {
       changed = applied;
       return applied;
     } catch (err) {
-      changed = !(err instanceof WriteRefusedError) && !(err instanceof StoreUnavailableError);
+      // A refusal or an unwritable journal leave nothing; a stop of the thread may have come after the journal.
+      changed = !(err instanceof WriteRefusedError) && !(err instanceof StoreUnavailableError && !this.stops.has(err));
       throw err;
     } finally {
       this.moved(touched);
@@ -355,6 +438,7 @@ export class ThreadedStore implements QuadStore, SnapshotCoverage {
   close(): Promise<void> {
     this.closing ??= (async () => {
       if (this.healthProbe) clearTimeout(this.healthProbe);
+      if (this.restartTimer) clearTimeout(this.restartTimer);
       try {
         if (!this.stopped) await this.request('close', []);
       } finally {

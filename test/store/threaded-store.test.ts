@@ -1,6 +1,6 @@
 import { expect } from 'chai';
 import { openThreadedStore, type ThreadedStore } from '../../src/store/threaded-store.js';
-import { WriteRefusedError, type WriteInput } from '../../src/store/store.js';
+import { StoreUnavailableError, WriteRefusedError, type WriteInput } from '../../src/store/store.js';
 import { sparql } from '../../src/rdf/sparql.js';
 import { insertPair, tempDir } from './helpers.js';
 
@@ -96,6 +96,49 @@ describe('threaded store (the embedded store in its own thread)', () => {
     store = await openThreadedStore(dir);
     const error = await openThreadedStore(dir).then(() => undefined, (err: unknown) => err as Error);
     expect(error?.message).to.contain('is using the data directory');
+  });
+
+  const restarted = async (s: ThreadedStore, restarts: number) => {
+    for (const deadline = Date.now() + 30_000; s.restarts < restarts && Date.now() < deadline;) await new Promise((r) => setTimeout(r, 20));
+    expect(s.restarts).to.equal(restarts);
+  };
+
+  it('restarts a thread that stopped: 503 meanwhile, then every acknowledged write is there and writes go on', async () => {
+    const errors: string[] = [];
+    store = await openThreadedStore(dir, { restartMs: 200, onError: (m) => errors.push(m) });
+    for (let i = 0; i < 3; i++) await store.update(insertPair(i), ['urn:g:test']);
+    await store.stopThreadAsCrash();
+    expect(store.health()).to.include({ writable: false, readable: false });
+    const meanwhile = await store.select(sparql`SELECT * WHERE { ?s ?p ?o } LIMIT 1`).then(() => undefined, (err: unknown) => err);
+    expect(meanwhile).to.be.instanceOf(StoreUnavailableError);
+    expect(errors.join('\n')).to.match(/store's thread stopped.*it is restarted/);
+    await restarted(store, 1);
+    expect(store.health()).to.deep.equal({ writable: true });
+    expect(await count(store)).to.equal(6);
+    await store.update(insertPair(3), ['urn:g:test']);
+    expect(await count(store)).to.equal(8);
+    // The restarted thread holds the directory's lock as its own and releases it on close.
+    await store.close();
+    store = await openThreadedStore(dir);
+    expect(await count(store)).to.equal(8);
+  });
+
+  it('a write under way when the thread stops answers 503, is whole or absent after the restart, and listeners hear of it', async () => {
+    store = await openThreadedStore(dir, { restartMs: 200 });
+    await store.update(insertPair(0), ['urn:g:test']);
+    const heard: string[][] = [];
+    store.onWrite((graphs) => heard.push([...graphs]));
+    const revision = store.revision('urn:g:big');
+    const lines = Array.from({ length: 200_000 }, (_, i) => `<urn:s:${i}> <urn:p:n> "${i}" .`).join('\n');
+    const write = store.write([{ kind: 'load', graph: 'urn:g:big', format: 'application/n-triples', data: lines, replace: true }]);
+    await store.stopThreadAsCrash();
+    expect(await write.then(() => undefined, (err: unknown) => err)).to.be.instanceOf(StoreUnavailableError);
+    expect(heard).to.deep.equal([['urn:g:big']]);
+    expect(store.revision('urn:g:big')).to.be.above(revision);
+    await restarted(store, 1);
+    const big = Number((await store.select(sparql`SELECT (COUNT(*) AS ?n) WHERE { GRAPH <urn:g:big> { ?s ?p ?o } }`))[0]!.n!.value);
+    expect([0, 200_000]).to.include(big);
+    expect(await count(store)).to.equal(2);
   });
 
   it('after a close, answers every call with an error instead of waiting', async () => {
