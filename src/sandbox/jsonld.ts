@@ -30,7 +30,7 @@ const XSD_STRING = 'http://www.w3.org/2001/XMLSchema#string';
 const GEN_DELIMS = new Set([':', '/', '?', '#', '[', ']', '@']);
 
 type ValueObject = { '@id'?: string; '@value'?: string; '@type'?: string; '@language'?: string; '@direction'?: string };
-type NodeObject = { '@id': string } & Record<string, ValueObject[] | string>;
+export type NodeObject = { '@id': string } & Record<string, ValueObject[] | string>;
 
 class Confused extends Error {}
 
@@ -151,7 +151,60 @@ function compactWith(nodes: NodeObject[], context: Record<string, string>): Reco
  */
 export function compactJsonLd(oxigraphJsonLd: string, prefixes: Record<string, string>): string {
   const parsed = JSON.parse(oxigraphJsonLd) as NodeObject[] | { '@graph': NodeObject[] };
-  const nodes = mergeNodes(Array.isArray(parsed) ? parsed : (parsed['@graph'] ?? []));
+  return compactNodes(mergeNodes(Array.isArray(parsed) ? parsed : (parsed['@graph'] ?? [])), prefixes);
+}
+
+/** Node objects whose triples are distinct (`distinctJsonLd`). */
+export interface DistinctNodes {
+  nodes: NodeObject[];
+  /** How many distinct triples they hold. */
+  count: number;
+}
+
+/** One value's identity within a subject's property. */
+const valueKey = (v: ValueObject): string => (v['@id'] !== undefined ? `i${v['@id']}`
+  : `l${v['@value']}\u0000${v['@type'] ?? ''}\u0000${v['@language'] ?? ''}\u0000${v['@direction'] ?? ''}`);
+
+/**
+ * The distinct triples of Oxigraph's JSON-LD of a CONSTRUCT answer (the
+ * engine writes a triple as often as the template made it, and a subject
+ * in as many node objects as it found it in turn), merged per subject and
+ * sorted by `@id`; null when there are more than `max`. What the scratch
+ * store gave (`compactJsonLd` of its dump) without loading the triples into
+ * a store and writing them out again.
+ */
+export function distinctJsonLd(oxigraphJsonLd: string, max: number): DistinctNodes | null {
+  const parsed = JSON.parse(oxigraphJsonLd) as NodeObject[] | { '@graph': NodeObject[] };
+  const byId = new Map<string, Map<string, Map<string, ValueObject>>>();
+  let count = 0;
+  for (const node of Array.isArray(parsed) ? parsed : (parsed['@graph'] ?? [])) {
+    let properties = byId.get(node['@id']);
+    if (!properties) byId.set(node['@id'], properties = new Map<string, Map<string, ValueObject>>());
+    for (const [key, values] of Object.entries(node)) {
+      if (key === '@id') continue;
+      let seen = properties.get(key);
+      if (!seen) properties.set(key, seen = new Map<string, ValueObject>());
+      for (const v of values as ValueObject[]) {
+        const k = valueKey(v);
+        if (seen.has(k)) continue;
+        if (count === max) return null;
+        seen.set(k, v);
+        count++;
+      }
+    }
+  }
+  const nodes: NodeObject[] = [];
+  for (const [id, properties] of byId) {
+    const node = { '@id': id } as NodeObject;
+    for (const [key, values] of properties) if (values.size) node[key] = [...values.values()];
+    nodes.push(node);
+  }
+  nodes.sort((a, b) => (a['@id'] < b['@id'] ? -1 : a['@id'] > b['@id'] ? 1 : 0));
+  return { nodes, count };
+}
+
+/** Compacts merged node objects (sorted by `@id`) with the prefixes; answers the JSON text. */
+export function compactNodes(nodes: NodeObject[], prefixes: Record<string, string>): string {
   let doc: Record<string, unknown>;
   try {
     doc = compactWith(nodes, prefixContext(prefixes));

@@ -4,7 +4,7 @@ import oxigraph from 'oxigraph';
 import { type FromWorker, type RunMessage, type RunResult, type SyncMessage, type ToWorker } from './protocol.js';
 import { toCsv, toTsv, toXml, type JsonResults } from './results.js';
 import { limitPlan, PROBE_VAR, type LimitPlan } from './limits.js';
-import { compactJsonLd } from './jsonld.js';
+import { compactJsonLd, compactNodes, distinctJsonLd } from './jsonld.js';
 import { journalPayloads, loadText, payloadOps } from '../store/journal-records.js';
 import { giveWayToTheEventLoop } from '../workers/priority.js';
 import { nTriplesSlices } from '../store/ntriples-slices.js';
@@ -301,7 +301,7 @@ function planOf(text: string): LimitPlan {
 function distinctTriples(msg: RunMessage): { lines: string[]; truncated: boolean } {
   const max = msg.maxResults;
   const options = { ...queryOptions(msg), results_format: 'application/n-triples' };
-  const collect = (text: string) => {
+  return withinLimit(msg, (text) => {
     const out = store.query(text, options) as string;
     // N-Triples: one triple per line; a CONSTRUCT answer is a set, so drop repeats.
     const unique = new Set<string>();
@@ -312,10 +312,19 @@ function distinctTriples(msg: RunMessage): { lines: string[]; truncated: boolean
       unique.add(line);
     }
     return { lines: [...unique], truncated };
-  };
+  });
+}
+
+/**
+ * The answer of a graph query as `collect` reads the engine's answer to a
+ * query text (`truncated` when there are more than `maxResults` distinct
+ * triples): the query itself, or with a solution LIMIT grown until the
+ * answer is exact (`limits.ts`).
+ */
+function withinLimit<T extends { truncated: boolean }>(msg: RunMessage, collect: (text: string) => T): T {
   const plan = planOf(msg.query);
   if (!plan.limitable) return collect(msg.query);
-  for (let solutions = max + 1; ; solutions *= 4) {
+  for (let solutions = msg.maxResults + 1; ; solutions *= 4) {
     if (plan.ownLimit !== undefined && plan.ownLimit <= solutions) return collect(msg.query);
     const answer = collect(plan.withLimit(solutions));
     if (answer.truncated) return answer;
@@ -326,6 +335,18 @@ function distinctTriples(msg: RunMessage): { lines: string[]; truncated: boolean
 }
 
 async function graphResult(msg: RunMessage): Promise<RunResult> {
+  if (msg.format !== 'application/n-triples' && msg.format !== 'text/turtle') {
+    // The default answer: the engine writes the JSON-LD of the query's triples (in WebAssembly), and
+    // `distinctJsonLd` drops repeats; `compactNodes` gives it the query's prefixes. Loading the distinct
+    // triples into a scratch store to write them out took as long as the query (99,000 triples).
+    const options = { ...queryOptions(msg), results_format: 'application/ld+json' };
+    const answer = withinLimit(msg, (text) => {
+      const nodes = distinctJsonLd(store.query(text, options) as string, msg.maxResults);
+      return nodes ? { ...nodes, truncated: false } : { nodes: [], count: 0, truncated: true };
+    });
+    // Over the limit: the first `maxResults` triples in the engine's order, as the other formats give them (below).
+    if (!answer.truncated) return { body: compactNodes(answer.nodes, msg.prefixes), count: answer.count, truncated: false };
+  }
   const { lines, truncated } = distinctTriples(msg);
   const ntriples = lines.length ? `${lines.join('\n')}\n` : '';
   let body: string;

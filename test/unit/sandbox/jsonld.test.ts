@@ -1,7 +1,7 @@
 import { expect } from 'chai';
 import oxigraph from 'oxigraph';
 import jsonld from 'jsonld';
-import { compactJsonLd } from '../../../src/sandbox/jsonld.js';
+import { compactJsonLd, compactNodes, distinctJsonLd } from '../../../src/sandbox/jsonld.js';
 
 /**
  * The sandbox's JSON-LD (Oxigraph's serializer + compaction with the
@@ -69,5 +69,36 @@ describe('sandbox: JSON-LD answers', () => {
     expect(one).to.deep.equal({ '@context': { ex: 'http://example.org/ns#' }, '@id': 'ex:a', 'ex:p': 'x' });
     expect(JSON.parse(compactJsonLd('[]', { ex: 'http://example.org/ns#' }))).to.deep.equal({ '@context': { ex: 'http://example.org/ns#' } });
     expect(JSON.parse(compactJsonLd('[]', {}))).to.deep.equal({});
+  });
+
+  describe('from the engine\'s JSON-LD of a CONSTRUCT (distinctJsonLd)', () => {
+    const prefixes = { ex: 'http://example.org/ns#', rdfs: 'http://www.w3.org/2000/01/rdf-schema#' };
+    // Each triple twice (the template repeats it) and ex:a's triples in several node objects (solution order).
+    const query = `PREFIX ex: <http://example.org/ns#> CONSTRUCT { ?s ?p ?o . ?s ?p ?o . ex:a ex:seen ?o } WHERE { ?s ?p ?o }`;
+    const answers = () => {
+      const store = new oxigraph.Store();
+      store.load(TURTLE, { format: 'text/turtle' });
+      return {
+        jsonLd: store.query(query, { results_format: 'application/ld+json' }) as string,
+        ntriples: store.query(query, { results_format: 'application/n-triples' }) as string,
+      };
+    };
+    const distinctLines = (nt: string) => new Set(nt.split('\n').filter(Boolean)).size;
+
+    it('drops the repeats, merges each subject, and means the graph the N-Triples answer holds', async () => {
+      const { jsonLd, ntriples } = answers();
+      const nodes = distinctJsonLd(jsonLd, 1000)!;
+      expect(nodes.count).to.equal(distinctLines(ntriples));
+      expect(nodes.nodes.map((n) => n['@id'])).to.deep.equal([...new Set(nodes.nodes.map((n) => n['@id']))].sort());
+      const doc = JSON.parse(compactNodes(nodes.nodes, prefixes)) as object;
+      expect(await canonical(doc)).to.equal(await canonical(ntriples));
+    });
+
+    it('answers null when the distinct triples pass the limit, and counts exactly at it', () => {
+      const { jsonLd, ntriples } = answers();
+      const n = distinctLines(ntriples);
+      expect(distinctJsonLd(jsonLd, n)?.count).to.equal(n);
+      expect(distinctJsonLd(jsonLd, n - 1)).to.equal(null);
+    });
   });
 });
