@@ -42,6 +42,17 @@ const fsyncSeconds = new client.Histogram({
   registers: [processRegistry],
 });
 
+const storeThreadStops = new client.Counter({
+  name: 'wsm_store_thread_stops_total',
+  help: 'Stops of the embedded store\'s thread (crashes), each followed by a restart that recovers the store from its snapshot and journal',
+  registers: [processRegistry],
+});
+
+/** Hook: the embedded store's thread stopped (it is restarted). */
+export function countStoreThreadStop(): void {
+  storeThreadStops.inc();
+}
+
 /** Where fsyncs go instead of this thread's histogram (the store's own thread sends them to the event loop's). */
 let fsyncSink: ((seconds: number) => void) | null = null;
 

@@ -1,7 +1,7 @@
 import type { Worker } from 'node:worker_threads';
 import { spawnModuleWorker } from '../workers/spawn.js';
 import { movableBuffer } from '../workers/transfer.js';
-import { observeFsync } from '../metrics.js';
+import { countStoreThreadStop, observeFsync } from '../metrics.js';
 import { ExclusiveSections } from './sections.js';
 import { GraphRevisions } from './revisions.js';
 import { MAX_KEPT_ANSWERS, MAX_KEPT_ROWS, answerKey, readDelayFromEnv } from './oxigraph-store.js';
@@ -103,8 +103,7 @@ export class ThreadedStore implements QuadStore, SnapshotCoverage {
   private readonly stops = new WeakSet<Error>();
   private restartTimer: NodeJS.Timeout | null = null;
   private restartWait: number;
-  /** Restarts of the store's thread that succeeded. */
-  restarts = 0;
+  private restartsDone = 0;
   /** The test read-delay mode: every read goes to the thread, which delays it (no answer kept here). */
   private readonly readDelay = readDelayFromEnv();
 
@@ -173,6 +172,7 @@ export class ThreadedStore implements QuadStore, SnapshotCoverage {
     worker.on('exit', (code) => {
       stop(`exit code ${code}`);
       // A first start that fails is the caller's to report (`openThreadedStore` rejects); a failed restart is tried again.
+      if (opened && !this.closing) countStoreThreadStop();
       if ((opened || restart) && !this.closing) this.scheduleRestart();
     });
     return worker;
@@ -193,7 +193,7 @@ export class ThreadedStore implements QuadStore, SnapshotCoverage {
       opening.then(() => {
         if (this.closing || this.worker !== worker) return;
         this.restartWait = this.options.restartMs ?? 500;
-        this.restarts++;
+        this.restartsDone++;
         this.stopped = null;
         this.storeHealth = { writable: true };
         this.generation++;
@@ -208,6 +208,11 @@ export class ThreadedStore implements QuadStore, SnapshotCoverage {
       });
     }, wait);
     this.restartTimer.unref();
+  }
+
+  /** Restarts of the store's thread that succeeded. */
+  get restarts(): number {
+    return this.restartsDone;
   }
 
   /** Stops the store's thread as a crash would (no close, the lock left behind): tests of the restart. */

@@ -1,6 +1,7 @@
 import { expect } from 'chai';
 import { bearer, removeDir, startTestServer, tempDir, type TestServer } from '../helpers/server.js';
 import { ThreadedStore } from '../../src/store/threaded-store.js';
+import { sample } from '../helpers/metrics.js';
 
 /*
  * The embedded store's thread stops (as when its engine runs out of memory):
@@ -28,6 +29,9 @@ describe('the store\'s thread stops: 503 meanwhile, then the service restarts it
     const root = await t.token('root', { systemAdmin: true });
     for (const slug of ['one', 'two']) expect((await t.http.post('/api/v1/workspaces').set(bearer(root)).send({ slug, owner: 'root' })).status).to.equal(201);
 
+    const stops = async () => sample((await t.http.get('/metrics').set(bearer(root))).text, 'wsm_store_thread_stops_total');
+    const stopsBefore = await stops();
+
     await (store as ThreadedStore).stopThreadAsCrash();
     const health = await t.http.get('/health');
     expect(health.status).to.equal(503);
@@ -43,6 +47,7 @@ describe('the store\'s thread stops: 503 meanwhile, then the service restarts it
     expect(list.status).to.equal(200);
     expect(JSON.stringify(list.body.data)).to.include('"one"').and.include('"two"');
     expect((await t.http.post('/api/v1/workspaces').set(bearer(root)).send({ slug: 'three', owner: 'root' })).status).to.equal(201);
+    expect(await stops() - stopsBefore, 'operators see the stop in /metrics').to.equal(1);
 
     // After a restart of the whole service the three are there.
     await t.close();
