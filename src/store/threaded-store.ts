@@ -221,7 +221,8 @@ export class ThreadedStore implements QuadStore, SnapshotCoverage {
   }
 
   private request<T>(call: StoreCall, args: unknown[], lent?: Lent): Promise<T> {
-    if (this.stopped) return Promise.reject(this.stopped);
+    // A new error: a call refused before it was sent changed nothing (unlike the calls a stop cut off, `stops`).
+    if (this.stopped) return Promise.reject(new StoreUnavailableError(this.stopped.message, undefined));
     const id = this.nextId++;
     return new Promise<T>((resolve, reject) => {
       if (this.pending.size === 0) this.worker.ref(); // the process waits for the answer

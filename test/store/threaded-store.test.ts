@@ -111,6 +111,12 @@ describe('threaded store (the embedded store in its own thread)', () => {
     expect(store.health()).to.include({ writable: false, readable: false });
     const meanwhile = await store.select(sparql`SELECT * WHERE { ?s ?p ?o } LIMIT 1`).then(() => undefined, (err: unknown) => err);
     expect(meanwhile).to.be.instanceOf(StoreUnavailableError);
+    // A write made while the thread is down is refused before it is sent: nothing changed, no listener hears of it.
+    let heard = 0;
+    store.onWrite(() => heard++);
+    const version = store.version;
+    expect(await store.update(insertPair(99), ['urn:g:test']).then(() => undefined, (err: unknown) => err)).to.be.instanceOf(StoreUnavailableError);
+    expect([heard, store.version]).to.deep.equal([0, version]);
     expect(errors.join('\n')).to.match(/store's thread stopped.*it is restarted/);
     await restarted(store, 1);
     expect(store.health()).to.deep.equal({ writable: true });
