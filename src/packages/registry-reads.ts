@@ -39,6 +39,9 @@ export class RegistryReads {
 
   async latestFromRegistry(workspace: Workspace, rec: InstalledRecord): Promise<string | null> {
     if (!rec.registryPublisher || !rec.registryName) return null;
+    // A current answer the registry keeps needs no request, so no deadline either (a timer and a race a read).
+    const kept = this.registry.keptVersions?.(rec.registryPublisher, rec.registryName);
+    if (kept) return newestCompatible(kept, workspace.engineVersion)?.version ?? null;
     try {
       const versions = await this.registryVersionsForRead(rec.registryPublisher, rec.registryName);
       return newestCompatible(versions, workspace.engineVersion)?.version ?? null;

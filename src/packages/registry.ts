@@ -31,6 +31,12 @@ export interface Registry {
   readonly location: string;
   /** Every version of a package, oldest first. NOT_FOUND when the publisher or package is unknown. */
   versions(publisher: string, name: string): Promise<RegistryVersion[]>;
+  /**
+   * What `versions` would answer, when the registry keeps a current answer
+   * it can give at once (the hosted registry on the embedded store); shared
+   * and frozen. Undefined when it would have to ask.
+   */
+  keptVersions?(publisher: string, name: string): readonly RegistryVersion[] | undefined;
   /** The archive of one version. NOT_FOUND when unknown; an HTTP registry's checksum is verified. */
   download(publisher: string, name: string, version: string): Promise<Buffer>;
 }
@@ -250,7 +256,7 @@ export function openRegistry(location: string): Registry {
  * The newest release compatible with an engine version; pre-releases and
  * yanked versions are never chosen automatically. Null when there is none.
  */
-export function newestCompatible(versions: RegistryVersion[], engineVersion: string): RegistryVersion | null {
+export function newestCompatible(versions: readonly RegistryVersion[], engineVersion: string): RegistryVersion | null {
   let best: RegistryVersion | null = null;
   for (const v of versions) {
     if (v.yanked || parseSemver(v.version)?.prerelease !== null) continue;

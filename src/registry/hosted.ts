@@ -426,6 +426,13 @@ export class HostedRegistry implements Registry {
     return versions.map((v) => ({ ...v, dependencies: v.dependencies ? v.dependencies.map((d) => ({ ...d })) : v.dependencies }));
   }
 
+  keptVersions(publisher: string, name: string): readonly RegistryVersion[] | undefined {
+    // On the remote store a kept answer is current only after its graph's revision was synced: ask (`versions`).
+    if (this.store.syncRevisions) return undefined;
+    const hit = this.versionLists.peek(`${publisher}\n${name}`);
+    return hit.found ? hit.value : undefined;
+  }
+
   async download(publisher: string, name: string, version: string): Promise<Buffer> {
     if (!isSemver(version)) throw notFound(`Version "${version}" of "${publisher}/${name}" is not in the registry`);
     return (await this.archive(publisher, name, version)).bytes;
