@@ -28,10 +28,10 @@ export function requestLogger(logger: Logger, levelOf: (res: Response, err?: Err
     req.id = id;
     const started = Date.now();
     const line = { id, method: req.method, url: req.originalUrl || req.url };
+    let logged = false;
     const done = (err?: Error) => {
-      res.removeListener('close', done);
-      res.removeListener('finish', done);
-      res.removeListener('error', done);
+      if (logged) return;
+      logged = true;
       const level = levelOf(res, err);
       if (level === 'silent' || !logger.isLevelEnabled(level)) return;
       const responseTime = Date.now() - started;
@@ -46,8 +46,9 @@ export function requestLogger(logger: Logger, levelOf: (res: Response, err?: Err
       logger[level]({ req: line, res: status, responseTime },
         !req.readableAborted && res.writableEnded ? 'request completed' : 'request aborted');
     };
-    res.on('close', done);
-    res.on('finish', done);
+    // A response emits 'close' once it is sent or its connection is gone: one line then. 'error' stays
+    // listened to for the response's life (an error event nobody listens to would stop the process).
+    res.once('close', () => done());
     res.on('error', done);
     next();
   };
