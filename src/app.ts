@@ -6,7 +6,7 @@ import type { Logger } from './logger.js';
 import type { QuadStore } from './store/store.js';
 import { Graphs } from './rdf/graphs.js';
 import { ApiRegistry, type Access } from './http/api.js';
-import { AppError, forbidden } from './errors.js';
+import { forbidden } from './errors.js';
 import { errorHandler, notFoundHandler } from './http/errors.js';
 import { requestLogger } from './http/request-log.js';
 import { bearerToken } from './auth/tokens.js';
@@ -189,14 +189,19 @@ export function createApp(services: Services): RequestListener {
   app.use(handleError);
 
   /** The end of an API route's chain: its error, or (no middleware answered) a 404, answered as the app would. */
-  const finish = (req: Request, res: Response) => (err?: unknown): void => {
-    const failure = err ?? new AppError('NOT_FOUND', `No endpoint ${req.method} ${req.path}`);
-    try {
-      handleError(failure, req, res, () => {});
-    } catch {
-      if (!res.headersSent) res.status(500).end();
-      else res.destroy();
-    }
+  const finish = (req: Request, res: Response) => {
+    const fail = (err: unknown): void => {
+      try {
+        handleError(err, req, res, () => {});
+      } catch {
+        if (!res.headersSent) res.status(500).end();
+        else res.destroy();
+      }
+    };
+    return (err?: unknown): void => {
+      if (err === undefined) void notFoundHandler(req, res, fail);
+      else fail(err);
+    };
   };
   return (incoming, outgoing) => {
     const found = dispatcher.find(incoming);

@@ -183,14 +183,12 @@ export interface FoundRoute {
   params: Record<string, string>;
 }
 
-/** What `ApiRegistry.mount` answers: the lookup and the run of a route, apart or as one middleware. */
+/** What `ApiRegistry.mount` answers: the lookup of a request's route and the run of it. */
 export interface Dispatcher {
   /** The route of a request, or null when it is for the Express router (no route, any `%`, an empty segment). */
   find(req: IncomingMessage): FoundRoute | null;
   /** Runs a found route's middleware and handler; `next(err)` on a failure, `next()` if none answered. */
   run(found: FoundRoute, req: Request, res: Response, next: NextFunction): void;
-  /** `find` then `run`, or `next()` when there is no route. */
-  middleware: RequestHandler;
 }
 
 export class ApiRegistry {
@@ -329,15 +327,7 @@ export class ApiRegistry {
       };
       step();
     };
-    return {
-      find,
-      run,
-      middleware: (req, res, next) => {
-        const found = find(req);
-        if (!found) return next();
-        run(found, req, res, next);
-      },
-    };
+    return { find, run };
   }
 
   /** The OpenAPI 3.1 document of every mounted route. */

@@ -72,6 +72,9 @@ function zeroPage<T>(all: T[], page: number, size: number): ZeroPage<T> {
   return { items: all.slice(page * size, page * size + size), page, size, totalItems: all.length, totalPages: Math.ceil(all.length / size) };
 }
 
+/** The key of a package's version list in `HostedRegistry.versionLists`. */
+const versionsKey = (publisher: string, name: string) => `${publisher}\n${name}`;
+
 export class HostedRegistry implements Registry {
   readonly location = 'self';
   private readonly clock = new Clock();
@@ -417,7 +420,7 @@ export class HostedRegistry implements Registry {
   // ------------------------------------------------------------ Registry (installs)
 
   async versions(publisher: string, name: string): Promise<RegistryVersion[]> {
-    const versions = await this.versionLists.get(`${publisher}\n${name}`, [this.graphs.registry], async () => {
+    const versions = await this.versionLists.get(versionsKey(publisher, name), [this.graphs.registry], async () => {
       const view = await this.packageView(publisher, name);
       return view.versions.map((v) => ({ version: v.version, engineVersion: v.engineVersion, publishedAt: v.publishedAt, yanked: v.yanked, dependencies: v.dependencies }))
         .sort((a, b) => compareSemver(a.version, b.version));
@@ -429,7 +432,7 @@ export class HostedRegistry implements Registry {
   keptVersions(publisher: string, name: string): readonly RegistryVersion[] | undefined {
     // On the remote store a kept answer is current only after its graph's revision was synced: ask (`versions`).
     if (this.store.syncRevisions) return undefined;
-    const hit = this.versionLists.peek(`${publisher}\n${name}`);
+    const hit = this.versionLists.peek(versionsKey(publisher, name));
     return hit.found ? hit.value : undefined;
   }
 
