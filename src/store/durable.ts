@@ -360,7 +360,10 @@ export class DurableStore extends OxigraphStore implements SnapshotCoverage {
         const expectedQuads = this.raw.size;
         openGate();
         await rotated;
-        written = await snapshotInWorker({ dir: this.dataDir, from: how.from, seq, expectedQuads });
+        // Every record through `seq` is applied or skipped, and the skipped ones after the snapshot it starts from are all known here.
+        const after = how.from?.seq ?? 0;
+        const skipped = [...this.skippedSeqs].filter((s) => s > after && s <= seq);
+        written = await snapshotInWorker({ dir: this.dataDir, from: how.from, seq, expectedQuads, skipped });
       }
       this.snapshotBytes = written.bytes;
       await rotated;

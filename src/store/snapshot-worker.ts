@@ -2,6 +2,7 @@ import { parentPort, workerData } from 'node:worker_threads';
 import oxigraph from 'oxigraph';
 import { journalPayloads, loadText, payloadOps, type PayloadOp } from './journal-records.js';
 import { coalesceUpdates, conditionHolds } from './oxigraph-store.js';
+import { RecordReplayer } from './replay.js';
 import { loadSnapshot, writeSnapshot } from './snapshot.js';
 import type { StoredOp } from './store.js';
 import { giveWayToTheEventLoop } from '../workers/priority.js';
@@ -23,6 +24,14 @@ export interface SnapshotJob {
   seq: number;
   /** Quads the live store held at `seq`. */
   expectedQuads: number;
+  /**
+   * The records after `from` through `seq` the live store did not apply (a
+   * condition that did not hold), when it knows them all: every other
+   * record's condition held there, so it is applied without asking it again,
+   * and records of updates only are joined into fewer engine calls. Absent:
+   * each condition is asked, as a restart asks it.
+   */
+  skipped?: readonly number[];
 }
 
 export type SnapshotJobReply = { ok: true; file: string; quads: number; bytes: number } | { ok: false; message: string };
@@ -35,26 +44,38 @@ type ReplayOp = Exclude<PayloadOp, { kind: 'condition' }>;
 
 async function run(job: SnapshotJob): Promise<SnapshotJobReply> {
   const raw = job.from ? loadSnapshot(job.from.file, job.from.seq) : new oxigraph.Store();
+  const skipped = job.skipped ? new Set(job.skipped) : null;
+  const replayer = new RecordReplayer<{ seq: number; payload: Buffer; file: string; writes: ReplayOp[] }>(raw, (r) => applyWrites(raw, r));
   for (const { seq, payload, file } of journalPayloads(job.dir, job.from?.seq ?? 0, job.seq)) {
+    if (skipped?.has(seq)) continue;
     const ops = payloadOps(payload, file, seq);
     const condition = ops[0]?.kind === 'condition' ? ops[0] : null;
-    if (condition && !conditionHolds(raw, condition)) continue;
     const writes = ops.filter((op): op is ReplayOp => op.kind !== 'condition');
-    // As `replayRecord` in durable.ts: updates run together, a load's text is read in pieces.
-    for (const op of coalesceUpdates(writes as unknown as StoredOp[]) as unknown as ReplayOp[]) {
-      try {
-        if (op.kind === 'update') raw.update(op.sparql);
-        else raw.load(loadText(payload, op.data), { format: op.format, to_graph_name: oxigraph.namedNode(op.graph) });
-      } catch (err) {
-        throw new Error(`journal ${file}: record ${seq} does not replay: ${(err as Error).message}`, { cause: err });
-      }
-    }
+    const record = { seq, payload, file, writes };
+    // Known to have applied (or without a condition): held to be joined with the records after it.
+    if ((skipped || !condition) && replayer.hold(record, writes as unknown as StoredOp[])) continue;
+    replayer.flush();
+    if (!skipped && condition && !conditionHolds(raw, condition)) continue;
+    applyWrites(raw, record);
   }
+  replayer.flush();
   if (raw.size !== job.expectedQuads) {
     throw new Error(`the store rebuilt from the snapshot and journal holds ${raw.size} quads, the live store held ${job.expectedQuads} at record ${job.seq}`);
   }
   const written = await writeSnapshot(job.dir, job.seq, raw);
   return { ok: true, ...written };
+}
+
+/** A record's writes, applied as `replayRecord` in durable.ts applies them: updates run together, a load's text is read in pieces. */
+function applyWrites(raw: oxigraph.Store, { seq, payload, file, writes }: { seq: number; payload: Buffer; file: string; writes: ReplayOp[] }): void {
+  for (const op of coalesceUpdates(writes as unknown as StoredOp[]) as unknown as ReplayOp[]) {
+    try {
+      if (op.kind === 'update') raw.update(op.sparql);
+      else raw.load(loadText(payload, op.data), { format: op.format, to_graph_name: oxigraph.namedNode(op.graph) });
+    } catch (err) {
+      throw new Error(`journal ${file}: record ${seq} does not replay: ${(err as Error).message}`, { cause: err });
+    }
+  }
 }
 
 run(workerData as SnapshotJob).then(

@@ -92,8 +92,12 @@ describe('durable store', () => {
       { kind: 'update', sparql: sparql`INSERT DATA { GRAPH <urn:g:never> { <urn:x> <urn:y> 1 } }`, graphs: ['urn:g:never'] },
     ]);
     expect(claimed, 'a conditional write whose condition fails').to.equal(false);
+    const held = await store.writeIf({ ask: sparql`ASK { GRAPH <urn:g:test> { <urn:n:1> <urn:p:a> 1 } }`, expect: true }, [
+      { kind: 'update', sparql: sparql`INSERT DATA { GRAPH <urn:g:held> { <urn:x> <urn:y> 2 } }`, graphs: ['urn:g:held'] },
+    ]);
+    expect(held, 'a conditional write whose condition holds').to.equal(true);
     await store.snapshot();
-    expect(store.stats()).to.include({ snapshots: 1, snapshotsByWorker: 1, snapshotSeq: 23 });
+    expect(store.stats()).to.include({ snapshots: 1, snapshotsByWorker: 1, snapshotSeq: 24 });
     // The second starts from the first, and writes made while it runs are kept, after it.
     for (let i = 20; i < 30; i++) await store.update(insertPair(i), ['urn:g:test']);
     const writes: Promise<void>[] = [];
@@ -108,7 +112,9 @@ describe('durable store', () => {
     const reopened = await openDurableStore(dir);
     expect(shape(content(reopened))).to.deep.equal(before);
     expect(before.filter((l) => l.includes('"inner"'))).to.have.length(1);
-    expect(reopened.replayInfo.snapshotSeq).to.be.at.least(33);
+    expect(reopened.replayInfo.snapshotSeq).to.be.at.least(34);
+    expect(before.filter((l) => l.includes('urn:g:held'))).to.have.length(1);
+    expect(before.filter((l) => l.includes('urn:g:never'))).to.have.length(0);
     await reopened.close();
   });
 
