@@ -34,7 +34,7 @@ export interface DurableStoreOptions {
   onInfo?: (message: string) => void;
   /**
    * Snapshot automatically once the current journal file grows past an
-   * eighth of the last snapshot's size (at least 4 MiB), and at most this.
+   * eighth of the last snapshot's size (at least 16 MiB), and at most this.
    * Default 64 MiB. Replaying a journal byte costs several times loading a
    * snapshot byte, so this keeps a restart between two snapshots within
    * about twice a restart right after one.
@@ -143,7 +143,7 @@ export class LostHistoryError extends Error {
 /** Marker written when a store is created in a directory. */
 export const STORE_MARKER = 'store.json';
 /** The journal may always grow this far before an automatic snapshot. */
-const MIN_SNAPSHOT_AFTER_BYTES = 4 * 1024 * 1024;
+const MIN_SNAPSHOT_AFTER_BYTES = 16 * 1024 * 1024;
 const MAX_SNAPSHOT_RETRY_MS = 10 * 60 * 1000;
 
 /** The automatic snapshot threshold for a last snapshot of `snapshotBytes` (see `snapshotAfterBytes`). */
