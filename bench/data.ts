@@ -145,9 +145,14 @@ export async function journalPairDataDirs(baseQuads: number, journalBytes?: numb
           INSERT { GRAPH ${iri(ws)} { ${prev} wsm:updatedAt ${dateTime(at)} } }
           WHERE { GRAPH ${iri(ws)} { ${prev} wsm:updatedAt ?old } }`, [ws]));
       } else {
-        pending.push(store.update(sparql`${prefixes}INSERT DATA { GRAPH ${iri(ws)} { ${cmd} a wsm:SlashCommand ; wsm:alias ${literal(`command-${i}`)} ; rdfs:label ${literal(`Command ${i}`)} ;
+        // A creation is conditional, as C5 writes it: applied only while no command of the workspace has the alias.
+        const alias = literal(`command-${i}`);
+        pending.push(store.writeIf({ ask: sparql`${prefixes}ASK { GRAPH ${iri(ws)} { ?c wsm:alias ${alias} . } }`, expect: false }, [{
+          kind: 'update', graphs: [ws],
+          sparql: sparql`${prefixes}INSERT DATA { GRAPH ${iri(ws)} { ${cmd} a wsm:SlashCommand ; wsm:alias ${alias} ; rdfs:label ${literal(`Command ${i}`)} ;
             wsm:scriptType "SELECT" ; wsm:scriptContent ${literal(`SELECT ?s WHERE { ?s a <https://poliglot.io/os/spec/iam#Role> } LIMIT ${i % 100 + 1}`)} ;
-            wsm:createdAt ${dateTime(at)} ; wsm:updatedAt ${dateTime(at)} . } }`, [ws]));
+            wsm:createdAt ${dateTime(at)} ; wsm:updatedAt ${dateTime(at)} . } }`,
+        }]).then(() => {}));
       }
     }
     await Promise.all(pending);
