@@ -41,6 +41,13 @@ export interface DurableStoreOptions {
    */
   snapshotAfterBytes?: number;
   /**
+   * The journal may always grow this far before an automatic snapshot (the
+   * threshold's floor, for small stores). Default 16 MiB: each snapshot
+   * loads and dumps the whole store, and a restart just before one replays
+   * up to this much journal (`WSM_SNAPSHOT_JOURNAL_MB`).
+   */
+  snapshotMinBytes?: number;
+  /**
    * Instead of refusing to open on damage followed by valid records, cut the
    * journal at the damage (the cut bytes kept beside it as
    * `<file>.dropped-at-<offset>`, later journal files renamed `<file>.dropped`)
@@ -142,13 +149,13 @@ export class LostHistoryError extends Error {
 
 /** Marker written when a store is created in a directory. */
 export const STORE_MARKER = 'store.json';
-/** The journal may always grow this far before an automatic snapshot. */
-const MIN_SNAPSHOT_AFTER_BYTES = 16 * 1024 * 1024;
+/** The journal may always grow this far before an automatic snapshot, unless told otherwise (`snapshotMinBytes`). */
+export const MIN_SNAPSHOT_AFTER_BYTES = 16 * 1024 * 1024;
 const MAX_SNAPSHOT_RETRY_MS = 10 * 60 * 1000;
 
-/** The automatic snapshot threshold for a last snapshot of `snapshotBytes` (see `snapshotAfterBytes`). */
-export function snapshotThresholdFor(snapshotBytes: number, maxBytes: number): number {
-  return Math.min(maxBytes, Math.max(MIN_SNAPSHOT_AFTER_BYTES, Math.floor(snapshotBytes / 8)));
+/** The automatic snapshot threshold for a last snapshot of `snapshotBytes` (see `snapshotAfterBytes` and `snapshotMinBytes`). */
+export function snapshotThresholdFor(snapshotBytes: number, maxBytes: number, minBytes = MIN_SNAPSHOT_AFTER_BYTES): number {
+  return Math.min(maxBytes, Math.max(minBytes, Math.floor(snapshotBytes / 8)));
 }
 
 export async function listJournals(dir: string): Promise<{ firstSeq: number; file: string }[]> {
@@ -394,7 +401,7 @@ export class DurableStore extends OxigraphStore implements SnapshotCoverage {
 
   /** Journal bytes after which the next automatic snapshot is taken. */
   snapshotThreshold(): number {
-    return snapshotThresholdFor(this.snapshotBytes, this.options.snapshotAfterBytes);
+    return snapshotThresholdFor(this.snapshotBytes, this.options.snapshotAfterBytes, this.options.snapshotMinBytes);
   }
 
   private maybeAutoSnapshot(): void {
@@ -465,6 +472,7 @@ export async function openDurableStore(dataDir: string, options: DurableStoreOpt
     onWarning: options.onWarning ?? (() => {}),
     onInfo: options.onInfo ?? (() => {}),
     snapshotAfterBytes: options.snapshotAfterBytes ?? 64 * 1024 * 1024,
+    snapshotMinBytes: options.snapshotMinBytes ?? MIN_SNAPSHOT_AFTER_BYTES,
     snapshotRetryMs: options.snapshotRetryMs ?? 1000,
     snapshotInWorkerMaxBytes: options.snapshotInWorkerMaxBytes ?? 256 * 1024 * 1024,
   };

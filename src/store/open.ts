@@ -37,18 +37,19 @@ export async function openStore(config: Config, logger: Logger, storeOptions: St
     logger.info({ store: 'sparql', queryUrl: config.WSM_SPARQL_QUERY_URL, dialect: config.WSM_SPARQL_DIALECT }, 'using the remote SPARQL engine');
     return store;
   }
-  const log = {
+  const shared = {
     onWarning: (message: string) => logger.warn({ dataDir: config.dataDir }, message),
     onInfo: (message: string) => logger.info({ dataDir: config.dataDir }, message),
+    snapshotMinBytes: config.WSM_SNAPSHOT_JOURNAL_MB * 1024 * 1024,
   };
   // Tests that replace the journal's file operations (functions, which cannot
   // cross to another thread), or ask for it, get the store on the event loop's thread.
   if (storeOptions.journalFileOps || storeOptions.onEventLoop) {
     const { onEventLoop: _, ...options } = storeOptions;
-    return openDurableStore(config.dataDir, { ...options, ...log });
+    return openDurableStore(config.dataDir, { ...options, ...shared });
   }
   return openThreadedStore(config.dataDir, {
-    ...log,
+    ...shared,
     onError: (message) => logger.error({ dataDir: config.dataDir }, message),
     ...(storeOptions.journalProbeMs !== undefined ? { journalProbeMs: storeOptions.journalProbeMs } : {}),
     ...(storeOptions.journalProbeMaxMs !== undefined ? { journalProbeMaxMs: storeOptions.journalProbeMaxMs } : {}),

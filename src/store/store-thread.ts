@@ -55,6 +55,7 @@ export interface StoreThreadData {
   restart?: boolean;
   journalProbeMs?: number;
   journalProbeMaxMs?: number;
+  snapshotMinBytes?: number;
 }
 
 export function toThreadError(err: unknown): ThreadError {

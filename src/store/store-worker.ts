@@ -63,6 +63,7 @@ async function main(): Promise<void> {
       ...(data.restart ? { ownLockIsStale: true } : {}),
       ...(data.journalProbeMs !== undefined ? { journalProbeMs: data.journalProbeMs } : {}),
       ...(data.journalProbeMaxMs !== undefined ? { journalProbeMaxMs: data.journalProbeMaxMs } : {}),
+      ...(data.snapshotMinBytes !== undefined ? { snapshotMinBytes: data.snapshotMinBytes } : {}),
     });
   } catch (err) {
     post({ kind: 'failed', error: toThreadError(err) });

@@ -42,6 +42,8 @@ export interface ThreadedStoreOptions {
   restartMs?: number;
   journalProbeMs?: number;
   journalProbeMaxMs?: number;
+  /** The automatic snapshot threshold's floor (`DurableStoreOptions.snapshotMinBytes`). */
+  snapshotMinBytes?: number;
 }
 
 interface Pending {
@@ -70,6 +72,7 @@ export async function openThreadedStore(dataDir: string, options: ThreadedStoreO
     dataDir,
     ...(options.journalProbeMs !== undefined ? { journalProbeMs: options.journalProbeMs } : {}),
     ...(options.journalProbeMaxMs !== undefined ? { journalProbeMaxMs: options.journalProbeMaxMs } : {}),
+    ...(options.snapshotMinBytes !== undefined ? { snapshotMinBytes: options.snapshotMinBytes } : {}),
   };
   const store = new ThreadedStore(data, options);
   await store.opened;

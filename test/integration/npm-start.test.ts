@@ -17,7 +17,8 @@ async function npmStart(dataDir: string): Promise<Started> {
   const port = await freePort();
   const proc = spawn('npm', ['start'], {
     cwd: root,
-    env: { ...process.env, PORT: String(port), HOST: '127.0.0.1', WSM_DATA_DIR: dataDir, WSM_LOG_LEVEL: 'info' },
+    // A 4 MiB journal floor (the default is 16): the installs below then write enough journal for a snapshot.
+    env: { ...process.env, PORT: String(port), HOST: '127.0.0.1', WSM_DATA_DIR: dataDir, WSM_LOG_LEVEL: 'info', WSM_SNAPSHOT_JOURNAL_MB: '4' },
     stdio: ['ignore', 'pipe', 'inherit'],
   });
   let out = '';

@@ -23,6 +23,9 @@ describe('config', () => {
     ['WSM_STORE', 'postgres'],
     ['WSM_SPARQL_DIALECT', 'stardog'],
     ['WSM_SPARQL_QUERY_URL', 'not a url'],
+    ['WSM_SNAPSHOT_JOURNAL_MB', '0'],
+    ['WSM_SNAPSHOT_JOURNAL_MB', '65'],
+    ['WSM_SNAPSHOT_JOURNAL_MB', 'lots'],
   ];
   for (const [name, value] of bad) {
     it(`stops on ${name}=${value} with a message naming the setting`, () => {
