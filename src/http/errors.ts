@@ -61,8 +61,13 @@ function fromLibraryError(err: unknown): AppError | undefined {
     if (e.code === 'MISSING_FIELD_NAME') return new AppError('BAD_REQUEST', 'Malformed multipart body: a part has no field name');
     return new AppError('BAD_REQUEST', `Malformed multipart body: ${e.message ?? e.code}`);
   }
-  if (e.message === 'Unexpected end of form' || e.message === 'Multipart: Boundary not found') {
+  // busboy's own errors (not MulterErrors): a cut body, no boundary, a part header past its 16 KiB limit.
+  if (e.message === 'Unexpected end of form' || e.message === 'Multipart: Boundary not found' || e.message === 'Malformed part header' || e.message === 'Malformed content type') {
     return new AppError('BAD_REQUEST', `Malformed multipart body: ${e.message}`);
+  }
+  // body-parser passes a body that does not decode as its Content-Encoding says (zlib's and brotli's errors) as a 400 without a type.
+  if (e.status === 400 && typeof e.code === 'string' && /^(Z_|ERR__ERROR_|ERR_BROTLI)/.test(e.code)) {
+    return new AppError('BAD_REQUEST', 'The request body could not be decoded as its Content-Encoding says');
   }
   if (typeof e.status === 'number' && e.status >= 400 && e.status < 500 && e.type) {
     return new AppError('BAD_REQUEST', 'The request body could not be read');
