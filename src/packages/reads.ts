@@ -146,21 +146,22 @@ export class PackageReads {
 
   /** P10. */
   async events(workspace: Workspace, commandId: string): Promise<CommandEvent[]> {
-    await this.getCommand(workspace, commandId);
-    return await this.commands.events(workspace.id, commandId);
+    // The command's own id: the one given may differ in case (UUIDs are matched case-insensitively).
+    const { id } = await this.getCommand(workspace, commandId);
+    return await this.commands.events(workspace.id, id);
   }
 
   private async reportNTriples(workspace: Workspace, commandId: string): Promise<string> {
-    await this.getCommand(workspace, commandId);
-    const graph = await this.commands.reportGraph(workspace.id, commandId);
+    const { id } = await this.getCommand(workspace, commandId);
+    const graph = await this.commands.reportGraph(workspace.id, id);
     if (!graph) throw notFound(`Command ${commandId} has no validation report: it never reached validation`);
     return await this.store.dumpGraph(graph);
   }
 
   /** P9 as JSON (report-json.ts: one SELECT, kept while the report graph does not change). */
   async report(workspace: Workspace, commandId: string): Promise<ValidationReportJson> {
-    await this.getCommand(workspace, commandId);
-    const graph = await this.commands.reportGraph(workspace.id, commandId);
+    const { id } = await this.getCommand(workspace, commandId);
+    const graph = await this.commands.reportGraph(workspace.id, id);
     if (!graph) throw notFound(`Command ${commandId} has no validation report: it never reached validation`);
     return this.reports.json(graph);
   }
