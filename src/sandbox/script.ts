@@ -95,10 +95,17 @@ export function parseReadQuery(text: string, field = 'query'): ReadQuery {
   } catch (err) {
     throw syntaxError(err, field, text);
   }
+  // Comments, PREFIX or BASE declarations and nothing else: the parser gives an object without a type.
+  if (parsed.type !== 'query' && parsed.type !== 'update') throw badRequest(`${field} holds no query (only comments or declarations); give a SPARQL query`);
   if (parsed.type === 'update') {
     const kinds = parsed.updates.map((u) => ('type' in u ? String(u.type) : String(u.updateType)).toLowerCase());
     if (kinds.includes('load')) throw badRequest(`${field} uses LOAD, which is not allowed: queries here only read the workspace's graphs`);
     throw badRequest(`${field} is a SPARQL update (${[...new Set(kinds)].join(', ').toUpperCase()}); updates are not allowed, only queries that read`);
+  }
+  // The engine reads a CONSTRUCT's or an ASK's solution modifiers as those of `SELECT *`, which may not group: it refuses
+  // them at run time, with a position in the text it was given (the query with its limit), not this one.
+  if ((parsed.queryType === 'CONSTRUCT' || parsed.queryType === 'ASK') && (parsed as { group?: unknown }).group) {
+    throw badRequest(`${field} is ${parsed.queryType === 'ASK' ? 'an' : 'a'} ${parsed.queryType} query with GROUP BY, which the engine does not run; group in a subquery instead: ${parsed.queryType === 'ASK' ? 'ASK' : 'CONSTRUCT { ... } WHERE'} { { SELECT ... WHERE { ... } GROUP BY ... } }`);
   }
   if (usesService(parsed)) {
     throw badRequest(`${field} uses SERVICE, which is not allowed: a query sees only the workspace's own graphs`);
