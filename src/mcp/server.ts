@@ -1,6 +1,7 @@
 import type { Server } from '@modelcontextprotocol/sdk/server/index.js';
 import type { CallToolResult, Tool } from '@modelcontextprotocol/sdk/types.js';
 import type { Request, Response } from 'express';
+import { z } from 'zod';
 import { AppError } from '../errors.js';
 import type { WorkspaceAccess } from '../workspaces/service.js';
 import type { SlashCommand, SlashCommandService } from '../slash/service.js';
@@ -57,6 +58,29 @@ function describe(command: SlashCommand): string {
   return parts.join('\n\n');
 }
 
+type McpErrorClass = typeof import('@modelcontextprotocol/sdk/types.js').McpError;
+
+/**
+ * `tools/call` with its params checked here. Registered with the SDK's own
+ * schema, a call whose params do not fit it (no name, arguments that are not
+ * an object) failed that schema's parse before any handler ran and was
+ * answered -32603 (internal error) with the schema's issues as the message;
+ * now it is -32602 (invalid params) with a sentence.
+ */
+function toolsCallRequest(McpError: McpErrorClass, invalidParams: number) {
+  const refuse = (message: string): never => { throw new McpError(invalidParams, message); };
+  const isObject = (value: unknown): value is Record<string, unknown> => typeof value === 'object' && value !== null && !Array.isArray(value);
+  return z.object({
+    method: z.literal('tools/call'),
+    params: z.unknown().transform((params) => {
+      if (!isObject(params)) return refuse('params must be an object naming the tool to call');
+      if (typeof params.name !== 'string') return refuse('params.name must be a string: the name of a tool, as tools/list gives it');
+      if (params.arguments !== undefined && !isObject(params.arguments)) return refuse('params.arguments must be an object of the tool\'s arguments');
+      return params as { name: string; arguments?: Record<string, unknown> };
+    }),
+  }).passthrough();
+}
+
 const text = (value: string, isError = false): CallToolResult => ({ content: [{ type: 'text', text: value }], ...(isError ? { isError: true } : {}) });
 
 export interface McpDeps {
@@ -66,7 +90,7 @@ export interface McpDeps {
 
 /** A server for one request of one caller in one workspace. */
 async function buildServer(deps: McpDeps, access: WorkspaceAccess): Promise<Server> {
-  const { server: { Server }, types: { CallToolRequestSchema, ErrorCode, ListToolsRequestSchema, McpError } } = await sdk();
+  const { server: { Server }, types: { ErrorCode, ListToolsRequestSchema, McpError } } = await sdk();
   const server = new Server({ name: 'workspace-service', version: '1.0.0' }, { capabilities: { tools: {} } });
   const tools = async () => toolNames(await deps.commands.listAll(access));
 
@@ -94,7 +118,7 @@ async function buildServer(deps: McpDeps, access: WorkspaceAccess): Promise<Serv
     return { tools: list };
   });
 
-  server.setRequestHandler(CallToolRequestSchema, async (request) => {
+  server.setRequestHandler(toolsCallRequest(McpError, ErrorCode.InvalidParams), async (request) => {
     const { name } = request.params;
     const args = (request.params.arguments ?? {}) as Record<string, unknown>;
     try {

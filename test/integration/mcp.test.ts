@@ -128,6 +128,28 @@ describe('MCP endpoint (POST /mcp/{workspace})', function () {
     expect(JSON.parse((stillThere.content as TextContent[])[0]!.text).boolean).to.equal(true);
   });
 
+  it('answers a tools/call with malformed params -32602 (invalid params) with a sentence, not an internal error', async () => {
+    const call = (id: number, params: unknown) => t.http.post('/mcp/acme').set(bearer(tokens.member))
+      .set('Accept', 'application/json, text/event-stream').type('application/json')
+      .send(JSON.stringify({ jsonrpc: '2.0', id, method: 'tools/call', params }));
+    for (const [params, said] of [
+      [{}, /params\.name must be a string/],
+      [{ name: { x: 1 } }, /params\.name must be a string/],
+      [{ name: 'roles-of', arguments: 'x' }, /params\.arguments must be an object/],
+      [{ name: 'roles-of', arguments: [1] }, /params\.arguments must be an object/],
+    ] as const) {
+      const res = await call(7, params);
+      expect(res.status, res.text).to.equal(200);
+      expect(res.body.id).to.equal(7);
+      expect(res.body.error.code, res.text).to.equal(-32602);
+      expect(res.body.error.message).to.match(said);
+      expect(res.body.error.message).to.not.match(/invalid_type|expected/);
+    }
+    // A well-formed call still runs.
+    const ok = await call(8, { name: 'team_all-roles', arguments: {} });
+    expect(ok.body.result.content[0].type, ok.text).to.equal('text');
+  });
+
   it('answers 405 to GET (no server stream: the endpoint is stateless)', async () => {
     const res = await t.http.get('/mcp/acme').set(bearer(tokens.member)).set('Accept', 'text/event-stream');
     expect(res.status).to.equal(405);
