@@ -3,7 +3,7 @@ import fc from 'fast-check';
 import type { Response } from 'superagent';
 import { bearer, removeDir, seedWorkspace, startTestServer, type TestServer } from '../helpers/server.js';
 import { tinyPackage, sampleMatrixTurtle } from '../helpers/packages.js';
-import { upload, waitForCommand } from '../helpers/lifecycle.js';
+import { upload, uploadAndWait, waitForCommand } from '../helpers/lifecycle.js';
 import { installMatrices } from '../helpers/installs.js';
 
 /**
@@ -272,6 +272,76 @@ describe('Fuzz: every endpoint, bounded, answers no 5xx and the envelope on ever
       expect(headers.status).to.equal(431);
       expect(headers.body).to.deep.include({ success: false });
       expect(headers.body.error.code).to.equal('REQUEST_HEADER_FIELDS_TOO_LARGE');
+    });
+  });
+
+  describe('cases found by attacking the service (2026-11-29)', () => {
+    it('a body that does not decode as its Content-Encoding says is a 400 naming the encoding, and changes nothing', async () => {
+      const { gzipSync } = await import('node:zlib');
+      const cut = gzipSync(Buffer.from(JSON.stringify({ slug: 'never-made' }))).subarray(0, 12);
+      for (const [encoding, body] of [['gzip', Buffer.from('{}')], ['deflate', Buffer.from('{}')], ['br', Buffer.from('{}')], ['gzip', cut]] as const) {
+        const res = await t.http.post('/api/v1/workspaces').set(bearer(tokens.root)).set('Content-Type', 'application/json')
+          .set('Content-Encoding', encoding).send(body);
+        checkAnswer(res, `Content-Encoding: ${encoding}`);
+        expect(res.status, res.text).to.equal(400);
+        expect(res.body.error.message).to.match(/could not be decoded as its Content-Encoding/);
+      }
+      const query = await t.http.post('/api/v1/sparql/acme').set(bearer(tokens.root)).set('Content-Type', 'application/sparql-query')
+        .set('Content-Encoding', 'gzip').send('ASK {}');
+      expect(query.status, query.text).to.equal(400);
+      expect((await t.http.get('/api/v1/workspaces/never-made').set(bearer(tokens.root))).status).to.equal(404);
+      // A body that is what it says still reads.
+      const zipped = await t.http.post('/api/v1/sparql/acme').set(bearer(tokens.root)).set('Content-Type', 'application/sparql-query')
+        .set('Content-Encoding', 'gzip').send(gzipSync(Buffer.from('ASK {}')));
+      expect(zipped.status, zipped.text).to.equal(200);
+    });
+
+    it('a multipart part header past 16 KiB is a 400 on every multipart route', async () => {
+      const body = (name: string) => `--XYZ\r\nContent-Disposition: form-data; name="file"; filename="${name}"\r\n\r\nhello\r\n--XYZ--\r\n`;
+      for (const path of ['/api/v1/packages/acme/install', '/api/v1/extensions/acme?targetMatrix=https%3A%2F%2Fexample.org%2Fm%2Fplain']) {
+        const res = await t.http.post(path).set(bearer(tokens.owner)).set('Content-Type', 'multipart/form-data; boundary=XYZ').send(body('x'.repeat(20_000)));
+        checkAnswer(res, path);
+        expect(res.status, res.text).to.equal(400);
+        expect(res.body.error.message).to.match(/^Malformed multipart body: Malformed part header/);
+      }
+    });
+
+    it('a lifecycle command\'s id in upper case gives the same command, events and report as in lower case', async () => {
+      const done = await uploadAndWait(t, tokens.owner, 'acme', await tinyPackage({ name: 'upper-case-id' }));
+      expect(done.status).to.equal('completed');
+      const base = '/api/v1/packages/acme/commands/';
+      for (const suffix of ['', '/events', '/validation-report']) {
+        const lower = await t.http.get(`${base}${done.id.toLowerCase()}${suffix}`).set(bearer(tokens.owner));
+        const upper = await t.http.get(`${base}${done.id.toUpperCase()}${suffix}`).set(bearer(tokens.owner));
+        expect(lower.status, `${suffix}: ${lower.text.slice(0, 200)}`).to.equal(200);
+        expect(upper.status, `${suffix}: ${upper.text.slice(0, 200)}`).to.equal(200);
+        expect(upper.body.data, suffix).to.deep.equal(lower.body.data);
+      }
+    });
+
+    it('a script or query of comments only, and a CONSTRUCT or ASK with GROUP BY, are 400s saying so, at creation', async () => {
+      const create = (alias: string, scriptContent: string) => t.http.post('/api/v1/commands/acme').set(bearer(tokens.owner))
+        .send({ alias, scriptType: 'CONSTRUCT', scriptContent });
+      const comment = await create('cmt-1', '# only a comment');
+      expect(comment.status, comment.text).to.equal(400);
+      expect(comment.body.error.message).to.equal('scriptContent holds no query (only comments or declarations); give a SPARQL query');
+      const prefixOnly = await create('cmt-2', 'PREFIX a: <http://a/>');
+      expect(prefixOnly.body.error.message).to.match(/holds no query/);
+      const grouped = await create('grp-1', 'CONSTRUCT { ?s ?p ?o } WHERE { ?s ?p ?o } GROUP BY ?s');
+      expect(grouped.status, grouped.text).to.equal(400);
+      expect(grouped.body.error.message).to.match(/^scriptContent is a CONSTRUCT query with GROUP BY, which the engine does not run; group in a subquery/);
+      for (const [query, said] of [['#comment only', /^query holds no query/], ['ASK { ?s ?p ?o } GROUP BY ?s', /^query is an ASK query with GROUP BY/]] as const) {
+        const res = await t.http.post('/api/v1/sparql/acme').set(bearer(tokens.root)).set('Content-Type', 'application/sparql-query').send(query);
+        expect(res.status, res.text).to.equal(400);
+        expect(res.body.error.message).to.match(said);
+      }
+      // Grouping in a subquery is the way, and runs.
+      const sub = await create('grp-2', 'CONSTRUCT { ?s <urn:p:count> ?n } WHERE { { SELECT ?s (COUNT(*) AS ?n) WHERE { ?s ?p ?o } GROUP BY ?s } }');
+      expect(sub.status, sub.text).to.equal(200);
+      const run = await t.http.post(`/api/v1/commands/acme/${sub.body.data.id}/execute`).set(bearer(tokens.owner)).send({});
+      expect(run.status, run.text).to.equal(200);
+      expect((await t.http.get('/api/v1/commands/acme').set(bearer(tokens.owner))).body.data.map((c: { alias: string }) => c.alias))
+        .to.not.include.members(['cmt-1', 'cmt-2', 'grp-1']);
     });
   });
 });
