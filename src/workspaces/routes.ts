@@ -46,10 +46,10 @@ export function workspaceRoutes(workspaces: WorkspaceService): RouteDef[] {
       method: 'delete', path: '/api/v1/workspaces/{workspace}/members/{username}', tag, access: 'admin',
       summary: 'Remove a member and its role assignments (administrators)',
       params: memberParams,
-      responses: { 200: { description: 'Removed', data: z.string() }, 403: { description: 'Not an administrator' }, 404: { description: 'Not a member' }, 409: { description: 'Last administrator' } },
+      responses: { 200: { description: 'Removed', data: z.string() }, 403: { description: 'Not an administrator' }, 404: { description: 'Not a member' }, 409: { description: 'Last administrator, or the owner (only a system administrator may remove the owner)' } },
       handler: async ({ params, auth, access }) => {
         const { workspace } = access!;
-        await workspaces.removeMember(workspace, params.username);
+        await workspaces.removeMember(workspace, params.username, auth.systemAdmin);
         return { data: `User "${params.username}" is no longer a member of workspace "${workspace.slug}"` };
       },
     }),

@@ -290,17 +290,22 @@ export class WorkspaceService {
    * Removes a member with its role assignments: a conditional write, applied
    * only while the user is a member and an administrator remains after it.
    */
-  removeMember(workspace: Workspace, username: string): Promise<void> {
-    return untilApplied(() => this.removeMemberOnce(workspace, username),
+  removeMember(workspace: Workspace, username: string, bySystemAdmin: boolean): Promise<void> {
+    return untilApplied(() => this.removeMemberOnce(workspace, username, bySystemAdmin),
       () => conflict('The workspace\'s members changed while this request ran; try again'));
   }
 
-  private async removeMemberOnce(workspace: Workspace, username: string): Promise<void | typeof NOT_APPLIED> {
+  private async removeMemberOnce(workspace: Workspace, username: string, bySystemAdmin: boolean): Promise<void | typeof NOT_APPLIED> {
     const user = await this.users.get({ username });
     if (!user || !await this.isMember(workspace.id, user.id)) throw notFound(`User "${username}" is not a member of this workspace`);
     const admins = await this.adminUserIds(workspace);
     if (admins.includes(user.id) && admins.length === 1) {
       throw conflict('This is the last administrator of the workspace; make another member an administrator first');
+    }
+    // Ownership is not transferable (docs/decisions.md): removed by a fellow administrator, the owner could not get back
+    // in. A system administrator may (and may add the owner back).
+    if (workspace.owner.id === user.id && !bySystemAdmin) {
+      throw conflict('The workspace owner can only be removed from the workspace by a system administrator; ownership is not transferable');
     }
     const iam = iri(this.graphs.iam(workspace.id));
     const p = iri(this.principalIri(this.userPrincipalId(workspace.id, user.id)));

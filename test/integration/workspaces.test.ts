@@ -89,6 +89,23 @@ describe('workspaces and members', () => {
     const again = await t.http.delete('/api/v1/workspaces/acme/members/erin').set(bearer(tokens.owner));
     expect(again.status).to.equal(404);
   });
+
+  it('keeps a fellow administrator from removing the owner (409); a system administrator may, and may add the owner back', async () => {
+    const owner = await t.token('solo-owner');
+    expect((await t.http.post('/api/v1/workspaces').set(bearer(tokens.root)).send({ slug: 'solo', owner: 'solo-owner' })).status).to.equal(201);
+    const gina = await t.token('gina');
+    expect((await t.http.put('/api/v1/workspaces/solo/members/gina').set(bearer(owner)).send({ admin: true })).status).to.equal(200);
+    const refused = await t.http.delete('/api/v1/workspaces/solo/members/solo-owner').set(bearer(gina));
+    expect(refused.status, JSON.stringify(refused.body)).to.equal(409);
+    expect(refused.body.error.message).to.match(/only be removed from the workspace by a system administrator/);
+    expect((await t.http.get('/api/v1/workspaces/solo').set(bearer(owner))).status, 'the owner is still in').to.equal(200);
+    // The owner may not leave either: nobody but a system administrator could let them back in.
+    expect((await t.http.delete('/api/v1/workspaces/solo/members/solo-owner').set(bearer(owner))).status).to.equal(409);
+    expect((await t.http.delete('/api/v1/workspaces/solo/members/solo-owner').set(bearer(tokens.root))).status).to.equal(200);
+    expect((await t.http.get('/api/v1/workspaces/solo').set(bearer(owner))).status).to.equal(404);
+    expect((await t.http.put('/api/v1/workspaces/solo/members/solo-owner').set(bearer(tokens.root)).send({})).status).to.equal(200);
+    expect((await t.http.get('/api/v1/workspaces/solo').set(bearer(owner))).status).to.equal(200);
+  });
 });
 
 describe('request errors', () => {
