@@ -474,6 +474,8 @@ export class QuerySandbox {
       const prefix = this.graphs.workspacePrefix(view.workspaceId);
       for (const path of write.workspaces.get(view.workspaceId) ?? []) {
         stale.graphs.add(prefix + path);
+        // The system graph's excerpt holds the members' user records: who the members are is in the IAM graph.
+        if (view.kind === 'all' && prefix + path === this.graphs.iam(view.workspaceId)) stale.graphs.add(this.graphs.system);
         // Records choose the knowledge view's graphs; any new graph may join the whole-workspace view.
         if (view.kind === 'all' || path === 'packages' || path === 'extensions') stale.names = true;
       }
@@ -533,6 +535,8 @@ export class QuerySandbox {
       if (before === undefined || before === revision) continue;
       view.stale.graphs.add(g);
       if (records.includes(g)) view.stale.names = true;
+      // As in `staleAfterWrite`: the system graph's excerpt depends on the members, in the IAM graph.
+      if (view.kind === 'all' && g === this.graphs.iam(ws)) view.stale.graphs.add(this.graphs.system);
     }
   }
 

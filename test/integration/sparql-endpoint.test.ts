@@ -106,6 +106,21 @@ describe('SPARQL endpoint for administrators', function () {
       expect(leak.body.results.bindings).to.deep.equal([]);
     });
 
+    it('shows a member added or removed in the system graph at once (the members are in the IAM graph)', async () => {
+      const usernames = async () => (await get(`PREFIX wsm: <${WSM}> SELECT ?n WHERE { GRAPH <${t.server.services.graphs.system}> { ?u wsm:username ?n } } ORDER BY ?n`))
+        .body.results.bindings.map((b: { n: { value: string } }) => b.n.value) as string[];
+      expect(await usernames()).to.deep.equal(['acme-member', 'acme-owner']);
+      // A new user (a write to the system graph too), then an existing user: a write to the IAM graph only.
+      expect((await t.http.put('/api/v1/workspaces/acme/members/ivy').set(bearer(tokens.owner)).send({ email: 'ivy@private.example' })).status).to.equal(200);
+      await t.token('frank');
+      expect((await t.http.put('/api/v1/workspaces/acme/members/frank').set(bearer(tokens.owner)).send({})).status).to.equal(200);
+      expect(await usernames()).to.deep.equal(['acme-member', 'acme-owner', 'frank', 'ivy']);
+      for (const u of ['ivy', 'frank']) expect((await t.http.delete(`/api/v1/workspaces/acme/members/${u}`).set(bearer(tokens.owner))).status).to.equal(200);
+      expect(await usernames()).to.deep.equal(['acme-member', 'acme-owner']);
+      const email = await get(`PREFIX wsm: <${WSM}> SELECT ?e WHERE { GRAPH ?g { ?u wsm:email ?e } }`);
+      expect(JSON.stringify(email.body)).to.not.include('ivy@private.example');
+    });
+
     it('answers SELECT as SPARQL JSON, XML, CSV and TSV', async () => {
       const q = `SELECT ?r ?label WHERE { GRAPH ?g { ?r a <https://poliglot.io/os/spec/iam#Role> ; <http://www.w3.org/2000/01/rdf-schema#label> ?label } } ORDER BY ?label`;
       const xml = await get(q, 'application/sparql-results+xml');
