@@ -11,6 +11,7 @@ import { derivedIds } from './derive.js';
 import type { PipelineJob, PipelinePool } from './pipeline-pool.js';
 import type { ValidateOutput } from './pipeline.js';
 import type { PackageArchive } from './archive.js';
+import type { Manifest } from './manifest.js';
 import { CommandFailure, type CommandRunner, type JobContext, type JobResult } from './commands.js';
 import { mentionedIris, plural, type PackageRecords } from './records.js';
 
@@ -191,6 +192,12 @@ export class Deployment {
     const m = archive.manifest;
     const ws = workspace.id;
     const packageId = this.records.packageId(ws, m.name);
+    // 0. Installed packages that depend on this one must admit the version (checked when the command was asked for too).
+    const refusing = await this.records.dependentsRefusing(ws, m.name, m.version);
+    if (refusing.length) {
+      throw new CommandFailure(`${m.name} ${m.version} is outside the range installed packages need: ${refusing.map((d) => `${d.name} needs "${d.versionRange}"`).join(', ')}`,
+        `Install a version of ${m.name} inside that range, or update or uninstall ${refusing.length === 1 ? 'that package' : 'those packages'} first.`);
+    }
     // 1. Turtle (and every term checked against what the store accepts).
     const files: Array<{ uri: string; name: string; path: string; text: Uint8Array }> = [];
     for (const entry of m.matrices) {
@@ -294,7 +301,7 @@ export class Deployment {
     }
     ops.push(await this.installationOps(ws, {
       id: packageId, name: m.name, version: m.version, registry: opts.registry, autoUpdate: opts.autoUpdate, now,
-      pinned: opts.pinned, dependsOn: m.dependencies.map((d) => d.name),
+      pinned: opts.pinned, dependsOn: m.dependencies.map((d) => d.name), manifest: m,
     }));
     ops.push(...extensionOps);
     await ctx.event('INFO', `Writing ${plural(parsed.length, 'matrix graph')} (${plural(tripleCount, 'triple')}) and ${plural(parsed.length, 'derived graph')} in one atomic write`);
@@ -329,6 +336,8 @@ export class Deployment {
   private async installationOps(workspaceId: string, input: {
     id: string; name: string; version: string; registry: { publisher: string; name: string } | null; autoUpdate: boolean; now: string;
     pinned: boolean; dependsOn: string[];
+    /** Kept on the record: its dependency ranges are checked when a package it depends on changes version. */
+    manifest: Manifest;
   }): Promise<WriteOp> {
     const g = iri(this.graphs.packages(workspaceId));
     const p = iri(this.records.packageIri(input.id));
@@ -341,7 +350,8 @@ export class Deployment {
       sparql`DELETE WHERE { GRAPH ${g} { ${p} ?pp ?o } }`,
       sparql`INSERT DATA { GRAPH ${g} { ${p} a wsm:PackageInstallation ; wsm:id ${literal(input.id)} ; wsm:name ${literal(input.name)} ;
         wsm:currentVersion ${literal(input.version)} ; wsm:autoUpdate ${boolean(input.registry ? input.autoUpdate : false)} ;
-        wsm:workspace ${iri(this.graphs.resource('workspace', workspaceId))} ; wsm:createdAt ${dateTime(createdAt)} ; wsm:updatedAt ${dateTime(input.now)} .
+        wsm:workspace ${iri(this.graphs.resource('workspace', workspaceId))} ; wsm:createdAt ${dateTime(createdAt)} ; wsm:updatedAt ${dateTime(input.now)} ;
+        wsm:manifest ${literal(JSON.stringify(input.manifest))} .
         ${raw(registry)} } }`,
     ])}`, [this.graphs.packages(workspaceId)]);
   }

@@ -40,6 +40,7 @@ export class Lifecycle {
   async installFromRegistry(workspace: Workspace, publisher: string, name: string, input: { version?: string | undefined; autoUpdate?: boolean | undefined }, commandType?: CommandType, options: { auto?: boolean } = {}): Promise<LifecycleCommand> {
     const versions = await this.registry.versions(publisher, name);
     const resolved = resolveVersion(versions, workspace.engineVersion, input.version);
+    await this.refuseOutsideDependents(workspace, name, resolved.version);
     const { type, existing } = await this.commandTypeFor(workspace.id, name, resolved.version);
     const autoUpdate = input.autoUpdate ?? existing?.autoUpdate ?? false;
     const pinned = input.version !== undefined && !options.auto;
@@ -116,6 +117,7 @@ export class Lifecycle {
       throw new AppError('ENGINE_INCOMPATIBLE', `Package ${m.name} ${m.version} needs engine ${m.engineVersion}; workspace "${workspace.slug}" runs ${workspace.engineVersion}`,
         { engineVersion: m.engineVersion, workspaceEngineVersion: workspace.engineVersion });
     }
+    await this.refuseOutsideDependents(workspace, m.name, m.version);
     const { type, existing } = await this.commandTypeFor(workspace.id, m.name, m.version);
     return this.runner.submit({
       workspaceId: workspace.id, packageName: m.name, version: m.version, commandType: type,
@@ -129,6 +131,19 @@ export class Lifecycle {
         return { ...result, commandType: actualType };
       },
     });
+  }
+
+  /**
+   * 409 when installed packages that depend on `name` need it in a range
+   * that `version` is outside of, as P6 refuses to remove a package others
+   * depend on (the job checks again when it runs: `deployPackage`).
+   */
+  private async refuseOutsideDependents(workspace: Workspace, name: string, version: string): Promise<void> {
+    const refusing = await this.records.dependentsRefusing(workspace.id, name, version);
+    if (refusing.length === 0) return;
+    throw conflict(`Package "${name}" cannot be installed at version ${version}: ${refusing.map((d) => `installed package "${d.name}" needs it in "${d.versionRange}"`).join(', ')}; `
+      + `choose a version inside ${refusing.length === 1 ? 'that range' : 'those ranges'}, or update or uninstall ${refusing.length === 1 ? 'that package' : 'those packages'} first`,
+      { dependents: refusing.map((d) => d.name), ranges: refusing.map((d) => ({ package: d.name, versionRange: d.versionRange })) });
   }
 
   /** P6: removes matrices, their graphs, derived roles/agents/principals and the assignments of those roles. */

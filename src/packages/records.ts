@@ -5,6 +5,7 @@ import { prefixes } from '../rdf/vocab.js';
 import { sparql, iri, literal, raw, join } from '../rdf/sparql.js';
 import { stableId } from '../rdf/ids.js';
 import { req, str, bool, time } from '../rdf/bindings.js';
+import { rangeAdmits } from './dependencies.js';
 
 /**
  * Store reads of the package records (installations and matrices) in a
@@ -94,6 +95,33 @@ export class PackageRecords {
   /** Installed matrices of one package. */
   matricesOfPackage(workspaceId: string, name: string): Promise<MatrixRecord[]> {
     return this.matrixRecords(workspaceId, '', sparql`?p wsm:name ${literal(name)} . ?m wsm:package ?p .`);
+  }
+
+  /**
+   * Installed packages depending on `name` whose range for it does not
+   * admit `version` (their manifest, kept on the installation record, says
+   * the range; a record written before the manifest was kept is not known
+   * to refuse anything).
+   */
+  async dependentsRefusing(workspaceId: string, name: string, version: string): Promise<Array<{ name: string; versionRange: string }>> {
+    const rows = await this.store.select(sparql`${prefixes}SELECT ?name ?manifest WHERE { GRAPH ${iri(this.graphs.packages(workspaceId))} {
+      ?p wsm:dependsOn ${literal(name)} ; a wsm:PackageInstallation ; wsm:name ?name . OPTIONAL { ?p wsm:manifest ?manifest } } } ORDER BY ?name`);
+    const refusing: Array<{ name: string; versionRange: string }> = [];
+    for (const row of rows) {
+      const dependent = req(row, 'name');
+      const manifest = str(row, 'manifest');
+      if (dependent === name || manifest === null) continue;
+      let dependencies: Array<{ name?: unknown; versionRange?: unknown }> = [];
+      try {
+        dependencies = (JSON.parse(manifest) as { dependencies?: typeof dependencies }).dependencies ?? [];
+      } catch {
+        continue;
+      }
+      for (const dep of dependencies) {
+        if (dep.name === name && typeof dep.versionRange === 'string' && !rangeAdmits(dep.versionRange, version)) refusing.push({ name: dependent, versionRange: dep.versionRange });
+      }
+    }
+    return refusing;
   }
 
   /** Names of installed packages whose manifest depends on `name`. */

@@ -92,6 +92,23 @@ describe('dependencies, with the hosted registry as the default', function () {
     expect(await commandsOf(t, tokens.owner, 'base')).to.have.length(1);
   });
 
+  it('refuses (409) to move a dependency outside the range an installed package needs, by P1 or P2, naming it', async () => {
+    // After the test before: base 1.0.0 is installed, and needs-one needs it in ">=1.0 <2".
+    const p1 = await t.http.post('/api/v1/packages/acme/registry/deps/base/install').set(bearer(tokens.owner)).send({ version: '2.0.0' });
+    expect(p1.status, JSON.stringify(p1.body)).to.equal(409);
+    expect(p1.body.error.message).to.contain('installed package "needs-one" needs it in ">=1.0 <2"');
+    expect(p1.body.error.details).to.deep.include({ dependents: ['needs-one'] });
+    const p2 = await upload(t, tokens.owner, 'acme', await withDeps('base', '2.0.0', []));
+    expect(p2.status, JSON.stringify(p2.body)).to.equal(409);
+    expect(p2.body.error.details.dependents).to.deep.equal(['needs-one']);
+    expect((await t.http.get('/api/v1/packages/acme/base').set(bearer(tokens.owner))).body.data.currentVersion).to.equal('1.0.0');
+    expect(await commandsOf(t, tokens.owner, 'base')).to.have.length(1);
+    // Inside the range is fine.
+    await publishTo('base', '1.1.0', await withDeps('base', '1.1.0', []));
+    const inside = await registryInstall(t, tokens.owner, 'deps', 'base', { version: '1.1.0' });
+    expect(inside.status, inside.errorMessage ?? '').to.equal('completed');
+  });
+
   it('installs recursively, the newest version in range that is not yanked', async () => {
     await publishTo('leaf', '1.0.0', await withDeps('leaf', '1.0.0', []));
     await publishTo('leaf', '1.1.0', await withDeps('leaf', '1.1.0', []));
