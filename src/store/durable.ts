@@ -34,7 +34,7 @@ export interface DurableStoreOptions {
   onInfo?: (message: string) => void;
   /**
    * Snapshot automatically once the current journal file grows past an
-   * eighth of the last snapshot's size (at least 16 MiB), and at most this.
+   * eighth of the last snapshot's size (at least `snapshotMinBytes`), and at most this.
    * Default 64 MiB. Replaying a journal byte costs several times loading a
    * snapshot byte, so this keeps a restart between two snapshots within
    * about twice a restart right after one.
@@ -150,7 +150,7 @@ export class LostHistoryError extends Error {
 /** Marker written when a store is created in a directory. */
 export const STORE_MARKER = 'store.json';
 /** The journal may always grow this far before an automatic snapshot, unless told otherwise (`snapshotMinBytes`). */
-export const MIN_SNAPSHOT_AFTER_BYTES = 16 * 1024 * 1024;
+const MIN_SNAPSHOT_AFTER_BYTES = 16 * 1024 * 1024;
 const MAX_SNAPSHOT_RETRY_MS = 10 * 60 * 1000;
 
 /** The automatic snapshot threshold for a last snapshot of `snapshotBytes` (see `snapshotAfterBytes` and `snapshotMinBytes`). */
@@ -269,9 +269,14 @@ export class DurableStore extends OxigraphStore implements SnapshotCoverage {
         // Applied (or skipped), not merely durable: whether a conditional record applied is known from here on.
         throughSeq: this.appliedSeq,
         graphs: graphs.filter((g) => !unchanged.includes(g)),
-        skipped: [...this.skippedSeqs].filter((seq) => seq > (coverage?.seq ?? 0) && seq <= this.appliedSeq),
+        skipped: this.skippedBetween(coverage?.seq ?? 0, this.appliedSeq),
       },
     };
+  }
+
+  /** The records in `(afterSeq, throughSeq]` skipped when they applied (a condition that did not hold). */
+  private skippedBetween(afterSeq: number, throughSeq: number): number[] {
+    return [...this.skippedSeqs].filter((seq) => seq > afterSeq && seq <= throughSeq);
   }
 
   /** Writable while the journal can be written (see `Journal`: what makes it writable again). */
@@ -368,8 +373,7 @@ export class DurableStore extends OxigraphStore implements SnapshotCoverage {
         openGate();
         await rotated;
         // Every record through `seq` is applied or skipped, and the skipped ones after the snapshot it starts from are all known here.
-        const after = how.from?.seq ?? 0;
-        const skipped = [...this.skippedSeqs].filter((s) => s > after && s <= seq);
+        const skipped = this.skippedBetween(how.from?.seq ?? 0, seq);
         written = await snapshotInWorker({ dir: this.dataDir, from: how.from, seq, expectedQuads, skipped });
       }
       this.snapshotBytes = written.bytes;
