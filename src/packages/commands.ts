@@ -562,17 +562,25 @@ export class CommandRunner {
     const ws = request.workspaceId;
     let sequence = 0;
     let report: { counts: ValidationCounts; ntriples: LoadData } | undefined;
-    // The `in_progress` status and the events are issued without waiting for
-    // their fsync: the store journals and applies writes in call order, so
-    // they land before the command's final write, and the job (which never
-    // reads them) does not wait an fsync per event. All of them are awaited
-    // before the final write is issued; one that failed fails the command.
+    // The `in_progress` status and the events are issued without the job
+    // waiting for them: the job (which never reads them) does not wait an
+    // fsync per event. They must land in the order they were issued (a
+    // reader must never see an event without the ones before it). The
+    // embedded store journals and applies writes in call order; a remote
+    // engine (the shared store, the one with a lease) commits concurrent
+    // requests in any order, and sends a transaction it rolled back as
+    // deadlocked again later, so there each is sent once the one before it
+    // is written. All of them are awaited before the final write is
+    // issued; one that failed fails the command.
     const issued: Promise<void>[] = [];
+    let previous: Promise<unknown> = Promise.resolve();
     const issue = (ops: WriteOp[]): void => {
       // On a shared store each is conditional on this instance still holding the command (`held`).
-      const written = this.held(item, ops).then((applied) => { if (!applied) throw new TakenOver(); });
+      const send = () => this.held(item, ops);
+      const written = (this.lease ? previous.then(send) : send()).then((applied) => { if (!applied) throw new TakenOver(); });
       written.catch(() => {}); // awaited in `settleIssued`
       issued.push(written);
+      previous = written;
     };
     const settleIssued = async (): Promise<void> => {
       const pending = issued.splice(0);

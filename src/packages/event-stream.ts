@@ -7,7 +7,10 @@ import type { CommandEvent, LifecycleCommand } from './commands.js';
  * `data:` the event as JSON), from the one after `Last-Event-ID` when the
  * client resumes. Once the command has finished and every event of it was
  * sent, a last message `event: end` (no id) carries the command's status,
- * and the stream ends. New events are looked for after every write to the
+ * and the stream ends. Every event is sent once, in the order P10 lists
+ * them as they become visible; one that becomes visible after a later one
+ * (a remote engine may commit concurrent writes in any order) is sent when
+ * it is found, never skipped. New events are looked for after every write to the
  * store, and once a second in any case; a comment line every 15 s keeps
  * idle connections open through proxies.
  */
@@ -36,7 +39,8 @@ export async function streamEvents(req: Request, res: Response, source: EventSou
   // Read once before answering, so a missing command is still a plain 404.
   await source.command();
   const lastEventId = req.headers['last-event-id'];
-  let cursor = typeof lastEventId === 'string' && lastEventId.trim() !== '' ? lastEventId.trim() : null;
+  let resumeAfter = typeof lastEventId === 'string' && lastEventId.trim() !== '' ? lastEventId.trim() : null;
+  const sent = new Set<string>();
 
   res.status(200);
   res.setHeader('Content-Type', 'text/event-stream; charset=utf-8');
@@ -69,15 +73,19 @@ export async function streamEvents(req: Request, res: Response, source: EventSou
       // Status first: events written with (or before) the final status are then all in the read below.
       const command = await source.command();
       const events = await source.events();
-      let start = 0;
-      if (cursor !== null) {
-        const at = events.findIndex((e) => e.id === cursor);
+      if (resumeAfter !== null) {
+        // Resuming: the events up to the client's last one (in the order P10 lists them) count as sent.
         // An id this command never had: everything, from the first event.
-        start = at === -1 ? 0 : at + 1;
+        const at = events.findIndex((e) => e.id === resumeAfter);
+        for (const e of events.slice(0, at + 1)) sent.add(e.id);
+        resumeAfter = null;
       }
-      for (const event of events.slice(start)) {
+      // Every event not sent yet, not only those after the last one sent: an event may become
+      // visible after a later one (a remote engine commits concurrent writes in any order).
+      for (const event of events) {
+        if (sent.has(event.id)) continue;
         res.write(`id: ${event.id}\nevent: event\ndata: ${JSON.stringify(event)}\n\n`);
-        cursor = event.id;
+        sent.add(event.id);
       }
       if (FINISHED.has(command.status)) {
         res.write(`event: end\ndata: ${JSON.stringify({ commandId: command.id, status: source.presentStatus(command.status) })}\n\n`);

@@ -2,11 +2,14 @@ import { expect } from 'chai';
 import { startTestServer, removeDir, bearer, seedWorkspace, type TestServer } from '../helpers/server.js';
 import { tinyPackage } from '../helpers/packages.js';
 import { bigMatrixTurtle, upload, waitForCommand } from '../helpers/lifecycle.js';
+import { sparql, iri, literal } from '../../src/rdf/sparql.js';
+import { prefixes } from '../../src/rdf/vocab.js';
+import { updateOp } from '../../src/store/store.js';
 
 interface SseMessage { id?: string; event?: string; data: string; at: number }
 
-/** Reads an SSE response to its end: every message, and whether the server ended the stream. */
-async function readStream(url: string, headers: Record<string, string>): Promise<{ status: number; type: string | null; messages: SseMessage[] }> {
+/** Reads an SSE response to its end: every message (each handed to `onMessage`, awaited, as it arrives). */
+async function readStream(url: string, headers: Record<string, string>, onMessage?: (m: SseMessage) => Promise<void>): Promise<{ status: number; type: string | null; messages: SseMessage[] }> {
   const res = await fetch(url, { headers: { Accept: 'text/event-stream', ...headers }, signal: AbortSignal.timeout(60_000) });
   const messages: SseMessage[] = [];
   if (!res.body) return { status: res.status, type: res.headers.get('content-type'), messages };
@@ -29,7 +32,10 @@ async function readStream(url: string, headers: Record<string, string>): Promise
         else if (field === 'event') message.event = value;
         else if (field === 'data') { message.data += (hasData ? '\n' : '') + value; hasData = true; }
       }
-      if (hasData) messages.push(message);
+      if (hasData) {
+        messages.push(message);
+        await onMessage?.(message);
+      }
     }
   }
   return { status: res.status, type: res.headers.get('content-type'), messages };
@@ -71,6 +77,33 @@ describe('P10 as Server-Sent Events', function () {
     expect(events.length).to.be.greaterThan(2);
     // Live: the first event came well before the end, not all at once after the command finished.
     expect(events[0]!.at).to.be.below(last.at);
+  });
+
+  it('sends an event that becomes visible after a later one (a remote engine commits concurrent writes in any order)', async () => {
+    const uri = 'https://example.org/matrices/late';
+    const archive = await tinyPackage({ name: 'late', version: '1.0.0', matrices: [{ uri, name: 'late', turtle: bigMatrixTurtle(uri, 20_000) }] });
+    const id = (await upload(t, tokens.owner, 'acme', archive)).body.data.id as string;
+    const store = t.server.services.store;
+    let lateId: string | null = null;
+    const streamed = await readStream(eventsUrl(id), bearer(tokens.owner), async (m) => {
+      if (m.event !== 'event' || lateId !== null) return;
+      // Once the stream has sent the first event: an event ordered before it (sequence 0) lands in the command's graph.
+      const first = JSON.parse(m.data) as { id: string };
+      const [row] = await store.select(sparql`${prefixes}SELECT ?g ?c WHERE { GRAPH ?g { ?e wsm:id ${literal(first.id)} ; wsm:command ?c } }`);
+      const graph = row!.g!.value;
+      lateId = `late-${id}`;
+      await store.write([updateOp(sparql`${prefixes}INSERT DATA { GRAPH ${iri(graph)} {
+        <urn:x-test:late-event> a wsm:CommandEvent ; wsm:id ${literal(lateId)} ; wsm:command ${iri(row!.c!.value)} ;
+          wsm:message "written late" ; wsm:level "INFO" ; wsm:sequence 0 ; wsm:createdAt "2026-01-01T00:00:00Z"^^<http://www.w3.org/2001/XMLSchema#dateTime> } }`, [graph])]);
+    });
+    expect(lateId).to.not.equal(null);
+    const json = (await t.http.get(`/api/v1/packages/acme/commands/${id}/events`).set(bearer(tokens.owner))).body.data as Array<{ id: string }>;
+    expect(json[0]!.id).to.equal(lateId);
+    const sent = streamed.messages.filter((m) => m.event === 'event').map((m) => m.id);
+    // Each event once, the late one included (after those already sent), and the end last.
+    expect([...sent].sort()).to.deep.equal(json.map((e) => e.id).sort());
+    expect(sent.indexOf(lateId!)).to.be.greaterThan(0);
+    expect(streamed.messages.at(-1)!.event).to.equal('end');
   });
 
   it('resumes after Last-Event-ID, and ends at once for a finished command', async () => {
