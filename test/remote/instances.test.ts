@@ -15,8 +15,14 @@ const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..')
 /** Short, so the test sees a lease end; the instances renew every third of it. */
 const LEASE_MS = 5000;
 
-/** The engine's settings, with the short lease. */
-const instanceEnv = (settings: SparqlEndpointOptions): Record<string, string> => ({ ...engineEnv(settings), WSM_LEASE_MS: String(LEASE_MS) });
+/**
+ * The engine's settings, with the short lease. The instances log their
+ * errors (a command failed "because of an internal error" says why only
+ * there), so a failure of this test in CI shows its cause.
+ */
+const instanceEnv = (settings: SparqlEndpointOptions): Record<string, string> => ({
+  ...engineEnv(settings), WSM_LEASE_MS: String(LEASE_MS), WSM_LOG_LEVEL: process.env.WSM_TEST_LOG_LEVEL ?? 'error',
+});
 
 /**
  * Several service instances on one engine (DESIGN.md section 9; issue 15):
