@@ -406,6 +406,35 @@ describe('store: remote SPARQL engine (WSM_STORE=sparql)', function () {
     expect((await other.registered()).has(lease.id)).to.equal(false);
     await store.write([{ kind: 'update', sparql: sparql`DROP SILENT GRAPH ${iri(lease.graph)}`, graphs: [lease.graph] }]);
   });
+  it('instance leases: a renewal goes through while a transaction that holds the lease\'s condition runs, and neither is rolled back', async () => {
+    // A large write's final transaction asks the lease's condition (the record's type) first and holds
+    // that read until it commits. A renewal that wrote the type again waited for it, or deadlocked with it.
+    const mine = new SparqlStore(settings, base);
+    const lease = await mine.startLease(60_000);
+    const expiry = async () => Number((await client.query(`SELECT ?e WHERE { GRAPH <${lease.graph}> { <${lease.iri(lease.id)}> <https://w3id.org/wsm/ns#leaseExpiresAt> ?e } }`, 'application/sparql-results+json')
+      .then((text) => JSON.parse(text) as { results: { bindings: Array<{ e: { value: string } }> } })).results.bindings[0]!.e.value);
+    const held = g('held-by-lease');
+    try {
+      const before = await expiry();
+      const order: string[] = [];
+      // The condition, then 3 s of work in the same transaction; sent once (a deadlock would reject it).
+      const transaction = client.applyAtomically(
+        [`INSERT { GRAPH <${held}> { <urn:held> <urn:p> ?x } } WHERE { BIND(bif:delay(3) AS ?x) }`],
+        { ask: lease.liveAsk(lease.id), expect: true }, 0,
+      ).then((applied) => { order.push('transaction'); return applied; });
+      await new Promise((resolve) => setTimeout(resolve, 500));
+      await lease.renew();
+      order.push('renewal');
+      expect(await transaction).to.equal(true);
+      expect(order, 'the renewal did not wait for the transaction').to.deep.equal(['renewal', 'transaction']);
+      expect(await expiry()).to.be.greaterThan(before);
+      expect((await lease.registered()).has(lease.id)).to.equal(true);
+      expect(await count(held)).to.equal(1);
+    } finally {
+      await lease.close();
+      await store.write([{ kind: 'update', sparql: sparql`DROP SILENT GRAPH ${iri(lease.graph)}`, graphs: [lease.graph] }]);
+    }
+  });
   it('instance leases: a renewal waits while a large write of any instance is in its final transaction, at most a third of the lease', async () => {
     // Renewals sent during a large write's final transaction were rolled back as deadlocked with it, or
     // made the engine roll it back: three instances renewing every third of a 5 s lease made a
