@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import type { QuadStore, WriteCondition, WriteOp } from './store.js';
+import { updateOp, type QuadStore, type WriteCondition, type WriteOp } from './store.js';
 import { integer, iri, sequence, sparql, type Sparql } from '../rdf/sparql.js';
 
 const WSM = 'https://w3id.org/wsm/ns#';
@@ -92,26 +92,28 @@ export class InstanceLease {
   }
 
   private async register(): Promise<void> {
-    await this.store.write([this.setOp(this.id, Date.now() + this.durationMs, false)]);
+    await this.store.write([this.recordOp(this.id, Date.now() + this.durationMs)]);
   }
 
-  private setOp(id: string, expiresAt: number, replace: boolean): WriteOp {
+  /** The instance's record: its type (what `liveAsk` reads) and the end of its lease. */
+  private recordOp(id: string, expiresAt: number): WriteOp {
+    return updateOp(sparql`INSERT DATA { GRAPH ${iri(this.graph)} { ${iri(this.iri(id))} a ${iri(`${WSM}ServiceInstance`)} ; ${iri(`${WSM}leaseExpiresAt`)} ${integer(expiresAt)} } }`, [this.graph]);
+  }
+
+  /**
+   * A renewal: the end of the lease alone. The type is left as it is: a
+   * large write's final transaction holds its read of it (`liveAsk`, its
+   * condition) until it commits, and a renewal that wrote it again waited
+   * for that transaction or deadlocked with it (docs/remote-store.md).
+   */
+  private renewalOp(id: string, expiresAt: number): WriteOp {
     const s = iri(this.iri(id));
     const g = iri(this.graph);
     const expires = iri(`${WSM}leaseExpiresAt`);
-    // A renewal writes the expiry alone and leaves the record's type as it is: `liveAsk` reads the type,
-    // and a large write's final transaction holds that read until it commits (serializable isolation).
-    // Written again by each renewal, the type made the renewal wait for that transaction or deadlock with
-    // it: on Virtuoso, three instances renewing every 150 ms beside 300,000-triple final transactions had
-    // 25-37 renewals and 2-3 of 4 final transactions rolled back as deadlocked; with the expiry alone, none
-    // of the renewals (53-78, each done while the transaction ran) and at most 1 of 4 final transactions.
-    const expiry = sparql`INSERT DATA { GRAPH ${g} { ${s} ${expires} ${integer(expiresAt)} } }`;
-    const record = sparql`INSERT DATA { GRAPH ${g} { ${s} a ${iri(`${WSM}ServiceInstance`)} ; ${expires} ${integer(expiresAt)} } }`;
-    return {
-      kind: 'update',
-      sparql: replace ? sparql`${sequence([sparql`DELETE WHERE { GRAPH ${g} { ${s} ${expires} ?e } }`, expiry])}` : record,
-      graphs: [this.graph],
-    };
+    return updateOp(sparql`${sequence([
+      sparql`DELETE WHERE { GRAPH ${g} { ${s} ${expires} ?e } }`,
+      sparql`INSERT DATA { GRAPH ${g} { ${s} ${expires} ${integer(expiresAt)} } }`,
+    ])}`, [this.graph]);
   }
 
   /**
@@ -139,7 +141,7 @@ export class InstanceLease {
         // thirds to run: a renewal held back for one third keeps a third.
         await this.awaitLargeWrites(Math.floor(this.durationMs / 3)).catch(() => undefined);
         if (this.closed) return;
-        const kept = await this.store.writeIf(this.liveCondition(), [this.setOp(this.id, Date.now() + this.durationMs, true)]);
+        const kept = await this.store.writeIf(this.liveCondition(), [this.renewalOp(this.id, Date.now() + this.durationMs)]);
         if (!kept && !this.closed) {
           const lost = this.id;
           this.id = randomUUID();
