@@ -7,7 +7,7 @@ import type { WorkspaceAccess } from '../workspaces/service.js';
 import type { SlashCommand, SlashCommandService } from '../slash/service.js';
 import { argumentsJsonSchema } from '../slash/parameters.js';
 import type { QuerySandbox } from '../sandbox/sandbox.js';
-import { parseReadQuery } from '../sandbox/script.js';
+import type { QueryParser } from '../sparql-parse/parser.js';
 
 /**
  * The Model Context Protocol endpoint of a workspace (DESIGN.md section 11),
@@ -86,6 +86,8 @@ const text = (value: string, isError = false): CallToolResult => ({ content: [{ 
 export interface McpDeps {
   commands: SlashCommandService;
   sandbox: QuerySandbox;
+  /** The bounded parser of user SPARQL the SPARQL endpoint uses (size, depth, time; off the event loop). */
+  parser: QueryParser;
 }
 
 /** A server for one request of one caller in one workspace. */
@@ -122,7 +124,7 @@ async function buildServer(deps: McpDeps, access: WorkspaceAccess): Promise<Serv
     const { name } = request.params;
     const args = (request.params.arguments ?? {}) as Record<string, unknown>;
     try {
-      if (name === SPARQL_TOOL && access.isAdmin) return await runSparql(deps.sandbox, access, args);
+      if (name === SPARQL_TOOL && access.isAdmin) return await runSparql(deps, access, args);
       const command = (await tools()).get(name);
       if (!command) throw new McpError(ErrorCode.InvalidParams, `Unknown tool "${name}"`);
       const execution = await deps.commands.execute(access, command, 'application/ld+json', args);
@@ -136,9 +138,15 @@ async function buildServer(deps: McpDeps, access: WorkspaceAccess): Promise<Serv
   return server;
 }
 
-async function runSparql(sandbox: QuerySandbox, access: WorkspaceAccess, args: Record<string, unknown>): Promise<CallToolResult> {
+/**
+ * The sparql tool: the query is parsed as the SPARQL endpoint parses it (in
+ * the parse worker, bounded in size, nesting depth and time), so what the
+ * endpoint answers 400 is a tool error here, and no query text holds the
+ * service's event loop.
+ */
+async function runSparql({ sandbox, parser }: McpDeps, access: WorkspaceAccess, args: Record<string, unknown>): Promise<CallToolResult> {
   if (typeof args.query !== 'string') return text('query is required: a SPARQL query as a string', true);
-  const parsed = parseReadQuery(args.query, 'query');
+  const parsed = await parser.parseQuery(args.query, 'query', sandbox.maxResults + 1);
   const graph = parsed.form === 'CONSTRUCT' || parsed.form === 'DESCRIBE';
   const result = await sandbox.run(access.workspace.id, 'all', {
     // The worker applies the result limit exactly (sandbox/limits.ts).

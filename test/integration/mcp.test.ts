@@ -128,6 +128,34 @@ describe('MCP endpoint (POST /mcp/{workspace})', function () {
     expect(JSON.parse((stillThere.content as TextContent[])[0]!.text).boolean).to.equal(true);
   });
 
+  it('parses the sparql tool\'s query as the SPARQL endpoint does: a deeply nested query is a tool error, and /health answers while the call is in flight', async () => {
+    const call = (query: string) => t.http.post('/mcp/acme').set(bearer(tokens.owner))
+      .set('Accept', 'application/json, text/event-stream').type('application/json')
+      .send(JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name: 'sparql', arguments: { query } } }));
+    for (const levels of [3_000, 20_000]) {
+      const query = `SELECT * WHERE ${'{'.repeat(levels)} ?s ?p ?o ${'}'.repeat(levels)}`;
+      // /health is asked one request after another for as long as the tool call is in flight (at least once).
+      let inFlight = true;
+      const answered = Promise.resolve(call(query)).finally(() => { inFlight = false; });
+      const health: number[] = [];
+      do health.push((await t.http.get('/health')).status); while (inFlight);
+      const res = await answered;
+      expect(health, `levels ${levels}`).to.not.be.empty;
+      expect(health.every((status) => status === 200), `levels ${levels}: ${health.join(',')}`).to.equal(true);
+      expect(res.status, res.text.slice(0, 300)).to.equal(200);
+      expect(res.body.result.isError, res.text.slice(0, 300)).to.equal(true);
+      // The SPARQL endpoint's 400 message for the same text.
+      const rest = await t.http.post('/api/v1/sparql/acme').set(bearer(tokens.owner)).type('application/sparql-query').send(query);
+      expect(rest.status).to.equal(400);
+      expect(res.body.result.content[0].text).to.equal(rest.body.error.message);
+      expect(rest.body.error.message).to.match(/nests brackets .* more than \d+ levels deep/);
+    }
+    // The size bound too.
+    const huge = await call(`SELECT * WHERE { ?s ?p ?o } # ${'x'.repeat(300 * 1024)}`);
+    expect(huge.body.result.isError, huge.text.slice(0, 300)).to.equal(true);
+    expect(huge.body.result.content[0].text).to.match(/characters long; at most \d+ are accepted/);
+  });
+
   it('answers a tools/call with malformed params -32602 (invalid params) with a sentence, not an internal error', async () => {
     const call = (id: number, params: unknown) => t.http.post('/mcp/acme').set(bearer(tokens.member))
       .set('Accept', 'application/json, text/event-stream').type('application/json')
