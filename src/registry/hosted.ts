@@ -6,7 +6,7 @@ import type { Graphs } from '../rdf/graphs.js';
 import type { Logger } from '../logger.js';
 import type { AuthContext } from '../auth/context.js';
 import { prefixes } from '../rdf/vocab.js';
-import { sparql, sequence, iri, literal, dateTime, integer, boolean, raw, join } from '../rdf/sparql.js';
+import { sparql, sparqlFragment, sequence, iri, literal, dateTime, integer, boolean, raw, join, type SparqlFragment } from '../rdf/sparql.js';
 import { newId, stableId } from '../rdf/ids.js';
 import { req, str, int, bool, time } from '../rdf/bindings.js';
 import { AppError, badRequest, conflict, forbidden, notFound } from '../errors.js';
@@ -15,7 +15,8 @@ import { SLUG, MAX_SLUG_LENGTH, notAbsoluteIri, type Manifest } from '../package
 import { compareSemver, isSemver } from '../packages/semver.js';
 import { engineAdmits, parseEngineRange, rangesOverlap } from '../packages/engine-range.js';
 import type { Dependency, Registry, RegistryVersion } from '../packages/registry.js';
-import { checkForPublish, type PublishContext } from './check.js';
+import { checkForPublish, type CheckedArchive, type PublishContext } from './check.js';
+import { NOT_APPLIED, untilApplied } from '../store/conditional.js';
 import { Clock } from '../rdf/clock.js';
 import { GraphCache } from '../store/graph-cache.js';
 
@@ -258,14 +259,17 @@ export class HostedRegistry implements Registry {
     return { bytes, checksum: record.checksum };
   }
 
-  /** `GET /registry/resolve`: the package whose published matrices include `uri`. */
+  /**
+   * `GET /registry/resolve`: the package whose published matrices include
+   * `uri`; of several, the one that published it first (its publisher owns the URI).
+   */
   async resolve(uri: string, engineVersion?: string): Promise<{ publisher: { slug: string }; name: string; versions: VersionRecord[] }> {
     const why = notAbsoluteIri(uri);
     if (why) throw badRequest(`uri "${uri}" ${why}`);
     const keep = engineFilter(engineVersion);
-    const rows = await this.store.select(sparql`${prefixes}SELECT DISTINCT ?slug ?name WHERE { GRAPH ${this.g} {
-      ?v wsm:providesMatrix ${iri(uri)} ; wsm:registryPackage ?pkg . ?pkg wsm:name ?name ; wsm:publisher ?pub . ?pub wsm:slug ?slug } }
-      ORDER BY ?slug ?name LIMIT 1`);
+    const rows = await this.store.select(sparql`${prefixes}SELECT ?slug ?name WHERE { GRAPH ${this.g} {
+      ?v wsm:providesMatrix ${iri(uri)} ; wsm:registryPackage ?pkg ; wsm:publishedAt ?publishedAt . ?pkg wsm:name ?name ; wsm:publisher ?pub . ?pub wsm:slug ?slug } }
+      ORDER BY ?publishedAt ?slug ?name LIMIT 1`);
     if (!rows[0]) throw notFound(`No package in the registry provides the matrix <${uri}>`);
     const publisher = req(rows[0], 'slug');
     const name = req(rows[0], 'name');
@@ -322,43 +326,76 @@ export class HostedRegistry implements Registry {
     if (same) return { created: false, record: options.dryRun ? null : same };
     const checked = await checkForPublish(bytes, name, this.options.maxArchiveBytes, (m) => this.dependencyContext(m));
     const m = checked.archive.manifest;
-    return this.serial(async () => {
-      const existing = (await this.versionsOf(publisher, name)).find((v) => v.version === m.version);
-      if (existing) {
-        if (existing.checksum === `sha256:${sha}`) return { created: false, record: options.dryRun ? null : existing };
-        throw conflict(`Version ${m.version} of "${publisher}/${name}" is already published with other content (${existing.checksum}); publish a new version`,
-          { version: m.version, publishedChecksum: existing.checksum, checksum: `sha256:${sha}` });
-      }
-      if (options.dryRun) return { created: false, record: null };
-      await this.writeArchive(sha, bytes);
-      const now = this.clock.now();
-      const pkg = iri(this.packageIri(publisher, name));
-      const v = iri(this.versionIri(publisher, name, m.version));
-      const pkgExists = (await this.packageDescription(publisher, name)).exists;
-      const ops: WriteOp[] = [];
-      if (!pkgExists) {
-        ops.push({ kind: 'update', sparql: sparql`${prefixes}INSERT DATA { GRAPH ${this.g} {
-          ${pkg} a wsm:RegistryPackage ; wsm:id ${literal(stableId('registry-package', publisher, name))} ; wsm:name ${literal(name)} ;
-            wsm:publisher ${iri(this.publisherIri(publisher))} ; wsm:createdAt ${dateTime(now)} } }`, graphs: [this.graphs.registry] });
-      }
-      // The package's description is the one of its newest published version.
-      ops.push({ kind: 'update', sparql: sparql`${prefixes}${sequence([
-        sparql`DELETE WHERE { GRAPH ${this.g} { ${pkg} wsm:description ?d } }`,
-        sparql`DELETE WHERE { GRAPH ${this.g} { ${pkg} wsm:updatedAt ?u } }`,
-        sparql`INSERT DATA { GRAPH ${this.g} { ${pkg} wsm:updatedAt ${dateTime(now)} . ${m.description !== null ? raw(sparql`${pkg} wsm:description ${literal(m.description)} .`) : raw('')} } }`,
-      ])}`, graphs: [this.graphs.registry] });
-      const matrices = join(m.matrices.map((x) => raw(sparql`${v} wsm:providesMatrix ${iri(x.uri)} .`)));
-      const roles = join(checked.roleUris.map((r) => raw(sparql`${v} wsm:definesRole ${iri(r)} .`)));
+    return this.serial(() => untilApplied(() => this.publishOnce(auth, publisher, name, bytes, sha, checked, options),
+      () => conflict(`The registry changed while "${publisher}/${name}" ${m.version} was published; try again`)));
+  }
+
+  /**
+   * The first matrix URI of `uris` that a version of another publisher
+   * provides, or null. A matrix URI belongs to the publisher that first
+   * published it (`resolve` answers that publisher).
+   */
+  private async matrixClaimedElsewhere(publisher: string, uris: string[]): Promise<string | null> {
+    if (!uris.length) return null;
+    const rows = await this.store.select(sparql`${prefixes}SELECT ?m WHERE { ${this.claimedElsewhere(publisher, uris)} } ORDER BY ?m LIMIT 1`);
+    return rows[0] ? req(rows[0], 'm') : null;
+  }
+
+  /** The pattern "a version of a publisher other than `publisher` provides one of `uris`" (binds ?m). */
+  private claimedElsewhere(publisher: string, uris: string[]): SparqlFragment {
+    return sparqlFragment`GRAPH ${this.g} { VALUES ?m { ${join(uris.map((u) => iri(u)))} }
+      ?v wsm:providesMatrix ?m ; wsm:registryPackage ?pkg . ?pkg wsm:publisher ?pub . FILTER (?pub != ${iri(this.publisherIri(publisher))}) }`;
+  }
+
+  /**
+   * One attempt of `publish` (its checks, then a write conditional on the
+   * matrix URIs still being nobody else's: several instances may publish at once).
+   */
+  private async publishOnce(auth: { username: string }, publisher: string, name: string, bytes: Buffer, sha: string, checked: CheckedArchive,
+    options: { dryRun?: boolean }): Promise<{ created: boolean; record: VersionRecord | null } | typeof NOT_APPLIED> {
+    const m = checked.archive.manifest;
+    const existing = (await this.versionsOf(publisher, name)).find((v) => v.version === m.version);
+    if (existing) {
+      if (existing.checksum === `sha256:${sha}`) return { created: false, record: options.dryRun ? null : existing };
+      throw conflict(`Version ${m.version} of "${publisher}/${name}" is already published with other content (${existing.checksum}); publish a new version`,
+        { version: m.version, publishedChecksum: existing.checksum, checksum: `sha256:${sha}` });
+    }
+    const uris = m.matrices.map((x) => x.uri);
+    const claimed = await this.matrixClaimedElsewhere(publisher, uris);
+    if (claimed) {
+      throw conflict(`The matrix URI <${claimed}> is already published by another publisher; a matrix URI belongs to the publisher that first published it. Give the matrix another URI`,
+        { matrixUri: claimed });
+    }
+    if (options.dryRun) return { created: false, record: null };
+    await this.writeArchive(sha, bytes);
+    const now = this.clock.now();
+    const pkg = iri(this.packageIri(publisher, name));
+    const v = iri(this.versionIri(publisher, name, m.version));
+    const pkgExists = (await this.packageDescription(publisher, name)).exists;
+    const ops: WriteOp[] = [];
+    if (!pkgExists) {
       ops.push({ kind: 'update', sparql: sparql`${prefixes}INSERT DATA { GRAPH ${this.g} {
-        ${v} a wsm:PackageVersion ; wsm:id ${literal(stableId('package-version', publisher, name, m.version))} ; wsm:registryPackage ${pkg} ;
-          wsm:version ${literal(m.version)} ; wsm:engineVersion ${literal(m.engineVersion)} ; wsm:publishedAt ${dateTime(now)} ;
-          wsm:publishedBy ${literal(auth.username)} ; wsm:yanked ${boolean(false)} ; wsm:sha256 ${literal(sha)} ;
-          wsm:archiveSize ${integer(bytes.length)} ; wsm:manifest ${literal(JSON.stringify(m))} .
-        ${matrices} ${roles} } }`, graphs: [this.graphs.registry] });
-      await this.store.write(ops);
-      this.logger.info({ publisher, name, version: m.version, sha256: sha }, 'published a package version');
-      return { created: true, record: (await this.versionsOf(publisher, name)).find((x) => x.version === m.version)! };
-    });
+        ${pkg} a wsm:RegistryPackage ; wsm:id ${literal(stableId('registry-package', publisher, name))} ; wsm:name ${literal(name)} ;
+          wsm:publisher ${iri(this.publisherIri(publisher))} ; wsm:createdAt ${dateTime(now)} } }`, graphs: [this.graphs.registry] });
+    }
+    // The package's description is the one of its newest published version.
+    ops.push({ kind: 'update', sparql: sparql`${prefixes}${sequence([
+      sparql`DELETE WHERE { GRAPH ${this.g} { ${pkg} wsm:description ?d } }`,
+      sparql`DELETE WHERE { GRAPH ${this.g} { ${pkg} wsm:updatedAt ?u } }`,
+      sparql`INSERT DATA { GRAPH ${this.g} { ${pkg} wsm:updatedAt ${dateTime(now)} . ${m.description !== null ? raw(sparql`${pkg} wsm:description ${literal(m.description)} .`) : raw('')} } }`,
+    ])}`, graphs: [this.graphs.registry] });
+    const matrices = join(m.matrices.map((x) => raw(sparql`${v} wsm:providesMatrix ${iri(x.uri)} .`)));
+    const roles = join(checked.roleUris.map((r) => raw(sparql`${v} wsm:definesRole ${iri(r)} .`)));
+    ops.push({ kind: 'update', sparql: sparql`${prefixes}INSERT DATA { GRAPH ${this.g} {
+      ${v} a wsm:PackageVersion ; wsm:id ${literal(stableId('package-version', publisher, name, m.version))} ; wsm:registryPackage ${pkg} ;
+        wsm:version ${literal(m.version)} ; wsm:engineVersion ${literal(m.engineVersion)} ; wsm:publishedAt ${dateTime(now)} ;
+        wsm:publishedBy ${literal(auth.username)} ; wsm:yanked ${boolean(false)} ; wsm:sha256 ${literal(sha)} ;
+        wsm:archiveSize ${integer(bytes.length)} ; wsm:manifest ${literal(JSON.stringify(m))} .
+      ${matrices} ${roles} } }`, graphs: [this.graphs.registry] });
+    const unclaimed = { ask: sparql`${prefixes}ASK { ${this.claimedElsewhere(publisher, uris)} }`, expect: false };
+    if (!await this.store.writeIf(unclaimed, ops)) return NOT_APPLIED;
+    this.logger.info({ publisher, name, version: m.version, sha256: sha }, 'published a package version');
+    return { created: true, record: (await this.versionsOf(publisher, name)).find((x) => x.version === m.version)! };
   }
 
   /** Writes an archive file durably (temp file, fsync, rename, fsync of the directory). */

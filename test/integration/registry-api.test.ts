@@ -157,6 +157,46 @@ describe('hosted registry API', function () {
     });
   });
 
+  describe('matrix URIs', () => {
+    it('belong to the publisher that first published them: another publisher\'s publish declaring one is 409 naming the URI, not the owner', async () => {
+      const made = await t.http.post('/api/v1/registry/publishers').set(bearer(root)).send({ slug: 'aaa', owners: ['bob'] });
+      expect(made.status).to.equal(201);
+      // The example project-tracking's URI, taken by a publisher that sorts before "examples".
+      const uri = 'https://example.org/operating-models/project-tracking';
+      const hijack = await tinyPackage({ name: 'tracking', matrices: [{ name: 'main', uri, turtle: sampleMatrixTurtle(uri) }] });
+      for (const query of ['', '?dryRun=true']) {
+        const res = await publish(bob, 'aaa', 'tracking', hijack, query);
+        expect(res.status, `${query}: ${JSON.stringify(res.body)}`).to.equal(409);
+        expect(res.body.error.code).to.equal('CONFLICT');
+        expect(res.body.error.message).to.contain(`<${uri}>`);
+        expect(JSON.stringify(res.body)).to.not.match(/examples|admin/);
+      }
+      expect((await anonymous().get('/api/v1/registry/packages/aaa/tracking')).status).to.equal(404);
+      const resolved = await anonymous().get(`/api/v1/registry/resolve?uri=${encodeURIComponent(uri)}`);
+      expect(resolved.body.data.publisher).to.deep.equal({ slug: 'examples' });
+      // Another URI of the same package is the publisher's to take; the owner may publish its URI in another package.
+      const own = 'https://example.org/packages/first-come/own';
+      const mine = await publish(bob, 'aaa', 'tracking', await tinyPackage({ name: 'tracking', matrices: [{ name: 'main', uri: own, turtle: sampleMatrixTurtle(own) }] }));
+      expect(mine.status, JSON.stringify(mine.body)).to.equal(201);
+      const moved = await publish(bob, 'aaa', 'tracking-two', await tinyPackage({ name: 'tracking-two', matrices: [{ name: 'main', uri: own, turtle: sampleMatrixTurtle(own) }] }));
+      expect(moved.status, JSON.stringify(moved.body)).to.equal(201);
+      const taken = await publish(alice, 'acme', 'own', await tinyPackage({ name: 'own', matrices: [{ name: 'main', uri: own, turtle: sampleMatrixTurtle(own) }] }));
+      expect(taken.status).to.equal(409);
+      expect(taken.body.error.message).to.contain(`<${own}>`);
+      expect(JSON.stringify(taken.body)).to.not.match(/aaa|bob/);
+    });
+
+    it('go to one publisher when two publish the same new URI at once', async () => {
+      const uri = 'https://example.org/packages/contested/main';
+      const archive = (name: string) => tinyPackage({ name, matrices: [{ name: 'main', uri, turtle: sampleMatrixTurtle(uri) }] });
+      const [a, b] = await Promise.all([publish(alice, 'acme', 'contested', await archive('contested')), publish(bob, 'aaa', 'contested', await archive('contested'))]);
+      expect([a.status, b.status].sort()).to.deep.equal([201, 409]);
+      const winner = a.status === 201 ? 'acme' : 'aaa';
+      const resolved = await anonymous().get(`/api/v1/registry/resolve?uri=${encodeURIComponent(uri)}`);
+      expect(resolved.body.data.publisher).to.deep.equal({ slug: winner });
+    });
+  });
+
   describe('reads (anonymous) and yanks', () => {
     before(async () => {
       for (const [version, engineVersion] of [['1.0.0', '>=1.0 <2.0'], ['1.1.0', '>=1.0 <2.0'], ['2.0.0', '>=2.0 <3.0']] as const) {
