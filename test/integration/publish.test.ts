@@ -108,9 +108,17 @@ describe('wsm publish to a running service', function () {
     const again = await runWsm(['publish', file, '--url', t.url, '--token', alice, '--publisher', 'acme']);
     expect(again.code, again.stderr).to.equal(0);
     expect(again.stdout).to.contain('already published with these bytes');
-    // A folder.
+    // A folder (the example's own matrix URI is the "examples" publisher's: it is given another).
     mkdirSync(folder);
     cpSync(path.join(EXAMPLES_DIR, 'project-tracking-1.0.0'), folder, { recursive: true });
+    const manifestFile = path.join(folder, 'manifest.json');
+    const manifest = JSON.parse(readFileSync(manifestFile, 'utf8')) as { matrices: Array<{ uri: string; path: string }> };
+    for (const matrix of manifest.matrices) {
+      const turtleFile = path.join(folder, matrix.path);
+      writeFileSync(turtleFile, readFileSync(turtleFile, 'utf8').replaceAll(matrix.uri, `${matrix.uri}-acme`));
+      matrix.uri = `${matrix.uri}-acme`;
+    }
+    writeFileSync(manifestFile, JSON.stringify(manifest, null, 2));
     const fromFolder = await runWsm(['publish', folder, '--url', t.url, '--token', alice]);
     expect(fromFolder.code, fromFolder.stderr).to.equal(0);
     expect((await t.http.get('/api/v1/registry/packages/acme/project-tracking')).body.data.versions[0].version).to.equal('1.0.0');
