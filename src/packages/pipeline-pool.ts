@@ -3,11 +3,13 @@ import { spawnModuleWorker } from '../workers/spawn.js';
 import { movableBuffer } from '../workers/transfer.js';
 import { CommandFailure } from './commands.js';
 import type { DeriveInput, DerivedOutput, ParseInput, ParseOutput, StepFailure, ValidateInput, ValidateOutput } from './pipeline.js';
+import type { PublishReadInput, PublishReadOutput, PublishValidateInput, PublishValidateOutput } from '../registry/publish-steps.js';
 
 /*
  * Worker threads for the deployment pipeline (pipeline.ts): a small pool,
  * one worker per job, so the parsing, SHACL validation and derivation of a
- * package never run on the service's event loop. At most `maxWorkers` jobs
+ * package (and the checks of a publish, registry/publish-steps.ts) never run
+ * on the service's event loop. At most `maxWorkers` jobs
  * run at once (the others wait their turn); an idle worker is kept a while
  * for the next job, then stopped.
  */
@@ -16,6 +18,8 @@ export type PipelineRequest =
   | { id: number; step: 'parse'; input: ParseInput }
   | { id: number; step: 'validate'; input: ValidateInput }
   | { id: number; step: 'derive'; input: DeriveInput }
+  | { id: number; step: 'publish-read'; input: PublishReadInput }
+  | { id: number; step: 'publish-validate'; input: PublishValidateInput }
   | { id: number; step: 'reset' };
 
 /** A request without its id (the worker wrapper numbers it). */
@@ -111,6 +115,13 @@ export class PipelineJob {
   }
   validate(input: ValidateInput): Promise<ValidateOutput> { return this.step({ step: 'validate', input }); }
   derive(input: DeriveInput): Promise<DerivedOutput[]> { return this.step({ step: 'derive', input }); }
+
+  /** A publish check's first step (registry/publish-steps.ts): the archive's bytes, a buffer of their own, are moved to the worker. */
+  publishRead(input: PublishReadInput): Promise<PublishReadOutput> {
+    const buffer = movableBuffer(input.archive, []);
+    return this.step({ step: 'publish-read', input }, buffer ? [buffer] : []);
+  }
+  publishValidate(input: PublishValidateInput): Promise<PublishValidateOutput> { return this.step({ step: 'publish-validate', input }); }
 }
 
 export class PipelinePool {

@@ -2,16 +2,19 @@ import { parentPort } from 'node:worker_threads';
 import { PipelineSession, type DerivedOutput } from './pipeline.js';
 import type { LoadData } from '../store/store.js';
 import type { PipelineRequest, PipelineReply } from './pipeline-pool.js';
+import { PublishSession } from '../registry/publish-steps.js';
 
 /*
- * A deployment worker (worker thread): runs the steps of pipeline.ts for one
- * job at a time, keeping the job's parsed quads between its steps. `reset`
- * forgets them when the job ends.
+ * A deployment worker (worker thread): runs the steps of pipeline.ts (or of a
+ * publish check, registry/publish-steps.ts) for one job at a time, keeping
+ * the job's parsed quads between its steps. `reset` forgets them when the
+ * job ends.
  */
 const port = parentPort;
 if (!port) throw new Error('the deployment pipeline worker must run in a worker thread');
 
 let session = new PipelineSession();
+let publish = new PublishSession();
 
 /** Texts from this length on go to the event loop as UTF-8 bytes, moved rather than copied (see `bytesOf`). */
 const BYTES_FROM_CHARS = 64 * 1024;
@@ -51,7 +54,9 @@ port.on('message', (msg: PipelineRequest) => {
           reply = { id: msg.id, ok: derivedAsBytes(out, transfer) };
           break;
         }
-        case 'reset': session = new PipelineSession(); reply = { id: msg.id, ok: null }; break;
+        case 'publish-read': reply = { id: msg.id, ok: await publish.read(msg.input) }; break;
+        case 'publish-validate': reply = { id: msg.id, ok: await publish.validate(msg.input) }; break;
+        case 'reset': session = new PipelineSession(); publish = new PublishSession(); reply = { id: msg.id, ok: null }; break;
       }
     } catch (err) {
       reply = { id: msg.id, error: err instanceof Error ? `${err.name}: ${err.message}` : String(err) };

@@ -104,7 +104,7 @@ const objectsOf = (quads: Quad[], subject: string, predicates: string[]): string
  * tag), so a load can never be refused half-way. Throws a StepFailure naming
  * the term and the file.
  */
-function checkTerms(quads: Quad[], source: string, options: { irisChecked?: boolean } = {}): void {
+export function checkTerms(quads: Quad[], source: string, options: { irisChecked?: boolean } = {}): void {
   const seen = new Set<string>();
   const check = (term: Term) => {
     // IRIs (and datatypes) `parseTurtle` already checked the same way: only language tags are left.

@@ -17,6 +17,7 @@ import { engineAdmits, parseEngineRange, rangesOverlap } from '../packages/engin
 import type { Dependency, Registry, RegistryVersion } from '../packages/registry.js';
 import { checkForPublish, type CheckedArchive, type PublishContext } from './check.js';
 import { NOT_APPLIED, untilApplied } from '../store/conditional.js';
+import { sharedPipelinePool, type PipelinePool } from '../packages/pipeline-pool.js';
 import { Clock } from '../rdf/clock.js';
 import { GraphCache } from '../store/graph-cache.js';
 
@@ -95,7 +96,7 @@ export class HostedRegistry implements Registry {
     /** Directory of the archives, `<sha256>.tgz`. */
     readonly archiveDir: string,
     private readonly logger: Logger,
-    private readonly options: { maxArchiveBytes: number },
+    private readonly options: { maxArchiveBytes: number; pipeline?: PipelinePool },
   ) {
     this.versionLists = new GraphCache(store, 10_000);
   }
@@ -324,8 +325,10 @@ export class HostedRegistry implements Registry {
     // The same bytes again: nothing to check, nothing to store.
     const same = (await this.versionsOf(publisher, name)).find((v) => v.checksum === `sha256:${sha}`);
     if (same) return { created: false, record: options.dryRun ? null : same };
-    const checked = await checkForPublish(bytes, name, this.options.maxArchiveBytes, (m) => this.dependencyContext(m));
-    const m = checked.archive.manifest;
+    const checked = await checkForPublish(bytes, name,
+      { maxArchiveBytes: this.options.maxArchiveBytes, pool: this.options.pipeline ?? sharedPipelinePool(), reservedBase: this.graphs.base },
+      (manifest) => this.dependencyContext(manifest));
+    const m = checked.manifest;
     return this.serial(() => untilApplied(() => this.publishOnce(auth, publisher, name, bytes, sha, checked, options),
       () => conflict(`The registry changed while "${publisher}/${name}" ${m.version} was published; try again`)));
   }
@@ -353,7 +356,7 @@ export class HostedRegistry implements Registry {
    */
   private async publishOnce(auth: { username: string }, publisher: string, name: string, bytes: Buffer, sha: string, checked: CheckedArchive,
     options: { dryRun?: boolean }): Promise<{ created: boolean; record: VersionRecord | null } | typeof NOT_APPLIED> {
-    const m = checked.archive.manifest;
+    const m = checked.manifest;
     const existing = (await this.versionsOf(publisher, name)).find((v) => v.version === m.version);
     if (existing) {
       if (existing.checksum === `sha256:${sha}`) return { created: false, record: options.dryRun ? null : existing };
