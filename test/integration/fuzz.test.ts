@@ -9,7 +9,9 @@ import { installMatrices } from '../helpers/installs.js';
 /**
  * Issue 12, acceptance 10: a property-based fuzz test over every endpoint of
  * the OpenAPI document (path parameters, query parameters, JSON and
- * multipart bodies), bounded in runs and time. Whatever is sent: no 5xx, and
+ * multipart bodies), bounded in runs and time; the MCP endpoint (JSON-RPC
+ * messages and tool calls) and the registry (generated archives) get inputs
+ * of their own as well. Whatever is sent: no 5xx, and
  * every 4xx carries the error envelope. The cases of issue 12 item 12 are
  * among its seeds, and are also checked one by one below.
  */
@@ -62,6 +64,89 @@ function jsonValue(): fc.Arbitrary<unknown> {
     fc.dictionary(fc.string({ maxLength: 5 }), fc.string({ maxLength: 5 }), { maxKeys: 3 }),
   );
 }
+
+/** Query text for MCP's sparql tool: ordinary, refused (updates, syntax), deeply nested, over the size bound. */
+function sparqlText(): fc.Arbitrary<string> {
+  return fc.oneof(
+    fc.string({ maxLength: 100 }),
+    fc.constantFrom('SELECT * WHERE { ?s ?p ?o } LIMIT 3', 'ASK {}', 'CONSTRUCT WHERE { ?s ?p ?o }', 'DESCRIBE <https://example.org/m/plain>',
+      'DELETE WHERE { ?s ?p ?o }', 'SELECT * WHERE { ?s ?p }', 'DESCRIBE <http://a/%zz>', '\uD800', '', '# only a comment',
+      `SELECT * WHERE { ?s ?p ?o } # ${'x'.repeat(300 * 1024)}`),
+    fc.integer({ min: 1, max: 20_000 }).map((n) => `SELECT * WHERE ${'{'.repeat(n)} ?s ?p ?o ${'}'.repeat(n)}`),
+    fc.integer({ min: 1, max: 5_000 }).map((n) => `SELECT * WHERE { FILTER (${'('.repeat(n)}1`),
+  );
+}
+
+/** A JSON-RPC message (or batch, or not one at all) for the MCP endpoint. */
+function mcpMessage(): fc.Arbitrary<unknown> {
+  const args = fc.oneof(
+    fc.record({ query: fc.oneof(sparqlText(), jsonValue()) }),
+    fc.record({ agent: fc.oneof(fc.constantFrom('https://example.org/m/plain#review-bot', 'not an iri', 'http://a/%zz', '\uD800'), jsonValue()) }, { requiredKeys: [] }),
+    fc.dictionary(fc.string({ maxLength: 8 }), jsonValue(), { maxKeys: 3 }),
+    jsonValue(),
+  );
+  const params = fc.oneof(
+    fc.record({ name: fc.oneof(fc.constantFrom('sparql', 'listed', 'nope', ''), jsonValue()), arguments: args }, { requiredKeys: ['name'] }),
+    fc.record({ protocolVersion: fc.constantFrom('2025-03-26', '2025-06-18', 'x'), capabilities: jsonValue(), clientInfo: jsonValue() }, { requiredKeys: [] }),
+    jsonValue(),
+  );
+  const message = fc.record({
+    jsonrpc: fc.constantFrom('2.0', '2.0', '1.0', 2),
+    id: fc.oneof(fc.integer(), fc.string({ maxLength: 10 }), fc.constant(null), fc.constant({})),
+    method: fc.oneof(fc.constantFrom('tools/call', 'tools/call', 'tools/list', 'initialize', 'ping', 'notifications/initialized', 'resources/list'), fc.string({ maxLength: 12 })),
+    params,
+  }, { requiredKeys: ['jsonrpc', 'method'] });
+  return fc.oneof(message, message, fc.array(message, { minLength: 1, maxLength: 3 }), jsonValue());
+}
+
+const RESERVED_GRAPH = 'https://workspaces.local/registry';
+/** Matrix URIs a publish may declare: fresh, another publisher's, the service's own, malformed. */
+const PUBLISH_URIS = ['https://example.org/fz/main', 'https://example.org/fz/other', 'https://example.org/m/plain', RESERVED_GRAPH, 'https://w3id.org/wsm/ns#Matrix', 'http://a/%zz'];
+
+interface PublishCase {
+  publisher: string;
+  name: string;
+  version: string;
+  manifestName: string | null;
+  uri: string;
+  turtle: 'valid' | 'broken' | 'reserved' | 'nested' | 'control' | 'empty';
+  raw: Uint8Array | null;
+  dryRun: boolean;
+}
+
+function turtleOf(kind: PublishCase['turtle'], uri: string): string {
+  const valid = sampleMatrixTurtle(uri.includes('%') ? 'https://example.org/fz/main' : uri).replaceAll('https://example.org/fz/main', uri);
+  switch (kind) {
+    case 'valid': return valid;
+    case 'broken': return '<a> <b> .';
+    case 'reserved': return `${valid}\n<${uri}#x> a <https://w3id.org/wsm/ns#LifecycleCommand> .\n<https://workspaces.local/workspaces/x> <${uri}#p> "x" .\n`;
+    case 'nested': return `${valid}\n<${uri}#x> <${uri}#p> ${'[ <http://p> '.repeat(2_000)}"x"${' ]'.repeat(2_000)} .\n`;
+    case 'control': return `${valid}\n<${uri}#x> <${uri}#p> "a\u0000b\u0007c" .\n`;
+    case 'empty': return '';
+  }
+}
+
+/** Mostly well-formed publishes (so the deeper checks run), some not. */
+function publishCase(): fc.Arbitrary<PublishCase> {
+  return fc.record({
+    publisher: fc.constantFrom('fz', 'fz', 'fz', 'fz-b', 'fz-b', 'nosuch', 'Bad Slug'),
+    name: fc.constantFrom('fz', 'fz', 'fz-two', 'fz-two', 'Bad Name', 'x'.repeat(80)),
+    version: fc.constantFrom('1.0.0', '1.0.1', '2.0.0', 'banana'),
+    manifestName: fc.oneof({ arbitrary: fc.constant(null), weight: 4 }, { arbitrary: fc.constantFrom('fz', 'other'), weight: 1 }),
+    uri: fc.constantFrom(...PUBLISH_URIS),
+    turtle: fc.constantFrom('valid', 'valid', 'valid', 'broken', 'reserved', 'nested', 'control', 'empty'),
+    raw: fc.oneof({ arbitrary: fc.constant(null), weight: 5 }, { arbitrary: fc.uint8Array({ maxLength: 300 }), weight: 1 }),
+    dryRun: fc.boolean(),
+  });
+}
+
+/** Cases every run holds: a publish that passes, one taking the other publisher's URI, and ones using the service's IRIs. */
+const PUBLISH_EXAMPLES: PublishCase[] = [
+  { publisher: 'fz', name: 'fz', version: '1.0.0', manifestName: null, uri: 'https://example.org/fz/main', turtle: 'valid', raw: null, dryRun: false },
+  { publisher: 'fz-b', name: 'fz', version: '1.0.0', manifestName: null, uri: 'https://example.org/fz/main', turtle: 'valid', raw: null, dryRun: false },
+  { publisher: 'fz', name: 'fz-two', version: '1.0.0', manifestName: null, uri: RESERVED_GRAPH, turtle: 'valid', raw: null, dryRun: false },
+  { publisher: 'fz', name: 'fz-two', version: '1.0.0', manifestName: null, uri: 'https://example.org/fz/other', turtle: 'reserved', raw: null, dryRun: true },
+];
 
 function operationsOf(doc: { paths: Record<string, Record<string, Record<string, unknown>>> }): Operation[] {
   const ops: Operation[] = [];
@@ -174,15 +259,83 @@ describe('Fuzz: every endpoint, bounded, answers no 5xx and the envelope on ever
   it('holds for generated path, query, JSON and multipart inputs of every operation', async () => {
     const deadline = Date.now() + TIME_BUDGET_MS;
     let cases = 0;
-    for (const op of ops) {
+    const reached = new Set<string>();
+    // The MCP and registry operations first: the time budget reaches them whatever the machine.
+    const first = (op: Operation) => (/^\/mcp\/|^\/api\/v1\/registry\//.test(op.path) ? 0 : 1);
+    for (const op of [...ops].sort((a, b) => first(a) - first(b))) {
       if (Date.now() > deadline) break;
       await fc.assert(fc.asyncProperty(caseOf(op), async (c) => {
         const { req, label } = send(op, c);
         checkAnswer(await req, label);
+        reached.add(`${op.method} ${op.path}`);
         cases++;
       }), { numRuns: RUNS_PER_OPERATION, endOnFailure: true, interruptAfterTimeLimit: Math.max(1, deadline - Date.now()) });
     }
     expect(cases).to.be.greaterThan(ops.length);
+    const mcpAndRegistry = ops.filter((op) => first(op) === 0).map((op) => `${op.method} ${op.path}`);
+    expect(mcpAndRegistry.length).to.be.greaterThan(10);
+    expect(mcpAndRegistry.filter((op) => !reached.has(op)), 'MCP and registry operations the fuzz did not reach').to.deep.equal([]);
+  });
+
+  describe('MCP and registry routes, with inputs of their own', () => {
+    /** A JSON-RPC error the SDK answers for the caller's own mistakes; -32603 (internal error) would be the service's. */
+    const checkMcp = (res: Response, label: string) => {
+      checkAnswer(res, label);
+      const answers = Array.isArray(res.body) ? res.body : [res.body];
+      for (const answer of answers) {
+        if (answer && typeof answer === 'object' && 'error' in answer && (answer as { jsonrpc?: unknown }).jsonrpc === '2.0') {
+          expect((answer as { error: { code: number } }).error.code, `${label}: ${res.text.slice(0, 300)}`).to.not.equal(-32603);
+        }
+      }
+    };
+
+    it('POST /mcp/{workspace}: JSON-RPC messages, batches and tool calls (sparql queries nested 20,000 deep among them) answer no 5xx and no internal error', async () => {
+      const created = await t.http.post('/api/v1/commands/acme').set(bearer(tokens.owner)).send({
+        alias: 'listed', scriptType: 'CONSTRUCT', scriptContent: 'CONSTRUCT { ?agent ?p ?o } WHERE { ?agent ?p ?o }',
+        parameters: [{ name: 'agent', kind: 'iri', required: false }],
+      });
+      expect(created.status, created.text).to.equal(200);
+      const caller = fc.constantFrom('owner', 'member', 'outsider') as fc.Arbitrary<'owner' | 'member' | 'outsider'>;
+      const accept = fc.constantFrom('application/json, text/event-stream', 'application/json, text/event-stream', 'application/json', 'text/plain');
+      await fc.assert(fc.asyncProperty(mcpMessage(), caller, accept, fc.constantFrom('acme', 'acme', 'nosuch', '%ED%A0%80'), async (message, who, accepts, workspace) => {
+        const res = await t.http.post(`/mcp/${workspace}`).set(bearer(tokens[who])).set('Accept', accepts).type('application/json').send(JSON.stringify(message));
+        checkMcp(res, `POST /mcp/${workspace} as ${who}: ${JSON.stringify(message).slice(0, 200)}`);
+      }), { numRuns: 4 * RUNS_PER_OPERATION, endOnFailure: true });
+      // A tool call the fuzz may not have hit exactly: the 20,000-deep query is a tool error.
+      const deep = await t.http.post('/mcp/acme').set(bearer(tokens.owner)).set('Accept', 'application/json, text/event-stream').type('application/json')
+        .send(JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name: 'sparql', arguments: { query: `SELECT * WHERE ${'{'.repeat(20_000)} ?s ?p ?o ${'}'.repeat(20_000)}` } } }));
+      expect(deep.body.result.isError, deep.text.slice(0, 300)).to.equal(true);
+    });
+
+    it('registry publish, yank, unyank and resolve: generated archives (reserved IRIs, taken URIs, broken Turtle, bytes) answer no 5xx', async () => {
+      for (const slug of ['fz', 'fz-b']) {
+        const made = await t.http.post('/api/v1/registry/publishers').set(bearer(tokens.root)).send({ slug, owners: ['acme-owner'] });
+        expect(made.status, made.text).to.equal(201);
+      }
+      const statuses = new Set<number>();
+      await fc.assert(fc.asyncProperty(publishCase(), async (c) => {
+        const archive = c.raw ? Buffer.from(c.raw) : await tinyPackage({
+          name: c.name, version: c.version,
+          ...(c.manifestName ? { manifest: { name: c.manifestName, version: c.version, engineVersion: '>=1.0 <2.0', matrices: [{ name: 'main', path: 'main/assembly.ttl', uri: c.uri }] } } : {}),
+          matrices: [{ name: 'main', uri: c.uri, turtle: turtleOf(c.turtle, c.uri) }],
+        });
+        const base = `/api/v1/registry/publishers/${encodeSegment(c.publisher)}/packages/${encodeSegment(c.name)}/versions`;
+        const res = await t.http.post(`${base}${c.dryRun ? '?dryRun=true' : ''}`).set(bearer(tokens.owner))
+          .attach('file', archive, { filename: 'p.tgz', contentType: 'application/gzip' });
+        checkAnswer(res, `publish ${JSON.stringify({ ...c, raw: c.raw ? c.raw.length : null })}`);
+        statuses.add(res.status);
+        if (res.status === 409 && /matrix URI/.test(res.body.error.message)) expect(res.body.error.message).to.not.match(/fz-b|"fz"|acme-owner/);
+        for (const action of ['yank', 'unyank']) {
+          const answer = await t.http.post(`${base}/${encodeSegment(c.version)}/${action}`).set(bearer(tokens.owner)).send(action === 'yank' ? { reason: c.name, force: c.dryRun } : {});
+          checkAnswer(answer, `${action} ${c.publisher}/${c.name} ${c.version}`);
+        }
+        const resolved = await t.http.get(`/api/v1/registry/resolve?uri=${encodeSegment(c.uri)}`);
+        checkAnswer(resolved, `resolve ${c.uri}`);
+      }), { numRuns: 3 * RUNS_PER_OPERATION, endOnFailure: true, examples: PUBLISH_EXAMPLES.map((c) => [c]) });
+      expect([...statuses], 'the statuses of the publishes').to.include.members([201, 409, 422]);
+      // Nothing the fuzz sent published a package using the service's own IRIs.
+      expect((await t.http.get(`/api/v1/registry/resolve?uri=${encodeURIComponent(RESERVED_GRAPH)}`)).status).to.equal(404);
+    });
   });
 
   describe('the cases of issue 12, item 12', () => {
