@@ -83,7 +83,8 @@ export function rolesPackageArchive(name: string, version: string, matrixUri: st
   return matrixArchive(name, version, matrixUri, matrixTurtle(matrixUri, 0, { roles, agents: 0 }));
 }
 
-async function matrixArchive(name: string, version: string, matrixUri: string, turtle: string): Promise<Buffer> {
+/** A package archive (.tgz bytes) of one matrix given as Turtle. */
+export async function matrixArchive(name: string, version: string, matrixUri: string, turtle: string): Promise<Buffer> {
   const { mkdirSync, writeFileSync, readFileSync } = await import('node:fs');
   const path = await import('node:path');
   const tar = await import('tar');

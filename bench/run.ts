@@ -25,6 +25,7 @@ const benches: Bench[] = [
   { name: 'slash-users', title: 'Slash commands with 6,000 users elsewhere (C1, C4, execute)', run: async () => (await import('./figures/slash-users.js')).run() },
   { name: 'slash-large', title: 'Slash commands on a large workspace (1M quads; BENCH_LARGE_QUADS)', run: async () => (await import('./figures/slash-large.js')).run() },
   { name: 'installs-loop', title: 'Event loop during installs', run: async () => (await import('./figures/installs-loop.js')).run() },
+  { name: 'health-attacks', title: '/health during attacks (MCP sparql nesting, large publishes)', run: async () => (await import('./figures/health-attacks.js')).run() },
   { name: 'mixed', title: 'Mixed load at 64 connections during an install', run: async () => (await import('./figures/mixed.js')).run() },
   { name: 'remote', title: 'Remote store (Virtuoso): beside embedded, and a 10M-quad store (WSM_BENCH_REMOTE_QUADS)', optIn: true, run: async () => (await import('./figures/remote.js')).run() },
   { name: 'memory', title: 'Memory with 1M quads', run: async () => (await import('./figures/memory.js')).run() },
