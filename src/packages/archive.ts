@@ -6,7 +6,7 @@ import { AppError, badRequest } from '../errors.js';
 import { parseManifest, type Manifest } from './manifest.js';
 
 /**
- * Reading a package archive (DESIGN.md section 4): a gzip-compressed tar with
+ * Reading a package archive (docs/packages.md, "The archive"): a gzip-compressed tar with
  * `manifest.json` at its root and one Turtle file per matrix. Everything
  * happens in memory; the limits are enforced while the archive is read, so a
  * decompression bomb is stopped as soon as it passes them, not after.

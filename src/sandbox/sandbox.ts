@@ -396,7 +396,7 @@ export class QuerySandbox {
   /**
    * The workspace's whole view, when a knowledge query can run there instead
    * of in a copy of its own: the whole view holds every graph the knowledge
-   * view does (DESIGN.md section 5), so one copy of the workspace serves
+   * view does (docs/slash-commands.md), so one copy of the workspace serves
    * both while administrators query it. Only once its copy is loaded (until
    * then the knowledge view answers, as before), and only for a query that
    * names no dataset of its own (FROM, FROM NAMED, protocol graphs): the
@@ -514,7 +514,7 @@ export class QuerySandbox {
    * Several instances on one store: their writes reach no `onWrite` of this
    * process. The view is checked against the store's revisions of the graphs
    * it depends on (`syncRevisions`: one query for the engine's generations),
-   * as the read cache is (docs/architecture.md, the cache rule): a graph
+   * as the read cache is (docs/store.md, the cache rule): a graph
    * whose revision moved since the last refresh is reloaded, and when one
    * of the records that choose the view's graphs moved, the names are read
    * again. Revisions are taken before the graphs are dumped, so a write

@@ -21,7 +21,7 @@ const PROCEDURES_VERSION = 2;
 const MAX_CALL_BYTES = 512 * 1024;
 
 /**
- * The store on a remote SPARQL 1.1 engine (DESIGN.md section 9). The engine
+ * The store on a remote SPARQL 1.1 engine (docs/remote-store.md). The engine
  * holds the data and makes it durable; this process keeps no copy and no
  * journal.
  *
@@ -172,7 +172,7 @@ export class SparqlStore implements QuadStore {
     }
   }
 
-  /** Registers this instance on the engine and keeps its lease renewed (docs/architecture.md, "Command leases"). */
+  /** Registers this instance on the engine and keeps its lease renewed (docs/store.md, "Command leases"). */
   async startLease(durationMs: number, warn?: (message: string, details?: Record<string, unknown>) => void): Promise<InstanceLease> {
     const lease = new InstanceLease(this, this.base, durationMs, warn);
     lease.dropOrphanStaging = () => this.dropOrphanStaging();
@@ -283,7 +283,7 @@ export class SparqlStore implements QuadStore {
   }
 
   /**
-   * Cross-instance freshness (docs/architecture.md, the cache rule): every
+   * Cross-instance freshness (docs/store.md, the cache rule): every
    * write sets a new generation (a fresh UUID) on each graph it declared, in
    * the same engine transaction as its ops. This reads the generations of
    * `graphs` in one query and moves the revision of each graph whose

@@ -11,7 +11,7 @@ import type { GraphSources, SnapshotCoverage } from './snapshot-coverage.js';
 import type { Sparql } from '../rdf/sparql.js';
 
 /*
- * The embedded store in a thread of its own (docs/architecture.md, "The
+ * The embedded store in a thread of its own (docs/store.md, "The
  * store's thread"). The durable Oxigraph store, its journal and its
  * snapshots live in a worker thread (`store-worker.ts`); this class is the
  * `QuadStore` the service holds on its event loop, and each call is one

@@ -20,7 +20,7 @@ export interface Workspace {
   updatedAt: string;
 }
 
-/** What the caller may do in one workspace (DESIGN.md section 3). */
+/** What the caller may do in one workspace (docs/iam.md, "Access"). */
 export interface WorkspaceAccess {
   workspace: Workspace;
   /** The caller's user record (null for a system admin who never called before). */
@@ -214,7 +214,7 @@ export class WorkspaceService {
    * administrator status from `userId` leaves the workspace at least one
    * administrator: the user is not one (neither the owner nor a holder of
    * the built-in role), or another member is. The condition of every write
-   * that could remove the last administrator (docs/architecture.md).
+   * that could remove the last administrator (docs/store.md).
    */
   keepsAnAdministrator(workspace: Workspace, userId: string): Sparql {
     const iam = iri(this.graphs.iam(workspace.id));
@@ -236,7 +236,7 @@ export class WorkspaceService {
   /**
    * Adds or updates a member (creating the user record if needed); `admin`
    * grants or revokes the built-in role. Revoking is a conditional write
-   * that keeps an administrator (docs/architecture.md, "Invariant sites").
+   * that keeps an administrator (docs/store.md, "Invariant sites").
    */
   putMember(workspace: Workspace, username: string, input: UserProfile & { admin?: boolean }, caller: AuthContext, now = new Date()): Promise<User> {
     return untilApplied(() => this.putMemberOnce(workspace, username, input, caller, now),
