@@ -1,6 +1,6 @@
 import { expect } from 'chai';
 import type { QuadStore, WriteOp } from '../../src/store/store.js';
-import { iri, sparql } from '../../src/rdf/sparql.js';
+import { integer, iri, sparql } from '../../src/rdf/sparql.js';
 import { forEachBackend } from './contract/backends.js';
 import { count, insert, triples } from './contract/helpers.js';
 
@@ -24,11 +24,14 @@ forEachBackend('what a read may see', (t) => {
     }
   });
 
-  /** Counts of the three graphs of a large write, read in one query: one state of the store. */
-  const observe = async (store: QuadStore, graphs: { a: string; b: string; marker: string }) => {
+  /**
+   * Counts of the three graphs of a large write, read in one query: one state of the store. Each poll's query
+   * text differs (`poll`), so no store answers it from answers it kept: it reaches the engine.
+   */
+  const observe = async (store: QuadStore, graphs: { a: string; b: string; marker: string }, poll: number) => {
     const rows = await store.select(sparql`SELECT
       (SUM(IF(?g = ${iri(graphs.a)}, 1, 0)) AS ?a) (SUM(IF(?g = ${iri(graphs.b)}, 1, 0)) AS ?b) (SUM(IF(?g = ${iri(graphs.marker)}, 1, 0)) AS ?m)
-      WHERE { VALUES ?g { ${iri(graphs.a)} ${iri(graphs.b)} ${iri(graphs.marker)} } GRAPH ?g { ?s ?p ?o } }`);
+      WHERE { VALUES ?poll { ${integer(poll)} } VALUES ?g { ${iri(graphs.a)} ${iri(graphs.b)} ${iri(graphs.marker)} } GRAPH ?g { ?s ?p ?o } }`);
     const n = (v: string) => Number(rows[0]?.[v]?.value ?? 0);
     return `${n('a')}/${n('b')}/${n('m')}`;
   };
@@ -38,13 +41,14 @@ forEachBackend('what a read may see', (t) => {
     const seen = new Set<string>();
     let done = false;
     const writing = write().finally(() => { done = true; });
+    let poll = 0;
     while (!done) {
-      seen.add(await observe(t.store, graphs));
+      seen.add(await observe(t.store, graphs, poll++));
       // As requests do, each read comes in a turn of the event loop of its own (a store may answer without one).
       await new Promise((resolve) => setImmediate(resolve));
     }
     await writing;
-    seen.add(await observe(t.store, graphs));
+    seen.add(await observe(t.store, graphs, poll));
     return seen;
   };
 
