@@ -52,7 +52,7 @@ forEachBackend('what a read may see', (t) => {
     return seen;
   };
 
-  const large = 7_000;
+  const large = 4_000;
   const graphsOf = (name: string) => ({ a: t.graph(`${name}/a`), b: t.graph(`${name}/b`), marker: t.graph(`${name}/marker`) });
   const largeWrite = (graphs: { a: string; b: string; marker: string }, replace: boolean): WriteOp[] => [
     { kind: 'load', graph: graphs.a, format: 'application/n-triples', data: triples(large, 'a'), ...(replace ? { replace } : {}) },
