@@ -28,6 +28,7 @@ const HOW: Record<string, string> = {
   'installs-loop': "`/health` and a cached P5 sent every 20 ms (without waiting for answers) while the service installs a 15,000-role package and then a 100,000-triple matrix; the same sampling on the idle service is the baseline.",
   'mixed': "64 connections each cycling through P5, C5, a slash execution and a workspace read while a 100,000-triple matrix installs; the baseline is the same load without the install. Target: no error, p99 under 1 s.",
   'remote': "On Virtuoso (`npm run virtuoso`): the reads, writes, install and slash figures beside the same on the embedded store in the same run; then a 10M-quad store (`WSM_BENCH_REMOTE_QUADS`, bulk-loaded) with start-up, RSS, P5 and slash execution beside the engine answering the same queries bare. Only when named: `npm run bench -- remote`.",
+  'transfer': "Export and import of a 1M-quad workspace through the API (quads per second, peak RSS), and C5's p99 while `wsm backup` runs.",
   'memory': "RSS of the service holding 1M quads after queries ran, query workers counted, against a bare Oxigraph store holding the same quads.",
 };
 
