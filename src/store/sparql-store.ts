@@ -215,13 +215,12 @@ export class SparqlStore implements QuadStore {
    *   first asks the gate, at read committed (no lock taken or waited for),
    *   and waits while it is closed; then it reads at serializable isolation,
    *   so it sees the large write whole or not at all (a read at read
-   *   committed was measured seeing one half committed). A gate left closed
+   *   committed can see one half committed). A gate left closed
    *   by a writer that died lapses on its own.
    * - The plan epoch. Virtuoso keeps a query's compiled plan by its exact
    *   text and does not compile it again when the data changes: a plan made
-   *   while a graph was empty, used once a large write filled it with
-   *   100,000 triples, was measured 15-35 times slower than a fresh one, and
-   *   in a test run it kept the engine busy past the client's 120 s timeout.
+   *   while a graph was empty, used once a large write filled it, is many
+   *   times slower than a fresh one (docs/remote-store.md).
    *   Each large write's final transaction sets a new epoch in the gate graph;
    *   the gate check reads it, and the read goes with the epoch as a comment
    *   at its end, so plans made before the last large write are not used

@@ -136,7 +136,7 @@ export type WriteOp =
  * cross to the store's thread as bytes, and a string is made of them there,
  * so a large text made in a worker thread (an install's graphs:
  * `pipeline-worker.ts`) never becomes a string on the event loop, where
- * making a string of 20 MB took 75-140 ms. `ThreadedStore` lends bytes that
+ * making a large string holds it (docs/figures.md). `ThreadedStore` lends bytes that
  * fill a buffer of their own: moved to its thread for the write and moved
  * back into the op's `data` when the write settles (a failed command writes
  * its report op again); during the write the caller's array is empty.
@@ -203,9 +203,8 @@ export interface QuadStore {
   /**
    * SELECT, for many rows of IRIs: the IRIs `variable` binds, in the
    * query's order (rows where it is unbound or not an IRI give none). The
-   * embedded store reads them from the engine's tab-separated answer: for
-   * 15,000 rows its JSON answer took 56-113 ms on the event loop, the
-   * tab-separated one 23-31 ms.
+   * embedded store reads them from the engine's tab-separated answer,
+   * about half the event loop's time of its JSON answer (docs/figures.md).
    */
   selectIris(query: Sparql, variable: string, scope?: QueryScope): Promise<string[]>;
   /** ASK. */
