@@ -48,7 +48,10 @@ export function extractDeclarations(quads: Iterable<Quad>, matrixUris: Iterable<
     if (p === RDF.type && q.object.value === `${SECRETS_NS}ManagedSecret`) secrets.add(s);
     if (p !== RDFS_IS_DEFINED_BY && !p.startsWith(BUILD_NS) && !p.startsWith(SECRETS_NS)) continue;
     let props = bySubject.get(s);
-    if (!props) bySubject.set(s, props = new Map());
+    if (!props) {
+      props = new Map<string, string[]>();
+      bySubject.set(s, props);
+    }
     const list = props.get(p) ?? [];
     list.push(q.object.value);
     props.set(p, list);

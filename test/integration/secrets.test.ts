@@ -202,6 +202,15 @@ describe('secrets and variables, as the ecosystem client speaks them', function 
     expect((await http.get('/api/v1/secrets/vault/reads').set(as('mia'))).status).to.equal(403);
   });
 
+  it('a keyId serves one exchange even when several requests race with it', async () => {
+    const key = await pubkey('mia');
+    const before = (await reads()).length;
+    const answers = await Promise.all(Array.from({ length: 10 }, () => readValue('mia', 'main:apiToken', {}, key)));
+    expect(answers.map((a) => a.res.status).sort()).to.deep.equal([200, ...Array(9).fill(409)]);
+    expect(answers.find((a) => a.res.status === 200)!.plaintext).to.equal(WORKSPACE_VALUE);
+    expect((await reads()).length).to.equal(before + 1);
+  });
+
   it('sets and reads a value in each scope with the access rules', async () => {
     const id = 'main:apiToken';
     // Workspace scope: administrators set, members may not.
