@@ -247,9 +247,7 @@ export class Deployment {
       }
       if (p.imports.length) await ctx.event('INFO', `Matrix ${p.name} imports ${p.imports.map((u) => `<${u}>`).join(', ')}: all available`);
     }
-    // 4. Variables and secrets the matrices declare, with their values.
-    const declarationOps = await this.declarationOps(ctx, ws, m.name, parsedOut.declarations, parsed, opts.bindings);
-    // 5. Extensions targeting these matrices.
+    // 4. Extensions targeting these matrices.
     const extensionOps: WriteOp[] = [];
     if (this.hook) {
       for (const p of parsed) {
@@ -259,7 +257,7 @@ export class Deployment {
         if (ext.quads.length) await ctx.event('INFO', `Matrix ${p.name}: deploying ${plural(ext.quads.length, 'triple')} of active extensions with it`);
       }
     }
-    // 6. SHACL.
+    // 5. SHACL.
     const touched = new Set([...parsed.map((p) => p.id), ...dropped.map((x) => x.id)]);
     // Validation only types the workspace's roles and matrices the validated triples mention.
     const allMentioned = new Set([...mentioned, ...mentionedIris([...extensionQuads.values()].flat())]);
@@ -269,6 +267,8 @@ export class Deployment {
     const context = { roleUris: await this.roleUrisOf(ws, mentionedRoles), matrixUris: [...outside, ...extraMatrices].map((x) => x.uri).sort() };
     const extensions = Object.fromEntries([...extensionQuads].map(([uri, quads]) => [uri, quads.length ? quadsToNTriples(quads) : '']));
     await this.validate(ctx, () => job.validate({ extensions, context, reservedBase: this.graphs.base, reportIri: this.graphs.report(ws, ctx.commandId) }));
+    // 6. Variables and secrets the matrices declare, with their values.
+    const declarationOps = await this.declarationOps(ctx, ws, m.name, parsedOut.declarations, parsed, opts.bindings);
     // 7. Derive and write.
     const now = this.runner.now();
     const derivedAll = await job.derive({

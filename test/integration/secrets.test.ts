@@ -306,6 +306,42 @@ describe('secrets and variables, as the ecosystem client speaks them', function 
     expect((await readValue('mia', `${M}#apiToken`)).res.status).to.equal(404);
   });
 
+  it('an upload install takes its bindings as JSON in the multipart field "bindings"; bad ones are a 400', async () => {
+    const U = 'https://example.org/packages/uploaded/main';
+    const turtle = MATRIX.replaceAll(M, U);
+    const archive = await tinyPackage({ name: 'uploaded', version: '1.0.0', matrices: [{ name: 'up', uri: U, turtle }] });
+    const send = (bindings: string) => http.post('/api/v1/packages/vault/install').set(as('owner'))
+      .field('bindings', bindings).attach('file', archive, { filename: 'uploaded.tgz', contentType: 'application/gzip' });
+    const notJson = await send('{variableBindings');
+    expect(notJson.status).to.equal(400);
+    expect(notJson.body.error.message).to.contain('"bindings" is not JSON');
+    const unknownField = await send(JSON.stringify({ variables: [] }));
+    expect(unknownField.status).to.equal(400);
+    const undeclared = await send(JSON.stringify({ variableBindings: [{ uri: `${U}#nope`, value: 'x' }] }));
+    expect(undeclared.status).to.equal(400);
+    expect(undeclared.body.error.message).to.contain(`<${U}#nope>`);
+    const binding = await sealed('owner', 'uploaded-secret-value');
+    const res = await send(JSON.stringify({ variableBindings: [{ uri: `${U}#apiUrl`, value: 'https://up.example.org' }], secretBindings: [{ uri: `${U}#apiToken`, ...binding }] }));
+    expect(res.status, JSON.stringify(res.body)).to.equal(202);
+    const done = await waitForCommand({ http } as never, tokens.owner!, 'vault', res.body.data.id);
+    expect(done.status, done.errorMessage ?? '').to.equal('completed');
+    expect((await http.get('/api/v1/variables/vault').set(as('mia'))).body.data.find((v: { uri: string }) => v.uri === `${U}#apiUrl`).value).to.equal('https://up.example.org');
+    expect((await readValue('mia', 'up:apiToken')).plaintext).to.equal('uploaded-secret-value');
+    const gone = await http.delete('/api/v1/packages/vault/uploaded').set(as('owner'));
+    expect((await waitForCommand({ http } as never, tokens.owner!, 'vault', gone.body.data.id)).status).to.equal('completed');
+  });
+
+  it('the package shapes refuse a declaration tied to no matrix of the package', async () => {
+    const B = 'https://example.org/packages/badly/main';
+    const turtle = `${MATRIX.replaceAll(M, B)}<${B}#stray> a <https://poliglot.io/os/spec/build#Variable> ; <http://www.w3.org/2000/01/rdf-schema#isDefinedBy> <https://example.org/elsewhere> .\n`;
+    const archive = await tinyPackage({ name: 'badly', version: '1.0.0', matrices: [{ name: 'main', uri: B, turtle }] });
+    const res = await http.post('/api/v1/packages/vault/install').set(as('owner')).attach('file', archive, { filename: 'badly.tgz', contentType: 'application/gzip' });
+    expect(res.status).to.equal(202);
+    const failed = await waitForCommand({ http } as never, tokens.owner!, 'vault', res.body.data.id);
+    expect(failed.status).to.equal('failed');
+    expect(failed.errorMessage, failed.errorMessage ?? '').to.contain('exactly one rdfs:isDefinedBy naming a matrix of this package').and.contain(`${B}#stray`);
+  });
+
   it('no plaintext in the data directory, the log or the administrators\' SPARQL answers; no ciphertext in SPARQL either', async () => {
     // Set a value again so the store holds one, then look everywhere.
     const binding = await sealed('owner', WORKSPACE_VALUE);
