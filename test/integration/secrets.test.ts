@@ -342,7 +342,7 @@ describe('secrets and variables, as the ecosystem client speaks them', function 
     expect(failed.errorMessage, failed.errorMessage ?? '').to.contain('exactly one rdfs:isDefinedBy naming a matrix of this package').and.contain(`${B}#stray`);
   });
 
-  it('no plaintext in the data directory, the log or the administrators\' SPARQL answers; no ciphertext in SPARQL either', async () => {
+  it('no plaintext in the data directory, the log, an export or the administrators\' SPARQL answers; no ciphertext in SPARQL or the export either', async () => {
     // Set a value again so the store holds one, then look everywhere.
     const binding = await sealed('owner', WORKSPACE_VALUE);
     const res = await http.post('/api/v1/packages/vault/registry/acme/vault/install').set(as('owner')).send({
@@ -354,14 +354,19 @@ describe('secrets and variables, as the ecosystem client speaks them', function 
     expect(everything.status).to.equal(200);
     expect(everything.text).to.contain('apiToken');
     expect(everything.text).to.not.contain('sealedValue').and.not.contain('secret-values');
+    const exported = (await http.get('/api/v1/workspaces/vault/export').set(as('owner')).set('Accept', 'application/n-quads').set('Accept-Encoding', 'identity')
+      .buffer(true).parse((r, cb) => { let text = ''; r.on('data', (c: Buffer) => { text += String(c); }); r.on('end', () => cb(null, text)); })).body as string;
+    expect(exported).to.contain('apiToken').and.contain('https://api.example.org');
+    expect(exported).to.not.contain('sealedValue');
     await server.close();
     const plaintexts = [WORKSPACE_VALUE, PRINCIPAL_VALUE, SET_VALUE, 'never-stored-plaintext'];
     const files = filesUnder(dataDir);
     expect(files.some((f) => f.file.includes('journal') || f.file.includes('snapshot'))).to.equal(true);
     // The search can find what is stored in the clear: a variable's value.
-    expect(files.some((f) => f.bytes.includes(Buffer.from('eu-west')))).to.equal(true);
+    expect(files.some((f) => f.bytes.includes(Buffer.from('https://api.example.org')))).to.equal(true);
     for (const p of plaintexts) {
       expect(everything.text, p).to.not.contain(p);
+      expect(exported, p).to.not.contain(p);
       expect(log.join(''), p).to.not.contain(p);
       for (const f of files) expect(f.bytes.includes(Buffer.from(p)), `${p} in ${f.file}`).to.equal(false);
     }
