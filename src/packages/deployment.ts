@@ -330,6 +330,11 @@ export class Deployment {
     if (!this.secrets) return [];
     const undeclared = SecretsService.undeclared(declarations, { variables: bindings.variables.map((b) => b.uri), secrets: bindings.secrets.map((b) => b.uri) });
     if (undeclared) throw new CommandFailure(undeclared, 'Bind only what the package declares.');
+    const taken = await this.secrets.declaredElsewhere(ws, packageName, [...declarations.variables, ...declarations.secrets].map((d) => d.uri));
+    if (taken.length) {
+      throw new CommandFailure(`${taken.map((t) => `<${t.uri}> is already declared by installed package "${t.packageName}"`).join('; ')}`,
+        'Give the declaration another URI, or uninstall that package first; nothing was changed.');
+    }
     const names = new Map(parsed.map((p) => [p.uri, p.name]));
     const { ops, missing } = await this.secrets.deploymentOps(ws, packageName, declarations, names, bindings, bindings.actor ?? 'system');
     if (missing.length) {

@@ -307,6 +307,15 @@ export class SecretsService {
     return { variables: new Map(vars.map((b) => [req(b, 'uri'), str(b, 'value')])), secrets: new Set(secrets.map((b) => req(b, 'uri'))) };
   }
 
+  /** Declarations among these URIs that another installed package made. */
+  async declaredElsewhere(ws: string, packageName: string, uris: string[]): Promise<Array<{ uri: string; packageName: string }>> {
+    if (!uris.length) return [];
+    const rows = await this.store.select(sparql`${prefixes}SELECT DISTINCT ?uri ?pkg WHERE { VALUES ?uri { ${join(uris.map((u) => iri(u)))} }
+      VALUES ?g { ${iri(this.graphs.variables(ws))} ${iri(this.graphs.secrets(ws))} }
+      GRAPH ?g { ?d wsm:uri ?uri ; wsm:package ?pkg FILTER (?pkg != ${literal(packageName)}) } }`);
+    return rows.map((b) => ({ uri: req(b, 'uri'), packageName: req(b, 'pkg') }));
+  }
+
   /** URIs of secrets with a workspace-scope value. */
   private async withWorkspaceValue(ws: string, uris: string[]): Promise<Set<string>> {
     if (!uris.length) return new Set();

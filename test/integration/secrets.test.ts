@@ -327,6 +327,12 @@ describe('secrets and variables, as the ecosystem client speaks them', function 
     expect(done.status, done.errorMessage ?? '').to.equal('completed');
     expect((await http.get('/api/v1/variables/vault').set(as('mia'))).body.data.find((v: { uri: string }) => v.uri === `${U}#apiUrl`).value).to.equal('https://up.example.org');
     expect((await readValue('mia', 'up:apiToken')).plaintext).to.equal('uploaded-secret-value');
+    // Another package may not declare the same URIs.
+    const clash = await tinyPackage({ name: 'clash', version: '1.0.0', matrices: [{ name: 'c', uri: `${U}-other`, turtle: `${turtle.replaceAll(`<${U}>`, `<${U}-other>`)}` }] });
+    const clashing = await http.post('/api/v1/packages/vault/install').set(as('owner')).attach('file', clash, { filename: 'clash.tgz', contentType: 'application/gzip' });
+    const clashed = await waitForCommand({ http } as never, tokens.owner!, 'vault', clashing.body.data.id);
+    expect(clashed.status).to.equal('failed');
+    expect(clashed.errorMessage).to.contain(`<${U}#apiUrl> is already declared by installed package "uploaded"`);
     const gone = await http.delete('/api/v1/packages/vault/uploaded').set(as('owner'));
     expect((await waitForCommand({ http } as never, tokens.owner!, 'vault', gone.body.data.id)).status).to.equal('completed');
   });
