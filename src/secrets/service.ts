@@ -88,11 +88,13 @@ export class SecretsService {
     if (value === null && found.required) throw badRequest(`Variable <${found.uri}> is required; it cannot be cleared, only set to another value`);
     const g = iri(this.graphs.variables(ws));
     const v = iri(this.variableIri(found.id));
-    await this.store.update(sparql`${prefixes}${sequence([
+    // Only while the variable is still declared: an uninstall racing the set leaves no value behind.
+    const applied = await this.store.writeIf({ ask: sparql`${prefixes}ASK { GRAPH ${g} { ${v} a wsm:Variable } }`, expect: true }, [updateOp(sparql`${prefixes}${sequence([
       sparql`DELETE WHERE { GRAPH ${g} { ${v} wsm:value ?old } }`,
       sparql`DELETE WHERE { GRAPH ${g} { ${v} wsm:updatedAt ?t } }`,
       sparql`INSERT DATA { GRAPH ${g} { ${v} wsm:updatedAt ${dateTime(this.clock.now())} . ${optionalTriple(v, raw('wsm:value'), value === null ? null : literal(value))} } }`,
-    ])}`, [this.graphs.variables(ws)]);
+    ])}`, [this.graphs.variables(ws)])]);
+    if (!applied) throw notFound(`Variable "${id}" is no longer declared by any package installed in this workspace`);
     return { ...found, value, hasValue: value !== null };
   }
 
@@ -238,8 +240,14 @@ export class SecretsService {
     const { key, plaintext } = this.openClientValue(access, username, input);
     const sealed = keyring.sealValue(plaintext, this.place(ws, secret.uri, scope, entity));
     const use = this.useKeyOps(key);
-    const applied = await this.store.writeIf(use.condition, [use.op, this.valueOp(ws, secret, scope, entity, sealed, username, this.clock.now())]);
-    if (!applied) throw this.refusedUsed();
+    // The keyId unused and the secret still declared (an uninstall racing the set leaves no value behind).
+    const declared = sparql`GRAPH ${iri(this.graphs.secrets(ws))} { ${iri(this.secretIri(secret.id))} a wsm:ManagedSecret }`;
+    const ask = sparql`${prefixes}ASK { ${raw(declared)} FILTER NOT EXISTS { GRAPH ${iri(this.graphs.exchangeKeys)} { ${iri(this.graphs.resource('exchange-key', key.id))} wsm:usedAt ?t } } }`;
+    const applied = await this.store.writeIf({ ask, expect: true }, [use.op, this.valueOp(ws, secret, scope, entity, sealed, username, this.clock.now())]);
+    if (!applied) {
+      if (!await this.store.ask(sparql`${prefixes}ASK { ${raw(declared)} }`)) throw notFound(`Secret "${secretId}" is no longer declared by any package installed in this workspace`);
+      throw this.refusedUsed();
+    }
     this.logger.info({ workspace: ws, secret: secret.uri, scope, username }, 'secret value set');
   }
 
