@@ -11,7 +11,7 @@ import { loadConfig } from '../../src/config.js';
 import { startServer, type RunningServer } from '../../src/server.js';
 import { mintToken } from '../../src/auth/tokens.js';
 import { exchangeKey, openFromClient } from '../../src/secrets/crypto.js';
-import { bearer, removeDir, tempDir } from '../helpers/server.js';
+import { bearer, removeDir, startTestServer, tempDir } from '../helpers/server.js';
 import { tinyPackage } from '../helpers/packages.js';
 import { waitForCommand } from '../helpers/lifecycle.js';
 
@@ -378,5 +378,24 @@ describe('secrets and variables, as the ecosystem client speaks them', function 
     }
     expect(log.join('')).to.contain('secret value read');
     await start();
+  });
+});
+
+describe('secret values without a secrets key', function () {
+  this.timeout(60_000);
+  it('answer 503 naming the setting; metadata and variables still answer', async () => {
+    const t = await startTestServer();
+    try {
+      const root = await t.token('root', { systemAdmin: true });
+      expect((await t.http.post('/api/v1/workspaces').set(bearer(root)).send({ slug: 'plain', owner: 'root' })).status).to.equal(201);
+      const res = await t.http.post('/api/v1/secrets/plain/pubkey').set(bearer(root));
+      expect(res.status).to.equal(503);
+      expect(res.body.error.message).to.contain('WSM_SECRETS_KEY_FILE');
+      expect((await t.http.get('/api/v1/secrets/plain').set(bearer(root))).body.data).to.deep.equal([]);
+      expect((await t.http.get('/api/v1/variables/plain').set(bearer(root))).body.data).to.deep.equal([]);
+    } finally {
+      await t.close();
+      removeDir(t.dataDir);
+    }
   });
 });
