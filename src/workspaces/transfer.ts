@@ -17,7 +17,6 @@
  * meanwhile.
  */
 import type { Writable } from 'node:stream';
-import { once } from 'node:events';
 import type { QuadStore, WriteInput } from '../store/store.js';
 import type { Graphs } from '../rdf/graphs.js';
 import { iri, join, literal, raw, sparql, sparqlFragment } from '../rdf/sparql.js';
@@ -66,7 +65,7 @@ export class WorkspaceTransfer {
     const prefix = this.graphs.workspacePrefix(workspace.id);
     const names = (await this.store.graphNames()).filter((g) => g.startsWith(prefix)).sort();
     const write = async (text: string): Promise<void> => {
-      if (text && !out.write(text)) await Promise.race([once(out, 'drain'), once(out, 'close')]);
+      if (text && !out.write(text)) await drained(out);
     };
     const graph = async (name: string, triples: string): Promise<void> => {
       if (!triples) return;
@@ -109,6 +108,19 @@ export class WorkspaceTransfer {
     }
     return (await this.workspaces.find(plan.workspaceId))!;
   }
+}
+
+/** Resolves once `out` drained or closed (a client that went away), leaving no listener behind. */
+function drained(out: Writable): Promise<void> {
+  return new Promise((resolve) => {
+    const done = () => {
+      out.off('drain', done);
+      out.off('close', done);
+      resolve();
+    };
+    out.on('drain', done);
+    out.on('close', done);
+  });
 }
 
 /** `text` (N-Triples lines) in pieces of whole lines of about `CHUNK_CHARS`. */
