@@ -51,6 +51,8 @@ export const configSchema = z.object({
   WSM_SPARQL_DIALECT: z.enum(['standard', 'virtuoso']).default('standard'),
   /** With `sparql`: milliseconds an instance's lease on the lifecycle commands it runs lasts unless renewed. */
   WSM_LEASE_MS: z.coerce.number().int().min(500).max(3_600_000).default(30_000),
+  /** The key that seals secret values at rest, a file outside the data directory (docs/secrets.md). */
+  WSM_SECRETS_KEY_FILE: z.string().min(1).optional(),
 }).superRefine((c, ctx) => {
   if (c.WSM_STORE !== 'sparql') return;
   for (const key of ['WSM_SPARQL_QUERY_URL', 'WSM_SPARQL_UPDATE_URL'] as const) {

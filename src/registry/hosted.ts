@@ -18,6 +18,9 @@ import type { Dependency, Registry, RegistryVersion } from '../packages/registry
 import { checkForPublish, type PublishContext } from './check.js';
 import { Clock } from '../rdf/clock.js';
 import { GraphCache } from '../store/graph-cache.js';
+import { readPackageArchive } from '../packages/archive.js';
+import { declarationsOfArchive } from '../secrets/archive-declarations.js';
+import type { SecretDeclaration, VariableDeclaration } from '../secrets/declarations.js';
 
 /**
  * The registry the service hosts (docs/packages.md, "The hosted registry"): publishers,
@@ -233,10 +236,11 @@ export class HostedRegistry implements Registry {
     return found;
   }
 
-  /** `GET .../{version}/declarations`: packages declare no variables or secrets yet. */
-  async declarations(publisher: string, name: string, version: string): Promise<{ declaredVariables: unknown[]; declaredSecrets: unknown[] }> {
-    await this.versionRecord(publisher, name, version);
-    return { declaredVariables: [], declaredSecrets: [] };
+  /** `GET .../{version}/declarations`: the variables and managed secrets its matrices declare, read from its archive. */
+  async declarations(publisher: string, name: string, version: string): Promise<{ declaredVariables: VariableDeclaration[]; declaredSecrets: SecretDeclaration[] }> {
+    const { bytes } = await this.archive(publisher, name, version);
+    const found = declarationsOfArchive(await readPackageArchive(bytes, { maxArchiveBytes: Math.max(this.options.maxArchiveBytes, bytes.length) }));
+    return { declaredVariables: found.variables, declaredSecrets: found.secrets };
   }
 
   private archivePath(sha: string): string {
