@@ -6,7 +6,7 @@ import type { PublishContext, PublishRejection, PublishReport } from './publish-
 export type { PublishContext, PublishReport, ReportEntry } from './publish-steps.js';
 
 /**
- * The checks a publish runs: the same as an upload
+ * The checks a publish runs (docs/packages.md, "The hosted registry"): the same as an upload
  * install — archive safety and limits, manifest, engine range, Turtle (and
  * every term the store would refuse), SHACL, and no use of the service's
  * own IRIs — plus "the manifest's name is the package of the path". They run

@@ -20,9 +20,12 @@ import { NOT_APPLIED, untilApplied } from '../store/conditional.js';
 import { sharedPipelinePool, type PipelinePool } from '../packages/pipeline-pool.js';
 import { Clock } from '../rdf/clock.js';
 import { GraphCache } from '../store/graph-cache.js';
+import { readPackageArchive } from '../packages/archive.js';
+import { declarationsOfArchive } from '../secrets/archive-declarations.js';
+import type { SecretDeclaration, VariableDeclaration } from '../secrets/declarations.js';
 
 /**
- * The registry the service hosts (DESIGN.md section 10): publishers,
+ * The registry the service hosts (docs/packages.md, "The hosted registry"): publishers,
  * packages and versions as RDF in the registry graph, archives as files in
  * the data directory named by their SHA-256. It is also a `Registry` the
  * package service installs from when `WSM_REGISTRY=self`.
@@ -85,7 +88,7 @@ export class HostedRegistry implements Registry {
 
   /**
    * `versions()` answers by package, kept while the registry graph's
-   * revision stands (the cache rule, docs/architecture.md): P4 and P5 ask
+   * revision stands (the cache rule, docs/store.md): P4 and P5 ask
    * for the latest version of each registry-installed package they answer.
    */
   private readonly versionLists: GraphCache<readonly RegistryVersion[]>;
@@ -235,10 +238,11 @@ export class HostedRegistry implements Registry {
     return found;
   }
 
-  /** `GET .../{version}/declarations`: packages declare no variables or secrets yet. */
-  async declarations(publisher: string, name: string, version: string): Promise<{ declaredVariables: unknown[]; declaredSecrets: unknown[] }> {
-    await this.versionRecord(publisher, name, version);
-    return { declaredVariables: [], declaredSecrets: [] };
+  /** `GET .../{version}/declarations`: the variables and managed secrets its matrices declare, read from its archive. */
+  async declarations(publisher: string, name: string, version: string): Promise<{ declaredVariables: VariableDeclaration[]; declaredSecrets: SecretDeclaration[] }> {
+    const { bytes } = await this.archive(publisher, name, version);
+    const found = declarationsOfArchive(await readPackageArchive(bytes, { maxArchiveBytes: Math.max(this.options.maxArchiveBytes, bytes.length) }));
+    return { declaredVariables: found.variables, declaredSecrets: found.secrets };
   }
 
   private archivePath(sha: string): string {
