@@ -1,7 +1,10 @@
 import { expect } from 'chai';
 import fc from 'fast-check';
 import type { Response } from 'superagent';
-import { bearer, removeDir, seedWorkspace, startTestServer, type TestServer } from '../helpers/server.js';
+import { randomBytes } from 'node:crypto';
+import { writeFileSync } from 'node:fs';
+import path from 'node:path';
+import { bearer, removeDir, seedWorkspace, startTestServer, tempDir, type TestServer } from '../helpers/server.js';
 import { tinyPackage, sampleMatrixTurtle } from '../helpers/packages.js';
 import { upload, uploadAndWait, waitForCommand } from '../helpers/lifecycle.js';
 import { installMatrices } from '../helpers/installs.js';
@@ -225,9 +228,13 @@ describe('Fuzz: every endpoint, bounded, answers no 5xx and the envelope on ever
   let t: TestServer;
   let tokens: { root: string; owner: string; member: string; outsider: string };
   let ops: Operation[];
+  let keyDir: string;
 
   before(async () => {
-    t = await startTestServer({ WSM_QUERY_TIMEOUT_MS: '3000' });
+    // With a secrets key: the secrets routes are fuzzed with values on (without one they answer 503 by design).
+    keyDir = tempDir('wsm-fuzz-key-');
+    writeFileSync(path.join(keyDir, 'secrets.key'), `${randomBytes(32).toString('base64')}\n`);
+    t = await startTestServer({ WSM_QUERY_TIMEOUT_MS: '3000', WSM_SECRETS_KEY_FILE: path.join(keyDir, 'secrets.key') });
     ({ tokens } = await seedWorkspace(t, 'acme'));
     await installMatrices(t, tokens.owner, 'acme', 'plain', [{ uri: 'https://example.org/m/plain', turtle: sampleMatrixTurtle('https://example.org/m/plain') }]);
     ops = operationsOf((await t.http.get('/api/v1/openapi.json')).body);
@@ -237,6 +244,7 @@ describe('Fuzz: every endpoint, bounded, answers no 5xx and the envelope on ever
   after(async () => {
     await t.close();
     removeDir(t.dataDir);
+    removeDir(keyDir);
   });
 
   function send(op: Operation, c: Case) {
