@@ -112,7 +112,7 @@ export function buildRegistry(services: Services): ApiRegistry {
     { maxImportBytes: services.config.WSM_MAX_IMPORT_BYTES }));
   registry.add(...packageRoutes(services.workspaces, services.packages, {
     maxUploadBytes: services.config.WSM_MAX_UPLOAD_BYTES, statuses: new StatusPresenter(services.config.WSM_STATUS_CASE),
-    subscribe: (listener) => services.store.onWrite(() => listener()),
+    streams: { onWrite: (listener) => services.store.onWrite(listener), maxPerUser: services.config.WSM_MAX_EVENT_STREAMS },
   }));
   registry.add(...extensionRoutes(services.workspaces, services.extensions));
   registry.add(...iamRoutes(services.workspaces, services.iam));

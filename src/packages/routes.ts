@@ -11,6 +11,11 @@ import type { RequestBindings } from './lifecycle.js';
 import type { SealedFromClient } from '../secrets/service.js';
 import { uploadBindings } from '../secrets/schema.js';
 import { streamEvents, wantsEventStream } from './event-stream.js';
+import { CommandFeeds, StreamSlots } from './event-feeds.js';
+import { tooManyRequests } from '../errors.js';
+
+/** Retry-After of a stream refused at the per-user limit: streams end when their commands finish. */
+const STREAM_RETRY_SECONDS = 5;
 import {
   autoUpdateBody, commandParams, commandSchema, eventSchema, installBody, installationSchema, packageParams,
   registryParams, reportSchema, uploadQuery, workspaceParams,
@@ -41,10 +46,16 @@ function parseBindingsField(field: unknown): z.output<typeof uploadBindings> {
 
 /** Package endpoints P1 to P10 (docs/api.md; docs/packages.md). */
 export function packageRoutes(
-  workspaces: WorkspaceService, packages: PackageService, options: { maxUploadBytes: number; statuses?: StatusPresenter; subscribe?: (listener: () => void) => () => void },
+  workspaces: WorkspaceService, packages: PackageService, options: {
+    maxUploadBytes: number; statuses?: StatusPresenter;
+    /** P10 as Server-Sent Events: the store's write announcements, and the streams one user may hold at once. */
+    streams?: { onWrite: (listener: (graphs: ReadonlySet<string>) => void) => () => void; maxPerUser: number };
+  },
 ): RouteDef[] {
   const tag = 'Packages';
   const present = options.statuses ?? new StatusPresenter('lower');
+  const feeds = options.streams && new CommandFeeds(options.streams.onWrite);
+  const slots = options.streams && new StreamSlots(options.streams.maxPerUser);
   const accepted = (slug: string, command: LifecycleCommand) => ({
     status: 202,
     data: present.command(command),
@@ -120,16 +131,23 @@ export function packageRoutes(
       responses: {
         200: { description: 'Events', data: z.array(eventSchema), mediaTypes: ['text/event-stream'] },
         404: { description: 'Workspace or command not found' },
+        429: { description: 'As a stream: the caller already holds as many event streams as one user may (WSM_MAX_EVENT_STREAMS); Retry-After says when to try again' },
       },
-      handler: async ({ params, req, res, access }) => {
+      handler: async ({ params, req, res, auth, access }) => {
         const { workspace } = access!;
-        if (wantsEventStream(req) && options.subscribe) {
-          await streamEvents(req, res, {
-            command: async () => packages.getCommand(workspace, params.commandId),
-            events: async () => packages.events(workspace, params.commandId),
-            subscribe: options.subscribe,
-            presentStatus: (status) => present.status(status),
-          });
+        if (wantsEventStream(req) && feeds && slots) {
+          const release = slots.take(auth.username);
+          if (!release) {
+            throw tooManyRequests(`You already have ${slots.max} event streams open, as many as one user may; close one or try again later`, STREAM_RETRY_SECONDS);
+          }
+          try {
+            // Read once before answering, so a missing command is still a plain 404.
+            const { id } = await packages.getCommand(workspace, params.commandId);
+            const feed = feeds.feed(`${workspace.id} ${id}`, { read: () => packages.progress(workspace, id), graphs: packages.commandGraphs(workspace.id, id) });
+            await streamEvents(req, res, feed, (status) => present.status(status));
+          } finally {
+            release();
+          }
           return {};
         }
         return { data: await packages.events(workspace, params.commandId) };

@@ -51,7 +51,7 @@ export class PackageService {
 
   constructor(
     store: QuadStore,
-    graphs: Graphs,
+    private readonly graphs: Graphs,
     workspaces: WorkspaceService,
     readonly registry: Registry,
     logger: Logger,
@@ -95,6 +95,15 @@ export class PackageService {
   getCommand(workspace: Workspace, commandId: string): Promise<LifecycleCommand> { return this.reads.getCommand(workspace, commandId); }
   /** P10. */
   events(workspace: Workspace, commandId: string): Promise<CommandEvent[]> { return this.reads.events(workspace, commandId); }
+  /** P10 live: the command (status first) and its events, read together. */
+  async progress(workspace: Workspace, commandId: string): Promise<{ command: LifecycleCommand; events: CommandEvent[] }> {
+    const command = await this.reads.getCommand(workspace, commandId);
+    return { command, events: await this.commands.events(workspace.id, command.id) };
+  }
+  /** The graphs whose writes may change a command's record or its events. */
+  commandGraphs(workspaceId: string, commandId: string): string[] {
+    return [this.graphs.packages(workspaceId), this.graphs.command(workspaceId, commandId)];
+  }
   /** P9 as JSON. */
   report(workspace: Workspace, commandId: string): Promise<ValidationReportJson> { return this.reads.report(workspace, commandId); }
   /** P9 as Turtle. */

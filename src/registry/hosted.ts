@@ -152,9 +152,12 @@ export class HostedRegistry implements Registry {
       if (await this.publisherRecord(slug)) throw conflict(`Publisher "${slug}" already exists`);
       const p = iri(this.publisherIri(slug));
       const ownerTriples = join([...new Set(owners)].map((o) => raw(sparql`${p} wsm:ownerUsername ${literal(o)} .`)));
-      await this.store.update(sparql`${prefixes}INSERT DATA { GRAPH ${this.g} {
+      // Conditional: applied only while the slug is free, across service instances too (the check above is this process's).
+      const free = { ask: sparql`${prefixes}ASK { GRAPH ${this.g} { ${p} a wsm:Publisher } }`, expect: false };
+      const applied = await this.store.writeIf(free, [{ kind: 'update', sparql: sparql`${prefixes}INSERT DATA { GRAPH ${this.g} {
         ${p} a wsm:Publisher ; wsm:id ${literal(newId())} ; wsm:slug ${literal(slug)} ; wsm:name ${literal(name)} ; wsm:createdAt ${dateTime(this.clock.now())} .
-        ${ownerTriples} } }`, [this.graphs.registry]);
+        ${ownerTriples} } }`, graphs: [this.graphs.registry] }]);
+      if (!applied) throw conflict(`Publisher "${slug}" already exists`);
       return (await this.publisherRecord(slug))!;
     });
   }
@@ -355,12 +358,15 @@ export class HostedRegistry implements Registry {
   }
 
   /**
-   * One attempt of `publish` (its checks, then a write conditional on the
-   * matrix URIs still being nobody else's: several instances may publish at once).
+   * One attempt of `publish`: its checks, then a write conditional on the
+   * version being still unpublished and its matrix URIs still nobody else's
+   * (several instances may publish at once).
    */
   private async publishOnce(auth: { username: string }, publisher: string, name: string, bytes: Buffer, sha: string, checked: CheckedArchive,
     options: { dryRun?: boolean }): Promise<{ created: boolean; record: VersionRecord | null } | typeof NOT_APPLIED> {
     const m = checked.manifest;
+    // Another service instance may publish this version at the same moment (instances started together publish
+    // the examples): the write's condition fails, and the next attempt answers as a publish made after it.
     const existing = (await this.versionsOf(publisher, name)).find((v) => v.version === m.version);
     if (existing) {
       if (existing.checksum === `sha256:${sha}`) return { created: false, record: options.dryRun ? null : existing };
@@ -378,13 +384,12 @@ export class HostedRegistry implements Registry {
     const now = this.clock.now();
     const pkg = iri(this.packageIri(publisher, name));
     const v = iri(this.versionIri(publisher, name, m.version));
-    const pkgExists = (await this.packageDescription(publisher, name)).exists;
-    const ops: WriteOp[] = [];
-    if (!pkgExists) {
-      ops.push({ kind: 'update', sparql: sparql`${prefixes}INSERT DATA { GRAPH ${this.g} {
-        ${pkg} a wsm:RegistryPackage ; wsm:id ${literal(stableId('registry-package', publisher, name))} ; wsm:name ${literal(name)} ;
-          wsm:publisher ${iri(this.publisherIri(publisher))} ; wsm:createdAt ${dateTime(now)} } }`, graphs: [this.graphs.registry] });
-    }
+    const g = this.g;
+    // The package's record once, whichever instance publishes its first version.
+    const ops: WriteOp[] = [{ kind: 'update', sparql: sparql`${prefixes}INSERT { GRAPH ${g} {
+      ${pkg} a wsm:RegistryPackage ; wsm:id ${literal(stableId('registry-package', publisher, name))} ; wsm:name ${literal(name)} ;
+        wsm:publisher ${iri(this.publisherIri(publisher))} ; wsm:createdAt ${dateTime(now)} } }
+      WHERE { VALUES ?condition { true } FILTER NOT EXISTS { GRAPH ${g} { ${pkg} a wsm:RegistryPackage } } }`, graphs: [this.graphs.registry] }];
     // The package's description is the one of its newest published version.
     ops.push({ kind: 'update', sparql: sparql`${prefixes}${sequence([
       sparql`DELETE WHERE { GRAPH ${this.g} { ${pkg} wsm:description ?d } }`,
@@ -399,8 +404,8 @@ export class HostedRegistry implements Registry {
         wsm:publishedBy ${literal(auth.username)} ; wsm:yanked ${boolean(false)} ; wsm:sha256 ${literal(sha)} ;
         wsm:archiveSize ${integer(bytes.length)} ; wsm:manifest ${literal(JSON.stringify(m))} .
       ${matrices} ${roles} } }`, graphs: [this.graphs.registry] });
-    const unclaimed = { ask: sparql`${prefixes}ASK { ${this.claimedElsewhere(publisher, uris)} }`, expect: false };
-    if (!await this.store.writeIf(unclaimed, ops)) return NOT_APPLIED;
+    const stillFree = { ask: sparql`${prefixes}ASK { { GRAPH ${g} { ${v} a wsm:PackageVersion } } UNION { ${this.claimedElsewhere(publisher, uris)} } }`, expect: false };
+    if (!await this.store.writeIf(stillFree, ops)) return NOT_APPLIED;
     this.logger.info({ publisher, name, version: m.version, sha256: sha }, 'published a package version');
     return { created: true, record: (await this.versionsOf(publisher, name)).find((x) => x.version === m.version)! };
   }
