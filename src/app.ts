@@ -6,7 +6,7 @@ import type { Logger } from './logger.js';
 import type { QuadStore } from './store/store.js';
 import { Graphs } from './rdf/graphs.js';
 import { ApiRegistry, type Access } from './http/api.js';
-import { forbidden } from './errors.js';
+import { AppError, forbidden } from './errors.js';
 import { errorHandler, notFoundHandler } from './http/errors.js';
 import { requestLogger } from './http/request-log.js';
 import { bearerToken } from './auth/tokens.js';
@@ -184,6 +184,13 @@ export function createApp(services: Services): RequestListener {
   app.use(router);
   // Unknown paths still need a valid token, so probing reveals nothing.
   app.use((req, _res, next) => { authenticate(req).then(() => next(), next); });
+  // A path of the API with another method: 405 naming the methods it has (RFC 9110, section 15.5.6).
+  app.use((req, res, next) => {
+    const allow = dispatcher.allowed(req);
+    if (allow.length === 0) return next();
+    res.setHeader('Allow', allow.join(', '));
+    next(new AppError('METHOD_NOT_ALLOWED', `${req.method} is not a method of ${req.path}; it answers ${allow.join(', ')}`));
+  });
   app.use(notFoundHandler);
   const handleError = errorHandler(logger);
   app.use(handleError);

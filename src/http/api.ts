@@ -189,6 +189,8 @@ export interface Dispatcher {
   find(req: IncomingMessage): FoundRoute | null;
   /** Runs a found route's middleware and handler; `next(err)` on a failure, `next()` if none answered. */
   run(found: FoundRoute, req: Request, res: Response, next: NextFunction): void;
+  /** The methods of the routes of a request's path (HEAD with GET), for a 405's `Allow`; none when no route has the path. */
+  allowed(req: IncomingMessage): string[];
 }
 
 export class ApiRegistry {
@@ -298,10 +300,23 @@ export class ApiRegistry {
       router[route.method](pattern, ...chain);
       tree.on(route.method.toUpperCase() as 'GET', pattern, () => {}, { chain, pattern });
     }
-    const find = (req: IncomingMessage): FoundRoute | null => {
+    const pathOf = (req: IncomingMessage): string => {
       const url = req.url ?? '/';
       const end = url.indexOf('?');
-      const path = end === -1 ? url : url.slice(0, end);
+      return end === -1 ? url : url.slice(0, end);
+    };
+    const methods = [...new Set(this.routes.map((r) => r.method.toUpperCase()))].sort();
+    const allowed = (req: IncomingMessage): string[] => {
+      const path = pathOf(req);
+      if (path.includes('%')) return [];
+      const found = methods.filter((m) => {
+        const hit = tree.find(m as 'GET', path);
+        return hit !== null && Object.values(hit.params as Record<string, string>).every((v) => v !== '');
+      });
+      return found.includes('GET') ? [...found, 'HEAD'].sort() : found;
+    };
+    const find = (req: IncomingMessage): FoundRoute | null => {
+      const path = pathOf(req);
       if (path.includes('%')) return null;
       const found = tree.find((req.method === 'HEAD' ? 'GET' : req.method) as 'GET', path);
       if (!found) return null;
@@ -327,7 +342,7 @@ export class ApiRegistry {
       };
       step();
     };
-    return { find, run };
+    return { find, run, allowed };
   }
 
   /** The OpenAPI 3.1 document of every mounted route. */

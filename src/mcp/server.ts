@@ -147,6 +147,7 @@ async function runSparql(sandbox: QuerySandbox, access: WorkspaceAccess, args: R
     format: graph ? 'application/ld+json' : 'application/sparql-results+json',
     prefixes: parsed.prefixes,
     union: !parsed.hasDataset,
+    ...parsed.dataset,
   });
   return text(result.body);
 }
