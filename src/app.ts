@@ -101,7 +101,7 @@ export function buildRegistry(services: Services): ApiRegistry {
   registry.add(...iamRoutes(services.workspaces, services.iam));
   registry.add(...slashCommandRoutes(services.slashCommands, services.workspaces, services.users));
   registry.add(...apiKeyRoutes(services.apiKeys));
-  registry.add(...mcpRoutes({ commands: services.slashCommands, sandbox: services.sandbox }));
+  registry.add(...mcpRoutes({ commands: services.slashCommands, sandbox: services.sandbox, maxBodyBytes: services.config.WSM_MAX_BODY_BYTES }));
   registry.add(...registryRoutes(services.hostedRegistry, { maxUploadBytes: services.config.WSM_MAX_UPLOAD_BYTES }));
   registry.add(...sparqlRoutes(services.sandbox, services.workspaces, services.config.WSM_MAX_BODY_BYTES, services.queryParser));
   return registry;

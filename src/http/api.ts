@@ -82,6 +82,13 @@ export interface RouteDef<P extends z.ZodType = z.ZodType, Q extends z.ZodType =
   body?: B;
   /** Accepts a body of these non-JSON media types instead (read as text into `body`). */
   textBody?: { mediaTypes: string[]; maxBytes: number };
+  /**
+   * A body of these media types that the handler reads from the request
+   * itself (nothing here reads it): MCP's SDK reads its own, and answers
+   * its own errors (a malformed body is JSON-RPC's parse error, not the
+   * error envelope).
+   */
+  streamBody?: { mediaTypes: string[] };
   multipart?: MultipartSpec;
   /** `none`: anonymous, no token read (the registry's reads); `auth` is then undefined. Default: a token is required. */
   auth?: 'none';
@@ -422,6 +429,8 @@ export class ApiRegistry {
         };
       } else if (route.textBody) {
         operation.requestBody = { required: false, content: Object.fromEntries(route.textBody.mediaTypes.map((m) => [m, { schema: { type: 'string' } }])) };
+      } else if (route.streamBody) {
+        operation.requestBody = { required: true, content: Object.fromEntries(route.streamBody.mediaTypes.map((m) => [m, { schema: {} }])) };
       }
       paths[route.path] ??= {};
       paths[route.path]![route.method] = operation;
