@@ -124,7 +124,7 @@ export function createApp(services: Services): RequestListener {
   app.use(countRequest);
 
   const registry = buildRegistry(services);
-  const openapi = registry.openapi({ title: 'Workspace management service', version: '1.0.0' });
+  const openapi = registry.openapi({ title: 'Workspace management service', version: '1.0.0', license: { name: 'Apache-2.0', identifier: 'Apache-2.0' } });
   const authenticate = async (req: Request): Promise<AuthContext> => {
     // An API key instead of a bearer token (DESIGN.md section 10); a bearer token wins when both are sent.
     const apiKey = req.headers['x-api-key'];

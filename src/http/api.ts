@@ -177,6 +177,9 @@ export function sendJson(req: Request, res: Response, value: unknown): void {
   }
 }
 
+/** What every route that needs credentials answers without valid ones. */
+const UNAUTHORIZED: ResponseSpec = { description: 'No valid bearer token or API key' };
+
 function hasBody(req: Request): boolean {
   const length = req.headers['content-length'];
   return (length !== undefined && length !== '0') || req.headers['transfer-encoding'] !== undefined;
@@ -353,7 +356,7 @@ export class ApiRegistry {
   }
 
   /** The OpenAPI 3.1 document of every mounted route. */
-  openapi(info: { title: string; version: string }): Record<string, unknown> {
+  openapi(info: { title: string; version: string; license?: { name: string; identifier: string } }): Record<string, unknown> {
     const paths: Record<string, Record<string, unknown>> = {};
     const components: Record<string, unknown> = {};
     // zod puts named schemas (`.meta({ id })`) in a local `$defs`, referenced as `#/$defs/X`; in an OpenAPI
@@ -395,15 +398,17 @@ export class ApiRegistry {
       };
       addParams(route.params, 'path');
       addParams(route.query, 'query');
+      const anonymous = route.tag === 'Health' || route.auth === 'none';
       const operation: Record<string, unknown> = {
         operationId: route.operationId ?? operationIdOf(route.method, route.path),
         summary: route.summary,
         ...(route.description ? { description: route.description } : {}),
         tags: [route.tag],
         parameters,
-        security: route.tag === 'Health' || route.auth === 'none' ? [] : [{ bearerAuth: [] }],
+        // Either credential: a bearer token or an API key (a bearer token wins when both are sent).
+        security: anonymous ? [] : [{ bearerAuth: [] }, { apiKeyAuth: [] }],
         responses: Object.fromEntries(
-          Object.entries(route.responses).map(([status, spec]) => {
+          Object.entries(anonymous || route.responses[401] ? route.responses : { ...route.responses, 401: UNAUTHORIZED }).map(([status, spec]) => {
             const code = Number(status);
             const content: Record<string, unknown> = {};
             if (code < 300) {
@@ -413,7 +418,8 @@ export class ApiRegistry {
             } else {
               content['application/json'] = { schema: errorSchema };
             }
-            for (const media of spec.mediaTypes ?? []) content[media] = { schema: { type: 'string' } };
+            // Parsed as JSON by clients (a JSON-LD document is an object); the other types are text.
+            for (const media of spec.mediaTypes ?? []) content[media] = { schema: media.endsWith('+json') ? { type: 'object' } : { type: 'string' } };
             return [status, { description: spec.description, content }];
           }),
         ),
@@ -439,7 +445,13 @@ export class ApiRegistry {
       openapi: '3.1.0',
       info,
       servers: [{ url: '/' }],
-      components: { schemas: components, securitySchemes: { bearerAuth: { type: 'http', scheme: 'bearer', bearerFormat: 'JWT' } } },
+      components: {
+        schemas: components,
+        securitySchemes: {
+          bearerAuth: { type: 'http', scheme: 'bearer', bearerFormat: 'JWT' },
+          apiKeyAuth: { type: 'apiKey', in: 'header', name: 'X-Api-Key', description: 'An API key (POST /api/v1/users/me/keys), instead of a bearer token' },
+        },
+      },
       paths,
     };
   }

@@ -4,20 +4,13 @@ import { handleMcpPost, type McpDeps } from './server.js';
 
 const workspaceParams = z.object({ workspace: z.string().min(1).max(200) });
 
-/** `POST /mcp/{workspace}` (DESIGN.md section 11); GET and DELETE answer 405: the endpoint is stateless. */
+/**
+ * `POST /mcp/{workspace}`. The endpoint is stateless
+ * (no server-sent stream, no session to end): GET and DELETE get the API's
+ * 405 with `Allow: POST`, which MCP clients expect from such a server.
+ */
 export function mcpRoutes(deps: McpDeps): RouteDef[] {
   const tag = 'MCP';
-  const notAllowed = defineRoute({
-    method: 'get', path: '/mcp/{workspace}', tag, access: 'member',
-    summary: 'Not offered: the MCP endpoint is stateless (no server-sent stream, no session to end); 405',
-    params: workspaceParams,
-    responses: { 405: { description: 'Use POST' } },
-    handler: async ({ res }) => {
-      res.status(405).setHeader('Allow', 'POST');
-      res.json({ success: false, error: { code: 'METHOD_NOT_ALLOWED', message: 'This MCP endpoint is stateless: send JSON-RPC messages by POST' } });
-      return {};
-    },
-  });
   return [
     defineRoute({
       method: 'post', path: '/mcp/{workspace}', tag, access: 'member',
@@ -41,7 +34,5 @@ export function mcpRoutes(deps: McpDeps): RouteDef[] {
         return {};
       },
     }),
-    notAllowed,
-    { ...notAllowed, method: 'delete' },
   ];
 }

@@ -189,8 +189,11 @@ describe('MCP endpoint (POST /mcp/{workspace})', function () {
     expect(failure?.message).to.equal('MCP error -32602: Unknown tool "no-such-tool"');
   });
 
-  it('answers 405 to GET (no server stream: the endpoint is stateless)', async () => {
-    const res = await t.http.get('/mcp/acme').set(bearer(tokens.member)).set('Accept', 'text/event-stream');
-    expect(res.status).to.equal(405);
+  it('answers 405 with Allow: POST to GET and DELETE (no server stream, no session: the endpoint is stateless)', async () => {
+    for (const method of ['get', 'delete'] as const) {
+      const res = await t.http[method]('/mcp/acme').set(bearer(tokens.member)).set('Accept', 'text/event-stream');
+      expect(res.status).to.equal(405);
+      expect(res.headers.allow).to.equal('POST');
+    }
   });
 });
