@@ -419,7 +419,7 @@ export class ApiRegistry {
               content['application/json'] = { schema: errorSchema };
             }
             // Parsed as JSON by clients (a JSON-LD document is an object); the other types are text.
-            for (const media of spec.mediaTypes ?? []) content[media] = { schema: media.endsWith('+json') ? { type: 'object' } : { type: 'string' } };
+            for (const media of spec.mediaTypes ?? []) content[media] = { schema: media.endsWith('+json') ? { type: 'object', additionalProperties: true } : { type: 'string' } };
             return [status, { description: spec.description, content }];
           }),
         ),
