@@ -78,9 +78,34 @@ async function publishHostedExamples(services: Services): Promise<string[]> {
   return [...published].sort();
 }
 
+/** The demo workspace's slash command (README, "Run a slash command"): docs/slash-commands.md's `/roles-of-agent`. */
+export const DEMO_COMMAND = {
+  alias: 'roles-of-agent',
+  scriptType: 'CONSTRUCT' as const,
+  description: 'Every agent with the roles its specification gives it, with labels',
+  interpretation: 'Each agent with the roles its specification gives it.',
+  scriptContent: `PREFIX iam: <https://poliglot.io/os/spec/iam#>
+PREFIX rdfs: <http://www.w3.org/2000/01/rdf-schema#>
+CONSTRUCT {
+  ?agent a iam:Agent ; rdfs:label ?agentLabel ; iam:hasRole ?role .
+  ?role rdfs:label ?roleLabel .
+}
+WHERE {
+  ?agent a iam:Agent ; iam:hasRole ?role .
+  OPTIONAL { ?agent rdfs:label ?agentLabel }
+  OPTIONAL { ?role rdfs:label ?roleLabel }
+}`,
+};
+
+async function createDemoCommand(services: Services): Promise<void> {
+  const access = await services.workspaces.requireAdmin({ username: DEMO_ADMIN, systemAdmin: false, profile: {} }, DEMO_SLUG);
+  await services.slashCommands.create(access, access.user!, DEMO_COMMAND);
+}
+
 /**
  * First start: with an empty store (and WSM_DEMO not false), create the
- * `demo` workspace owned by `admin`, and mint a token for it.
+ * `demo` workspace owned by `admin`, with the slash command `/roles-of-agent`,
+ * and mint a token for it.
  */
 export async function bootstrap(services: Services): Promise<BootstrapResult> {
   const { config, workspaces, logger } = services;
@@ -90,6 +115,7 @@ export async function bootstrap(services: Services): Promise<BootstrapResult> {
   if (!config.WSM_DEMO || !firstStart) return examples.length ? { examples } : {};
   const ws = await workspaces.create({ slug: DEMO_SLUG, name: 'Demo workspace', owner: DEMO_ADMIN });
   logger.info({ workspace: ws.slug, owner: DEMO_ADMIN }, 'first start: created the demo workspace');
+  await createDemoCommand(services);
   if (config.WSM_OIDC_ISSUER) return examples.length ? { examples } : {};
   const demoToken = await mintToken(config.dataDir, DEMO_ADMIN, { systemAdmin: true, ttlSeconds: config.WSM_TOKEN_TTL });
   return { demoToken, ...(examples.length ? { examples } : {}) };
