@@ -14,6 +14,8 @@ import type { AuthContext } from './auth/context.js';
 import { UserService } from './users/service.js';
 import { WorkspaceService, type WorkspaceAccess } from './workspaces/service.js';
 import { workspaceRoutes } from './workspaces/routes.js';
+import { transferRoutes } from './workspaces/transfer-routes.js';
+import { WorkspaceTransfer } from './workspaces/transfer.js';
 import { PackageService } from './packages/service.js';
 import { packageRoutes } from './packages/routes.js';
 import { openRegistry } from './packages/registry.js';
@@ -55,7 +57,7 @@ export interface Services {
   slashCommands: SlashCommandService;
   /** API keys (X-Api-Key), stored as hashes. */
   apiKeys: ApiKeyService;
-  /** The registry this service hosts (DESIGN.md section 10); installs use it when WSM_REGISTRY=self. */
+  /** The registry this service hosts (docs/packages.md); installs use it when WSM_REGISTRY=self. */
   hostedRegistry: HostedRegistry;
   /** Parses user SPARQL off the event loop, bounded in size, depth and time. */
   queryParser: QueryParser;
@@ -93,6 +95,8 @@ export function createServices(deps: { config: Config; logger: Logger; store: Qu
 export function buildRegistry(services: Services): ApiRegistry {
   const registry = new ApiRegistry();
   registry.add(...workspaceRoutes(services.workspaces));
+  registry.add(...transferRoutes(new WorkspaceTransfer(services.store, services.graphs, services.workspaces, services.users),
+    { maxImportBytes: services.config.WSM_MAX_IMPORT_BYTES }));
   registry.add(...packageRoutes(services.workspaces, services.packages, {
     maxUploadBytes: services.config.WSM_MAX_UPLOAD_BYTES, statuses: new StatusPresenter(services.config.WSM_STATUS_CASE),
     subscribe: (listener) => services.store.onWrite(() => listener()),
@@ -126,7 +130,7 @@ export function createApp(services: Services): RequestListener {
   const registry = buildRegistry(services);
   const openapi = registry.openapi({ title: 'Workspace management service', version: '1.0.0', license: { name: 'Apache-2.0', identifier: 'Apache-2.0' } });
   const authenticate = async (req: Request): Promise<AuthContext> => {
-    // An API key instead of a bearer token (DESIGN.md section 10); a bearer token wins when both are sent.
+    // An API key instead of a bearer token (docs/iam.md, "API keys"); a bearer token wins when both are sent.
     const apiKey = req.headers['x-api-key'];
     if (req.headers.authorization === undefined && typeof apiKey === 'string') return services.apiKeys.verify(apiKey);
     // services.verify remembers verified tokens until their expiry (src/auth/tokens.ts).
@@ -148,8 +152,8 @@ export function createApp(services: Services): RequestListener {
   const dispatcher = registry.mount(router, { jsonLimit: config.WSM_MAX_BODY_BYTES, authenticate, authorize });
 
   // Anonymous, and tells nothing but whether the service answers and can
-  // save changes (DESIGN.md section 11): 503 while the store's journal cannot
-  // be written (docs/decisions.md, Durability).
+  // save changes: 503 while the store cannot make writes durable
+  // (docs/store.md, "Durability").
   app.get('/health', (_req, res) => {
     const store = services.store.health?.();
     if (store && !store.writable) {

@@ -31,15 +31,17 @@ export const configSchema = z.object({
   WSM_TOKEN_TTL: positiveInt.default(3600 * 12),
   WSM_MAX_BODY_BYTES: positiveInt.default(1024 * 1024),
   WSM_MAX_UPLOAD_BYTES: positiveInt.default(20 * 1024 * 1024),
+  /** Largest body of a workspace import (after gzip is undone), docs/backup.md. */
+  WSM_MAX_IMPORT_BYTES: positiveInt.default(1024 * 1024 * 1024),
   WSM_QUERY_TIMEOUT_MS: positiveInt.default(10_000),
   WSM_QUERY_MAX_TRIPLES: positiveInt.default(100_000),
   WSM_QUERY_MAX_MEMORY_MB: positiveInt.default(384),
   /** The embedded store: journal MiB a small store writes before an automatic snapshot (docs/decisions.md, Durability). */
   WSM_SNAPSHOT_JOURNAL_MB: z.coerce.number().int().min(1).max(64).default(16),
   WSM_DEMO: bool.default(true),
-  /** Case of command statuses in answers (DESIGN.md section 10): `upper` for the ecosystem's client. */
+  /** Case of command statuses in answers (docs/api.md, "Conventions"): `upper` for the ecosystem's client. */
   WSM_STATUS_CASE: z.enum(['lower', 'upper']).default('lower'),
-  /** Where the data lives (DESIGN.md section 9): the embedded Oxigraph store, or a remote SPARQL 1.1 engine. */
+  /** Where the data lives (docs/store.md, docs/remote-store.md): the embedded Oxigraph store, or a remote SPARQL 1.1 engine. */
   WSM_STORE: z.enum(['embedded', 'sparql']).default('embedded'),
   WSM_SPARQL_QUERY_URL: httpUrl.optional(),
   WSM_SPARQL_UPDATE_URL: httpUrl.optional(),

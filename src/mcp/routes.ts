@@ -5,9 +5,9 @@ import { handleMcpPost, type McpDeps } from './server.js';
 const workspaceParams = z.object({ workspace: z.string().min(1).max(200) });
 
 /**
- * `POST /mcp/{workspace}`. The endpoint is stateless
- * (no server-sent stream, no session to end): GET and DELETE get the API's
- * 405 with `Allow: POST`, which MCP clients expect from such a server.
+ * `POST /mcp/{workspace}` (docs/slash-commands.md, "MCP"). The endpoint is
+ * stateless (no server-sent stream, no session to end): GET and DELETE get
+ * the API's 405 with `Allow: POST`, which MCP clients expect from such a server.
  */
 export function mcpRoutes(deps: McpDeps): RouteDef[] {
   const tag = 'MCP';
