@@ -3,7 +3,7 @@ import type { Graphs } from '../rdf/graphs.js';
 import type { Logger } from '../logger.js';
 import type { WorkspaceAccess } from '../workspaces/service.js';
 import { prefixes } from '../rdf/vocab.js';
-import { sparql, sequence, iri, literal, dateTime, boolean, raw, join, optionalTriple } from '../rdf/sparql.js';
+import { sparql, sequence, iri, isValidIri, literal, dateTime, boolean, raw, join, optionalTriple } from '../rdf/sparql.js';
 import { req, str, bool, time } from '../rdf/bindings.js';
 import { newId, stableId, UUID_PATTERN } from '../rdf/ids.js';
 import { Clock } from '../rdf/clock.js';
@@ -136,6 +136,7 @@ export class SecretsService {
 
   /** The record of value reads, newest first (administrators). */
   async reads(ws: string, secretUri?: string): Promise<SecretRead[]> {
+    if (secretUri !== undefined && !isValidIri(secretUri)) throw badRequest(`uri must be the absolute IRI of a secret, not ${JSON.stringify(secretUri.slice(0, 200))}`);
     const rows = await this.store.select(sparql`${prefixes}SELECT ?id ?uri ?username ?scope ?entity ?at WHERE { GRAPH ${iri(this.graphs.secrets(ws))} {
       ?r a wsm:SecretRead ; wsm:id ?id ; wsm:uri ?uri ; wsm:username ?username ; wsm:scope ?scope ; wsm:readAt ?at . OPTIONAL { ?r wsm:scopeEntity ?entity }
       ${raw(secretUri ? sparql`FILTER (?uri = ${iri(secretUri)})` : '')} } } ORDER BY DESC(?at)`);

@@ -462,6 +462,13 @@ describe('Fuzz: every endpoint, bounded, answers no 5xx and the envelope on ever
       expect(zipped.status, zipped.text).to.equal(200);
     });
 
+    it('the secret reads filtered by a uri that is no IRI is a 400 naming it', async () => {
+      const res = await t.http.get('/api/v1/secrets/acme/reads?uri=bZ%7DwYs').set(bearer(tokens.owner));
+      checkAnswer(res, 'secret reads of a non-IRI');
+      expect(res.status, res.text).to.equal(400);
+      expect(res.body.error.message).to.contain('bZ}wYs');
+    });
+
     it('a multipart part header past 16 KiB is a 400 on every multipart route', async () => {
       const body = (name: string) => `--XYZ\r\nContent-Disposition: form-data; name="file"; filename="${name}"\r\n\r\nhello\r\n--XYZ--\r\n`;
       for (const path of ['/api/v1/packages/acme/install', '/api/v1/extensions/acme?targetMatrix=https%3A%2F%2Fexample.org%2Fm%2Fplain']) {
