@@ -266,6 +266,20 @@ describe('invariants under racing requests', function () {
       expect(left, `round ${round}: ${JSON.stringify(left)}`).to.deep.equal([]);
     }
   });
+
+  it('130 creations of API keys by one user at once: exactly 100 201, 30 400, 100 keys held', async () => {
+    const token = await t.token('key-racer');
+    const res = await Promise.all(Array.from({ length: 130 }, (_, i) =>
+      t.http.post('/api/v1/users/me/keys').set(bearer(token)).send({ name: `raced-${i}`, expiresIn: 'NEVER' })));
+    const got = statuses(res);
+    expect(count(got, 201), JSON.stringify(got)).to.equal(100);
+    expect(count(got, 400)).to.equal(30);
+    expect(res.find((r) => r.status === 400)!.body.error.message).to.match(/at most 100 API keys/);
+    expect((await t.http.get('/api/v1/users/me/keys').set(bearer(token))).body.data).to.have.length(100);
+    const records = await t.server.services.store.select(sparql`SELECT ?k WHERE { GRAPH ${iri(t.server.services.graphs.system)} {
+      ?k a <${raw(WSM)}ApiKey> ; <${raw(WSM)}owner> ${iri(t.server.services.users.userIri(t.server.services.users.idOf('key-racer')))} } }`);
+    expect(records).to.have.length(100);
+  });
 });
 
 // Reads the embedded store synchronously inside each write's tick: the store on
