@@ -7,6 +7,7 @@ import { newId, UUID_PATTERN } from '../rdf/ids.js';
 import { bool, req, str, optTime, time } from '../rdf/bindings.js';
 import { badRequest, forbidden, notFound, unauthorized } from '../errors.js';
 import { NOT_APPLIED, untilApplied } from '../store/conditional.js';
+import { ExclusiveSections } from '../store/sections.js';
 import type { UserService } from '../users/service.js';
 import type { AuthContext } from './context.js';
 
@@ -53,6 +54,8 @@ const hashOf = (key: string): string => createHash('sha256').update(key, 'utf8')
 export class ApiKeyService {
   /** Key id -> when its lastUsedAt was last written (ms). */
   private readonly lastWritten = new Map<string, number>();
+  /** Creations by user id, one at a time (see `create`). */
+  private readonly creations = new ExclusiveSections();
 
   constructor(
     private readonly store: QuadStore,
@@ -79,10 +82,13 @@ export class ApiKeyService {
     const trimmed = name.trim();
     if (trimmed.length === 0) throw badRequest('name must not be empty');
     const full = () => badRequest(`A user may hold at most ${MAX_KEYS_PER_USER} API keys; revoke one first`);
-    return untilApplied(async () => {
+    // One creation per user at a time in this process, so racing creations do not fail each other's
+    // condition (on a remote engine, deadlock each other by the hundred); across instances the
+    // condition alone keeps the limit.
+    return this.creations.run(user.id, () => untilApplied(async () => {
       if ((await this.list(auth)).length >= MAX_KEYS_PER_USER) throw full();
       return this.createOnce(this.users.userIri(user.id), auth.systemAdmin, trimmed, expiresIn);
-    }, full);
+    }, full));
   }
 
   private async createOnce(userIri: string, systemAdmin: boolean, name: string, expiresIn: ExpiresIn): Promise<NewApiKey | typeof NOT_APPLIED> {
