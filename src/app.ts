@@ -58,7 +58,7 @@ export interface Services {
   slashCommands: SlashCommandService;
   /** API keys (X-Api-Key), stored as hashes. */
   apiKeys: ApiKeyService;
-  /** The registry this service hosts (DESIGN.md section 10); installs use it when WSM_REGISTRY=self. */
+  /** The registry this service hosts (docs/packages.md); installs use it when WSM_REGISTRY=self. */
   hostedRegistry: HostedRegistry;
   /** Parses user SPARQL off the event loop, bounded in size, depth and time. */
   queryParser: QueryParser;
@@ -131,7 +131,7 @@ export function createApp(services: Services): RequestListener {
   const registry = buildRegistry(services);
   const openapi = registry.openapi({ title: 'Workspace management service', version: '1.0.0' });
   const authenticate = async (req: Request): Promise<AuthContext> => {
-    // An API key instead of a bearer token (DESIGN.md section 10); a bearer token wins when both are sent.
+    // An API key instead of a bearer token (docs/iam.md, "API keys"); a bearer token wins when both are sent.
     const apiKey = req.headers['x-api-key'];
     if (req.headers.authorization === undefined && typeof apiKey === 'string') return services.apiKeys.verify(apiKey);
     // services.verify remembers verified tokens until their expiry (src/auth/tokens.ts).
@@ -153,8 +153,8 @@ export function createApp(services: Services): RequestListener {
   const dispatcher = registry.mount(router, { jsonLimit: config.WSM_MAX_BODY_BYTES, authenticate, authorize });
 
   // Anonymous, and tells nothing but whether the service answers and can
-  // save changes (DESIGN.md section 11): 503 while the store's journal cannot
-  // be written (docs/decisions.md, Durability).
+  // save changes: 503 while the store cannot make writes durable
+  // (docs/store.md, "Durability").
   app.get('/health', (_req, res) => {
     const store = services.store.health?.();
     if (store && !store.writable) {

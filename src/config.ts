@@ -39,9 +39,9 @@ export const configSchema = z.object({
   /** The embedded store: journal MiB a small store writes before an automatic snapshot (docs/decisions.md, Durability). */
   WSM_SNAPSHOT_JOURNAL_MB: z.coerce.number().int().min(1).max(64).default(16),
   WSM_DEMO: bool.default(true),
-  /** Case of command statuses in answers (DESIGN.md section 10): `upper` for the ecosystem's client. */
+  /** Case of command statuses in answers (docs/api.md, "Conventions"): `upper` for the ecosystem's client. */
   WSM_STATUS_CASE: z.enum(['lower', 'upper']).default('lower'),
-  /** Where the data lives (DESIGN.md section 9): the embedded Oxigraph store, or a remote SPARQL 1.1 engine. */
+  /** Where the data lives (docs/store.md, docs/remote-store.md): the embedded Oxigraph store, or a remote SPARQL 1.1 engine. */
   WSM_STORE: z.enum(['embedded', 'sparql']).default('embedded'),
   WSM_SPARQL_QUERY_URL: httpUrl.optional(),
   WSM_SPARQL_UPDATE_URL: httpUrl.optional(),

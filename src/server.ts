@@ -66,7 +66,7 @@ export async function startServer(config: Config, logger: Logger, options: { sto
   };
 }
 
-/** The answer to a request Node's HTTP parser refused, as the JSON envelope (DESIGN.md section 2). */
+/** The answer to a request Node's HTTP parser refused, as the JSON envelope (docs/api.md, "Conventions"). */
 function answerClientError(err: NodeJS.ErrnoException, socket: Duplex): void {
   if (!socket.writable || (socket as Duplex & { _httpMessage?: unknown })._httpMessage) {
     socket.destroy();

@@ -40,7 +40,7 @@ export interface ExtensionHook {
 }
 
 /**
- * Deployment of matrices (DESIGN.md section 4): the jobs of INSTALL, UPDATE,
+ * Deployment of matrices (docs/packages.md, "Lifecycle"): the jobs of INSTALL, UPDATE,
  * REINSTALL, UNINSTALL and REDEPLOY commands. Each validates before it
  * writes and returns every change (matrix graphs, derived graphs, records,
  * role assignments, the extension hook's ops) for one atomic write.

@@ -2,7 +2,7 @@ import type { Request, Response } from 'express';
 import type { CommandEvent, LifecycleCommand } from './commands.js';
 
 /**
- * P10 as Server-Sent Events (DESIGN.md section 11): each event of a
+ * P10 as Server-Sent Events (docs/api.md, "Event stream"): each event of a
  * lifecycle command as one SSE message (`id:` the event id, `event: event`,
  * `data:` the event as JSON), from the one after `Last-Event-ID` when the
  * client resumes. Once the command has finished and every event of it was

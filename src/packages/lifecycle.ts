@@ -10,7 +10,7 @@ import { plural, type InstalledRecord, type PackageRecords } from './records.js'
 import type { Deployment } from './deployment.js';
 
 /**
- * The lifecycle of package installations (DESIGN.md section 4): checks a
+ * The lifecycle of package installations (docs/packages.md, "Lifecycle"): checks a
  * request, then submits its command to the runner (install from the
  * registry or an upload, update, reinstall, uninstall, redeploy); the
  * commands' jobs download and check archives, resolve dependencies and hand

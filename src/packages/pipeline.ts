@@ -1,5 +1,5 @@
 /**
- * The CPU-heavy steps of deploying matrices (DESIGN.md section 8): parsing
+ * The CPU-heavy steps of deploying matrices (docs/architecture.md, "Threads"): parsing
  * the Turtle, checking that the store will accept every term, SHACL
  * validation and the derivation of roles and agents. They run in a worker
  * thread (pipeline-worker.ts, driven by pipeline-pool.ts) so an install of a

@@ -11,7 +11,7 @@ import {
   registryParams, reportSchema, uploadQuery, workspaceParams,
 } from './schema.js';
 
-/** Package endpoints P1 to P10 of INTERFACE.md (DESIGN.md sections 2 and 4). */
+/** Package endpoints P1 to P10 (docs/api.md; docs/packages.md). */
 export function packageRoutes(
   workspaces: WorkspaceService, packages: PackageService, options: { maxUploadBytes: number; statuses?: StatusPresenter; subscribe?: (listener: () => void) => () => void },
 ): RouteDef[] {

@@ -25,7 +25,7 @@ export interface PackageServiceOptions {
 }
 
 /**
- * Package installations and their lifecycle (DESIGN.md section 4): install
+ * Package installations and their lifecycle (docs/packages.md, "Lifecycle"): install
  * from the registry or an upload, update, reinstall, uninstall, redeploy.
  * The HTTP routes call it; the extensions area calls `requestRedeploy`.
  *

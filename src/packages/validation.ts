@@ -1,5 +1,5 @@
 /**
- * SHACL validation of a package's matrices (DESIGN.md section 4): the shapes
+ * SHACL validation of a package's matrices (docs/packages.md, "Validation"): the shapes
  * of `shapes/` against the union of the package's matrix files plus what the
  * workspace already holds (its roles and matrices), with shacl-engine on an
  * n3 Store copy of the data.

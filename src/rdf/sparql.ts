@@ -15,7 +15,7 @@ declare const sparqlBrand: unique symbol;
 /**
  * SPARQL text built by the `sparql` tag (or, in the few listed places, by
  * `trustedSparql`). The store's methods accept only this type, so a plain
- * or pasted string is a type error at the call (docs/architecture.md,
+ * or pasted string is a type error at the call (docs/store.md,
  * "SPARQL reaches the store only through the tag"). It is a string at run
  * time: it can be logged, compared, concatenated (which gives a plain
  * string again, refused by the store).
@@ -127,7 +127,7 @@ export const fragmentOf = (built: Sparql): SparqlFragment => fragment(built);
 /**
  * Why text the service did not build with the tag may still reach the
  * store. Each reason names the one place that uses it (listed in
- * docs/architecture.md); nothing else may call `trustedSparql`.
+ * docs/store.md); nothing else may call `trustedSparql`.
  */
 export type TrustedSparqlReason =
   | 'store internals: text the store builds from a request it was given';

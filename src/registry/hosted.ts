@@ -20,7 +20,7 @@ import { Clock } from '../rdf/clock.js';
 import { GraphCache } from '../store/graph-cache.js';
 
 /**
- * The registry the service hosts (DESIGN.md section 10): publishers,
+ * The registry the service hosts (docs/packages.md, "The hosted registry"): publishers,
  * packages and versions as RDF in the registry graph, archives as files in
  * the data directory named by their SHA-256. It is also a `Registry` the
  * package service installs from when `WSM_REGISTRY=self`.
@@ -83,7 +83,7 @@ export class HostedRegistry implements Registry {
 
   /**
    * `versions()` answers by package, kept while the registry graph's
-   * revision stands (the cache rule, docs/architecture.md): P4 and P5 ask
+   * revision stands (the cache rule, docs/store.md): P4 and P5 ask
    * for the latest version of each registry-installed package they answer.
    */
   private readonly versionLists: GraphCache<readonly RegistryVersion[]>;

@@ -3,7 +3,7 @@ import { defineRoute, type RouteDef } from '../http/api.js';
 import type { HostedRegistry } from './hosted.js';
 
 /**
- * The registry API the service hosts (DESIGN.md section 10). Reads of
+ * The registry API the service hosts (docs/packages.md, "The hosted registry"). Reads of
  * packages, versions, declarations, archives and resolve are anonymous; the
  * rest needs a token. Paged lists are 0-indexed (`page`, `size` at most 100)
  * and wrapped: `{items, page, size, totalItems, totalPages}`.

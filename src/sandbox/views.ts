@@ -4,7 +4,7 @@ import { prefixes } from '../rdf/vocab.js';
 import { iri, literal, sparql } from '../rdf/sparql.js';
 
 /**
- * What a query of one workspace may see (DESIGN.md section 5):
+ * What a query of one workspace may see (docs/slash-commands.md):
  * - `knowledge` (slash commands): the graphs of the workspace's installed
  *   matrices (the packages graph's matrix records, `wsm:graph`, never the
  *   `/derived` graphs) and of its active extensions;
