@@ -35,7 +35,8 @@ export async function loadIssuerKey(dataDir: string): Promise<{ privateKey: Cryp
     const kid = crypto.randomUUID();
     stored = { privateJwk: await exportJWK(privateKey), publicJwk: await exportJWK(publicKey), kid };
     await fs.mkdir(dataDir, { recursive: true });
-    const tmp = `${file}.${process.pid}.tmp`;
+    // Unique per call: two servers of one process (tests) may create it at the same moment.
+    const tmp = `${file}.${process.pid}.${crypto.randomUUID()}.tmp`;
     await fs.writeFile(tmp, JSON.stringify(stored), { mode: 0o600, flag: 'wx' });
     try {
       await fs.link(tmp, file); // fails if another process created it meanwhile

@@ -14,6 +14,7 @@ export const STATUS_OF: Record<ErrorCode, number> = {
   CONFLICT: 409,
   VALIDATION_FAILED: 422,
   PAYLOAD_TOO_LARGE: 413,
+  TOO_MANY_REQUESTS: 429,
   UNSUPPORTED_MEDIA_TYPE: 415,
   INTERNAL: 500,
   SERVICE_UNAVAILABLE: 503,
@@ -120,7 +121,8 @@ export function errorHandler(logger: Logger): ErrorRequestHandler {
       return;
     }
     if (status === 401) res.setHeader('WWW-Authenticate', 'Bearer');
-    if (unwritable) res.setHeader('Retry-After', String(unwritable.retryAfterSeconds));
+    const retryAfter = unwritable?.retryAfterSeconds ?? appError.retryAfterSeconds;
+    if (retryAfter !== undefined) res.setHeader('Retry-After', String(retryAfter));
     const body = errorBody(appError);
     // The 409 of P1/P6 also carries its details at the top level.
     if (appError.code === 'CONFLICT' && appError.details && 'existing' in appError.details) Object.assign(body, boundedDetails(appError.details));

@@ -72,7 +72,7 @@ const SEVERITIES: Record<string, Severity> = {
 const SEVERITY_ORDER: Record<Severity, number> = { VIOLATION: 0, WARNING: 1, INFO: 2 };
 
 /** Files of the shapes graph, in `shapes/` at the project root. */
-export const SHAPE_FILES = ['matrix.ttl', 'iam.ttl'].map((name) => fileURLToPath(new URL(`../../shapes/${name}`, import.meta.url)));
+export const SHAPE_FILES = ['matrix.ttl', 'iam.ttl', 'declarations.ttl'].map((name) => fileURLToPath(new URL(`../../shapes/${name}`, import.meta.url)));
 
 let shapesCache: Quad[] | null = null;
 

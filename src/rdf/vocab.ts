@@ -45,6 +45,9 @@ export const WSM = namespace('https://w3id.org/wsm/ns#', [
   'publishedAt', 'publishedBy', 'yanked', 'yankReason', 'providesMatrix', 'definesRole', 'dependsOn', 'pinned', 'parentCommand',
   // several instances on the remote store (docs/store.md, "Command leases", the cache rule)
   'leaseOwner', 'ServiceInstance', 'leaseExpiresAt', 'generation',
+  // variables and secrets (docs/secrets.md)
+  'Variable', 'ManagedSecret', 'SecretValue', 'SecretRead', 'ExchangeKey', 'variableType', 'value', 'secret', 'scope', 'scopeEntity',
+  'sealedValue', 'readAt', 'usedAt', 'updatedBy',
 ] as const);
 
 export const PREFIXES = `PREFIX wsm: <${WSM.ns}>

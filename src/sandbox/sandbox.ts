@@ -284,7 +284,7 @@ export function reaches(write: GraphPlaces, workspaceId: string, kind: ViewKind)
   if (kind === 'all') return write.system || paths !== undefined;
   if (!paths) return false;
   for (const graph of paths) {
-    if (graph === 'packages' || graph === 'extensions' || graph.startsWith('extensions/')) return true;
+    if (graph === 'packages' || graph === 'extensions' || graph === 'variables' || graph.startsWith('extensions/')) return true;
     if (graph.startsWith('matrices/') && !graph.endsWith('/derived')) return true;
   }
   return false;
