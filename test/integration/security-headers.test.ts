@@ -29,7 +29,7 @@ describe('security headers on every answer', function () {
   });
   after(async () => { await t.close(); removeDir(t.dataDir); });
 
-  it('on every route of the OpenAPI document, whatever the answer (2xx, 4xx), for a member, an outsider and nobody', async () => {
+  it('on every route of the OpenAPI document, whatever the answer (2xx, 4xx, 503), for a member, an outsider and nobody', async () => {
     const openapi = await t.http.get('/api/v1/openapi.json');
     expectApiHeaders(openapi, 'openapi.json');
     const paths = openapi.body.paths as Record<string, Record<string, unknown>>;
@@ -39,7 +39,8 @@ describe('security headers on every answer', function () {
         const url = path.replace(/\{workspace\}/g, 'acme').replace(/\{[^}]+\}/g, 'x');
         for (const auth of [bearer(tokens.member), bearer(tokens.outsider), {}]) {
           const res = await t.http[method](url).set(auth).set('Accept', 'application/json').ok(() => true);
-          expect(res.status, `${method} ${url}`).to.be.below(500);
+          // 503 is a route's answer too (the secrets routes without a secrets key); no internal error.
+          expect(res.status, `${method} ${url}`).not.to.equal(500);
           expectApiHeaders(res, `${method.toUpperCase()} ${url}: ${res.status}`);
           answers++;
         }
