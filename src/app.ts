@@ -1,5 +1,5 @@
 import type { RequestListener } from 'node:http';
-import express, { type Request, type Response } from 'express';
+import express, { type Request, type RequestHandler, type Response } from 'express';
 import swaggerUi from 'swagger-ui-express';
 import type { Config } from './config.js';
 import type { Logger } from './logger.js';
@@ -9,6 +9,7 @@ import { ApiRegistry, type Access } from './http/api.js';
 import { AppError, forbidden } from './errors.js';
 import { errorHandler, notFoundHandler } from './http/errors.js';
 import { requestLogger } from './http/request-log.js';
+import { pagePolicy, setSecurityHeaders } from './http/security-headers.js';
 import { bearerToken } from './auth/tokens.js';
 import type { AuthContext } from './auth/context.js';
 import { UserService } from './users/service.js';
@@ -195,7 +196,10 @@ export function createApp(services: Services): RequestListener {
   });
 
   app.get('/api/v1/openapi.json', (_req, res) => { res.json(openapi); });
-  app.use('/docs', swaggerUi.serve, swaggerUi.setup(openapi, { customSiteTitle: 'Workspace service API' }));
+  // Swagger UI's page has inline style blocks and sets style attributes.
+  const docsPolicy = pagePolicy("style-src 'self' 'unsafe-inline'");
+  const docsHeaders: RequestHandler = (_req, res, next) => { res.setHeader('Content-Security-Policy', docsPolicy); next(); };
+  app.use('/docs', docsHeaders, swaggerUi.serve, swaggerUi.setup(openapi, { customSiteTitle: 'Workspace service API' }));
   // The web console: static files, bundled on first request (src/console/assets.ts).
   app.use(consoleRouter());
 
@@ -229,6 +233,7 @@ export function createApp(services: Services): RequestListener {
     };
   };
   return (incoming, outgoing) => {
+    setSecurityHeaders(outgoing);
     const found = dispatcher.find(incoming);
     if (!found) {
       app(incoming, outgoing);
