@@ -36,6 +36,9 @@ import path from 'node:path';
 import { HostedRegistry } from './registry/hosted.js';
 import { registryRoutes } from './registry/routes.js';
 import { QueryParser } from './sparql-parse/parser.js';
+import { SignInService } from './sign-in/service.js';
+import { signInRouter, challengeFor } from './sign-in/routes.js';
+import { signInApiRoutes } from './sign-in/api-routes.js';
 
 /** Everything the areas need, built once in `createServices`. */
 export interface Services {
@@ -59,6 +62,8 @@ export interface Services {
   hostedRegistry: HostedRegistry;
   /** Parses user SPARQL off the event loop, bounded in size, depth and time. */
   queryParser: QueryParser;
+  /** Sign-in: password accounts and the OpenID provider (src/sign-in). */
+  signIn: SignInService;
   /** Started background work (schedulers, workers) to stop at shutdown. */
   closers: Array<() => Promise<void> | void>;
 }
@@ -85,7 +90,10 @@ export function createServices(deps: { config: Config; logger: Logger; store: Qu
   const apiKeys = new ApiKeyService(deps.store, graphs, users);
   const queryParser = new QueryParser();
   const slashCommands = new SlashCommandService(deps.store, graphs, users, sandbox, queryParser);
-  return { ...deps, graphs, users, workspaces, packages, extensions, iam, sandbox, slashCommands, apiKeys, hostedRegistry, queryParser,
+  const signIn = new SignInService(deps.store, graphs, users, deps.logger, {
+    cliClientId: deps.config.WSM_CLI_CLIENT_ID, accessTokenTtl: deps.config.WSM_ACCESS_TOKEN_TTL, upstreamIssuer: deps.config.WSM_OIDC_ISSUER,
+  });
+  return { ...deps, graphs, users, workspaces, packages, extensions, iam, sandbox, slashCommands, apiKeys, hostedRegistry, queryParser, signIn,
     closers: [() => sandbox.close(), () => queryParser.close()] };
 }
 
@@ -101,6 +109,7 @@ export function buildRegistry(services: Services): ApiRegistry {
   registry.add(...iamRoutes(services.workspaces, services.iam));
   registry.add(...slashCommandRoutes(services.slashCommands, services.workspaces, services.users));
   registry.add(...apiKeyRoutes(services.apiKeys));
+  registry.add(...signInApiRoutes(services.signIn));
   registry.add(...mcpRoutes({ commands: services.slashCommands, sandbox: services.sandbox }));
   registry.add(...registryRoutes(services.hostedRegistry, { maxUploadBytes: services.config.WSM_MAX_UPLOAD_BYTES }));
   registry.add(...sparqlRoutes(services.sandbox, services.workspaces, services.config.WSM_MAX_BODY_BYTES, services.queryParser));
@@ -180,12 +189,14 @@ export function createApp(services: Services): RequestListener {
   app.use('/docs', swaggerUi.serve, swaggerUi.setup(openapi, { customSiteTitle: 'Workspace service API' }));
   // The web console: static files, bundled on first request (src/console/assets.ts).
   app.use(consoleRouter());
+  // Sign-in: discovery documents, the sign-in page, /userinfo and the OpenID provider's endpoints (src/sign-in).
+  app.use(signInRouter({ config, signIn: services.signIn, users: services.users, authenticate }));
 
   app.use(router);
   // Unknown paths still need a valid token, so probing reveals nothing.
   app.use((req, _res, next) => { authenticate(req).then(() => next(), next); });
   app.use(notFoundHandler);
-  const handleError = errorHandler(logger);
+  const handleError = errorHandler(logger, challengeFor({ config, signIn: services.signIn }));
   app.use(handleError);
 
   /** The end of an API route's chain: its error, or (no middleware answered) a 404, answered as the app would. */
