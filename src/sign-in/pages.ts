@@ -29,6 +29,8 @@ export interface SignInForm {
   client: string;
   username?: string;
   error?: string;
+  /** Who is signed in in this browser already: they may continue as themselves, or sign in as someone else. */
+  signedInAs?: string | undefined;
 }
 
 export function renderSignInPage(form: SignInForm): string {
@@ -36,8 +38,11 @@ export function renderSignInPage(form: SignInForm): string {
     <h1>Sign in</h1>
     <p class="muted">to continue to ${escapeHtml(form.client)}</p>
     ${form.error ? `<p class="notice error" role="alert" id="sign-in-error">${escapeHtml(form.error)}</p>` : ''}
+    ${form.signedInAs ? `<p>You are signed in as <strong id="signed-in-as">${escapeHtml(form.signedInAs)}</strong>.</p>
+    <div class="buttons"><button type="submit" id="continue" name="continue" value="1" formnovalidate>Continue as ${escapeHtml(form.signedInAs)}</button></div>
+    <h2>Or sign in as someone else</h2>` : ''}
     <label class="field"><span>User name</span>
-      <input id="username" name="username" autocomplete="username" required maxlength="256" autofocus value="${escapeHtml(form.username ?? '')}"></label>
+      <input id="username" name="username" autocomplete="username" required maxlength="256"${form.signedInAs ? '' : ' autofocus'} value="${escapeHtml(form.username ?? '')}"></label>
     <label class="field"><span>Password</span>
       <input id="password" name="password" type="password" autocomplete="current-password" required maxlength="1024"></label>
     <div class="buttons">

@@ -71,9 +71,6 @@ export function createProvider(settings: ProviderSettings): Provider {
       revocation: '/oauth2/revoke',
       userinfo: '/userinfo',
       end_session: '/oauth2/sessions/logout',
-      pushed_authorization_request: '/oauth2/par',
-      introspection: '/oauth2/introspect',
-      registration: '/oauth2/register',
     },
     discovery: { userinfo_endpoint: `${issuer}/userinfo` },
     features: {
@@ -81,6 +78,7 @@ export function createProvider(settings: ProviderSettings): Provider {
       userinfo: { enabled: false },
       rpInitiatedLogout: { enabled: false },
       revocation: { enabled: true },
+      pushedAuthorizationRequests: { enabled: false },
       resourceIndicators: {
         enabled: true,
         defaultResource: async () => resource,
@@ -109,6 +107,8 @@ export function createProvider(settings: ProviderSettings): Provider {
     // Sign-in is for the service's own clients, so refresh tokens come with every code, offline_access or not.
     issueRefreshToken: async (_ctx, client) => client.grantTypeAllowed('refresh_token'),
     expiresWithSession: async () => false,
+    // The service's clients need no cross-origin calls: the console is of this origin, the command-line client no browser.
+    clientBasedCORS: () => false,
     interactions: { url: async (_ctx, interaction) => `${INTERACTION_PATH}${interaction.uid}` },
     findAccount: async (_ctx, sub) => {
       const claims = await settings.claims(sub);

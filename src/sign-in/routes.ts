@@ -10,8 +10,8 @@ import type { SignInService } from './service.js';
 
 const PACKAGE_VERSION = (JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version: string }).version;
 
-/** Paths the OpenID provider answers itself. */
-const PROVIDER_PATHS = /^\/(oauth2\/|\.well-known\/(openid-configuration|jwks\.json)$)/;
+/** Paths the OpenID provider answers itself (any other path is the service's, and needs a token like every unknown path). */
+const PROVIDER_PATHS = /^\/(oauth2\/(auth(\/[\w-]+)?|token|revoke)|\.well-known\/(openid-configuration|jwks\.json))$/;
 
 /** The sign-in page's policy: no script; the form may go to this service and, after it, to the client's redirect. */
 const pagePolicy = (formTargets: string[]) => [
@@ -155,10 +155,32 @@ const formTargets = (interaction: Interaction): string[] => {
   return origin && origin !== 'null' ? [origin] : [];
 };
 
+/** Who is signed in already in this browser (a command-line client asks them to confirm: RFC 8252 clients get no silent sign-in). */
+const signedInAs = (interaction: Interaction): string | undefined =>
+  interaction.prompt.name === 'consent' ? interaction.session?.accountId : undefined;
+
+const formOf = (interaction: Interaction, extra: { username?: string; error?: string } = {}) => ({
+  action: `${INTERACTION_PATH}${interaction.uid}`, client: clientName(String(interaction.params.client_id)), signedInAs: signedInAs(interaction), ...extra,
+});
+
 async function showSignIn(deps: SignInRouteDeps, req: Request, res: Response): Promise<void> {
   const interaction = await interactionOf(deps, req, res);
   if (!interaction) return;
-  sendPage(res, 200, renderSignInPage({ action: `${INTERACTION_PATH}${interaction.uid}`, client: clientName(String(interaction.params.client_id)) }), formTargets(interaction));
+  sendPage(res, 200, renderSignInPage(formOf(interaction)), formTargets(interaction));
+}
+
+/** The grant of what the service's own clients ask for: no consent page (they act for the person on this service only). */
+async function grantFor(provider: NonNullable<SignInService['provider']>['provider'], interaction: Interaction, accountId: string): Promise<string> {
+  const clientId = String(interaction.params.client_id);
+  // The browser's grant for this client, unless someone else signs in now.
+  const existing = interaction.grantId ? await provider.Grant.find(interaction.grantId) : undefined;
+  const grant = existing?.accountId === accountId ? existing : new provider.Grant({ clientId, accountId });
+  const { scope, resource } = interaction.params as { scope?: unknown; resource?: unknown };
+  grant.addOIDCScope(typeof scope === 'string' ? scope : 'openid');
+  grant.addOIDCClaims(['sub', 'preferred_username', 'name', 'given_name', 'family_name', 'website', 'email', 'email_verified']);
+  const requested = (Array.isArray(resource) ? resource as unknown[] : [resource]).filter((r): r is string => typeof r === 'string');
+  for (const r of [resourceOf(provider.issuer), ...requested]) grant.addResourceScope(r, 'api');
+  return grant.save();
 }
 
 async function submitSignIn(deps: SignInRouteDeps, req: Request, res: Response): Promise<void> {
@@ -170,11 +192,14 @@ async function submitSignIn(deps: SignInRouteDeps, req: Request, res: Response):
     await provider.interactionFinished(req, res, { error: 'access_denied', error_description: 'The person cancelled the sign-in' }, { mergeWithLastSubmission: false });
     return;
   }
+  const current = signedInAs(interaction);
+  if (body.continue !== undefined && current) {
+    await provider.interactionFinished(req, res, { consent: { grantId: await grantFor(provider, interaction, current) } }, { mergeWithLastSubmission: true });
+    return;
+  }
   const username = typeof body.username === 'string' ? body.username.trim() : '';
   const password = typeof body.password === 'string' ? body.password : '';
-  const again = (status: number, error: string) => sendPage(res, status, renderSignInPage({
-    action: `${INTERACTION_PATH}${interaction.uid}`, client: clientName(String(interaction.params.client_id)), username, error,
-  }), formTargets(interaction));
+  const again = (status: number, error: string) => sendPage(res, status, renderSignInPage(formOf(interaction, { username, error })), formTargets(interaction));
   if (!username || !password || username.length > 256 || password.length > 1024) { again(400, 'Enter your user name and password.'); return; }
   const address = req.socket.remoteAddress ?? 'unknown';
   const { attempts, accounts } = deps.signIn;
@@ -191,7 +216,9 @@ async function submitSignIn(deps: SignInRouteDeps, req: Request, res: Response):
     return;
   }
   attempts.succeeded(username);
-  await provider.interactionFinished(req, res, { login: { accountId: account.username } }, { mergeWithLastSubmission: false });
+  // Signing in is the person's interaction: what the client asked for is granted with it.
+  const grantId = await grantFor(provider, interaction, account.username);
+  await provider.interactionFinished(req, res, { login: { accountId: account.username }, consent: { grantId } }, { mergeWithLastSubmission: false });
 }
 
 let upstream: Promise<string> | undefined;
