@@ -107,8 +107,8 @@ export function createProvider(settings: ProviderSettings): Provider {
     // Sign-in is for the service's own clients, so refresh tokens come with every code, offline_access or not.
     issueRefreshToken: async (_ctx, client) => client.grantTypeAllowed('refresh_token'),
     expiresWithSession: async () => false,
-    // The service's clients need no cross-origin calls: the console is of this origin, the command-line client no browser.
-    clientBasedCORS: () => false,
+    // Browsers send Origin on the console's POSTs: only this origin is let through (the command-line client is no browser).
+    clientBasedCORS: (_ctx, origin) => origin === new URL(issuer).origin,
     interactions: { url: async (_ctx, interaction) => `${INTERACTION_PATH}${interaction.uid}` },
     findAccount: async (_ctx, sub) => {
       const claims = await settings.claims(sub);

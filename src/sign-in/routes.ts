@@ -10,8 +10,13 @@ import type { SignInService } from './service.js';
 
 const PACKAGE_VERSION = (JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version: string }).version;
 
-/** Paths the OpenID provider answers itself (any other path is the service's, and needs a token like every unknown path). */
-const PROVIDER_PATHS = /^\/(oauth2\/(auth(\/[\w-]+)?|token|revoke)|\.well-known\/(openid-configuration|jwks\.json))$/;
+/**
+ * Paths the OpenID provider answers itself (any other path is the
+ * service's, and needs a token like every unknown path). Signing in as
+ * someone else in a browser signed in already ends that session through
+ * the provider's logout confirmation.
+ */
+const PROVIDER_PATHS = /^\/(oauth2\/(auth(\/[\w-]+)?|token|revoke|sessions\/logout(\/confirm|\/success)?)|\.well-known\/(openid-configuration|jwks\.json))$/;
 
 /** The sign-in page's policy: no script; the form may go to this service and, after it, to the client's redirect. */
 const pagePolicy = (formTargets: string[]) => [

@@ -240,6 +240,28 @@ describe('sign-in: OpenID provider, sign-in page, PKCE client (headless Chromium
     expect((await cb.next()).get('code')).to.be.a('string');
   });
 
+  it('asks again in a browser already signed in: the command-line client gets the page, with "Continue as" the user', async () => {
+    const { verifier, challenge } = pkce();
+    await page.goto(authorize(challenge));
+    await page.waitForSelector('#continue');
+    expect(await page.textContent('#signed-in-as')).to.equal('alice');
+    await page.click('#continue');
+    const back = await cb.next();
+    const tokens = await exchange(back.get('code')!, verifier);
+    expect(decodeJwt(tokens.body.access_token!).preferred_username).to.equal('alice');
+  });
+
+  it('refuses a token that names the provider as issuer but is signed by another key', async () => {
+    const { SignJWT, generateKeyPair } = await import('jose');
+    const { privateKey } = await generateKeyPair('ES256');
+    const forged = await new SignJWT({ preferred_username: 'ops', wsm_system_admin: true })
+      .setProtectedHeader({ alg: 'ES256', typ: 'at+jwt' }).setIssuer(t.url).setAudience(t.url).setSubject('ops')
+      .setIssuedAt().setExpirationTime('5m').sign(privateKey);
+    const res = await t.http.get('/api/v1/workspaces').set(bearer(forged));
+    expect(res.status).to.equal(401);
+    expect(res.body.error.message).to.match(/no key of the issuer matches|signature/);
+  });
+
   it('answers /userinfo for tokens of wsm token and API keys too, which keep working everywhere', async () => {
     const minted = await t.token('carol', { email: 'carol@example.org' });
     const info = await t.http.get('/userinfo').set(bearer(minted));
@@ -290,7 +312,10 @@ describe('sign-in: OpenID provider, sign-in page, PKCE client (headless Chromium
       await console.fill('#username', 'alice');
       await console.fill('#password', 'alice-secret-pw');
       await console.click('#sign-in');
-      await console.waitForSelector('#workspaces a.workspace-link');
+      await console.waitForSelector('#workspaces a.workspace-link').catch(async (err: unknown) => {
+        await console.screenshot({ path: path.join(shots, 'failed-console.png') });
+        throw new Error(`${String(err)}\n(the console shows: ${await console.textContent('body')} at ${console.url()})`);
+      });
       expect(await console.textContent('#workspaces')).to.contain('acme');
       await console.screenshot({ path: path.join(shots, 'console-signed-in.png') });
     } finally {
