@@ -6,7 +6,7 @@ import type { Logger } from './logger.js';
 import type { QuadStore } from './store/store.js';
 import { Graphs } from './rdf/graphs.js';
 import { ApiRegistry, type Access } from './http/api.js';
-import { forbidden } from './errors.js';
+import { AppError, forbidden } from './errors.js';
 import { errorHandler, notFoundHandler } from './http/errors.js';
 import { requestLogger } from './http/request-log.js';
 import { bearerToken } from './auth/tokens.js';
@@ -41,6 +41,9 @@ import { QueryParser } from './sparql-parse/parser.js';
 import { SignInService } from './sign-in/service.js';
 import { signInRouter, challengeFor } from './sign-in/routes.js';
 import { signInApiRoutes } from './sign-in/api-routes.js';
+import { SecretsService } from './secrets/service.js';
+import { secretsRoutes } from './secrets/routes.js';
+import type { SecretKeyring } from './secrets/crypto.js';
 
 /** Everything the areas need, built once in `createServices`. */
 export interface Services {
@@ -60,17 +63,23 @@ export interface Services {
   slashCommands: SlashCommandService;
   /** API keys (X-Api-Key), stored as hashes. */
   apiKeys: ApiKeyService;
-  /** The registry this service hosts (DESIGN.md section 10); installs use it when WSM_REGISTRY=self. */
+  /** The registry this service hosts (docs/packages.md); installs use it when WSM_REGISTRY=self. */
   hostedRegistry: HostedRegistry;
   /** Parses user SPARQL off the event loop, bounded in size, depth and time. */
   queryParser: QueryParser;
   /** Sign-in: password accounts and the OpenID provider (src/sign-in). */
   signIn: SignInService;
+  /** Variables and managed secrets packages declare (docs/secrets.md). */
+  secrets: SecretsService;
   /** Started background work (schedulers, workers) to stop at shutdown. */
   closers: Array<() => Promise<void> | void>;
 }
 
-export function createServices(deps: { config: Config; logger: Logger; store: QuadStore; verify: (token: string) => Promise<AuthContext> }): Services {
+export function createServices(deps: {
+  config: Config; logger: Logger; store: QuadStore; verify: (token: string) => Promise<AuthContext>;
+  /** The key that seals secret values (`loadSecretsKey`); null or absent: secret values are off. */
+  secretsKey?: SecretKeyring | null;
+}): Services {
   const graphs = new Graphs(deps.config.WSM_BASE_IRI);
   const users = new UserService(deps.store, graphs);
   const workspaces = new WorkspaceService(deps.store, graphs, users, deps.config.WSM_ENGINE_VERSION);
@@ -84,6 +93,8 @@ export function createServices(deps: { config: Config; logger: Logger; store: Qu
   extensions.setRedeployer(packages);
   packages.setExtensionHook(extensions);
   const iam = new IamService(deps.store, graphs, users, workspaces);
+  const secrets = new SecretsService(deps.store, graphs, deps.secretsKey ?? null, deps.logger);
+  packages.setSecrets(secrets);
   const sandbox = new QuerySandbox(deps.store, graphs, new WorkspaceViews(deps.store, graphs), deps.logger, {
     timeoutMs: deps.config.WSM_QUERY_TIMEOUT_MS,
     maxResults: deps.config.WSM_QUERY_MAX_TRIPLES,
@@ -95,7 +106,9 @@ export function createServices(deps: { config: Config; logger: Logger; store: Qu
   const signIn = new SignInService(deps.store, graphs, users, deps.logger, {
     cliClientId: deps.config.WSM_CLI_CLIENT_ID, accessTokenTtl: deps.config.WSM_ACCESS_TOKEN_TTL, upstreamIssuer: deps.config.WSM_OIDC_ISSUER,
   });
-  return { ...deps, graphs, users, workspaces, packages, extensions, iam, sandbox, slashCommands, apiKeys, hostedRegistry, queryParser, signIn,
+  const { secretsKey: _key, ...rest } = deps;
+  void _key;
+  return { ...rest, graphs, users, workspaces, packages, extensions, iam, sandbox, slashCommands, apiKeys, hostedRegistry, queryParser, secrets, signIn,
     closers: [() => sandbox.close(), () => queryParser.close()] };
 }
 
@@ -107,14 +120,15 @@ export function buildRegistry(services: Services): ApiRegistry {
     { maxImportBytes: services.config.WSM_MAX_IMPORT_BYTES }));
   registry.add(...packageRoutes(services.workspaces, services.packages, {
     maxUploadBytes: services.config.WSM_MAX_UPLOAD_BYTES, statuses: new StatusPresenter(services.config.WSM_STATUS_CASE),
-    subscribe: (listener) => services.store.onWrite(() => listener()),
+    streams: { onWrite: (listener) => services.store.onWrite(listener), maxPerUser: services.config.WSM_MAX_EVENT_STREAMS },
   }));
   registry.add(...extensionRoutes(services.workspaces, services.extensions));
   registry.add(...iamRoutes(services.workspaces, services.iam));
   registry.add(...slashCommandRoutes(services.slashCommands, services.workspaces, services.users));
   registry.add(...apiKeyRoutes(services.apiKeys));
   registry.add(...signInApiRoutes(services.signIn));
-  registry.add(...mcpRoutes({ commands: services.slashCommands, sandbox: services.sandbox }));
+  registry.add(...mcpRoutes({ commands: services.slashCommands, sandbox: services.sandbox, maxBodyBytes: services.config.WSM_MAX_BODY_BYTES }));
+  registry.add(...secretsRoutes(services.secrets));
   registry.add(...registryRoutes(services.hostedRegistry, { maxUploadBytes: services.config.WSM_MAX_UPLOAD_BYTES }));
   registry.add(...sparqlRoutes(services.sandbox, services.workspaces, services.config.WSM_MAX_BODY_BYTES, services.queryParser));
   return registry;
@@ -137,9 +151,9 @@ export function createApp(services: Services): RequestListener {
   app.use(countRequest);
 
   const registry = buildRegistry(services);
-  const openapi = registry.openapi({ title: 'Workspace management service', version: '1.0.0' });
+  const openapi = registry.openapi({ title: 'Workspace management service', version: '1.0.0', license: { name: 'Apache-2.0', identifier: 'Apache-2.0' } });
   const authenticate = async (req: Request): Promise<AuthContext> => {
-    // An API key instead of a bearer token (DESIGN.md section 10); a bearer token wins when both are sent.
+    // An API key instead of a bearer token (docs/iam.md, "API keys"); a bearer token wins when both are sent.
     const apiKey = req.headers['x-api-key'];
     if (req.headers.authorization === undefined && typeof apiKey === 'string') return services.apiKeys.verify(apiKey);
     // services.verify remembers verified tokens until their expiry (src/auth/tokens.ts).
@@ -161,8 +175,8 @@ export function createApp(services: Services): RequestListener {
   const dispatcher = registry.mount(router, { jsonLimit: config.WSM_MAX_BODY_BYTES, authenticate, authorize });
 
   // Anonymous, and tells nothing but whether the service answers and can
-  // save changes (DESIGN.md section 11): 503 while the store's journal cannot
-  // be written (docs/decisions.md, Durability).
+  // save changes: 503 while the store cannot make writes durable
+  // (docs/store.md, "Durability").
   app.get('/health', (_req, res) => {
     const store = services.store.health?.();
     if (store && !store.writable) {
@@ -199,6 +213,13 @@ export function createApp(services: Services): RequestListener {
   app.use(router);
   // Unknown paths still need a valid token, so probing reveals nothing.
   app.use((req, _res, next) => { authenticate(req).then(() => next(), next); });
+  // A path of the API with another method: 405 naming the methods it has (RFC 9110, section 15.5.6).
+  app.use((req, res, next) => {
+    const allow = dispatcher.allowed(req);
+    if (allow.length === 0) return next();
+    res.setHeader('Allow', allow.join(', '));
+    next(new AppError('METHOD_NOT_ALLOWED', `${req.method} is not a method of ${req.path}; it answers ${allow.join(', ')}`));
+  });
   app.use(notFoundHandler);
   const handleError = errorHandler(logger, challengeFor({ config, signIn: services.signIn }));
   app.use(handleError);

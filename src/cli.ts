@@ -84,6 +84,8 @@ async function serve(): Promise<void> {
           `  curl -X POST -H "Authorization: Bearer <token>" -H "Content-Type: application/json" -d '{}' ` +
           `${server.url}/api/v1/packages/demo/registry/${server.bootstrap.examples.find((e) => e.endsWith('/incident-response')) ?? server.bootstrap.examples[0]}/install\n`
         : '') +
+      `Then run the demo's slash command /roles-of-agent over what it installed:\n` +
+      `  curl -X POST -H "Authorization: Bearer <token>" -H "Accept: text/turtle" ${server.url}/api/v1/commands/demo/alias/roles-of-agent/execute\n` +
       `API docs: ${server.url}/docs\n` +
       `Sign in as admin (the console, the command-line client): set a password first, in another terminal:\n` +
       `  npm run wsm -- passwd admin --system-admin\n\n`);

@@ -75,7 +75,10 @@ export interface QueryRequest {
   prefixes?: Record<string, string>;
   /** Default graph = union of the view's graphs (false when the query names its own dataset). */
   union: boolean;
-  /** SPARQL Protocol dataset (default-graph-uri / named-graph-uri). */
+  /**
+   * The dataset: the SPARQL Protocol's (default-graph-uri / named-graph-uri)
+   * or the query's own (`ReadQuery.dataset`). A graph named twice counts once.
+   */
   defaultGraphs?: string[];
   namedGraphs?: string[];
 }
@@ -170,13 +173,12 @@ function spawnWorker(heapMb: number): Worker {
 }
 
 /**
- * The worker's code bundled as one CommonJS script (esbuild, about 30 ms
- * once per process), its packages required by absolute path. Run from
- * TypeScript sources, a worker started on it does not load tsx: tsx and
- * the modules it compiled cost about 40 MB per worker thread (51 MB against
- * 10 MB for Oxigraph alone, measured with three workers), and query workers
- * stay up. Until the bundle is ready, or if it cannot be made, workers
- * start through tsx as before.
+ * The worker's code bundled as one CommonJS script (esbuild, once per
+ * process), its packages required by absolute path. Run from TypeScript
+ * sources, a worker started on it does not load tsx, whose compiled modules
+ * would be held by every query worker while it stays up (docs/figures.md).
+ * Until the bundle is ready, or if it cannot be made, workers start
+ * through tsx.
  */
 let workerBundle: string | undefined;
 let bundling: Promise<void> | undefined;
@@ -285,7 +287,7 @@ export function reaches(write: GraphPlaces, workspaceId: string, kind: ViewKind)
   if (kind === 'all') return write.system || paths !== undefined;
   if (!paths) return false;
   for (const graph of paths) {
-    if (graph === 'packages' || graph === 'extensions' || graph.startsWith('extensions/')) return true;
+    if (graph === 'packages' || graph === 'extensions' || graph === 'variables' || graph.startsWith('extensions/')) return true;
     if (graph.startsWith('matrices/') && !graph.endsWith('/derived')) return true;
   }
   return false;
@@ -396,7 +398,7 @@ export class QuerySandbox {
   /**
    * The workspace's whole view, when a knowledge query can run there instead
    * of in a copy of its own: the whole view holds every graph the knowledge
-   * view does (DESIGN.md section 5), so one copy of the workspace serves
+   * view does (docs/slash-commands.md), so one copy of the workspace serves
    * both while administrators query it. Only once its copy is loaded (until
    * then the knowledge view answers, as before), and only for a query that
    * names no dataset of its own (FROM, FROM NAMED, protocol graphs): the
@@ -514,7 +516,7 @@ export class QuerySandbox {
    * Several instances on one store: their writes reach no `onWrite` of this
    * process. The view is checked against the store's revisions of the graphs
    * it depends on (`syncRevisions`: one query for the engine's generations),
-   * as the read cache is (docs/architecture.md, the cache rule): a graph
+   * as the read cache is (docs/store.md, the cache rule): a graph
    * whose revision moved since the last refresh is reloaded, and when one
    * of the records that choose the view's graphs moved, the names are read
    * again. Revisions are taken before the graphs are dumped, so a write
@@ -542,10 +544,9 @@ export class QuerySandbox {
 
   /**
    * Gives the view one more worker, started now. No spare is kept started
-   * ahead: a worker on the bundled code is ready in about 50 ms but holds
-   * about 22 MB while it waits, and the view's data it then loads takes
-   * far longer than the start (two spares were 45 MB of the 350 MB at 10M
-   * quads on the remote store, where the target is 300 MB).
+   * ahead: a worker on the bundled code starts quickly but holds memory
+   * while it waits, and the view's data it then loads takes far longer
+   * than the start (docs/figures.md).
    */
   private spawn(view: View): void {
     const worker = new QueryWorker(view, this.opts.workerHeapMb, (w, reason) => this.onWorkerDeath(w, reason));
@@ -679,8 +680,8 @@ export class QuerySandbox {
         ...(knowledge
           ? { defaultGraphs: knowledge, namedGraphs: knowledge }
           : {
-            ...(request.defaultGraphs ? { defaultGraphs: request.defaultGraphs } : {}),
-            ...(request.namedGraphs ? { namedGraphs: request.namedGraphs } : {}),
+            ...(request.defaultGraphs ? { defaultGraphs: [...new Set(request.defaultGraphs)] } : {}),
+            ...(request.namedGraphs ? { namedGraphs: [...new Set(request.namedGraphs)] } : {}),
           }),
       });
       if (answer.type === 'result') {
@@ -689,6 +690,7 @@ export class QuerySandbox {
         if (answer.memory > worker.memoryAfterSync + (this.opts.maxMemoryMb * 2 ** 20) / 2) this.retire(view, worker);
       }
       else if (answer.type === 'error' && answer.kind === 'query') this.settle(job, new AppError('BAD_REQUEST', `The query failed: ${answer.message}`));
+      else if (answer.type === 'error' && answer.kind === 'format') this.settle(job, new AppError('NOT_ACCEPTABLE', answer.message));
       else throw new Error(answer.type === 'error' ? answer.message : `unexpected answer ${answer.type}`);
     } catch (err) {
       if (!job.done && this.closed) {
