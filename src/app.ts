@@ -39,6 +39,9 @@ import path from 'node:path';
 import { HostedRegistry } from './registry/hosted.js';
 import { registryRoutes } from './registry/routes.js';
 import { QueryParser } from './sparql-parse/parser.js';
+import { SignInService } from './sign-in/service.js';
+import { signInRouter, challengeFor } from './sign-in/routes.js';
+import { signInApiRoutes } from './sign-in/api-routes.js';
 import { SecretsService } from './secrets/service.js';
 import { secretsRoutes } from './secrets/routes.js';
 import type { SecretKeyring } from './secrets/crypto.js';
@@ -65,6 +68,8 @@ export interface Services {
   hostedRegistry: HostedRegistry;
   /** Parses user SPARQL off the event loop, bounded in size, depth and time. */
   queryParser: QueryParser;
+  /** Sign-in: password accounts and the OpenID provider (src/sign-in). */
+  signIn: SignInService;
   /** Variables and managed secrets packages declare (docs/secrets.md). */
   secrets: SecretsService;
   /** Started background work (schedulers, workers) to stop at shutdown. */
@@ -99,9 +104,12 @@ export function createServices(deps: {
   const apiKeys = new ApiKeyService(deps.store, graphs, users);
   const queryParser = new QueryParser();
   const slashCommands = new SlashCommandService(deps.store, graphs, users, sandbox, queryParser);
+  const signIn = new SignInService(deps.store, graphs, users, deps.logger, {
+    cliClientId: deps.config.WSM_CLI_CLIENT_ID, accessTokenTtl: deps.config.WSM_ACCESS_TOKEN_TTL, upstreamIssuer: deps.config.WSM_OIDC_ISSUER,
+  });
   const { secretsKey: _key, ...rest } = deps;
   void _key;
-  return { ...rest, graphs, users, workspaces, packages, extensions, iam, sandbox, slashCommands, apiKeys, hostedRegistry, queryParser, secrets,
+  return { ...rest, graphs, users, workspaces, packages, extensions, iam, sandbox, slashCommands, apiKeys, hostedRegistry, queryParser, secrets, signIn,
     closers: [() => sandbox.close(), () => queryParser.close()] };
 }
 
@@ -119,6 +127,7 @@ export function buildRegistry(services: Services): ApiRegistry {
   registry.add(...iamRoutes(services.workspaces, services.iam));
   registry.add(...slashCommandRoutes(services.slashCommands, services.workspaces, services.users));
   registry.add(...apiKeyRoutes(services.apiKeys));
+  registry.add(...signInApiRoutes(services.signIn));
   registry.add(...mcpRoutes({ commands: services.slashCommands, sandbox: services.sandbox, maxBodyBytes: services.config.WSM_MAX_BODY_BYTES }));
   registry.add(...secretsRoutes(services.secrets));
   registry.add(...registryRoutes(services.hostedRegistry, { maxUploadBytes: services.config.WSM_MAX_UPLOAD_BYTES }));
@@ -202,6 +211,8 @@ export function createApp(services: Services): RequestListener {
   app.use('/docs', docsHeaders, swaggerUi.serve, swaggerUi.setup(openapi, { customSiteTitle: 'Workspace service API' }));
   // The web console: static files, bundled on first request (src/console/assets.ts).
   app.use(consoleRouter());
+  // Sign-in: discovery documents, the sign-in page, /userinfo and the OpenID provider's endpoints (src/sign-in).
+  app.use(signInRouter({ config, signIn: services.signIn, users: services.users, authenticate }));
 
   app.use(router);
   // Unknown paths still need a valid token, so probing reveals nothing.
@@ -214,7 +225,7 @@ export function createApp(services: Services): RequestListener {
     next(new AppError('METHOD_NOT_ALLOWED', `${req.method} is not a method of ${req.path}; it answers ${allow.join(', ')}`));
   });
   app.use(notFoundHandler);
-  const handleError = errorHandler(logger);
+  const handleError = errorHandler(logger, challengeFor({ config, signIn: services.signIn }));
   app.use(handleError);
 
   /** The end of an API route's chain: its error, or (no middleware answered) a 404, answered as the app would. */
