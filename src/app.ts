@@ -1,5 +1,5 @@
 import type { RequestListener } from 'node:http';
-import express, { type Request, type Response } from 'express';
+import express, { type Request, type RequestHandler, type Response } from 'express';
 import swaggerUi from 'swagger-ui-express';
 import type { Config } from './config.js';
 import type { Logger } from './logger.js';
@@ -9,6 +9,7 @@ import { ApiRegistry, type Access } from './http/api.js';
 import { AppError, forbidden } from './errors.js';
 import { errorHandler, notFoundHandler } from './http/errors.js';
 import { requestLogger } from './http/request-log.js';
+import { pagePolicy, setSecurityHeaders } from './http/security-headers.js';
 import { bearerToken } from './auth/tokens.js';
 import type { AuthContext } from './auth/context.js';
 import { UserService } from './users/service.js';
@@ -38,6 +39,9 @@ import path from 'node:path';
 import { HostedRegistry } from './registry/hosted.js';
 import { registryRoutes } from './registry/routes.js';
 import { QueryParser } from './sparql-parse/parser.js';
+import { SignInService } from './sign-in/service.js';
+import { signInRouter, challengeFor } from './sign-in/routes.js';
+import { signInApiRoutes } from './sign-in/api-routes.js';
 import { SecretsService } from './secrets/service.js';
 import { secretsRoutes } from './secrets/routes.js';
 import type { SecretKeyring } from './secrets/crypto.js';
@@ -64,6 +68,8 @@ export interface Services {
   hostedRegistry: HostedRegistry;
   /** Parses user SPARQL off the event loop, bounded in size, depth and time. */
   queryParser: QueryParser;
+  /** Sign-in: password accounts and the OpenID provider (src/sign-in). */
+  signIn: SignInService;
   /** Variables and managed secrets packages declare (docs/secrets.md). */
   secrets: SecretsService;
   /** Started background work (schedulers, workers) to stop at shutdown. */
@@ -98,9 +104,12 @@ export function createServices(deps: {
   const apiKeys = new ApiKeyService(deps.store, graphs, users);
   const queryParser = new QueryParser();
   const slashCommands = new SlashCommandService(deps.store, graphs, users, sandbox, queryParser);
+  const signIn = new SignInService(deps.store, graphs, users, deps.logger, {
+    cliClientId: deps.config.WSM_CLI_CLIENT_ID, accessTokenTtl: deps.config.WSM_ACCESS_TOKEN_TTL, upstreamIssuer: deps.config.WSM_OIDC_ISSUER,
+  });
   const { secretsKey: _key, ...rest } = deps;
   void _key;
-  return { ...rest, graphs, users, workspaces, packages, extensions, iam, sandbox, slashCommands, apiKeys, hostedRegistry, queryParser, secrets,
+  return { ...rest, graphs, users, workspaces, packages, extensions, iam, sandbox, slashCommands, apiKeys, hostedRegistry, queryParser, secrets, signIn,
     closers: [() => sandbox.close(), () => queryParser.close()] };
 }
 
@@ -118,6 +127,7 @@ export function buildRegistry(services: Services): ApiRegistry {
   registry.add(...iamRoutes(services.workspaces, services.iam));
   registry.add(...slashCommandRoutes(services.slashCommands, services.workspaces, services.users));
   registry.add(...apiKeyRoutes(services.apiKeys));
+  registry.add(...signInApiRoutes(services.signIn));
   registry.add(...mcpRoutes({ commands: services.slashCommands, sandbox: services.sandbox, parser: services.queryParser, maxBodyBytes: services.config.WSM_MAX_BODY_BYTES }));
   registry.add(...secretsRoutes(services.secrets));
   registry.add(...registryRoutes(services.hostedRegistry, { maxUploadBytes: services.config.WSM_MAX_UPLOAD_BYTES }));
@@ -195,9 +205,14 @@ export function createApp(services: Services): RequestListener {
   });
 
   app.get('/api/v1/openapi.json', (_req, res) => { res.json(openapi); });
-  app.use('/docs', swaggerUi.serve, swaggerUi.setup(openapi, { customSiteTitle: 'Workspace service API' }));
+  // Swagger UI's page has inline style blocks and sets style attributes.
+  const docsPolicy = pagePolicy("style-src 'self' 'unsafe-inline'");
+  const docsHeaders: RequestHandler = (_req, res, next) => { res.setHeader('Content-Security-Policy', docsPolicy); next(); };
+  app.use('/docs', docsHeaders, swaggerUi.serve, swaggerUi.setup(openapi, { customSiteTitle: 'Workspace service API' }));
   // The web console: static files, bundled on first request (src/console/assets.ts).
   app.use(consoleRouter());
+  // Sign-in: discovery documents, the sign-in page, /userinfo and the OpenID provider's endpoints (src/sign-in).
+  app.use(signInRouter({ config, signIn: services.signIn, users: services.users, authenticate }));
 
   app.use(router);
   // Unknown paths still need a valid token, so probing reveals nothing.
@@ -210,7 +225,7 @@ export function createApp(services: Services): RequestListener {
     next(new AppError('METHOD_NOT_ALLOWED', `${req.method} is not a method of ${req.path}; it answers ${allow.join(', ')}`));
   });
   app.use(notFoundHandler);
-  const handleError = errorHandler(logger);
+  const handleError = errorHandler(logger, challengeFor({ config, signIn: services.signIn }));
   app.use(handleError);
 
   /** The end of an API route's chain: its error, or (no middleware answered) a 404, answered as the app would. */
@@ -229,6 +244,7 @@ export function createApp(services: Services): RequestListener {
     };
   };
   return (incoming, outgoing) => {
+    setSecurityHeaders(outgoing);
     const found = dispatcher.find(incoming);
     if (!found) {
       app(incoming, outgoing);

@@ -6,7 +6,7 @@ import { readFile, stat } from 'node:fs/promises';
 import { TRANSFER_USAGE, backupCommand, exportCommand, importCommand, restoreCommand } from './cli-transfer.js';
 
 /**
- * `wsm <command>`: serve | token | help. Run from a checkout with
+ * `wsm <command>`: serve | token | passwd | publish | journal | help. Run from a checkout with
  * `npm run wsm -- <command>`; `npm start` is `wsm serve`.
  */
 const USAGE = `Usage: wsm <command> [options]
@@ -17,6 +17,11 @@ Commands:
       --system-admin            the token makes its holder a system administrator
       --email E --first-name F --last-name L
       --ttl SECONDS             lifetime (default WSM_TOKEN_TTL, 12 hours)
+  passwd <username> [options]   set the password a user signs in with, read from standard input (a prompt
+                                on a terminal); through the running service, as a system administrator of
+                                the data directory's issuer
+      --system-admin            the user is a system administrator when signed in (default: unchanged)
+      --url URL                 the service (default http://HOST:PORT)
   publish <folder|file.tgz> [options]
                                 publish a package (a folder is packed first)
       --url URL                 to the registry of a running service (default with WSM_REGISTRY=self:
@@ -25,9 +30,10 @@ Commands:
       --publisher P             the publisher (default for a service: the one the caller owns)
       --registry DIR            copy into a directory registry as DIR/P/<name>/<version>.tgz instead
       --dry-run                 check only, store nothing
-  journal accept-loss           when the service refuses to start because its journal is damaged with
-                                valid records after the damage: cut the journal at the damage, keeping
-                                the cut bytes beside it, and print what was dropped (stop the service first)
+  journal accept-loss           when the service refuses to start because its journal is damaged (a whole
+                                record that fails its checksum, or valid records after the damage): cut
+                                the journal at the damage, keeping the cut bytes beside it, and print
+                                what was dropped (stop the service first)
 ${TRANSFER_USAGE}  help                          this text
 `;
 
@@ -81,7 +87,9 @@ async function serve(): Promise<void> {
         : '') +
       `Then run the demo's slash command /roles-of-agent over what it installed:\n` +
       `  curl -X POST -H "Authorization: Bearer <token>" -H "Accept: text/turtle" ${server.url}/api/v1/commands/demo/alias/roles-of-agent/execute\n` +
-      `API docs: ${server.url}/docs\n\n`);
+      `API docs: ${server.url}/docs\n` +
+      `Sign in as admin (the console, the command-line client): set a password first, in another terminal:\n` +
+      `  npm run wsm -- passwd admin --system-admin\n\n`);
   }
   let stopping = false;
   const stop = (signal: string) => {
@@ -120,6 +128,66 @@ async function token(args: string[]): Promise<void> {
     ttlSeconds: ttl,
   });
   process.stdout.write(`${jwt}\n`);
+}
+
+async function passwd(args: string[]): Promise<void> {
+  const { values, positionals } = parseArgs({ args, allowPositionals: true, options: { 'system-admin': { type: 'boolean' }, url: { type: 'string' } } });
+  const username = positionals[0];
+  if (!username || positionals.length > 1) fail('usage: wsm passwd <username> [--system-admin] [--url URL] (the password is read from standard input)');
+  const cfg = config();
+  if (cfg.WSM_OIDC_ISSUER) fail(`people sign in at ${cfg.WSM_OIDC_ISSUER} (WSM_OIDC_ISSUER): this service keeps no passwords then`, 1);
+  const password = await readPassword();
+  if (!password) fail('no password given on standard input', 1);
+  const root = (values.url ?? `http://${cfg.HOST.includes(':') ? `[${cfg.HOST}]` : cfg.HOST}:${cfg.PORT}`).replace(/\/+$/, '');
+  const { mintToken } = await import('./auth/tokens.js');
+  // A short-lived token of the data directory's issuer: whoever may read the data directory may set passwords.
+  const jwt = await mintToken(cfg.dataDir, username, { systemAdmin: true, ttlSeconds: 120 });
+  let res: Response;
+  try {
+    res = await fetch(`${root}/api/v1/users/${encodeURIComponent(username)}/password`, {
+      method: 'PUT',
+      headers: { Authorization: `Bearer ${jwt}`, 'Content-Type': 'application/json', Accept: 'application/json' },
+      body: JSON.stringify({ password, ...(values['system-admin'] ? { systemAdmin: true } : {}) }),
+      signal: AbortSignal.timeout(60_000),
+    });
+  } catch (err) {
+    fail(`cannot reach ${root} (${err instanceof Error ? err.message : String(err)}); the password is set through the running service: start it first`, 1);
+  }
+  const body = await res.json().catch(() => null) as { data?: { systemAdmin: boolean }; error?: { message?: string } } | null;
+  if (res.status !== 200) fail(body?.error?.message ?? `the service answered ${res.status}`, 1);
+  process.stdout.write(`Password set for ${username}${body?.data?.systemAdmin ? ' (system administrator)' : ''}; sign in at ${root}/console/\n`);
+}
+
+/** The password from standard input: typed at a prompt without echo on a terminal, else the first line of what is piped in. */
+async function readPassword(): Promise<string> {
+  const stdin = process.stdin;
+  if (!stdin.isTTY) {
+    const chunks: Buffer[] = [];
+    for await (const chunk of stdin) chunks.push(chunk as Buffer);
+    return Buffer.concat(chunks).toString('utf8').split(/\r?\n/)[0] ?? '';
+  }
+  process.stderr.write('Password: ');
+  stdin.setRawMode(true);
+  stdin.setEncoding('utf8');
+  let typed = '';
+  return new Promise((resolve) => {
+    const onData = (text: string) => {
+      for (const c of text) {
+        if (c === '\r' || c === '\n' || c === '\u0004') {
+          stdin.setRawMode(false);
+          stdin.pause();
+          stdin.off('data', onData);
+          process.stderr.write('\n');
+          resolve(typed);
+          return;
+        }
+        if (c === '\u0003') { stdin.setRawMode(false); process.stderr.write('\n'); process.exit(130); }
+        typed = c === '\u007f' ? typed.slice(0, -1) : typed + c;
+      }
+    };
+    stdin.on('data', onData);
+    stdin.resume();
+  });
 }
 
 const PUBLISH_USAGE = 'usage: wsm publish <folder|file.tgz> [--publisher P] [--registry DIR | --url URL] [--token T | --api-key K] [--dry-run]';
@@ -191,7 +259,7 @@ async function journal(args: string[]): Promise<void> {
   const info = store.replayInfo;
   await store.close();
   if (info.droppedBytes === 0) {
-    process.stdout.write(`Nothing to accept: the journal of ${cfg.dataDir} has no damage followed by valid records (last record ${info.lastSeq}).\n`);
+    process.stdout.write(`Nothing to accept: the journal of ${cfg.dataDir} has no damage to accept (last record ${info.lastSeq}).\n`);
   } else {
     process.stdout.write(`Dropped ${info.droppedBytes} bytes; the store now ends at record ${info.lastSeq}. The service can start again.\n`);
   }
@@ -255,6 +323,7 @@ export async function main(argv: string[]): Promise<void> {
     switch (command) {
       case 'serve': return await serve();
       case 'token': return await token(rest);
+      case 'passwd': return await passwd(rest);
       case 'publish': return await publish(rest);
       case 'journal': return await journal(rest);
       case 'backup': return await backupCommand(rest, config().dataDir, fail);

@@ -29,6 +29,20 @@ export const configSchema = z.object({
   /** When the admin claim is an array, the value it must contain. */
   WSM_OIDC_ADMIN_VALUE: z.string().min(1).default('wsm-admin'),
   WSM_TOKEN_TTL: positiveInt.default(3600 * 12),
+  /**
+   * The service's address as people and clients reach it (no trailing slash):
+   * the sign-in issuer and the base of every sign-in URL. Default: the
+   * address it listens on (`http://HOST:PORT`).
+   */
+  WSM_PUBLIC_URL: httpUrl.refine((v) => !v.endsWith('/') && !/[?#]/.test(v), 'must not end with a slash nor hold a query').optional(),
+  /** The client id the ecosystem's command-line client signs in with (at this service, or registered at WSM_OIDC_ISSUER). */
+  WSM_CLI_CLIENT_ID: z.string().regex(/^[\w.-]{1,100}$/, 'must be letters, digits, "_", "." or "-"').default('plgt'),
+  /** Named in `/.well-known/poliglot.json`. */
+  WSM_DEPLOYMENT_NAME: z.string().min(1).max(200).default('Workspace service'),
+  /** The oldest command-line client version this service works with (`min_cli_version` of `/.well-known/poliglot.json`). */
+  WSM_MIN_CLI_VERSION: semver.optional(),
+  /** Lifetime in seconds of the access tokens of sign-in (refresh tokens renew them). */
+  WSM_ACCESS_TOKEN_TTL: positiveInt.default(3600),
   WSM_MAX_BODY_BYTES: positiveInt.default(1024 * 1024),
   WSM_MAX_UPLOAD_BYTES: positiveInt.default(20 * 1024 * 1024),
   /** Largest body of a workspace import (after gzip is undone), docs/backup.md. */

@@ -4,7 +4,9 @@ import type { AddressInfo } from 'node:net';
 import type { Config } from './config.js';
 import type { Logger } from './logger.js';
 import { createApp, createServices, type Services } from './app.js';
-import { createVerifier } from './auth/tokens.js';
+import { createLocalJWKSet } from 'jose';
+import { createVerifier, type LocalIssuer } from './auth/tokens.js';
+import { publicJwks } from './sign-in/keys.js';
 import { openStore, type StoreTestOptions } from './store/open.js';
 import type { QuadStore } from './store/store.js';
 import { bootstrap, type BootstrapResult } from './bootstrap.js';
@@ -25,6 +27,7 @@ export interface RunningServer {
  */
 export async function startServer(config: Config, logger: Logger, options: { store?: StoreTestOptions; opening?: Promise<QuadStore> } = {}): Promise<RunningServer> {
   const store = await (options.opening ?? openStore(config, logger, options.store));
+  let localIssuer: LocalIssuer | undefined;
   const verify = await createVerifier({
     dataDir: config.dataDir,
     oidcIssuer: config.WSM_OIDC_ISSUER,
@@ -32,6 +35,7 @@ export async function startServer(config: Config, logger: Logger, options: { sto
     oidcJwksUrl: config.WSM_OIDC_JWKS_URL,
     adminClaim: config.WSM_OIDC_ADMIN_CLAIM,
     adminValue: config.WSM_OIDC_ADMIN_VALUE,
+    localIssuer: () => localIssuer,
   });
   const secretsKey = await loadSecretsKey(config, logger).catch(async (err: unknown) => {
     await store.close();
@@ -41,6 +45,7 @@ export async function startServer(config: Config, logger: Logger, options: { sto
   // Commands cut off by the previous process's stop are failed ("interrupted") before anything else runs.
   await services.packages.runner.recover();
   const boot = await bootstrap(services);
+  const signInKeys = await services.signIn.prepare();
   const stopAutoUpdate = services.packages.startAutoUpdate(config.WSM_AUTO_UPDATE_INTERVAL);
   services.closers.push(() => services.packages.runner.stop(), stopAutoUpdate);
   const app = createApp(services);
@@ -55,6 +60,11 @@ export async function startServer(config: Config, logger: Logger, options: { sto
   const { port } = server.address() as AddressInfo;
   const host = config.HOST.includes(':') ? `[${config.HOST}]` : config.HOST;
   const url = `http://${host}:${port}`;
+  // The provider's issuer is the public address, known once the server listens (a test server's port is chosen then).
+  const issuer = config.WSM_PUBLIC_URL ?? url;
+  services.signIn.start(issuer);
+  services.closers.push(() => services.signIn.stop());
+  if (signInKeys) localIssuer = { issuer, key: createLocalJWKSet(publicJwks(signInKeys)) };
   let closing: Promise<void> | undefined;
   return {
     url,

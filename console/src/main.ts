@@ -1,5 +1,6 @@
 import { credential, onUnauthorized, setCredential, message } from './api.js';
 import { go, setRouter } from './nav.js';
+import { finishSignIn } from './oauth.js';
 import { h, fill } from './dom.js';
 import { signInPage } from './pages/signin.js';
 import { workspacesPage } from './pages/workspaces.js';
@@ -84,4 +85,8 @@ onUnauthorized.push(() => {
 
 setRouter(route);
 window.addEventListener('hashchange', () => { void route(); });
-void route();
+// A return from the sign-in page first: its code becomes the credential, or its error is shown on the sign-in page.
+void finishSignIn().catch((err: unknown) => `Sign-in failed: ${message(err)}`).then((outcome) => {
+  if (outcome) sessionStorage.setItem('wsm-console-reason', outcome);
+  return route();
+});

@@ -1,7 +1,7 @@
 import { promises as fs } from 'node:fs';
 import path from 'node:path';
 import {
-  SignJWT, jwtVerify, createRemoteJWKSet, exportJWK, importJWK, generateKeyPair,
+  SignJWT, jwtVerify, decodeJwt, createRemoteJWKSet, exportJWK, importJWK, generateKeyPair,
   type JWTPayload, type JWK, type CryptoKey, type JWTVerifyGetKey,
 } from 'jose';
 import { unauthorized } from '../errors.js';
@@ -91,6 +91,17 @@ export interface VerifierSettings {
   clock?: () => number;
   /** Most verified tokens remembered (default 1000; 0 turns the cache off). */
   cacheSize?: number;
+  /**
+   * The service's own OpenID provider (src/sign-in), once it runs: its
+   * access tokens are accepted too, with its issuer as issuer and audience
+   * and its keys.
+   */
+  localIssuer?: () => LocalIssuer | undefined;
+}
+
+export interface LocalIssuer {
+  issuer: string;
+  key: JWTVerifyGetKey;
 }
 
 /** Longest a verified token is remembered, even when it expires later. */
@@ -195,10 +206,14 @@ export async function createVerifier(settings: VerifierSettings): Promise<(token
     const known = verified.get(token, now);
     if (known) return copyContext(known);
     let payload: JWTPayload;
+    // A token of the service's own provider names its issuer; anything else is checked as before.
+    const local = settings.localIssuer?.();
+    const fromLocal = local !== undefined && claimedIssuer(token) === local.issuer;
     try {
-      ({ payload } = await jwtVerify(token, key as CryptoKey, {
+      ({ payload } = await jwtVerify(token, (fromLocal ? local.key : key) as CryptoKey, {
         // A token without an expiry would be good for ever (issue 12, item 13): `exp` is required.
-        issuer, audience, algorithms, requiredClaims: ['exp'], clockTolerance: CLOCK_TOLERANCE_S, ...(settings.clock ? { currentDate: new Date(now) } : {}),
+        ...(fromLocal ? { issuer: local.issuer, audience: local.issuer, algorithms: [EMBEDDED_ALG] } : { issuer, audience, algorithms }),
+        requiredClaims: ['exp'], clockTolerance: CLOCK_TOLERANCE_S, ...(settings.clock ? { currentDate: new Date(now) } : {}),
       }));
     } catch (err) {
       const code = (err as { code?: string }).code;
@@ -213,10 +228,21 @@ export async function createVerifier(settings: VerifierSettings): Promise<(token
         : 'the token is malformed or cannot be verified';
       throw unauthorized(`Invalid bearer token: ${reason}`);
     }
-    const context = contextFromClaims(payload, settings.adminClaim, settings.adminValue);
+    // The provider's tokens say `wsm_system_admin` whatever claim an upstream issuer would use.
+    const context = fromLocal ? contextFromClaims(payload, 'wsm_system_admin', 'true') : contextFromClaims(payload, settings.adminClaim, settings.adminValue);
     verified.set(token, context, payload.exp, now);
     return copyContext(context);
   };
+}
+
+/** The `iss` a token claims, read before its signature is checked (to pick the key that checks it); undefined when unreadable. */
+function claimedIssuer(token: string): string | undefined {
+  try {
+    const iss = decodeJwt(token).iss;
+    return typeof iss === 'string' ? iss : undefined;
+  } catch {
+    return undefined;
+  }
 }
 
 /** Reads `Authorization: Bearer <token>`; 401 when missing or malformed. */

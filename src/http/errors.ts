@@ -1,4 +1,4 @@
-import type { ErrorRequestHandler, RequestHandler } from 'express';
+import type { ErrorRequestHandler, Request, RequestHandler } from 'express';
 import { AppError, type ErrorCode } from '../errors.js';
 import type { Logger } from '../logger.js';
 import { StoreUnavailableError, StoreUnreachableError } from '../store/store.js';
@@ -107,7 +107,12 @@ export function errorBody(err: AppError): Record<string, unknown> {
   return body;
 }
 
-export function errorHandler(logger: Logger): ErrorRequestHandler {
+/**
+ * `challenge` answers the `WWW-Authenticate` value of a 401 (RFC 6750; the
+ * MCP endpoint's names its protected-resource metadata, RFC 9728); default
+ * `Bearer`.
+ */
+export function errorHandler(logger: Logger, challenge: (req: Request) => string = () => 'Bearer'): ErrorRequestHandler {
   return (err, req, res, _next) => {
     const unwritable = err instanceof AppError ? undefined : storeUnavailable(err);
     if (unwritable instanceof StoreUnreachableError) logger.warn({ err: unwritable, requestId: req.id }, 'the store cannot be reached');
@@ -121,7 +126,7 @@ export function errorHandler(logger: Logger): ErrorRequestHandler {
       res.end();
       return;
     }
-    if (status === 401) res.setHeader('WWW-Authenticate', 'Bearer');
+    if (status === 401) res.setHeader('WWW-Authenticate', challenge(req));
     const retryAfter = unwritable?.retryAfterSeconds ?? appError.retryAfterSeconds;
     if (retryAfter !== undefined) res.setHeader('Retry-After', String(retryAfter));
     const body = errorBody(appError);

@@ -13,6 +13,7 @@ export interface GraphPlaces {
  *
  *   <base>system                                   workspaces and users
  *   <base>registry                                 the hosted registry: publishers, packages, versions
+ *   <base>sign-in                                  the OpenID provider's records and keys, passwords
  *   <base>workspaces/<ws>/iam                      memberships, principals, role assignments, built-in role
  *   <base>workspaces/<ws>/packages                 installations, matrices (records), lifecycle commands
  *   <base>workspaces/<ws>/commands/<cmd>           events of one lifecycle command
@@ -33,6 +34,7 @@ export class Graphs {
   }
   get system(): string { return `${this.base}system`; }
   get registry(): string { return `${this.base}registry`; }
+  get signIn(): string { return `${this.base}sign-in`; }
   workspacePrefix(ws: string): string { return `${this.base}workspaces/${ws}/`; }
   iam(ws: string): string { return `${this.base}workspaces/${ws}/iam`; }
   packages(ws: string): string { return `${this.base}workspaces/${ws}/packages`; }

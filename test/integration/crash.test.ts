@@ -49,12 +49,14 @@ describe('running the service as a process', function () {
       const lines = s.stdout().split('\n');
       const token = lines.find((l) => /^ey[\w-]+\.[\w-]+\.[\w-]+$/.test(l.trim()))!.trim();
       expect(s.stdout()).to.match(/curl -H "Authorization: Bearer/);
+      // It also says how to give the administrator a password to sign in with.
+      expect(s.stdout()).to.contain('npm run wsm -- passwd admin --system-admin');
       const res = await fetch(`${s.url}/api/v1/workspaces/demo`, { headers: { Authorization: `Bearer ${token}` } });
       expect(res.status).to.equal(200);
       expect((await res.json() as { data: { owner: { username: string } } }).data.owner.username).to.equal('admin');
     } finally {
       s.proc.kill('SIGTERM');
-      expect(await s.exited).to.equal(0);
+      expect(await s.exited, s.stderr() + s.stdout()).to.equal(0);
     }
     // A second start does not create it again nor print a new token.
     const again = await serve(dataDir, { WSM_DEMO: 'true' });

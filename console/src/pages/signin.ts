@@ -2,8 +2,13 @@ import { ApiError, get, guessKind, message, setCredential, type Credential, type
 import { field, fill, h, notice } from '../dom.js';
 import { go } from '../nav.js';
 import type { Workspace } from '../types.js';
+import { beginSignIn, discovery } from '../oauth.js';
 
-/** Sign in with a bearer token or an API key; the credential is checked against GET /api/v1/workspaces. */
+/**
+ * Sign in with a password on the service's sign-in page (when the service
+ * runs its own provider), or paste a bearer token or an API key; a pasted
+ * credential is checked against GET /api/v1/workspaces.
+ */
 export async function signInPage(main: HTMLElement): Promise<void> {
   const value = h('textarea', { id: 'credential', rows: 4, required: true, autocomplete: 'off', spellcheck: 'false', placeholder: 'eyJhbGciOi… or an API key' });
   const kind = h('select', { id: 'credential-kind' },
@@ -38,6 +43,14 @@ export async function signInPage(main: HTMLElement): Promise<void> {
   field('Kind', kind),
   h('button', { type: 'submit', id: 'sign-in' }, 'Sign in'),
   status);
-  fill(main, form);
-  value.focus();
+  const endpoints = await discovery();
+  const withPassword = endpoints
+    ? h('div', { class: 'card narrow' },
+      h('h1', null, 'Sign in'),
+      h('p', { class: 'muted' }, 'With your user name and password, on the service\'s sign-in page.'),
+      h('button', { type: 'button', id: 'sign-in-oauth', onclick: () => beginSignIn(endpoints) }, 'Sign in'))
+    : null;
+  if (withPassword) form.querySelector('h1')!.textContent = 'Or paste a credential';
+  fill(main, withPassword, form);
+  if (!withPassword) value.focus();
 }
