@@ -12,7 +12,7 @@ import {
   type Binding, type JournalOp, type QuadStore, type QueryScope, type StoreHealth, type WriteCondition, type WriteInput, type WriteOp,
 } from '../store.js';
 import type { Sparql } from '../../rdf/sparql.js';
-import { CHANNEL, HeadMovedError, PgLog } from './log.js';
+import { CHANNEL, HeadMovedError, PgArchives, PgLog } from './log.js';
 
 /** The one stream every write goes to (docs/cluster.md: one stream for now). */
 export const SERVICE_STREAM = 'service';
@@ -70,6 +70,8 @@ export class ClusterStore implements QuadStore {
   /** Appends that found their seq taken by another instance (each then caught up and tried again). */
   headConflicts = 0;
   instance: InstanceLease | undefined;
+  /** The hosted registry's archives, in PostgreSQL: every instance serves every published version. */
+  readonly archives: PgArchives;
 
   constructor(
     raw: oxigraph.Store,
@@ -81,6 +83,7 @@ export class ClusterStore implements QuadStore {
     readonly stream = SERVICE_STREAM,
   ) {
     this.replica = new OxigraphStore(raw);
+    this.archives = new PgArchives(log.pool);
     this.appliedSeq = info.lastSeq;
     this.snapshotSeq = info.snapshotSeq;
     this.bytesSinceSnapshot = snapshotBytesAfter;

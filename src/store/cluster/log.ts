@@ -1,6 +1,7 @@
 import { createHash } from 'node:crypto';
 import pg from 'pg';
 import { scanJournal, type JournalRecord } from '../journal.js';
+import type { ArchiveFiles } from '../../registry/archives.js';
 
 /*
  * The cluster's system of record in PostgreSQL (docs/cluster.md):
@@ -10,6 +11,7 @@ import { scanJournal, type JournalRecord } from '../journal.js';
  *                  the primary key makes an append at a taken seq fail
  *   wsm_snapshots  (stream, seq) -> the whole store after record seq, as
  *                  N-Quads, with its quad count and sha256
+ *   wsm_archives   sha256 -> bytes: the hosted registry's archives
  *   wsm_shared     name -> value: what every instance must agree on (the
  *                  token issuer's key)
  *
@@ -53,6 +55,10 @@ CREATE TABLE IF NOT EXISTS wsm_snapshots (
   data bytea NOT NULL,
   PRIMARY KEY (stream, seq)
 );
+CREATE TABLE IF NOT EXISTS wsm_archives (
+  sha256 text PRIMARY KEY,
+  bytes bytea NOT NULL
+);
 CREATE TABLE IF NOT EXISTS wsm_shared (
   name text PRIMARY KEY,
   value text NOT NULL
@@ -75,6 +81,20 @@ export function decodeRecord(stream: string, seq: number, bytes: Buffer): Journa
   }
   if (record!.seq !== seq) throw new LogCorruptError(`record ${seq} of stream ${stream} in PostgreSQL names seq ${record!.seq}: refused`);
   return record!;
+}
+
+/** The hosted registry's archives, kept where every instance reads them. */
+export class PgArchives implements ArchiveFiles {
+  constructor(private readonly pool: pg.Pool) {}
+
+  async put(sha: string, bytes: Buffer): Promise<void> {
+    await this.pool.query('INSERT INTO wsm_archives (sha256, bytes) VALUES ($1, $2) ON CONFLICT DO NOTHING', [sha, bytes]);
+  }
+
+  async get(sha: string): Promise<Buffer | undefined> {
+    const { rows } = await this.pool.query<{ bytes: Buffer }>('SELECT bytes FROM wsm_archives WHERE sha256 = $1', [sha]);
+    return rows[0]?.bytes;
+  }
 }
 
 export class PgLog {
