@@ -36,11 +36,14 @@ export interface ClusterOpenInfo { snapshotSeq: number; snapshotQuads: number; r
  * (`OxigraphStore`, in memory, a replica), the journal and the snapshots in
  * PostgreSQL (`PgLog`), shared by every instance.
  *
- * - A write, under this instance's apply lock: catch up to the head, check
- *   its condition and its ops here, append its record at head + 1 (an
- *   insert that fails when another instance took that seq: catch up, check
- *   again), and once committed apply it to the replica. Acknowledged means
- *   committed in PostgreSQL.
+ * - A write, under this instance's apply lock: its ops checked, its
+ *   condition asked on the replica, its record appended at the replica's
+ *   last seq + 1 by an insert that fails when another instance took that
+ *   seq (then: catch up, ask again, append again), so a record is only ever
+ *   appended at the head it was checked against. A condition that fails is
+ *   asked again after catching up (the replica may be behind). Once
+ *   committed the replica applies it. Acknowledged means committed in
+ *   PostgreSQL.
  * - A read first checks the head (one primary-key lookup, shared by every
  *   read that starts while none is under way) and catches up when it moved,
  *   so it sees every write answered before it started, on any instance.
@@ -251,12 +254,21 @@ export class ClusterStore implements QuadStore {
       return ops;
     });
     return this.applyLock.run('apply', async () => {
+      // First at the replica's last record, without asking: the append fails if that is not the head.
+      let atHead = false;
+      let behind = false;
       for (;;) {
         if (this.unavailable) throw this.unavailableError();
         let seq: number;
         try {
-          await this.catchUpLocked();
-          if (condition && !conditionHolds(this.replica.raw, condition)) return false;
+          // A condition that fails here, or one asked alone, is asked again at the head.
+          const holds = () => !condition || conditionHolds(this.replica.raw, condition);
+          if (behind || (!atHead && (expanded.length === 0 || !holds()))) {
+            await this.catchUpLocked();
+            atHead = true;
+            behind = false;
+          }
+          if (!holds()) return false;
           if (expanded.length === 0) return true;
           seq = this.appliedSeq + 1;
           const record: JournalOp[] = condition ? [{ kind: 'condition', ask: condition.ask, expect: condition.expect }, ...expanded] : expanded;
@@ -266,6 +278,7 @@ export class ClusterStore implements QuadStore {
         } catch (err) {
           if (err instanceof HeadMovedError) {
             this.headConflicts++;
+            behind = true;
             continue;
           }
           this.markUnavailable(err);
