@@ -28,6 +28,7 @@ const benches: Bench[] = [
   { name: 'mixed', title: 'Mixed load at 64 connections during an install', run: async () => (await import('./figures/mixed.js')).run() },
   { name: 'remote', title: 'Remote store (Virtuoso): beside embedded, and a 10M-quad store (WSM_BENCH_REMOTE_QUADS)', optIn: true, run: async () => (await import('./figures/remote.js')).run() },
   { name: 'memory', title: 'Memory with 1M quads', run: async () => (await import('./figures/memory.js')).run() },
+  { name: 'transfer', title: 'Export, import and backup of a 1M-quad workspace', run: async () => (await import('./figures/transfer.js')).run() },
 ];
 
 const fmt = (n: number) => (Number.isFinite(n) ? (Math.abs(n) >= 100 ? n.toFixed(0) : n.toFixed(2)) : String(n));

@@ -14,6 +14,8 @@ import type { AuthContext } from './auth/context.js';
 import { UserService } from './users/service.js';
 import { WorkspaceService, type WorkspaceAccess } from './workspaces/service.js';
 import { workspaceRoutes } from './workspaces/routes.js';
+import { transferRoutes } from './workspaces/transfer-routes.js';
+import { WorkspaceTransfer } from './workspaces/transfer.js';
 import { PackageService } from './packages/service.js';
 import { packageRoutes } from './packages/routes.js';
 import { openRegistry } from './packages/registry.js';
@@ -94,6 +96,8 @@ export function createServices(deps: { config: Config; logger: Logger; store: Qu
 export function buildRegistry(services: Services): ApiRegistry {
   const registry = new ApiRegistry();
   registry.add(...workspaceRoutes(services.workspaces));
+  registry.add(...transferRoutes(new WorkspaceTransfer(services.store, services.graphs, services.workspaces, services.users),
+    { maxImportBytes: services.config.WSM_MAX_IMPORT_BYTES }));
   registry.add(...packageRoutes(services.workspaces, services.packages, {
     maxUploadBytes: services.config.WSM_MAX_UPLOAD_BYTES, statuses: new StatusPresenter(services.config.WSM_STATUS_CASE),
     subscribe: (listener) => services.store.onWrite(() => listener()),

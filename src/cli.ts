@@ -3,6 +3,7 @@ import { ConfigError, loadConfig, type Config } from './config.js';
 import { createLogger } from './logger.js';
 import { AppError, badRequest, notFound } from './errors.js';
 import { readFile, stat } from 'node:fs/promises';
+import { TRANSFER_USAGE, backupCommand, exportCommand, importCommand, restoreCommand } from './cli-transfer.js';
 
 /**
  * `wsm <command>`: serve | token | help. Run from a checkout with
@@ -27,12 +28,18 @@ Commands:
   journal accept-loss           when the service refuses to start because its journal is damaged with
                                 valid records after the damage: cut the journal at the damage, keeping
                                 the cut bytes beside it, and print what was dropped (stop the service first)
-  help                          this text
+${TRANSFER_USAGE}  help                          this text
 `;
 
 function fail(message: string, code = 2): never {
   process.stderr.write(`wsm: ${message}\n`);
   process.exit(code);
+}
+
+/** The running service this process's settings describe. */
+function serviceUrl(): string {
+  const cfg = config();
+  return `http://${cfg.HOST.includes(':') ? `[${cfg.HOST}]` : cfg.HOST}:${cfg.PORT}`;
 }
 
 function config(): Config {
@@ -262,6 +269,10 @@ export async function main(argv: string[]): Promise<void> {
       case 'token': return await token(rest);
       case 'publish': return await publish(rest);
       case 'journal': return await journal(rest);
+      case 'backup': return await backupCommand(rest, config().dataDir, fail);
+      case 'restore': return await restoreCommand(rest, config().dataDir, fail);
+      case 'export': return await exportCommand(rest, serviceUrl(), fail);
+      case 'import': return await importCommand(rest, serviceUrl(), fail);
       case undefined: case 'help': case '--help': case '-h':
         process.stdout.write(USAGE);
         return;

@@ -31,6 +31,8 @@ export const configSchema = z.object({
   WSM_TOKEN_TTL: positiveInt.default(3600 * 12),
   WSM_MAX_BODY_BYTES: positiveInt.default(1024 * 1024),
   WSM_MAX_UPLOAD_BYTES: positiveInt.default(20 * 1024 * 1024),
+  /** Largest body of a workspace import (after gzip is undone), docs/backup.md. */
+  WSM_MAX_IMPORT_BYTES: positiveInt.default(1024 * 1024 * 1024),
   WSM_QUERY_TIMEOUT_MS: positiveInt.default(10_000),
   WSM_QUERY_MAX_TRIPLES: positiveInt.default(100_000),
   WSM_QUERY_MAX_MEMORY_MB: positiveInt.default(384),
