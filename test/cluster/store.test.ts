@@ -159,6 +159,18 @@ describe('cluster store (WSM_STORE=cluster) on PostgreSQL', function () {
     }
   });
 
+  it('the first start of a service on an empty cluster creates the demo workspace (the instance\'s lease record is not data of the service)', async () => {
+    const t = await startTestServer({ WSM_STORE: 'cluster', WSM_POSTGRES_URL: url, WSM_DEMO: 'true' });
+    try {
+      const admin = await t.token('admin', { systemAdmin: true });
+      expect((await t.http.get('/api/v1/workspaces/demo').set(bearer(admin))).status).to.equal(200);
+      expect(await t.server.services.store.graphNames()).to.not.include('https://workspaces.local/store/instances');
+    } finally {
+      await t.close();
+      removeDir(t.dataDir);
+    }
+  });
+
   it('PostgreSQL out of reach at start: `wsm serve` stops with a message naming WSM_POSTGRES_URL, never its password', async () => {
     const dataDir = tempDir();
     try {

@@ -11,7 +11,7 @@ import {
   StoreUnavailableError, WriteRefusedError, opsWithTexts, writeWithReplacesExpanded,
   type Binding, type JournalOp, type QuadStore, type QueryScope, type StoreHealth, type WriteCondition, type WriteInput, type WriteOp,
 } from '../store.js';
-import type { Sparql } from '../../rdf/sparql.js';
+import { literal, sparql, sparqlFragment, type Sparql, type SparqlFragment } from '../../rdf/sparql.js';
 import { CHANNEL, HeadMovedError, PgArchives, PgLog } from './log.js';
 
 /** The one stream every write goes to (docs/cluster.md: one stream for now). */
@@ -125,16 +125,28 @@ export class ClusterStore implements QuadStore {
     return this.fresh().then(() => this.replica.dumpGraph(graph));
   }
 
-  graphNames(): Promise<string[]> {
-    return this.fresh().then(() => this.replica.graphNames());
+  /** The store's own graphs (`<base>store/...`: instance leases), known once the lease started; left out of the service's graphs. */
+  private ownPrefix: string | undefined;
+
+  private serviceGraphFilter(): SparqlFragment {
+    return this.ownPrefix ? sparqlFragment`FILTER(!STRSTARTS(STR(?g), ${literal(this.ownPrefix)}))` : sparqlFragment``;
   }
 
-  size(): Promise<number> {
-    return this.fresh().then(() => this.replica.size());
+  async graphNames(): Promise<string[]> {
+    const rows = await this.select(sparql`SELECT DISTINCT ?g WHERE { GRAPH ?g { ?s ?p ?o } ${this.serviceGraphFilter()} }`);
+    return rows.map((b) => b.g!.value);
   }
 
-  isEmpty(): Promise<boolean> {
-    return this.fresh().then(() => this.replica.isEmpty());
+  /** Quads of the service's graphs (the store's own records left out, as `graphNames` does). */
+  async size(): Promise<number> {
+    if (!this.ownPrefix) return this.fresh().then(() => this.replica.size());
+    const rows = await this.select(sparql`SELECT (COUNT(*) AS ?n) WHERE { { ?s ?p ?o } UNION { GRAPH ?g { ?s ?p ?o } ${this.serviceGraphFilter()} } }`);
+    return Number(rows[0]?.n?.value ?? 0);
+  }
+
+  /** Whether the store holds no quad of the service: an instance's lease record does not count (the first start's check). */
+  async isEmpty(): Promise<boolean> {
+    return !await this.ask(sparql`ASK { { ?s ?p ?o } UNION { GRAPH ?g { ?s ?p ?o } ${this.serviceGraphFilter()} } }`);
   }
 
   revision(graph: string): number {
@@ -222,10 +234,13 @@ export class ClusterStore implements QuadStore {
   private async applyRecord(record: JournalRecord & { bytes: number }): Promise<void> {
     const { condition, ops } = splitRecord(record.ops);
     const given = ops as WriteOp[];
-    if (condition) await this.replica.writeIf({ ask: condition.ask as Sparql, expect: condition.expect }, given);
-    else await this.replica.write(given);
-    this.appliedSeq = record.seq;
-    this.bytesSinceSnapshot += record.bytes;
+    try {
+      if (condition) await this.replica.writeIf({ ask: condition.ask as Sparql, expect: condition.expect }, given);
+      else await this.replica.write(given);
+    } finally {
+      this.appliedSeq = record.seq;
+      this.bytesSinceSnapshot += record.bytes;
+    }
   }
 
   /**
@@ -284,11 +299,14 @@ export class ClusterStore implements QuadStore {
           this.markUnavailable(err);
           throw this.unavailableError();
         }
-        // Committed: the replica applies it as every other instance will.
-        const applied = condition ? await this.replica.writeIf(condition, given) : (await this.replica.write(given), true);
-        this.appliedSeq = seq;
-        this.maybeSnapshot();
-        return applied;
+        // Committed: the replica applies it as every other instance will. Counted as applied even if that
+        // throws (a listener's error): applying a record twice would be worse than reporting the error.
+        try {
+          return condition ? await this.replica.writeIf(condition, given) : (await this.replica.write(given), true);
+        } finally {
+          this.appliedSeq = seq;
+          this.maybeSnapshot();
+        }
       }
     });
   }
@@ -366,6 +384,7 @@ export class ClusterStore implements QuadStore {
 
   /** Registers this instance and keeps its lease on the commands it runs (docs/architecture.md, "Command leases"). */
   async startLease(base: string, durationMs: number, warn?: (message: string, details?: Record<string, unknown>) => void): Promise<InstanceLease> {
+    this.ownPrefix = `${base}store/`;
     const lease = new InstanceLease(this, base, durationMs, warn);
     await lease.start();
     this.instance = lease;
