@@ -12,6 +12,26 @@ import { ROOT, type Figure } from './lib.js';
 /** optIn: left out of a run that names no figure (the remote figure needs Virtuoso and half an hour). */
 type Bench = { name: string; title: string; optIn?: boolean; run: () => Promise<Figure[]> };
 
+/** How each figure is measured, written above its table. */
+const HOW: Record<string, string> = {
+  'reads': "autocannon (its own process) at 32 connections for P5 of a registry-installed package, P5 of an uploaded one and I6, against an Express handler answering the same bytes; service and baseline windows interleave in at least 3 pairs, the ratio is the median of the pairs.",
+  'writes': "C5 (a journaled, fdatasynced write) at 1 and 32 connections against an Express handler appending the same body with group-committed fdatasync; windows interleave in pairs.",
+  'reads-writers': "P5 at 32 connections while 16 other connections each create a slash command 10 times a second; the baseline runs the same two loads against the static handler and the group-committing append.",
+  'install': "One 100,000-triple matrix installed through the API (mean of 3) against the same steps done bare in process: tar read, Turtle parse, SHACL validation, Oxigraph load, the N-Triples appended to a journal and fdatasynced.",
+  'startup': "Start of a data directory holding 1M quads of the service's shapes in a snapshot plus 10,000 journal records, until it answers, against a bare Oxigraph load of the same snapshot file; the two interleave.",
+  'journal-startup': "Start with a journal just below the automatic snapshot threshold (conditional creations as C5 journals them) against the same content right after a snapshot.",
+  'growth': "Start-up time and RSS by store size (`WSM_BENCH_GROWTH`), each beside a bare Oxigraph load of the same snapshot; the service must create and read back a workspace through the API.",
+  'lists': "P4 and I5 page 1, p50 latency, with 10,000 packages and 10,000 members grown through the API, against the same with 10.",
+  'slash': "Slash command execution through the API (default JSON-LD answer and N-Triples) on results of 20,000 and 99,000 triples, against the same CONSTRUCT on Oxigraph in process; windows interleave in pairs.",
+  'slash-users': "C1, C4 and an execution with 6,000 users in another workspace, against the same with 3 users.",
+  'slash-large': "Five executions at once on a workspace grown to `BENCH_LARGE_QUADS` (1M) quads, on a freshly started service (its graph in the snapshot, or replayed from the journal), while `/health` is sampled every 20 ms; RSS after.",
+  'installs-loop': "`/health` and a cached P5 sent every 20 ms (without waiting for answers) while the service installs a 15,000-role package and then a 100,000-triple matrix; the same sampling on the idle service is the baseline.",
+  'mixed': "64 connections each cycling through P5, C5, a slash execution and a workspace read while a 100,000-triple matrix installs; the baseline is the same load without the install. Target: no error, p99 under 1 s.",
+  'remote': "On Virtuoso (`npm run virtuoso`): the reads, writes, install and slash figures beside the same on the embedded store in the same run; then a 10M-quad store (`WSM_BENCH_REMOTE_QUADS`, bulk-loaded) with start-up, RSS, P5 and slash execution beside the engine answering the same queries bare. Only when named: `npm run bench -- remote`.",
+  'transfer': "Export and import of a 1M-quad workspace through the API (quads per second, peak RSS), and C5's p99 while `wsm backup` runs.",
+  'memory': "RSS of the service holding 1M quads after queries ran, query workers counted, against a bare Oxigraph store holding the same quads.",
+};
+
 const benches: Bench[] = [
   { name: 'reads', title: 'Reads (P5, I6) at 32 connections', run: async () => (await import('./figures/reads.js')).run() },
   { name: 'writes', title: 'Durable writes (C5)', run: async () => (await import('./figures/writes.js')).run() },
@@ -69,7 +89,7 @@ async function main(): Promise<void> {
     }
     const table = ['| figure | service | baseline | ratio (median) | spread | target | | note |', '|---|---|---|---|---|---|---|---|', ...rows].join('\n');
     process.stdout.write(`${table}\n`);
-    sections.push(`## ${bench.title}\n\n${table}\n`);
+    sections.push(`## ${bench.title}\n\nHow measured: ${HOW[bench.name] ?? 'see the figure\'s module in bench/figures/'}\n\n${table}\n`);
   }
   const cpus = os.cpus();
   const header = `# Benchmark results

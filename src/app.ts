@@ -39,6 +39,9 @@ import { DirectoryArchives } from './registry/archives.js';
 import { HostedRegistry } from './registry/hosted.js';
 import { registryRoutes } from './registry/routes.js';
 import { QueryParser } from './sparql-parse/parser.js';
+import { SecretsService } from './secrets/service.js';
+import { secretsRoutes } from './secrets/routes.js';
+import type { SecretKeyring } from './secrets/crypto.js';
 
 /** Everything the areas need, built once in `createServices`. */
 export interface Services {
@@ -58,15 +61,21 @@ export interface Services {
   slashCommands: SlashCommandService;
   /** API keys (X-Api-Key), stored as hashes. */
   apiKeys: ApiKeyService;
-  /** The registry this service hosts (DESIGN.md section 10); installs use it when WSM_REGISTRY=self. */
+  /** The registry this service hosts (docs/packages.md); installs use it when WSM_REGISTRY=self. */
   hostedRegistry: HostedRegistry;
   /** Parses user SPARQL off the event loop, bounded in size, depth and time. */
   queryParser: QueryParser;
+  /** Variables and managed secrets packages declare (docs/secrets.md). */
+  secrets: SecretsService;
   /** Started background work (schedulers, workers) to stop at shutdown. */
   closers: Array<() => Promise<void> | void>;
 }
 
-export function createServices(deps: { config: Config; logger: Logger; store: QuadStore; verify: (token: string) => Promise<AuthContext> }): Services {
+export function createServices(deps: {
+  config: Config; logger: Logger; store: QuadStore; verify: (token: string) => Promise<AuthContext>;
+  /** The key that seals secret values (`loadSecretsKey`); null or absent: secret values are off. */
+  secretsKey?: SecretKeyring | null;
+}): Services {
   const graphs = new Graphs(deps.config.WSM_BASE_IRI);
   const users = new UserService(deps.store, graphs);
   const workspaces = new WorkspaceService(deps.store, graphs, users, deps.config.WSM_ENGINE_VERSION);
@@ -80,6 +89,8 @@ export function createServices(deps: { config: Config; logger: Logger; store: Qu
   extensions.setRedeployer(packages);
   packages.setExtensionHook(extensions);
   const iam = new IamService(deps.store, graphs, users, workspaces);
+  const secrets = new SecretsService(deps.store, graphs, deps.secretsKey ?? null, deps.logger);
+  packages.setSecrets(secrets);
   const sandbox = new QuerySandbox(deps.store, graphs, new WorkspaceViews(deps.store, graphs), deps.logger, {
     timeoutMs: deps.config.WSM_QUERY_TIMEOUT_MS,
     maxResults: deps.config.WSM_QUERY_MAX_TRIPLES,
@@ -88,7 +99,9 @@ export function createServices(deps: { config: Config; logger: Logger; store: Qu
   const apiKeys = new ApiKeyService(deps.store, graphs, users);
   const queryParser = new QueryParser();
   const slashCommands = new SlashCommandService(deps.store, graphs, users, sandbox, queryParser);
-  return { ...deps, graphs, users, workspaces, packages, extensions, iam, sandbox, slashCommands, apiKeys, hostedRegistry, queryParser,
+  const { secretsKey: _key, ...rest } = deps;
+  void _key;
+  return { ...rest, graphs, users, workspaces, packages, extensions, iam, sandbox, slashCommands, apiKeys, hostedRegistry, queryParser, secrets,
     closers: [() => sandbox.close(), () => queryParser.close()] };
 }
 
@@ -100,13 +113,14 @@ export function buildRegistry(services: Services): ApiRegistry {
     { maxImportBytes: services.config.WSM_MAX_IMPORT_BYTES }));
   registry.add(...packageRoutes(services.workspaces, services.packages, {
     maxUploadBytes: services.config.WSM_MAX_UPLOAD_BYTES, statuses: new StatusPresenter(services.config.WSM_STATUS_CASE),
-    subscribe: (listener) => services.store.onWrite(() => listener()),
+    streams: { onWrite: (listener) => services.store.onWrite(listener), maxPerUser: services.config.WSM_MAX_EVENT_STREAMS },
   }));
   registry.add(...extensionRoutes(services.workspaces, services.extensions));
   registry.add(...iamRoutes(services.workspaces, services.iam));
   registry.add(...slashCommandRoutes(services.slashCommands, services.workspaces, services.users));
   registry.add(...apiKeyRoutes(services.apiKeys));
   registry.add(...mcpRoutes({ commands: services.slashCommands, sandbox: services.sandbox }));
+  registry.add(...secretsRoutes(services.secrets));
   registry.add(...registryRoutes(services.hostedRegistry, { maxUploadBytes: services.config.WSM_MAX_UPLOAD_BYTES }));
   registry.add(...sparqlRoutes(services.sandbox, services.workspaces, services.config.WSM_MAX_BODY_BYTES, services.queryParser));
   return registry;
@@ -131,7 +145,7 @@ export function createApp(services: Services): RequestListener {
   const registry = buildRegistry(services);
   const openapi = registry.openapi({ title: 'Workspace management service', version: '1.0.0' });
   const authenticate = async (req: Request): Promise<AuthContext> => {
-    // An API key instead of a bearer token (DESIGN.md section 10); a bearer token wins when both are sent.
+    // An API key instead of a bearer token (docs/iam.md, "API keys"); a bearer token wins when both are sent.
     const apiKey = req.headers['x-api-key'];
     if (req.headers.authorization === undefined && typeof apiKey === 'string') return services.apiKeys.verify(apiKey);
     // services.verify remembers verified tokens until their expiry (src/auth/tokens.ts).
@@ -153,8 +167,8 @@ export function createApp(services: Services): RequestListener {
   const dispatcher = registry.mount(router, { jsonLimit: config.WSM_MAX_BODY_BYTES, authenticate, authorize });
 
   // Anonymous, and tells nothing but whether the service answers and can
-  // save changes (DESIGN.md section 11): 503 while the store's journal cannot
-  // be written (docs/decisions.md, Durability).
+  // save changes: 503 while the store cannot make writes durable
+  // (docs/store.md, "Durability").
   app.get('/health', (_req, res) => {
     const store = services.store.health?.();
     if (store && !store.writable) {

@@ -50,7 +50,8 @@ const DEMO_ADMIN = 'admin';
 async function publishHostedExamples(services: Services): Promise<string[]> {
   const registry = services.hostedRegistry;
   const existing = await registry.publisher(EXAMPLES_PUBLISHER).catch(() => null);
-  if (!existing) await registry.addPublisher(EXAMPLES_PUBLISHER, 'Example packages', [DEMO_ADMIN]);
+  // Another instance starting at the same moment may create it first (409): it is there either way.
+  if (!existing) await alreadyThere(registry.addPublisher(EXAMPLES_PUBLISHER, 'Example packages', [DEMO_ADMIN]));
   let pending = await Promise.all(exampleNames().map(async (dir) => {
     const manifest = JSON.parse(await readFile(path.join(EXAMPLES_DIR, dir, 'manifest.json'), 'utf8')) as { name: string };
     return { dir, name: manifest.name, bytes: await buildPackageArchive(path.join(EXAMPLES_DIR, dir)) };
@@ -78,9 +79,23 @@ async function publishHostedExamples(services: Services): Promise<string[]> {
   return [...published].sort();
 }
 
+/** `created`, or nothing when it was refused with 409 because what it creates already exists. */
+async function alreadyThere<T>(created: Promise<T>): Promise<T | undefined> {
+  try {
+    return await created;
+  } catch (err) {
+    if (err instanceof AppError && err.code === 'CONFLICT') return undefined;
+    throw err;
+  }
+}
+
 /**
  * First start: with an empty store (and WSM_DEMO not false), create the
- * `demo` workspace owned by `admin`, and mint a token for it.
+ * `demo` workspace owned by `admin`, and mint a token for it. Every step is
+ * idempotent across instances: instances started together on one remote
+ * engine all find the store empty, one creates each record (a conditional
+ * write), and the others find it created and carry on, each printing a
+ * token as the first start does.
  */
 export async function bootstrap(services: Services): Promise<BootstrapResult> {
   const { config, workspaces, logger } = services;
@@ -88,8 +103,9 @@ export async function bootstrap(services: Services): Promise<BootstrapResult> {
   const firstStart = await services.store.isEmpty();
   const examples = await publishExampleRegistry(services);
   if (!config.WSM_DEMO || !firstStart) return examples.length ? { examples } : {};
-  const ws = await workspaces.create({ slug: DEMO_SLUG, name: 'Demo workspace', owner: DEMO_ADMIN });
-  logger.info({ workspace: ws.slug, owner: DEMO_ADMIN }, 'first start: created the demo workspace');
+  const ws = await alreadyThere(workspaces.create({ slug: DEMO_SLUG, name: 'Demo workspace', owner: DEMO_ADMIN }));
+  if (ws) logger.info({ workspace: ws.slug, owner: DEMO_ADMIN }, 'first start: created the demo workspace');
+  else logger.info({ workspace: DEMO_SLUG }, 'first start: the demo workspace was created by another instance starting at the same time');
   if (config.WSM_OIDC_ISSUER) return examples.length ? { examples } : {};
   const demoToken = await mintToken(config.dataDir, DEMO_ADMIN, { systemAdmin: true, ttlSeconds: config.WSM_TOKEN_TTL });
   return { demoToken, ...(examples.length ? { examples } : {}) };

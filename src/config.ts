@@ -38,10 +38,12 @@ export const configSchema = z.object({
   WSM_QUERY_MAX_MEMORY_MB: positiveInt.default(384),
   /** The embedded store: journal MiB a small store writes before an automatic snapshot (docs/decisions.md, Durability). */
   WSM_SNAPSHOT_JOURNAL_MB: z.coerce.number().int().min(1).max(64).default(16),
+  /** Live event streams (P10 as Server-Sent Events) one user may hold open at once; beyond it 429. */
+  WSM_MAX_EVENT_STREAMS: z.coerce.number().int().min(1).max(10_000).default(10),
   WSM_DEMO: bool.default(true),
-  /** Case of command statuses in answers (DESIGN.md section 10): `upper` for the ecosystem's client. */
+  /** Case of command statuses in answers (docs/api.md, "Conventions"): `upper` for the ecosystem's client. */
   WSM_STATUS_CASE: z.enum(['lower', 'upper']).default('lower'),
-  /** Where the data lives (DESIGN.md section 9): the embedded Oxigraph store, or a remote SPARQL 1.1 engine. */
+  /** Where the data lives (docs/store.md, docs/remote-store.md, docs/cluster.md): the embedded Oxigraph store, a remote SPARQL 1.1 engine, or a journal in PostgreSQL with a replica per instance. */
   WSM_STORE: z.enum(['embedded', 'sparql', 'cluster']).default('embedded'),
   /** With `cluster`: the PostgreSQL database that holds the cluster's journal and snapshots (docs/cluster.md). */
   WSM_POSTGRES_URL: z.string().regex(/^postgres(ql)?:\/\/[^\s]+$/, 'must be a postgres:// URL').optional(),
@@ -53,6 +55,8 @@ export const configSchema = z.object({
   WSM_SPARQL_DIALECT: z.enum(['standard', 'virtuoso']).default('standard'),
   /** With `sparql` or `cluster`: milliseconds an instance's lease on the lifecycle commands it runs lasts unless renewed. */
   WSM_LEASE_MS: z.coerce.number().int().min(500).max(3_600_000).default(30_000),
+  /** The key that seals secret values at rest, a file outside the data directory (docs/secrets.md). */
+  WSM_SECRETS_KEY_FILE: z.string().min(1).optional(),
 }).superRefine((c, ctx) => {
   if (c.WSM_STORE === 'cluster' && !c.WSM_POSTGRES_URL) ctx.addIssue({ code: 'custom', path: ['WSM_POSTGRES_URL'], message: 'is required when WSM_STORE=cluster' });
   if (c.WSM_STORE !== 'sparql') return;

@@ -14,6 +14,8 @@ export type ErrorCode =
   | 'ENGINE_INCOMPATIBLE'
   /** A registry publish whose archive fails its checks; details hold the validation report. */
   | 'VALIDATION_FAILED'
+  /** A per-user limit of concurrent requests (event streams) is reached; Retry-After says when to try again. */
+  | 'TOO_MANY_REQUESTS'
   | 'QUERY_TIMEOUT'
   | 'QUERY_MEMORY_LIMIT'
   | 'SERVICE_UNAVAILABLE'
@@ -24,11 +26,14 @@ export type ErrorCode =
 export class AppError extends Error {
   readonly code: ErrorCode;
   readonly details: Record<string, unknown> | undefined;
-  constructor(code: ErrorCode, message: string, details?: Record<string, unknown>, options?: { cause?: unknown }) {
-    super(message, options);
+  /** Seconds after which the request may succeed (answered as Retry-After). */
+  readonly retryAfterSeconds: number | undefined;
+  constructor(code: ErrorCode, message: string, details?: Record<string, unknown>, options?: { cause?: unknown; retryAfterSeconds?: number }) {
+    super(message, options?.cause === undefined ? undefined : { cause: options.cause });
     this.name = 'AppError';
     this.code = code;
     this.details = details;
+    this.retryAfterSeconds = options?.retryAfterSeconds;
   }
 }
 
@@ -39,4 +44,5 @@ export const notFound = (message: string, details?: Record<string, unknown>) => 
 export const conflict = (message: string, details?: Record<string, unknown>) => new AppError('CONFLICT', message, details);
 export const payloadTooLarge = (message: string) => new AppError('PAYLOAD_TOO_LARGE', message);
 export const unsupportedMediaType = (message: string) => new AppError('UNSUPPORTED_MEDIA_TYPE', message);
+export const tooManyRequests = (message: string, retryAfterSeconds: number) => new AppError('TOO_MANY_REQUESTS', message, undefined, { retryAfterSeconds });
 export const notAcceptable = (message: string) => new AppError('NOT_ACCEPTABLE', message);

@@ -2,7 +2,7 @@ import client from 'prom-client';
 import type { RequestHandler, Request } from 'express';
 
 /**
- * Prometheus metrics (DESIGN.md section 11), served at `GET /metrics` to
+ * Prometheus metrics (docs/decisions.md, "Agents and operators"), served at `GET /metrics` to
  * system administrators. Two parts:
  * - process-wide figures fed by small hooks where things happen (requests,
  *   lifecycle commands, journal fsyncs), in `processRegistry`;

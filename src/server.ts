@@ -8,6 +8,7 @@ import { createVerifier } from './auth/tokens.js';
 import { openStore, type StoreTestOptions } from './store/open.js';
 import type { QuadStore } from './store/store.js';
 import { bootstrap, type BootstrapResult } from './bootstrap.js';
+import { loadSecretsKey } from './secrets/key-file.js';
 
 export interface RunningServer {
   url: string;
@@ -32,7 +33,11 @@ export async function startServer(config: Config, logger: Logger, options: { sto
     adminClaim: config.WSM_OIDC_ADMIN_CLAIM,
     adminValue: config.WSM_OIDC_ADMIN_VALUE,
   });
-  const services = createServices({ config, logger, store, verify });
+  const secretsKey = await loadSecretsKey(config, logger).catch(async (err: unknown) => {
+    await store.close();
+    throw err;
+  });
+  const services = createServices({ config, logger, store, verify, secretsKey });
   // Commands cut off by the previous process's stop are failed ("interrupted") before anything else runs.
   await services.packages.runner.recover();
   const boot = await bootstrap(services);
@@ -66,7 +71,7 @@ export async function startServer(config: Config, logger: Logger, options: { sto
   };
 }
 
-/** The answer to a request Node's HTTP parser refused, as the JSON envelope (DESIGN.md section 2). */
+/** The answer to a request Node's HTTP parser refused, as the JSON envelope (docs/api.md, "Conventions"). */
 function answerClientError(err: NodeJS.ErrnoException, socket: Duplex): void {
   if (!socket.writable || (socket as Duplex & { _httpMessage?: unknown })._httpMessage) {
     socket.destroy();

@@ -2,7 +2,7 @@ import { api, figure, installPackage, percentile, serviceWithWorkspace, type Fig
 import { packageArchive, rolesPackageArchive } from '../data.js';
 
 /**
- * Event loop during installs (DESIGN.md section 8): `/health` and a cached
+ * Event loop during installs (docs/architecture.md, "Threads"): `/health` and a cached
  * GET (P5 of an installed package) are each sent every 20 ms, without
  * waiting for the previous answer, while the service installs a package of
  * 15,000 roles and then one 100,000-triple matrix; the same sampling on the

@@ -13,7 +13,7 @@ const WRITES_PER_S = 10;
  * second. The baseline window runs the same two loads at once against the
  * static Express handler (answering P5's bytes) and the group-committing
  * append. Writes move only the revisions of the graphs they declare, so
- * they should leave P5's cached answers in place (DESIGN.md section 8, one
+ * they should leave P5's cached answers in place (docs/store.md, one
  * cache); the figure shows what the writes' own work costs the reads.
  */
 export async function run(): Promise<Figure[]> {

@@ -1,4 +1,4 @@
-/** Shapes of the public API the console reads (INTERFACE.md). */
+/** Shapes of the public API the console reads (docs/api.md). */
 export interface Workspace { id: string; slug: string; name: string; engineVersion: string; owner: { id: string; username: string } }
 export interface MatrixSummary { id: string; name: string; description: string | null; dependencyCount: number; uri?: string }
 export interface CommandSummary { id: string; version: string; commandType: string; status: string; errorMessage: string | null; validationConforms: boolean | null; validationViolationCount: number | null }

@@ -10,7 +10,7 @@ import type { UserService } from '../users/service.js';
 import type { AuthContext } from './context.js';
 
 /**
- * API keys (DESIGN.md section 10): a long random secret a user makes to
+ * API keys (docs/iam.md, "API keys"): a long random secret a user makes to
  * call the API with `X-Api-Key` instead of a bearer token. Only the key's
  * SHA-256 is stored (a `wsm:ApiKey` record in the system graph, see
  * docs/iam.md); the key itself is answered once, at creation. A key acts as

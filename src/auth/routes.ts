@@ -20,7 +20,7 @@ const keyInfo = {
 const apiKeySchema = z.object({ ...keyInfo, lastUsedAt: z.iso.datetime().nullable() }).meta({ id: 'ApiKey' });
 const newApiKeySchema = z.object({ ...keyInfo, key: z.string().describe('The key: shown only in this answer; send it as X-Api-Key') }).meta({ id: 'NewApiKey' });
 
-/** The caller's API keys (DESIGN.md section 10). */
+/** The caller's API keys (docs/iam.md, "API keys"). */
 export function apiKeyRoutes(keys: ApiKeyService): RouteDef[] {
   const tag = 'API keys';
   return [

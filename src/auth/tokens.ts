@@ -8,7 +8,7 @@ import { unauthorized } from '../errors.js';
 import type { AuthContext } from './context.js';
 
 /**
- * Bearer tokens are JWTs (DESIGN.md section 3). Two modes:
+ * Bearer tokens are JWTs (docs/iam.md). Two modes:
  * - embedded issuer: an ES256 key pair kept in the data directory signs
  *   tokens made by `wsm token`;
  * - OpenID Connect: tokens of WSM_OIDC_ISSUER, verified against its JWKS.
@@ -35,7 +35,8 @@ export async function loadIssuerKey(dataDir: string): Promise<{ privateKey: Cryp
     const kid = crypto.randomUUID();
     stored = { privateJwk: await exportJWK(privateKey), publicJwk: await exportJWK(publicKey), kid };
     await fs.mkdir(dataDir, { recursive: true });
-    const tmp = `${file}.${process.pid}.tmp`;
+    // Unique per call: two servers of one process (tests) may create it at the same moment.
+    const tmp = `${file}.${process.pid}.${crypto.randomUUID()}.tmp`;
     await fs.writeFile(tmp, JSON.stringify(stored), { mode: 0o600, flag: 'wx' });
     try {
       await fs.link(tmp, file); // fails if another process created it meanwhile
@@ -168,7 +169,7 @@ const optionalString = (v: unknown): string | undefined => (typeof v === 'string
 /** In a `u` regular expression only a surrogate that is not half of a pair matches. */
 const LONE_SURROGATE = /[\uD800-\uDFFF]/u;
 
-/** Maps verified claims to the caller (DESIGN.md section 3). */
+/** Maps verified claims to the caller (docs/iam.md). */
 export function contextFromClaims(payload: JWTPayload, adminClaim: string, adminValue: string): AuthContext {
   const username = optionalString(payload.preferred_username) ?? optionalString(payload.sub);
   if (!username) throw unauthorized('The token names no user (neither preferred_username nor sub)');

@@ -4,7 +4,7 @@ import { fileURLToPath } from 'node:url';
 import { createHash } from 'node:crypto';
 
 /**
- * The web console's files (DESIGN.md section 11): `console/` holds the page
+ * The web console's files (docs/console.md): `console/` holds the page
  * and its TypeScript and CSS sources; they are bundled with esbuild, with the
  * editor and graph libraries from node_modules, in memory on the first
  * request and kept for the life of the process. Nothing is fetched from

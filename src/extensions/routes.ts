@@ -6,8 +6,8 @@ import type { ExtensionService } from './service.js';
 import { extensionParams, extensionQuery, extensionSchema, workspaceParams } from './schema.js';
 
 /**
- * A field given as query parameter or as multipart form field (DESIGN.md
- * section 2: the ecosystem's client sends them in the form). Both at once
+ * A field given as query parameter or as multipart form field (the
+ * ecosystem's client sends them in the form: docs/extensions.md). Both at once
  * must agree.
  */
 function field(name: string, query: string | undefined, form: unknown): string | undefined {

@@ -1,6 +1,6 @@
 import { z } from 'zod';
 
-/** The Extension shape of INTERFACE.md, plus the nested references of DESIGN.md section 2. */
+/** The Extension shape (docs/api.md), plus the nested references the ecosystem's client reads. */
 export const extensionSchema = z.object({
   id: z.uuid(),
   label: z.string(),

@@ -42,7 +42,7 @@ export interface InstalledMatrix {
 }
 
 /**
- * Matrix extensions (INTERFACE.md X1-X5, DESIGN.md section 5): Turtle
+ * Matrix extensions (X1-X5 in docs/api.md; docs/extensions.md): Turtle
  * documents that extend an installed matrix. Every change is stored at once
  * (inactive) and queues a REDEPLOY of the target matrix; the deploy makes
  * the extensions of that matrix active.

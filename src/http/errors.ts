@@ -14,6 +14,7 @@ export const STATUS_OF: Record<ErrorCode, number> = {
   CONFLICT: 409,
   VALIDATION_FAILED: 422,
   PAYLOAD_TOO_LARGE: 413,
+  TOO_MANY_REQUESTS: 429,
   UNSUPPORTED_MEDIA_TYPE: 415,
   INTERNAL: 500,
   SERVICE_UNAVAILABLE: 503,
@@ -96,7 +97,7 @@ function boundedDetails(value: unknown, depth = 0): unknown {
   return Object.fromEntries(Object.entries(value).slice(0, MAX_DETAIL_ITEMS).map(([k, v]) => [k, boundedDetails(v, depth + 1)]));
 }
 
-/** Serializes an error as the envelope of DESIGN.md section 2, its texts bounded. */
+/** Serializes an error as the envelope (docs/api.md, "Conventions"), its texts bounded. */
 export function errorBody(err: AppError): Record<string, unknown> {
   const body: Record<string, unknown> = {
     success: false,
@@ -120,9 +121,10 @@ export function errorHandler(logger: Logger): ErrorRequestHandler {
       return;
     }
     if (status === 401) res.setHeader('WWW-Authenticate', 'Bearer');
-    if (unwritable) res.setHeader('Retry-After', String(unwritable.retryAfterSeconds));
+    const retryAfter = unwritable?.retryAfterSeconds ?? appError.retryAfterSeconds;
+    if (retryAfter !== undefined) res.setHeader('Retry-After', String(retryAfter));
     const body = errorBody(appError);
-    // DESIGN.md section 2: the 409 of P1/P6 also carries its details at the top level.
+    // The 409 of P1/P6 also carries its details at the top level.
     if (appError.code === 'CONFLICT' && appError.details && 'existing' in appError.details) Object.assign(body, boundedDetails(appError.details));
     res.status(status).json(body);
   };

@@ -1,7 +1,7 @@
 import { z } from 'zod';
 
 /**
- * The two paging styles of DESIGN.md section 2:
+ * The two paging styles (docs/api.md, "Conventions"):
  * - P4, I5, I9, I12: 1-indexed `page` and `pageSize` (default 20, at most 100),
  *   answered as a wrapper with totals;
  * - P7: 0-indexed `page` and `size` (default 20, at most 100), a bare array.

@@ -1,5 +1,5 @@
 /**
- * WSM_STATUS_CASE (DESIGN.md section 10): the ecosystem's client expects
+ * WSM_STATUS_CASE (docs/api.md, "Conventions"): the ecosystem's client expects
  * upper-case command statuses (PENDING, IN_PROGRESS, COMPLETED, FAILED).
  * Statuses are stored lower-case; with `upper` every answer that carries a
  * command status is given them upper-case. Answers only, never stored data.

@@ -13,9 +13,9 @@ const notMember = 'Workspace not found, or the caller is not a member';
 const adminOnly = 'The caller is a member but not an administrator';
 
 /**
- * Identity and access endpoints, INTERFACE.md I1 to I14. Members (and
+ * Identity and access endpoints, I1 to I14 (docs/api.md). Members (and
  * system admins) read; administrators alone assign and remove roles
- * (DESIGN.md section 3).
+ * (docs/iam.md).
  */
 export function iamRoutes(workspaces: WorkspaceService, iam: IamService): RouteDef[] {
   const tag = 'Identity and access';

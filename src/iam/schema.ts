@@ -2,7 +2,7 @@ import { z } from 'zod';
 import { pageQuery } from '../http/paging.js';
 import { userSchema } from '../users/schema.js';
 
-/** Role and Agent share one shape (INTERFACE.md "Role and Agent"). */
+/** Role and Agent share one shape (docs/api.md). */
 const roleFields = {
   id: z.uuid(),
   uri: z.string().describe('Identifier of the role or agent in the matrix specification'),
@@ -26,7 +26,7 @@ export const principalSchema = z.object({
 
 /**
  * Path ids are plain strings: an id that is not a UUID names nothing, so it
- * answers 404 like any unknown id (INTERFACE.md lists only 404 for them).
+ * answers 404 like any unknown id (the interface lists only 404 for them).
  */
 const id = z.string().min(1).max(200);
 const workspace = z.string().min(1).max(200);

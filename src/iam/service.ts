@@ -11,7 +11,7 @@ import type { User, UserService } from '../users/service.js';
 import { MemberOrder } from '../users/member-order.js';
 import { ADMIN_ROLE_URI, type Workspace, type WorkspaceService } from '../workspaces/service.js';
 
-/** The Role shape of INTERFACE.md; `matrixId` is null for the built-in administrator role. */
+/** The Role shape (docs/api.md); `matrixId` is null for the built-in administrator role. */
 export interface Role {
   id: string;
   uri: string;
@@ -22,7 +22,7 @@ export interface Role {
   updatedAt: string;
 }
 
-/** Agents have the Role shape (INTERFACE.md "Role and Agent"). */
+/** Agents have the Role shape (docs/api.md). */
 export type Agent = Role;
 
 /** The Principal shape: a membership of a user (USER) or the presence of an agent (AGENT). */
@@ -53,7 +53,7 @@ interface ResolvedPrincipal {
 }
 
 /**
- * Identity and access (INTERFACE.md I1 to I14, DESIGN.md section 3) over the
+ * Identity and access (I1 to I14 in docs/api.md; docs/iam.md) over the
  * RDF model of docs/rdf-model.md:
  * - member users are the USER principals of the workspace's IAM graph;
  * - roles are the built-in administrator role (IAM graph) and the roles of the
@@ -86,7 +86,7 @@ export class IamService {
    */
   async listUsers(workspace: Workspace, query: PageQuery, username?: string): Promise<Page<User>> {
     if (username !== undefined) {
-      // One member by name (DESIGN.md section 11): a page of one, or of none when no member has that name.
+      // One member by name (docs/iam.md): a page of one, or of none when no member has that name.
       const id = this.users.idOf(username);
       const user = await this.workspaces.isMember(workspace.id, id) ? await this.users.get({ id }) : null;
       const found = user && user.username === username ? [user] : [];
@@ -306,7 +306,7 @@ export class IamService {
   }
 
   /**
-   * Checks, then a conditional write (docs/architecture.md, "Invariant
+   * Checks, then a conditional write (docs/store.md, "Invariant
    * sites"): the assignment is written only while it does not exist and, for
    * a user, while the user is a member; when another request changed that in
    * between, the checks run again and answer as they would after it (409).
@@ -343,7 +343,7 @@ export class IamService {
   /**
    * Checks, then a conditional write: the assignment is deleted only while
    * it exists and, for the built-in administrator role, while another
-   * administrator remains (the last administrator, docs/architecture.md).
+   * administrator remains (the last administrator, docs/store.md).
    */
   private unassign(workspace: Workspace, resolve: () => Promise<{ role: RecordRow; principal: ResolvedPrincipal }>): Promise<string> {
     return untilApplied(async () => {
@@ -380,7 +380,7 @@ export class IamService {
   /**
    * IRIs of the roles assigned (in the IAM graph) to a principal, whether the
    * roles still exist or not; the workspace owner, while a member, also holds
-   * the built-in administrator role by ownership (DESIGN.md section 3).
+   * the built-in administrator role by ownership (docs/iam.md).
    */
   private async assignedRoleIris(workspace: Workspace, principalIri: string): Promise<string[]> {
     const rows = await this.store.select(sparql`${prefixes}SELECT DISTINCT ?r WHERE {

@@ -4,7 +4,7 @@ import { handleMcpPost, type McpDeps } from './server.js';
 
 const workspaceParams = z.object({ workspace: z.string().min(1).max(200) });
 
-/** `POST /mcp/{workspace}` (DESIGN.md section 11); GET and DELETE answer 405: the endpoint is stateless. */
+/** `POST /mcp/{workspace}` (docs/slash-commands.md, "MCP"); GET and DELETE answer 405: the endpoint is stateless. */
 export function mcpRoutes(deps: McpDeps): RouteDef[] {
   const tag = 'MCP';
   const notAllowed = defineRoute({

@@ -10,7 +10,7 @@ import type { QuerySandbox } from '../sandbox/sandbox.js';
 import { parseReadQuery } from '../sandbox/script.js';
 
 /**
- * The Model Context Protocol endpoint of a workspace (DESIGN.md section 11),
+ * The Model Context Protocol endpoint of a workspace (docs/slash-commands.md, "MCP"),
  * with the official SDK over Streamable HTTP, stateless: every POST gets a
  * fresh server bound to the caller, so a tool call runs as the caller with
  * the caller's rights, and nothing is kept between requests.

@@ -6,7 +6,7 @@ import { AppError, badRequest } from '../errors.js';
 import { parseManifest, type Manifest } from './manifest.js';
 
 /**
- * Reading a package archive (DESIGN.md section 4): a gzip-compressed tar with
+ * Reading a package archive (docs/packages.md, "The archive"): a gzip-compressed tar with
  * `manifest.json` at its root and one Turtle file per matrix. Everything
  * happens in memory; the limits are enforced while the archive is read, so a
  * decompression bomb is stopped as soon as it passes them, not after.
@@ -37,7 +37,7 @@ export interface PackageArchive {
    * Matrix path (as in the manifest) -> its bytes, valid UTF-8 (`matrixText`
    * in `matrix-text.ts` makes them text). Kept as bytes: a matrix of 100,000 triples is
    * megabytes, which the pipeline worker decodes; made a string on the event
-   * loop, and posted to the worker as one, it held the loop 100-180 ms.
+   * loop, and posted to the worker as one, it would hold the loop (docs/figures.md).
    * An install moves them to its worker (`PipelineJob.parse`): read once,
    * for one install.
    */
@@ -154,7 +154,7 @@ function readEntries(archive: Buffer, limits: ArchiveLimits): Promise<Map<string
       }
       seen.add(checked.name);
       // Copied into a buffer of the declared size as the pieces arrive: joining the pieces of a
-      // 10 MB file at the end held the event loop 45-100 ms (fresh pages, one long copy).
+      // large file at the end holds the event loop in one long copy (docs/figures.md).
       const content = Buffer.allocUnsafeSlow(size);
       let got = 0;
       entry.on('data', (chunk: Buffer) => {

@@ -14,7 +14,7 @@ import type { PackageRecords } from './records.js';
 import type { PackageInstallation, PackageReads } from './reads.js';
 import type { Lifecycle } from './lifecycle.js';
 
-/** Auto-update (DESIGN.md section 10): the P3 toggle and the periodic round that queues UPDATE commands. */
+/** Auto-update (docs/packages.md, "Auto-update"): the P3 toggle and the periodic round that queues UPDATE commands. */
 export class AutoUpdate {
   constructor(
     private readonly store: QuadStore,
@@ -45,7 +45,7 @@ export class AutoUpdate {
     if (!rec.registryPublisher) throw badRequest(`Package "${name}" was installed by upload, not from the registry; only registry packages update themselves`);
     const g = iri(this.graphs.packages(workspace.id));
     const p = iri(this.records.packageIri(rec.id));
-    // Setting auto-update again lifts the pin of an explicitly named version (DESIGN.md section 10).
+    // Setting auto-update again lifts the pin of an explicitly named version (docs/packages.md, "Auto-update").
     const there = { ask: sparql`${prefixes}ASK { GRAPH ${g} { ${p} a wsm:PackageInstallation ; wsm:name ${literal(name)} ; wsm:registryPublisher ?publisher } }`, expect: true };
     const applied = await this.store.writeIf(there, [{ kind: 'update', sparql: sparql`${prefixes}${sequence([
       sparql`DELETE WHERE { GRAPH ${g} { ${p} wsm:autoUpdate ?a } }`,

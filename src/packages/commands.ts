@@ -12,7 +12,7 @@ import type { InstanceLease } from '../store/instance-lease.js';
 
 /**
  * Lifecycle commands as RDF (docs/rdf-model.md "Packages graph") and the
- * runner that executes them (DESIGN.md section 4).
+ * runner that executes them (docs/packages.md, "Commands").
  *
  * Records: `<id/command/C> a wsm:LifecycleCommand` in the workspace's
  * packages graph; events `<id/event/E> a wsm:CommandEvent` in the command's
@@ -31,7 +31,7 @@ export type EventLevel = 'INFO' | 'SUCCESS' | 'WARNING' | 'ERROR';
 
 export const COMMAND_TYPES: readonly CommandType[] = ['INSTALL', 'UPDATE', 'REINSTALL', 'UNINSTALL', 'REDEPLOY'];
 
-/** The lifecycle command of INTERFACE.md (P8), with the ecosystem client's nested reference. */
+/** The lifecycle command shape of P8 (docs/api.md), with the ecosystem client's nested reference. */
 export interface LifecycleCommand {
   id: string;
   packageInstallationId: string | null;
@@ -43,7 +43,7 @@ export interface LifecycleCommand {
   createdAt: string;
   updatedAt: string;
   packageInstallation: { id: string } | null;
-  /** The command that installed this package as its dependency (DESIGN.md section 10), else null. */
+  /** The command that installed this package as its dependency (docs/packages.md, "Dependencies"), else null. */
   parentCommandId: string | null;
 }
 
@@ -265,7 +265,7 @@ export class CommandStore {
   /**
    * ASK: has the package a command pending or in progress? The condition of
    * an exclusive submission's write (one active command per package,
-   * docs/architecture.md), so it holds across service instances.
+   * docs/store.md), so it holds across service instances.
    */
   activeAsk(workspaceId: string, packageName: string): Sparql {
     return sparql`${prefixes}ASK { GRAPH ${iri(this.graphs.packages(workspaceId))} {
@@ -466,7 +466,7 @@ export class CommandRunner {
    * pending record is written and the command queued. The pending record of
    * an exclusive command (P1, P6) is a conditional write, applied only while
    * the store holds no unfinished command of the package, so the rule holds
-   * across service instances sharing one store too (docs/architecture.md).
+   * across service instances sharing one store too (docs/store.md).
    * Resolves with the pending command.
    */
   async submit(request: CommandRequest): Promise<LifecycleCommand> {
@@ -529,7 +529,7 @@ export class CommandRunner {
 
   /**
    * Runs a command as part of a running one (a dependency installed for it,
-   * DESIGN.md section 10): the child gets its own record, with
+   * docs/packages.md, "Dependencies"): the child gets its own record, with
    * `parentCommandId`, statuses and events, and runs now, inside its parent's
    * turn of the workspace (waiting in the workspace's line would wait for
    * the parent itself). Resolves with the finished child (completed or failed).
@@ -689,7 +689,7 @@ export class CommandRunner {
   }
 
   /**
-   * Shared store (several instances, docs/architecture.md "Command leases"):
+   * Shared store (several instances, docs/store.md "Command leases"):
    * removes the records of instances whose lease ended, fails the unfinished
    * commands no live instance holds (each in a write conditional on that,
    * so a command whose owner renewed its lease is never taken), and drops

@@ -6,7 +6,7 @@ import type { Dependency, Registry, RegistryVersion } from './registry.js';
 import { compareSemver, parseSemver } from './semver.js';
 
 /**
- * Dependencies at install (DESIGN.md section 10). Each manifest dependency
+ * Dependencies at install (docs/packages.md, "Dependencies"). Each manifest dependency
  * `{publisher, name, versionRange}` uses the engine-range grammar, compared
  * with the MAJOR.MINOR of the dependency's version (`>=1.0 <2.0` admits every
  * 1.x.y). For each one, before the package is deployed:

@@ -9,11 +9,19 @@ import { quadsToNTriples } from '../rdf/turtle.js';
 import type { ValidationReport } from './validation.js';
 import { derivedIds } from './derive.js';
 import type { PipelineJob, PipelinePool } from './pipeline-pool.js';
-import type { ValidateOutput } from './pipeline.js';
+import type { ParseOutput, ValidateOutput } from './pipeline.js';
 import type { PackageArchive } from './archive.js';
 import type { Manifest } from './manifest.js';
 import { CommandFailure, type CommandRunner, type JobContext, type JobResult } from './commands.js';
 import { mentionedIris, plural, type PackageRecords } from './records.js';
+import { SecretsService, type OpenedBinding } from '../secrets/service.js';
+
+/** Values an install binds to what the package declares (docs/secrets.md); `actor` is who sent them. */
+export interface DeployBindings {
+  variables: Array<{ uri: string; value: string }>;
+  secrets: OpenedBinding[];
+  actor: string | null;
+}
 
 /**
  * How the extensions area takes part in deployments of matrices. Register it
@@ -40,7 +48,7 @@ export interface ExtensionHook {
 }
 
 /**
- * Deployment of matrices (DESIGN.md section 4): the jobs of INSTALL, UPDATE,
+ * Deployment of matrices (docs/packages.md, "Lifecycle"): the jobs of INSTALL, UPDATE,
  * REINSTALL, UNINSTALL and REDEPLOY commands. Each validates before it
  * writes and returns every change (matrix graphs, derived graphs, records,
  * role assignments, the extension hook's ops) for one atomic write.
@@ -51,6 +59,8 @@ const ROLE_LOOKUP_MAX = 500;
 export class Deployment {
   /** See `ExtensionHook`. */
   hook: ExtensionHook | null = null;
+  /** Variables and secrets declared by packages; set once by `PackageService.setSecrets`. */
+  secrets: SecretsService | null = null;
 
   constructor(
     private readonly store: QuadStore,
@@ -180,14 +190,14 @@ export class Deployment {
    * change as ops for one atomic write.
    */
   async deployPackage(ctx: JobContext, workspace: Workspace, archive: PackageArchive, opts: {
-    registry: { publisher: string; name: string } | null; autoUpdate: boolean; pinned: boolean; forceUpdate: boolean;
+    registry: { publisher: string; name: string } | null; autoUpdate: boolean; pinned: boolean; forceUpdate: boolean; bindings: DeployBindings;
   }): Promise<JobResult> {
     return this.pipeline.run((job) => this.deployWith(job, ctx, workspace, archive, opts));
   }
 
   /** deployPackage on the worker of `job`: parsing, validation and derivation run there, store reads and events here. */
   private async deployWith(job: PipelineJob, ctx: JobContext, workspace: Workspace, archive: PackageArchive, opts: {
-    registry: { publisher: string; name: string } | null; autoUpdate: boolean; pinned: boolean; forceUpdate: boolean;
+    registry: { publisher: string; name: string } | null; autoUpdate: boolean; pinned: boolean; forceUpdate: boolean; bindings: DeployBindings;
   }): Promise<JobResult> {
     const m = archive.manifest;
     const ws = workspace.id;
@@ -257,7 +267,9 @@ export class Deployment {
     const context = { roleUris: await this.roleUrisOf(ws, mentionedRoles), matrixUris: [...outside, ...extraMatrices].map((x) => x.uri).sort() };
     const extensions = Object.fromEntries([...extensionQuads].map(([uri, quads]) => [uri, quads.length ? quadsToNTriples(quads) : '']));
     await this.validate(ctx, () => job.validate({ extensions, context, reservedBase: this.graphs.base, reportIri: this.graphs.report(ws, ctx.commandId) }));
-    // 6. Derive and write.
+    // 6. Variables and secrets the matrices declare, with their values.
+    const declarationOps = await this.declarationOps(ctx, ws, m.name, parsedOut.declarations, parsed, opts.bindings);
+    // 7. Derive and write.
     const now = this.runner.now();
     const derivedAll = await job.derive({
       graphsBase: this.graphs.base, workspaceId: ws, now,
@@ -303,13 +315,35 @@ export class Deployment {
       id: packageId, name: m.name, version: m.version, registry: opts.registry, autoUpdate: opts.autoUpdate, now,
       pinned: opts.pinned, dependsOn: m.dependencies.map((d) => d.name), manifest: m,
     }));
-    ops.push(...extensionOps);
+    ops.push(...extensionOps, ...declarationOps);
     await ctx.event('INFO', `Writing ${plural(parsed.length, 'matrix graph')} (${plural(tripleCount, 'triple')}) and ${plural(parsed.length, 'derived graph')} in one atomic write`);
     return {
       ops: [...graphLoads, ...ops],
       packageInstallationId: packageId,
       message: `Installed ${m.name} ${m.version}: ${plural(parsed.length, 'matrix')}, ${plural(roleCount, 'role')}, ${plural(agentCount, 'agent')}`.replace(/matrixs/, 'matrices'),
     };
+  }
+
+  /** The variables and secrets of a deployment; a required one left without a value fails the command, naming it. */
+  private async declarationOps(ctx: JobContext, ws: string, packageName: string, declarations: ParseOutput['declarations'],
+    parsed: Array<{ uri: string; name: string }>, bindings: DeployBindings): Promise<WriteOp[]> {
+    if (!this.secrets) return [];
+    const undeclared = SecretsService.undeclared(declarations, { variables: bindings.variables.map((b) => b.uri), secrets: bindings.secrets.map((b) => b.uri) });
+    if (undeclared) throw new CommandFailure(undeclared, 'Bind only what the package declares.');
+    const taken = await this.secrets.declaredElsewhere(ws, packageName, [...declarations.variables, ...declarations.secrets].map((d) => d.uri));
+    if (taken.length) {
+      throw new CommandFailure(`${taken.map((t) => `<${t.uri}> is already declared by installed package "${t.packageName}"`).join('; ')}`,
+        'Give the declaration another URI, or uninstall that package first; nothing was changed.');
+    }
+    const names = new Map(parsed.map((p) => [p.uri, p.name]));
+    const { ops, missing } = await this.secrets.deploymentOps(ws, packageName, declarations, names, bindings, bindings.actor ?? 'system');
+    if (missing.length) {
+      throw new CommandFailure(`Required declarations have no value: ${missing.join(', ')}`,
+        'Install again with a binding for each (variableBindings, secretBindings); nothing was changed.');
+    }
+    if (declarations.variables.length || declarations.secrets.length) await ctx.event('INFO', `Declares ${plural(declarations.variables.length, 'variable')} and ${plural(declarations.secrets.length, 'managed secret')}; `
+      + `${plural(bindings.variables.length + bindings.secrets.length, 'value')} bound by this install`);
+    return ops;
   }
 
   private async roleUrisOf(workspaceId: string, roleIris: Set<string>): Promise<string[]> {
@@ -379,6 +413,7 @@ export class Deployment {
     ops.push(...this.assignmentCleanup(ws, goneRoles, gonePrincipals));
     ops.push(updateOp(sparql`${prefixes}DELETE WHERE { GRAPH ${iri(this.graphs.packages(ws))} { ${iri(this.records.packageIri(current.id))} ?p ?o } }`, [this.graphs.packages(ws)]));
     if (this.hook?.undeploy) ops.push(...this.hook.undeploy({ workspaceId: ws, matrixUris: matrices.map((x) => x.uri), commandId: ctx.commandId }));
+    if (this.secrets) ops.push(...await this.secrets.undeployOps(ws, name));
     await ctx.event('INFO', `Removing ${plural(goneRoles.length, 'role')}, ${plural(gonePrincipals.length, 'agent principal')} and their role assignments in one atomic write`);
     return { ops, message: `Uninstalled ${name} ${current.currentVersion}` };
   }

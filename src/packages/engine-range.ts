@@ -3,7 +3,7 @@ import { parseSemver } from './semver.js';
 
 /**
  * A package's `engineVersion`: at most two space-separated bounds, `>=` and
- * `<` only, each MAJOR or MAJOR.MINOR (DESIGN.md section 4). A missing bound
+ * `<` only, each MAJOR or MAJOR.MINOR (docs/packages.md, "Engine ranges"). A missing bound
  * is open. Only the major.minor of an engine version is compared.
  */
 export interface EngineRange {

@@ -1,8 +1,8 @@
 import type { Request, Response } from 'express';
-import type { CommandEvent, LifecycleCommand } from './commands.js';
+import type { CommandFeed, FeedUpdate } from './event-feeds.js';
 
 /**
- * P10 as Server-Sent Events (DESIGN.md section 11): each event of a
+ * P10 as Server-Sent Events (docs/api.md, "Event stream"): each event of a
  * lifecycle command as one SSE message (`id:` the event id, `event: event`,
  * `data:` the event as JSON), from the one after `Last-Event-ID` when the
  * client resumes. Once the command has finished and every event of it was
@@ -10,34 +10,24 @@ import type { CommandEvent, LifecycleCommand } from './commands.js';
  * and the stream ends. Every event is sent once, in the order P10 lists
  * them as they become visible; one that becomes visible after a later one
  * (a remote engine may commit concurrent writes in any order) is sent when
- * it is found, never skipped. New events are looked for after every write to the
- * store, and once a second in any case; a comment line every 15 s keeps
- * idle connections open through proxies.
+ * it is found, never skipped. The command is read by its feed
+ * (`event-feeds.ts`), shared by every stream following it; a comment line
+ * every 15 s keeps idle connections open through proxies.
  */
 
-export interface EventSource {
-  /** The command (its status says whether it finished). */
-  command(): Promise<LifecycleCommand>;
-  /** Every event of the command, oldest first. */
-  events(): Promise<CommandEvent[]>;
-  /** Calls `listener` after each store write; returns the unsubscribe. */
-  subscribe(listener: () => void): () => void;
-  /** The status as answered (WSM_STATUS_CASE). */
-  presentStatus(status: string): string;
-}
-
 const FINISHED = new Set(['completed', 'failed']);
-const POLL_MS = 1_000;
 const HEARTBEAT_MS = 15_000;
 
 export function wantsEventStream(req: Request): boolean {
   return req.accepts(['application/json', 'text/event-stream']) === 'text/event-stream';
 }
 
-/** Streams until the command finished or the client went away; resolves then. */
-export async function streamEvents(req: Request, res: Response, source: EventSource): Promise<void> {
-  // Read once before answering, so a missing command is still a plain 404.
-  await source.command();
+/**
+ * Streams the command's progress as its `feed` reads it, until the command
+ * finished or the client went away; resolves then (rejects with a read's
+ * error, after ending the stream).
+ */
+export function streamEvents(req: Request, res: Response, feed: CommandFeed, presentStatus: (status: string) => string): Promise<void> {
   const lastEventId = req.headers['last-event-id'];
   let resumeAfter = typeof lastEventId === 'string' && lastEventId.trim() !== '' ? lastEventId.trim() : null;
   const sent = new Set<string>();
@@ -50,29 +40,26 @@ export async function streamEvents(req: Request, res: Response, source: EventSou
   res.flushHeaders();
   res.write('retry: 1000\n\n');
 
-  let closed = false;
-  let wake: (() => void) | null = null;
-  let pending = true;
-  const poke = () => {
-    pending = true;
-    const w = wake;
-    wake = null;
-    w?.();
-  };
-  const unsubscribe = source.subscribe(poke);
-  const poll = setInterval(poke, POLL_MS);
-  const heartbeat = setInterval(() => { if (!closed) res.write(': keep-alive\n\n'); }, HEARTBEAT_MS);
-  const onClose = () => { closed = true; poke(); };
-  // The response's close, not the request's: a request closes once its (empty) body was read.
-  res.on('close', onClose);
-  try {
-    while (!closed) {
-      if (!pending) await new Promise<void>((resolve) => { wake = resolve; });
-      if (closed) break;
-      pending = false;
-      // Status first: events written with (or before) the final status are then all in the read below.
-      const command = await source.command();
-      const events = await source.events();
+  return new Promise<void>((resolve, reject) => {
+    let done = false;
+    let leave: (() => void) | null = null;
+    const heartbeat = setInterval(() => { if (!done) res.write(': keep-alive\n\n'); }, HEARTBEAT_MS);
+    const finish = (error?: unknown) => {
+      if (done) return;
+      done = true;
+      leave?.();
+      clearInterval(heartbeat);
+      res.off('close', onClose);
+      if (!res.writableEnded) res.end();
+      if (error === undefined) resolve(); else reject(error instanceof Error ? error : new Error('an event stream\'s read failed', { cause: error }));
+    };
+    // The response's close, not the request's: a request closes once its (empty) body was read.
+    const onClose = () => finish();
+    res.on('close', onClose);
+    const send = (update: FeedUpdate) => {
+      if (done) return;
+      if ('error' in update) { finish(update.error); return; }
+      const { command, events } = update.progress;
       if (resumeAfter !== null) {
         // Resuming: the events up to the client's last one (in the order P10 lists them) count as sent.
         // An id this command never had: everything, from the first event.
@@ -84,19 +71,15 @@ export async function streamEvents(req: Request, res: Response, source: EventSou
       // visible after a later one (a remote engine commits concurrent writes in any order).
       for (const event of events) {
         if (sent.has(event.id)) continue;
-        res.write(`id: ${event.id}\nevent: event\ndata: ${JSON.stringify(event)}\n\n`);
+        res.write(event.text);
         sent.add(event.id);
       }
       if (FINISHED.has(command.status)) {
-        res.write(`event: end\ndata: ${JSON.stringify({ commandId: command.id, status: source.presentStatus(command.status) })}\n\n`);
-        break;
+        res.write(`event: end\ndata: ${JSON.stringify({ commandId: command.id, status: presentStatus(command.status) })}\n\n`);
+        finish();
       }
-    }
-  } finally {
-    unsubscribe();
-    clearInterval(poll);
-    clearInterval(heartbeat);
-    res.off('close', onClose);
-    if (!res.writableEnded) res.end();
-  }
+    };
+    leave = feed.join(send);
+    if (done) leave();
+  });
 }

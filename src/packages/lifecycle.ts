@@ -1,5 +1,7 @@
-import { AppError, conflict, notFound } from '../errors.js';
-import type { Workspace } from '../workspaces/service.js';
+import { AppError, badRequest, conflict, notFound } from '../errors.js';
+import type { Workspace, WorkspaceAccess } from '../workspaces/service.js';
+import { SecretsService, type OpenedBinding, type SealedFromClient } from '../secrets/service.js';
+import { declarationsOfArchive } from '../secrets/archive-declarations.js';
 import { readPackageArchive, type PackageArchive } from './archive.js';
 import { resolveVersion, type Dependency, type Registry, type RegistryVersion } from './registry.js';
 import { ensureDependencies, type DependencyHost } from './dependencies.js';
@@ -7,16 +9,29 @@ import { engineAdmits } from './engine-range.js';
 import type { Manifest } from './manifest.js';
 import { CommandFailure, type CommandRunner, type CommandType, type Job, type LifecycleCommand } from './commands.js';
 import { plural, type InstalledRecord, type PackageRecords } from './records.js';
-import type { Deployment } from './deployment.js';
+import type { Deployment, DeployBindings } from './deployment.js';
+
+/** The variable and secret bindings an install request carries (docs/secrets.md), with who sends them. */
+export interface RequestBindings {
+  access: WorkspaceAccess;
+  username: string;
+  variables: Array<{ uri: string; value: string }>;
+  secrets: Array<SealedFromClient & { uri: string }>;
+}
+
+const NO_BINDINGS: DeployBindings = { variables: [], secrets: [], actor: null };
 
 /**
- * The lifecycle of package installations (DESIGN.md section 4): checks a
+ * The lifecycle of package installations (docs/packages.md, "Lifecycle"): checks a
  * request, then submits its command to the runner (install from the
  * registry or an upload, update, reinstall, uninstall, redeploy); the
  * commands' jobs download and check archives, resolve dependencies and hand
  * the package to the deployment.
  */
 export class Lifecycle {
+  /** Variables and secrets; set once by `PackageService.setSecrets`. */
+  secrets: SecretsService | null = null;
+
   constructor(
     private readonly records: PackageRecords,
     private readonly deployment: Deployment,
@@ -37,23 +52,42 @@ export class Lifecycle {
    * A version named explicitly pins the package (auto-update leaves it);
    * `auto` marks auto-update's own UPDATE, which never pins.
    */
-  async installFromRegistry(workspace: Workspace, publisher: string, name: string, input: { version?: string | undefined; autoUpdate?: boolean | undefined }, commandType?: CommandType, options: { auto?: boolean } = {}): Promise<LifecycleCommand> {
+  async installFromRegistry(workspace: Workspace, publisher: string, name: string, input: { version?: string | undefined; autoUpdate?: boolean | undefined }, commandType?: CommandType, options: { auto?: boolean; bindings?: RequestBindings } = {}): Promise<LifecycleCommand> {
     const versions = await this.registry.versions(publisher, name);
     const resolved = resolveVersion(versions, workspace.engineVersion, input.version);
     await this.refuseOutsideDependents(workspace, name, resolved.version);
+    const bindings = hasBindings(options.bindings)
+      ? await this.openBindings(await readPackageArchive(await this.registry.download(publisher, name, resolved.version), { maxArchiveBytes: this.options.maxArchiveBytes }), options.bindings)
+      : NO_BINDINGS;
     const { type, existing } = await this.commandTypeFor(workspace.id, name, resolved.version);
     const autoUpdate = input.autoUpdate ?? existing?.autoUpdate ?? false;
     const pinned = input.version !== undefined && !options.auto;
     return this.runner.submit({
       workspaceId: workspace.id, packageName: name, version: resolved.version, commandType: commandType ?? type,
       packageInstallationId: existing?.id ?? null, exclusive: true,
-      job: this.registryJob(workspace, publisher, name, resolved, { autoUpdate, pinned, named: input.version !== undefined && !options.auto, chain: [name] }),
+      job: this.registryJob(workspace, publisher, name, resolved, { autoUpdate, pinned, named: input.version !== undefined && !options.auto, chain: [name], bindings }),
     });
+  }
+
+  /**
+   * An install request's bindings checked against what the package declares
+   * (400 for a binding of something undeclared or named twice) and its
+   * secret values opened now, each keyId used once.
+   */
+  private async openBindings(archive: PackageArchive, bindings: RequestBindings): Promise<DeployBindings> {
+    const declarations = declarationsOfArchive(archive);
+    const twice = (uris: string[]) => uris.find((u, i) => uris.indexOf(u) !== i);
+    const repeated = twice(bindings.variables.map((b) => b.uri));
+    if (repeated) throw badRequest(`variableBindings names <${repeated}> twice`);
+    const undeclared = SecretsService.undeclared(declarations, { variables: bindings.variables.map((b) => b.uri), secrets: bindings.secrets.map((b) => b.uri) });
+    if (undeclared) throw badRequest(undeclared);
+    const secrets: OpenedBinding[] = this.secrets ? await this.secrets.openBindings(bindings.access, bindings.username, bindings.secrets) : [];
+    return { variables: bindings.variables.map(({ uri, value }) => ({ uri, value })), secrets, actor: bindings.username };
   }
 
   /** The job of a registry install: download, check, dependencies, deploy. */
   private registryJob(workspace: Workspace, publisher: string, name: string, resolved: RegistryVersion,
-    opts: { autoUpdate: boolean; pinned: boolean; named: boolean; chain: string[] }): Job {
+    opts: { autoUpdate: boolean; pinned: boolean; named: boolean; chain: string[]; bindings?: DeployBindings }): Job {
     return async (ctx) => {
       if (resolved.yanked && opts.named) {
         await ctx.event('WARNING', `Version ${resolved.version} of ${publisher}/${name} is yanked; it is installed because it was named explicitly`);
@@ -76,7 +110,9 @@ export class Lifecycle {
         throw new CommandFailure(`The package needs engine ${archive.manifest.engineVersion}; this workspace runs ${workspace.engineVersion}`, 'Choose a compatible version.');
       }
       await ensureDependencies(this.dependencyHost, ctx, workspace, archive.manifest, opts.chain);
-      return this.deployment.deployPackage(ctx, workspace, archive, { registry: { publisher, name }, autoUpdate: opts.autoUpdate, pinned: opts.pinned, forceUpdate: false });
+      return this.deployment.deployPackage(ctx, workspace, archive, {
+        registry: { publisher, name }, autoUpdate: opts.autoUpdate, pinned: opts.pinned, forceUpdate: false, bindings: opts.bindings ?? NO_BINDINGS,
+      });
     };
   }
 
@@ -110,7 +146,7 @@ export class Lifecycle {
    * P2: the archive is checked now (400 before any command exists): gzip
    * tar, entries, sizes, manifest, files, engine range.
    */
-  async installUpload(workspace: Workspace, bytes: Buffer, forceUpdate: boolean): Promise<LifecycleCommand> {
+  async installUpload(workspace: Workspace, bytes: Buffer, forceUpdate: boolean, requestBindings?: RequestBindings): Promise<LifecycleCommand> {
     const archive = await readPackageArchive(bytes, { maxArchiveBytes: this.options.maxArchiveBytes });
     const m = archive.manifest;
     if (!engineAdmits(m.engineVersion, workspace.engineVersion)) {
@@ -119,6 +155,7 @@ export class Lifecycle {
     }
     await this.refuseOutsideDependents(workspace, m.name, m.version);
     const { type, existing } = await this.commandTypeFor(workspace.id, m.name, m.version);
+    const bindings = hasBindings(requestBindings) ? await this.openBindings(archive, requestBindings) : NO_BINDINGS;
     return this.runner.submit({
       workspaceId: workspace.id, packageName: m.name, version: m.version, commandType: type,
       packageInstallationId: existing?.id ?? null, exclusive: false,
@@ -127,7 +164,7 @@ export class Lifecycle {
         // Queued behind another command of the package, the installed version may have changed meanwhile.
         const actualType = (await this.commandTypeFor(workspace.id, m.name, m.version)).type;
         await ensureDependencies(this.dependencyHost, ctx, workspace, m, [m.name]);
-        const result = await this.deployment.deployPackage(ctx, workspace, archive, { registry: null, autoUpdate: false, pinned: false, forceUpdate });
+        const result = await this.deployment.deployPackage(ctx, workspace, archive, { registry: null, autoUpdate: false, pinned: false, forceUpdate, bindings });
         return { ...result, commandType: actualType };
       },
     });
@@ -183,3 +220,5 @@ export class Lifecycle {
     });
   }
 }
+
+const hasBindings = (b: RequestBindings | undefined): b is RequestBindings => !!b && (b.variables.length > 0 || b.secrets.length > 0);

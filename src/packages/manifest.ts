@@ -5,7 +5,7 @@ import { isSemver } from './semver.js';
 
 /**
  * The package manifest, `manifest.json` at the root of a package archive
- * (DESIGN.md section 4).
+ * (docs/packages.md, "manifest.json").
  */
 export interface Manifest {
   name: string;
@@ -80,7 +80,7 @@ const matrixSchema = z.object({
 const dependencySchema = z.object({
   publisher: slug('publisher'),
   name: slug('name'),
-  // The engine-range grammar (DESIGN.md section 10): `>=1.0 <2.0` admits every 1.x.y of the dependency.
+  // The engine-range grammar (docs/packages.md, "Engine ranges"): `>=1.0 <2.0` admits every 1.x.y of the dependency.
   versionRange: z.string(required('versionRange', 'a string such as ">=1.0 <2.0"')).superRefine((text, ctx) => {
     try {
       parseEngineRange(text);

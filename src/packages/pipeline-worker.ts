@@ -19,8 +19,8 @@ const encoder = new TextEncoder();
 
 /**
  * A large N-Triples text of a step's output as UTF-8 bytes, its buffer added
- * to `transfer`. A string sent to the event loop is copied there (19-23 MB
- * took 75-140 ms of its time); bytes are moved, and the store's thread makes
+ * to `transfer`. A string sent to the event loop is copied there, on its
+ * time (docs/figures.md); bytes are moved, and the store's thread makes
  * them text again (`opsWithTexts`).
  */
 function bytesOf(text: LoadData, transfer: ArrayBuffer[]): LoadData {

@@ -1,5 +1,5 @@
 /**
- * The CPU-heavy steps of deploying matrices (DESIGN.md section 8): parsing
+ * The CPU-heavy steps of deploying matrices (docs/architecture.md, "Threads"): parsing
  * the Turtle, checking that the store will accept every term, SHACL
  * validation and the derivation of roles and agents. They run in a worker
  * thread (pipeline-worker.ts, driven by pipeline-pool.ts) so an install of a
@@ -21,6 +21,7 @@ import { validateMatrices, type ValidationReport } from './validation.js';
 import { ReservedTerms } from '../rdf/reserved.js';
 import type { LoadData } from '../store/store.js';
 import { matrixText } from './matrix-text.js';
+import { extractDeclarations, type Declarations } from '../secrets/declarations.js';
 
 /** A user-facing failure of a step: `message` says what is wrong, `hint` what to do (a CommandFailure on the main thread). */
 export interface StepFailure { failure: { message: string; hint?: string } }
@@ -51,6 +52,8 @@ export interface ParseOutput {
   mentioned: string[];
   /** The role resource IRI each of `mentioned` would have if it were a role (thousands of hashes: done here). */
   mentionedRoleIris: string[];
+  /** The variables and managed secrets the package's matrices declare (docs/secrets.md). */
+  declarations: Declarations;
 }
 
 export interface ValidateInput {
@@ -131,6 +134,10 @@ function checkTerms(quads: Quad[], source: string, options: { irisChecked?: bool
   }
 }
 
+function* allQuads(parsed: Array<{ quads: Quad[] }>): Generator<Quad> {
+  for (const p of parsed) yield* p.quads;
+}
+
 class Failure extends Error {
   constructor(readonly step: StepFailure) { super(step.failure.message); }
 }
@@ -175,7 +182,8 @@ export class PipelineSession {
     }
     const graphs = new Graphs(input.roleIrisOf.graphsBase);
     const list = [...mentioned];
-    return { matrices: out, mentioned: list, mentionedRoleIris: list.map((u) => graphs.resource('role', derivedIds.role(input.roleIrisOf.workspaceId, u))) };
+    const declarations = extractDeclarations(allQuads(this.parsed), input.matrices.map((m) => m.uri));
+    return { matrices: out, mentioned: list, mentionedRoleIris: list.map((u) => graphs.resource('role', derivedIds.role(input.roleIrisOf.workspaceId, u))), declarations };
   }
 
   async validate(input: ValidateInput): Promise<ValidateOutput | StepFailure> {

@@ -16,17 +16,17 @@ import type { CommandStore, LifecycleCommand, LifecycleCommandSummary, CommandEv
 import type { InstalledRecord, PackageRecords } from './records.js';
 import type { RegistryReads } from './registry-reads.js';
 
-/** MatrixSummary of INTERFACE.md. */
+/** The MatrixSummary shape (docs/api.md). */
 export interface MatrixSummary {
   id: string;
-  /** The matrix URI (DESIGN.md section 11). */
+  /** The matrix URI (docs/rdf-model.md). */
   uri: string;
   name: string;
   description: string | null;
   dependencyCount: number;
 }
 
-/** Package installation of INTERFACE.md (P4, P5). */
+/** The package installation shape of P4 and P5 (docs/api.md). */
 export interface PackageInstallation {
   id: string;
   name: string;

@@ -76,8 +76,8 @@ export class PackageRecords {
    * Installed matrices whose URI is one of `uris`. A few hundred URIs are
    * looked up by URI in one query; more (a package names every IRI of its
    * Turtle, 120,000 for a large one) are matched against the workspace's
-   * matrices read once, which are far fewer than that: looking them up 500
-   * at a time cost 120 queries, 20 s on a remote engine.
+   * matrices read once, which are far fewer than that: looking them up in
+   * batches costs a query per batch, slow on a remote engine (docs/figures.md).
    */
   async matricesAmong(workspaceId: string, uris: Iterable<string>): Promise<MatrixRecord[]> {
     const wanted = [...new Set(uris)];

@@ -9,7 +9,7 @@ import { SLUG, type Manifest } from './manifest.js';
 import { compareSemver, isSemver, parseSemver } from './semver.js';
 
 /**
- * Package registries (DESIGN.md section 4): a directory holding
+ * Package registries (docs/packages.md, "Registries"): a directory holding
  * `<publisher>/<name>/<version>.tgz`, or an HTTP registry answering
  * `GET {base}/api/v1/registry/packages/{publisher}/{name}` and
  * `GET {base}/api/v1/registry/packages/{publisher}/{name}/{version}/archive`.
@@ -18,7 +18,7 @@ export interface RegistryVersion {
   version: string;
   engineVersion: string;
   publishedAt: string | null;
-  /** A yanked version is never chosen as the newest, but installs when named (DESIGN.md section 10). */
+  /** A yanked version is never chosen as the newest, but installs when named (docs/packages.md). */
   yanked?: boolean;
   /** The version's manifest dependencies, when the registry says (null: unknown until the archive is read). */
   dependencies?: Dependency[] | null;

@@ -47,7 +47,7 @@ export class ReportReader {
     }
     // Blank nodes the results point at, and every blank node below them (a path's list, a node's label).
     // Not the inverse paths of one IRI read above: a report of 15,000 "role held by nobody" infos has one each,
-    // and looking them up here took about 400 ms of the event loop (the query, then parsing their triples).
+    // and looking them up here would hold the event loop (docs/figures.md).
     const blanks = await this.store.construct(sparql`PREFIX sh: <http://www.w3.org/ns/shacl#>
       CONSTRUCT { ?s ?p ?o } WHERE {
         { SELECT DISTINCT ?b WHERE { GRAPH ${g} {

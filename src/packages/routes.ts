@@ -5,18 +5,57 @@ import type { WorkspaceService } from '../workspaces/service.js';
 import type { PackageService } from './service.js';
 import type { LifecycleCommand } from './commands.js';
 import { StatusPresenter } from '../http/status-case.js';
+import { badRequest } from '../errors.js';
+import type { WorkspaceAccess } from '../workspaces/service.js';
+import type { RequestBindings } from './lifecycle.js';
+import type { SealedFromClient } from '../secrets/service.js';
+import { uploadBindings } from '../secrets/schema.js';
 import { streamEvents, wantsEventStream } from './event-stream.js';
+import { CommandFeeds, StreamSlots } from './event-feeds.js';
+import { tooManyRequests } from '../errors.js';
+
+/** Retry-After of a stream refused at the per-user limit: streams end when their commands finish. */
+const STREAM_RETRY_SECONDS = 5;
 import {
   autoUpdateBody, commandParams, commandSchema, eventSchema, installBody, installationSchema, packageParams,
   registryParams, reportSchema, uploadQuery, workspaceParams,
 } from './schema.js';
 
-/** Package endpoints P1 to P10 of INTERFACE.md (DESIGN.md sections 2 and 4). */
+/** The bindings of an install request, as the lifecycle takes them. */
+function requestBindings(access: WorkspaceAccess, username: string, body: { variableBindings?: Array<{ uri: string; value: string }> | undefined; secretBindings?: Array<SealedFromClient & { uri: string }> | undefined }): RequestBindings {
+  return { access, username, variables: body.variableBindings ?? [], secrets: body.secretBindings ?? [] };
+}
+
+/** The multipart `bindings` field of an upload: JSON `{variableBindings, secretBindings}`; a 400 saying what is wrong otherwise. */
+function parseBindingsField(field: unknown): z.output<typeof uploadBindings> {
+  if (field === undefined || field === '') return {};
+  if (typeof field !== 'string') throw badRequest('The multipart field "bindings" must be given once, as JSON text');
+  let json: unknown;
+  try {
+    json = JSON.parse(field);
+  } catch {
+    throw badRequest('The multipart field "bindings" is not JSON; send {"variableBindings": [...], "secretBindings": [...]}');
+  }
+  const parsed = uploadBindings.safeParse(json);
+  if (!parsed.success) {
+    const issue = parsed.error.issues[0]!;
+    throw badRequest(`Invalid bindings ${issue.path.join('.')}: ${issue.message}`.replace('bindings :', 'bindings:'));
+  }
+  return parsed.data;
+}
+
+/** Package endpoints P1 to P10 (docs/api.md; docs/packages.md). */
 export function packageRoutes(
-  workspaces: WorkspaceService, packages: PackageService, options: { maxUploadBytes: number; statuses?: StatusPresenter; subscribe?: (listener: () => void) => () => void },
+  workspaces: WorkspaceService, packages: PackageService, options: {
+    maxUploadBytes: number; statuses?: StatusPresenter;
+    /** P10 as Server-Sent Events: the store's write announcements, and the streams one user may hold at once. */
+    streams?: { onWrite: (listener: (graphs: ReadonlySet<string>) => void) => () => void; maxPerUser: number };
+  },
 ): RouteDef[] {
   const tag = 'Packages';
   const present = options.statuses ?? new StatusPresenter('lower');
+  const feeds = options.streams && new CommandFeeds(options.streams.onWrite);
+  const slots = options.streams && new StreamSlots(options.streams.maxPerUser);
   const accepted = (slug: string, command: LifecycleCommand) => ({
     status: 202,
     data: present.command(command),
@@ -35,7 +74,8 @@ export function packageRoutes(
       },
       handler: async ({ params, body, auth, access }) => {
         const { workspace } = access!;
-        return accepted(params.workspace, await packages.installFromRegistry(workspace, params.publisher, params.name, body));
+        const bindings = requestBindings(access!, auth.username, body);
+        return accepted(params.workspace, await packages.installFromRegistry(workspace, params.publisher, params.name, body, undefined, { bindings }));
       },
     }),
     defineRoute({
@@ -45,14 +85,18 @@ export function packageRoutes(
         + 'forceUpdate=true moves matrices installed by another package to this one.',
       access: 'admin',
       params: workspaceParams, query: uploadQuery,
-      multipart: { file: 'file', required: true, maxBytes: options.maxUploadBytes, description: 'The package archive (.tgz) with manifest.json at its root' },
+      multipart: {
+        file: 'file', required: true, maxBytes: options.maxUploadBytes, fields: ['bindings'],
+        description: 'The package archive (.tgz) with manifest.json at its root; optional field bindings: JSON {variableBindings, secretBindings}',
+      },
       responses: {
         202: { description: 'Command accepted; Location points at it', data: commandSchema },
         400: { description: 'Invalid package archive or manifest, or incompatible engine range' }, 403: { description: 'Not an administrator' },
         404: { description: 'Workspace not found' }, 413: { description: 'File too large' },
       },
-      handler: async ({ params, query, file, access }) => {
-        return accepted(params.workspace, await packages.installUpload(access!.workspace, file!.buffer, query.forceUpdate ?? false));
+      handler: async ({ params, query, file, body, auth, access }) => {
+        const bindings = requestBindings(access!, auth.username, parseBindingsField((body as Record<string, unknown> | undefined)?.bindings));
+        return accepted(params.workspace, await packages.installUpload(access!.workspace, file!.buffer, query.forceUpdate ?? false, bindings));
       },
     }),
     defineRoute({
@@ -87,16 +131,23 @@ export function packageRoutes(
       responses: {
         200: { description: 'Events', data: z.array(eventSchema), mediaTypes: ['text/event-stream'] },
         404: { description: 'Workspace or command not found' },
+        429: { description: 'As a stream: the caller already holds as many event streams as one user may (WSM_MAX_EVENT_STREAMS); Retry-After says when to try again' },
       },
-      handler: async ({ params, req, res, access }) => {
+      handler: async ({ params, req, res, auth, access }) => {
         const { workspace } = access!;
-        if (wantsEventStream(req) && options.subscribe) {
-          await streamEvents(req, res, {
-            command: async () => packages.getCommand(workspace, params.commandId),
-            events: async () => packages.events(workspace, params.commandId),
-            subscribe: options.subscribe,
-            presentStatus: (status) => present.status(status),
-          });
+        if (wantsEventStream(req) && feeds && slots) {
+          const release = slots.take(auth.username);
+          if (!release) {
+            throw tooManyRequests(`You already have ${slots.max} event streams open, as many as one user may; close one or try again later`, STREAM_RETRY_SECONDS);
+          }
+          try {
+            // Read once before answering, so a missing command is still a plain 404.
+            const { id } = await packages.getCommand(workspace, params.commandId);
+            const feed = feeds.feed(`${workspace.id} ${id}`, { read: () => packages.progress(workspace, id), graphs: packages.commandGraphs(workspace.id, id) });
+            await streamEvents(req, res, feed, (status) => present.status(status));
+          } finally {
+            release();
+          }
           return {};
         }
         return { data: await packages.events(workspace, params.commandId) };

@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { COMMAND_TYPES } from './commands.js';
+import { bindingsFields } from '../secrets/schema.js';
 
 /** zod schemas of the package endpoints (P1 to P10), for validation and OpenAPI. */
 const name = z.string().min(1).max(200);
@@ -11,6 +12,7 @@ export const registryParams = z.object({ workspace: name, publisher: name, name 
 export const installBody = z.strictObject({
   version: z.string().min(1).max(100).optional(),
   autoUpdate: z.boolean({ error: 'autoUpdate must be true or false' }).optional(),
+  ...bindingsFields,
 });
 export const autoUpdateBody = z.strictObject({ autoUpdate: z.boolean({ error: 'autoUpdate is required: true or false' }) });
 

@@ -10,7 +10,8 @@ import { PackageRecords, type MatrixRecord } from './records.js';
 import { RegistryReads } from './registry-reads.js';
 import { PackageReads, type PackageInstallation, type ValidationReportJson } from './reads.js';
 import { Deployment, type ExtensionHook } from './deployment.js';
-import { Lifecycle } from './lifecycle.js';
+import { Lifecycle, type RequestBindings } from './lifecycle.js';
+import type { SecretsService } from '../secrets/service.js';
 import { AutoUpdate } from './auto-update.js';
 
 export type { MatrixSummary, PackageInstallation, ValidationReportJson, ValidationEntry } from './reads.js';
@@ -25,7 +26,7 @@ export interface PackageServiceOptions {
 }
 
 /**
- * Package installations and their lifecycle (DESIGN.md section 4): install
+ * Package installations and their lifecycle (docs/packages.md, "Lifecycle"): install
  * from the registry or an upload, update, reinstall, uninstall, redeploy.
  * The HTTP routes call it; the extensions area calls `requestRedeploy`.
  *
@@ -50,7 +51,7 @@ export class PackageService {
 
   constructor(
     store: QuadStore,
-    graphs: Graphs,
+    private readonly graphs: Graphs,
     workspaces: WorkspaceService,
     readonly registry: Registry,
     logger: Logger,
@@ -67,6 +68,12 @@ export class PackageService {
 
   /** See `ExtensionHook`. */
   setExtensionHook(hook: ExtensionHook): void { this.deployment.hook = hook; }
+
+  /** Variables and secrets: install requests' bindings, and the declarations each deployment writes (docs/secrets.md). */
+  setSecrets(secrets: SecretsService): void {
+    this.deployment.secrets = secrets;
+    this.lifecycle.secrets = secrets;
+  }
 
   packageId(workspaceId: string, name: string): string { return this.records.packageId(workspaceId, name); }
   matrixId(workspaceId: string, matrixUri: string): string { return this.records.matrixId(workspaceId, matrixUri); }
@@ -88,6 +95,15 @@ export class PackageService {
   getCommand(workspace: Workspace, commandId: string): Promise<LifecycleCommand> { return this.reads.getCommand(workspace, commandId); }
   /** P10. */
   events(workspace: Workspace, commandId: string): Promise<CommandEvent[]> { return this.reads.events(workspace, commandId); }
+  /** P10 live: the command (status first) and its events, read together. */
+  async progress(workspace: Workspace, commandId: string): Promise<{ command: LifecycleCommand; events: CommandEvent[] }> {
+    const command = await this.reads.getCommand(workspace, commandId);
+    return { command, events: await this.commands.events(workspace.id, command.id) };
+  }
+  /** The graphs whose writes may change a command's record or its events. */
+  commandGraphs(workspaceId: string, commandId: string): string[] {
+    return [this.graphs.packages(workspaceId), this.graphs.command(workspaceId, commandId)];
+  }
   /** P9 as JSON. */
   report(workspace: Workspace, commandId: string): Promise<ValidationReportJson> { return this.reads.report(workspace, commandId); }
   /** P9 as Turtle. */
@@ -96,12 +112,12 @@ export class PackageService {
   // ---------------------------------------------------------------- commands
 
   /** P1. */
-  installFromRegistry(workspace: Workspace, publisher: string, name: string, input: { version?: string | undefined; autoUpdate?: boolean | undefined }, commandType?: CommandType, options: { auto?: boolean } = {}): Promise<LifecycleCommand> {
+  installFromRegistry(workspace: Workspace, publisher: string, name: string, input: { version?: string | undefined; autoUpdate?: boolean | undefined }, commandType?: CommandType, options: { auto?: boolean; bindings?: RequestBindings } = {}): Promise<LifecycleCommand> {
     return this.lifecycle.installFromRegistry(workspace, publisher, name, input, commandType, options);
   }
   /** P2. */
-  installUpload(workspace: Workspace, bytes: Buffer, forceUpdate: boolean): Promise<LifecycleCommand> {
-    return this.lifecycle.installUpload(workspace, bytes, forceUpdate);
+  installUpload(workspace: Workspace, bytes: Buffer, forceUpdate: boolean, bindings?: RequestBindings): Promise<LifecycleCommand> {
+    return this.lifecycle.installUpload(workspace, bytes, forceUpdate, bindings);
   }
   /** P6. */
   uninstall(workspace: Workspace, name: string): Promise<LifecycleCommand> { return this.lifecycle.uninstall(workspace, name); }

@@ -1,5 +1,5 @@
 /**
- * SHACL validation of a package's matrices (DESIGN.md section 4): the shapes
+ * SHACL validation of a package's matrices (docs/packages.md, "Validation"): the shapes
  * of `shapes/` against the union of the package's matrix files plus what the
  * workspace already holds (its roles and matrices), with shacl-engine on an
  * n3 Store copy of the data.
@@ -72,7 +72,7 @@ const SEVERITIES: Record<string, Severity> = {
 const SEVERITY_ORDER: Record<Severity, number> = { VIOLATION: 0, WARNING: 1, INFO: 2 };
 
 /** Files of the shapes graph, in `shapes/` at the project root. */
-export const SHAPE_FILES = ['matrix.ttl', 'iam.ttl'].map((name) => fileURLToPath(new URL(`../../shapes/${name}`, import.meta.url)));
+export const SHAPE_FILES = ['matrix.ttl', 'iam.ttl', 'declarations.ttl'].map((name) => fileURLToPath(new URL(`../../shapes/${name}`, import.meta.url)));
 
 let shapesCache: Quad[] | null = null;
 

@@ -13,7 +13,7 @@ export const bool = (b: Binding, name: string): boolean | null => {
   return v === undefined ? null : v === 'true' || v === '1';
 };
 
-/** An xsd:dateTime binding as ISO 8601 in UTC with milliseconds and a Z (DESIGN.md section 2). */
+/** An xsd:dateTime binding as ISO 8601 in UTC with milliseconds and a Z (docs/api.md, "Conventions"). */
 export const time = (b: Binding, name: string): string => {
   const v = b[name]?.value;
   if (v === undefined) throw new Error(`binding ?${name} missing`);

@@ -22,6 +22,10 @@ export interface GraphPlaces {
  *   <base>workspaces/<ws>/extensions               extension records
  *   <base>workspaces/<ws>/extensions/<ext>         an extension's Turtle content
  *   <base>workspaces/<ws>/slash-commands           slash command records
+ *   <base>workspaces/<ws>/variables                variables packages declare, with their values
+ *   <base>workspaces/<ws>/secrets                  managed secrets (metadata only) and the record of value reads
+ *   <base>secret-values/<ws>                       secret values, sealed: outside every workspace view
+ *   <base>secret-exchange-keys                     keyIds already used (one exchange each)
  */
 export class Graphs {
   constructor(readonly base: string) {
@@ -39,6 +43,11 @@ export class Graphs {
   extensions(ws: string): string { return `${this.base}workspaces/${ws}/extensions`; }
   extension(ws: string, ext: string): string { return `${this.base}workspaces/${ws}/extensions/${ext}`; }
   slashCommands(ws: string): string { return `${this.base}workspaces/${ws}/slash-commands`; }
+  variables(ws: string): string { return `${this.base}workspaces/${ws}/variables`; }
+  secrets(ws: string): string { return `${this.base}workspaces/${ws}/secrets`; }
+  /** Not under the workspace's prefix on purpose: no query view (slash commands, the SPARQL endpoint) holds it. */
+  secretValues(ws: string): string { return `${this.base}secret-values/${ws}`; }
+  get exchangeKeys(): string { return `${this.base}secret-exchange-keys`; }
 
   /**
    * Places graph IRIs (e.g. the graphs a write declared): the system graph,

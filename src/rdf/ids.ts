@@ -4,7 +4,7 @@ import { parse as parseUuid, v5 as uuidv5 } from 'uuid';
 const NAMESPACE = parseUuid('6f4c7f0e-2d8b-5b8e-9a57-8d2f4b1c3e90');
 
 /**
- * An id derived from stable keys (DESIGN.md section 3): the same keys give
+ * An id derived from stable keys (docs/decisions.md, "Identity"): the same keys give
  * the same UUID, so ids of roles, agents, principals and matrices survive a
  * reinstall and role assignments keep pointing at them.
  */

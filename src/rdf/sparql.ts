@@ -15,7 +15,7 @@ declare const sparqlBrand: unique symbol;
 /**
  * SPARQL text built by the `sparql` tag (or, in the few listed places, by
  * `trustedSparql`). The store's methods accept only this type, so a plain
- * or pasted string is a type error at the call (docs/architecture.md,
+ * or pasted string is a type error at the call (docs/store.md,
  * "SPARQL reaches the store only through the tag"). It is a string at run
  * time: it can be logged, compared, concatenated (which gives a plain
  * string again, refused by the store).
@@ -44,24 +44,21 @@ export function iri(value: string): SparqlFragment {
   return fragment(`<${value}>`);
 }
 
+const SHORT_ESCAPES: Record<string, string> = { '\\': '\\\\', '"': '\\"', '\n': '\\n', '\r': '\\r', '\t': '\\t', '\b': '\\b', '\f': '\\f' };
+
+/**
+ * The body of a SPARQL string literal holding `value`: backslash, quote and
+ * the ECHAR line controls as ECHARs, every other C0 control and DEL as
+ * `\uXXXX`, so the text holds no control character at all (an engine may
+ * stop reading at a raw U+0000: Virtuoso does).
+ */
 function escapeString(value: string): string {
-  let out = '';
-  for (const ch of value) {
-    switch (ch) {
-      case '\\': out += '\\\\'; break;
-      case '"': out += '\\"'; break;
-      case '\n': out += '\\n'; break;
-      case '\r': out += '\\r'; break;
-      case '\t': out += '\\t'; break;
-      case '\b': out += '\\b'; break;
-      case '\f': out += '\\f'; break;
-      default: {
-        const code = ch.codePointAt(0)!;
-        out += code < 0x20 || code === 0x7f ? `\\u${code.toString(16).padStart(4, '0')}` : ch;
-      }
-    }
-  }
-  return out;
+  return value.replace(/[\u0000-\u001f"\\\u007f]/g, (ch) => SHORT_ESCAPES[ch] ?? `\\u${ch.charCodeAt(0).toString(16).padStart(4, '0')}`);
+}
+
+/** `value` as a quoted SPARQL string literal (no datatype or language), for text the store builds itself. */
+export function quotedString(value: string): string {
+  return `"${escapeString(value)}"`;
 }
 
 /** A string literal (xsd:string), or language-tagged / typed. */
@@ -127,7 +124,7 @@ export const fragmentOf = (built: Sparql): SparqlFragment => fragment(built);
 /**
  * Why text the service did not build with the tag may still reach the
  * store. Each reason names the one place that uses it (listed in
- * docs/architecture.md); nothing else may call `trustedSparql`.
+ * docs/store.md); nothing else may call `trustedSparql`.
  */
 export type TrustedSparqlReason =
   | 'store internals: text the store builds from a request it was given';

@@ -15,7 +15,7 @@ export const XSD = namespace('http://www.w3.org/2001/XMLSchema#', ['string', 'bo
 export const DCTERMS = namespace('http://purl.org/dc/terms/', ['description', 'title'] as const);
 export const SH = namespace('http://www.w3.org/ns/shacl#', ['ValidationReport', 'conforms', 'result'] as const);
 
-/** Matrix specification vocabulary of the ecosystem (DESIGN.md section 1). */
+/** Matrix specification vocabulary of the ecosystem (docs/rdf-model.md). */
 export const MTX = namespace('https://poliglot.io/os/spec/matrix#', ['Matrix', 'imports'] as const);
 export const IAM = namespace('https://poliglot.io/os/spec/iam#', ['Role', 'Agent', 'hasRole'] as const);
 
@@ -36,15 +36,18 @@ export const WSM = namespace('https://w3id.org/wsm/ns#', [
   'validationReport', 'validationConforms', 'validationViolationCount', 'validationWarningCount', 'validationInfoCount',
   'alias', 'interpretation', 'scriptType', 'scriptContent',
   'targetMatrix', 'active', 'content', 'lastCommand', 'dependencyCount', 'matrixName', 'manifest',
-  // slash command parameters (DESIGN.md section 11)
+  // slash command parameters (docs/slash-commands.md)
   'Parameter', 'parameter', 'kind', 'datatype', 'required', 'position',
-  // API keys (DESIGN.md section 10)
+  // API keys (docs/iam.md)
   'ApiKey', 'keyHash', 'keyPrefix', 'expiresAt', 'lastUsedAt', 'systemAdmin',
   // the hosted registry, dependencies and pins (docs/packages.md)
   'Publisher', 'RegistryPackage', 'PackageVersion', 'publisher', 'ownerUsername', 'registryPackage', 'sha256', 'archiveSize',
   'publishedAt', 'publishedBy', 'yanked', 'yankReason', 'providesMatrix', 'definesRole', 'dependsOn', 'pinned', 'parentCommand',
-  // several instances on the remote store (docs/architecture.md, "Command leases", the cache rule)
+  // several instances on the remote store (docs/store.md, "Command leases", the cache rule)
   'leaseOwner', 'ServiceInstance', 'leaseExpiresAt', 'generation',
+  // variables and secrets (docs/secrets.md)
+  'Variable', 'ManagedSecret', 'SecretValue', 'SecretRead', 'ExchangeKey', 'variableType', 'value', 'secret', 'scope', 'scopeEntity',
+  'sealedValue', 'readAt', 'usedAt', 'updatedBy',
 ] as const);
 
 export const PREFIXES = `PREFIX wsm: <${WSM.ns}>

@@ -7,7 +7,7 @@ import { parseTurtle } from '../rdf/turtle.js';
 import { IAM, RDF } from '../rdf/vocab.js';
 
 /**
- * The checks a publish runs (DESIGN.md section 10): the same as an upload
+ * The checks a publish runs (docs/packages.md, "Publishing"): the same as an upload
  * install — archive safety and limits, manifest, engine range, Turtle, SHACL —
  * plus "the manifest's name is the package of the path". A failure is 422 with
  * this report (the JSON shape of P9) in `error.details`.

@@ -16,9 +16,12 @@ import type { Dependency, Registry, RegistryVersion } from '../packages/registry
 import { checkForPublish, type PublishContext } from './check.js';
 import { Clock } from '../rdf/clock.js';
 import { GraphCache } from '../store/graph-cache.js';
+import { readPackageArchive } from '../packages/archive.js';
+import { declarationsOfArchive } from '../secrets/archive-declarations.js';
+import type { SecretDeclaration, VariableDeclaration } from '../secrets/declarations.js';
 
 /**
- * The registry the service hosts (DESIGN.md section 10): publishers,
+ * The registry the service hosts (docs/packages.md, "The hosted registry"): publishers,
  * packages and versions as RDF in the registry graph, archives as files in
  * the data directory named by their SHA-256. It is also a `Registry` the
  * package service installs from when `WSM_REGISTRY=self`.
@@ -81,7 +84,7 @@ export class HostedRegistry implements Registry {
 
   /**
    * `versions()` answers by package, kept while the registry graph's
-   * revision stands (the cache rule, docs/architecture.md): P4 and P5 ask
+   * revision stands (the cache rule, docs/store.md): P4 and P5 ask
    * for the latest version of each registry-installed package they answer.
    */
   private readonly versionLists: GraphCache<readonly RegistryVersion[]>;
@@ -145,9 +148,12 @@ export class HostedRegistry implements Registry {
       if (await this.publisherRecord(slug)) throw conflict(`Publisher "${slug}" already exists`);
       const p = iri(this.publisherIri(slug));
       const ownerTriples = join([...new Set(owners)].map((o) => raw(sparql`${p} wsm:ownerUsername ${literal(o)} .`)));
-      await this.store.update(sparql`${prefixes}INSERT DATA { GRAPH ${this.g} {
+      // Conditional: applied only while the slug is free, across service instances too (the check above is this process's).
+      const free = { ask: sparql`${prefixes}ASK { GRAPH ${this.g} { ${p} a wsm:Publisher } }`, expect: false };
+      const applied = await this.store.writeIf(free, [{ kind: 'update', sparql: sparql`${prefixes}INSERT DATA { GRAPH ${this.g} {
         ${p} a wsm:Publisher ; wsm:id ${literal(newId())} ; wsm:slug ${literal(slug)} ; wsm:name ${literal(name)} ; wsm:createdAt ${dateTime(this.clock.now())} .
-        ${ownerTriples} } }`, [this.graphs.registry]);
+        ${ownerTriples} } }`, graphs: [this.graphs.registry] }]);
+      if (!applied) throw conflict(`Publisher "${slug}" already exists`);
       return (await this.publisherRecord(slug))!;
     });
   }
@@ -231,10 +237,11 @@ export class HostedRegistry implements Registry {
     return found;
   }
 
-  /** `GET .../{version}/declarations`: packages declare no variables or secrets yet. */
-  async declarations(publisher: string, name: string, version: string): Promise<{ declaredVariables: unknown[]; declaredSecrets: unknown[] }> {
-    await this.versionRecord(publisher, name, version);
-    return { declaredVariables: [], declaredSecrets: [] };
+  /** `GET .../{version}/declarations`: the variables and managed secrets its matrices declare, read from its archive. */
+  async declarations(publisher: string, name: string, version: string): Promise<{ declaredVariables: VariableDeclaration[]; declaredSecrets: SecretDeclaration[] }> {
+    const { bytes } = await this.archive(publisher, name, version);
+    const found = declarationsOfArchive(await readPackageArchive(bytes, { maxArchiveBytes: Math.max(this.options.maxArchiveBytes, bytes.length) }));
+    return { declaredVariables: found.variables, declaredSecrets: found.secrets };
   }
 
   /** `GET .../{version}/archive`: the bytes and their checksum. */
@@ -318,25 +325,27 @@ export class HostedRegistry implements Registry {
     if (same) return { created: false, record: options.dryRun ? null : same };
     const checked = await checkForPublish(bytes, name, this.options.maxArchiveBytes, (m) => this.dependencyContext(m));
     const m = checked.archive.manifest;
+    /** The answer when the version is already published: the same bytes change nothing, other bytes are a 409. */
+    const published = (existing: VersionRecord) => {
+      if (existing.checksum === `sha256:${sha}`) return { created: false, record: options.dryRun ? null : existing };
+      throw conflict(`Version ${m.version} of "${publisher}/${name}" is already published with other content (${existing.checksum}); publish a new version`,
+        { version: m.version, publishedChecksum: existing.checksum, checksum: `sha256:${sha}` });
+    };
+    const publishedNow = async () => (await this.versionsOf(publisher, name)).find((v) => v.version === m.version);
     return this.serial(async () => {
-      const existing = (await this.versionsOf(publisher, name)).find((v) => v.version === m.version);
-      if (existing) {
-        if (existing.checksum === `sha256:${sha}`) return { created: false, record: options.dryRun ? null : existing };
-        throw conflict(`Version ${m.version} of "${publisher}/${name}" is already published with other content (${existing.checksum}); publish a new version`,
-          { version: m.version, publishedChecksum: existing.checksum, checksum: `sha256:${sha}` });
-      }
+      const existing = await publishedNow();
+      if (existing) return published(existing);
       if (options.dryRun) return { created: false, record: null };
       await this.archives.put(sha, bytes);
       const now = this.clock.now();
       const pkg = iri(this.packageIri(publisher, name));
       const v = iri(this.versionIri(publisher, name, m.version));
-      const pkgExists = (await this.packageDescription(publisher, name)).exists;
-      const ops: WriteOp[] = [];
-      if (!pkgExists) {
-        ops.push({ kind: 'update', sparql: sparql`${prefixes}INSERT DATA { GRAPH ${this.g} {
-          ${pkg} a wsm:RegistryPackage ; wsm:id ${literal(stableId('registry-package', publisher, name))} ; wsm:name ${literal(name)} ;
-            wsm:publisher ${iri(this.publisherIri(publisher))} ; wsm:createdAt ${dateTime(now)} } }`, graphs: [this.graphs.registry] });
-      }
+      const g = this.g;
+      // The package's record once, whichever instance publishes its first version.
+      const ops: WriteOp[] = [{ kind: 'update', sparql: sparql`${prefixes}INSERT { GRAPH ${g} {
+        ${pkg} a wsm:RegistryPackage ; wsm:id ${literal(stableId('registry-package', publisher, name))} ; wsm:name ${literal(name)} ;
+          wsm:publisher ${iri(this.publisherIri(publisher))} ; wsm:createdAt ${dateTime(now)} } }
+        WHERE { VALUES ?condition { true } FILTER NOT EXISTS { GRAPH ${g} { ${pkg} a wsm:RegistryPackage } } }`, graphs: [this.graphs.registry] }];
       // The package's description is the one of its newest published version.
       ops.push({ kind: 'update', sparql: sparql`${prefixes}${sequence([
         sparql`DELETE WHERE { GRAPH ${this.g} { ${pkg} wsm:description ?d } }`,
@@ -351,7 +360,14 @@ export class HostedRegistry implements Registry {
           wsm:publishedBy ${literal(auth.username)} ; wsm:yanked ${boolean(false)} ; wsm:sha256 ${literal(sha)} ;
           wsm:archiveSize ${integer(bytes.length)} ; wsm:manifest ${literal(JSON.stringify(m))} .
         ${matrices} ${roles} } }`, graphs: [this.graphs.registry] });
-      await this.store.write(ops);
+      // Conditional: another service instance may publish this version at the same moment (instances started
+      // together publish the examples); then this publish answers as one made after it.
+      const unpublished = { ask: sparql`${prefixes}ASK { GRAPH ${g} { ${v} a wsm:PackageVersion } }`, expect: false };
+      if (!await this.store.writeIf(unpublished, ops)) {
+        const first = await publishedNow();
+        if (!first) throw new Error(`version ${m.version} of ${publisher}/${name} was published meanwhile but cannot be read`);
+        return published(first);
+      }
       this.logger.info({ publisher, name, version: m.version, sha256: sha }, 'published a package version');
       return { created: true, record: (await this.versionsOf(publisher, name)).find((x) => x.version === m.version)! };
     });

@@ -1,9 +1,10 @@
 import { z } from 'zod';
+import { declarationsSchema } from '../secrets/schema.js';
 import { defineRoute, type RouteDef } from '../http/api.js';
 import type { HostedRegistry } from './hosted.js';
 
 /**
- * The registry API the service hosts (DESIGN.md section 10). Reads of
+ * The registry API the service hosts (docs/packages.md, "The hosted registry"). Reads of
  * packages, versions, declarations, archives and resolve are anonymous; the
  * rest needs a token. Paged lists are 0-indexed (`page`, `size` at most 100)
  * and wrapped: `{items, page, size, totalItems, totalPages}`.
@@ -143,10 +144,10 @@ export function registryRoutes(registry: HostedRegistry, options: { maxUploadByt
     }),
     defineRoute({
       method: 'get', path: '/api/v1/registry/packages/{publisher}/{name}/{version}/declarations', tag, auth: 'none',
-      summary: 'Variables and secrets a version declares (none yet) (anonymous)',
+      summary: 'Variables (build:Variable) and managed secrets (secrets:ManagedSecret) the version\'s matrices declare (anonymous)',
       params: versionParams,
       responses: {
-        200: { description: 'Declarations', data: z.object({ declaredVariables: z.array(z.unknown()), declaredSecrets: z.array(z.unknown()) }) },
+        200: { description: 'Declarations, by URI', data: declarationsSchema },
         404: { description: 'Publisher, package or version not found' },
       },
       handler: async ({ params }) => ({ data: await registry.declarations(params.publisher, params.name, params.version) }),

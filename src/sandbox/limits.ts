@@ -1,7 +1,7 @@
 import sparqljs from 'sparqljs';
 
 /**
- * Exact result limits (DESIGN.md section 11), planned in the query worker.
+ * Exact result limits (docs/slash-commands.md, "Limits"), planned in the query worker.
  *
  * The result limit counts distinct triples (CONSTRUCT, DESCRIBE) or rows
  * (SELECT). A LIMIT on solutions bounds the work, but for a graph query it

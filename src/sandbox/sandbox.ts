@@ -170,13 +170,12 @@ function spawnWorker(heapMb: number): Worker {
 }
 
 /**
- * The worker's code bundled as one CommonJS script (esbuild, about 30 ms
- * once per process), its packages required by absolute path. Run from
- * TypeScript sources, a worker started on it does not load tsx: tsx and
- * the modules it compiled cost about 40 MB per worker thread (51 MB against
- * 10 MB for Oxigraph alone, measured with three workers), and query workers
- * stay up. Until the bundle is ready, or if it cannot be made, workers
- * start through tsx as before.
+ * The worker's code bundled as one CommonJS script (esbuild, once per
+ * process), its packages required by absolute path. Run from TypeScript
+ * sources, a worker started on it does not load tsx, whose compiled modules
+ * would be held by every query worker while it stays up (docs/figures.md).
+ * Until the bundle is ready, or if it cannot be made, workers start
+ * through tsx.
  */
 let workerBundle: string | undefined;
 let bundling: Promise<void> | undefined;
@@ -285,7 +284,7 @@ export function reaches(write: GraphPlaces, workspaceId: string, kind: ViewKind)
   if (kind === 'all') return write.system || paths !== undefined;
   if (!paths) return false;
   for (const graph of paths) {
-    if (graph === 'packages' || graph === 'extensions' || graph.startsWith('extensions/')) return true;
+    if (graph === 'packages' || graph === 'extensions' || graph === 'variables' || graph.startsWith('extensions/')) return true;
     if (graph.startsWith('matrices/') && !graph.endsWith('/derived')) return true;
   }
   return false;
@@ -396,7 +395,7 @@ export class QuerySandbox {
   /**
    * The workspace's whole view, when a knowledge query can run there instead
    * of in a copy of its own: the whole view holds every graph the knowledge
-   * view does (DESIGN.md section 5), so one copy of the workspace serves
+   * view does (docs/slash-commands.md), so one copy of the workspace serves
    * both while administrators query it. Only once its copy is loaded (until
    * then the knowledge view answers, as before), and only for a query that
    * names no dataset of its own (FROM, FROM NAMED, protocol graphs): the
@@ -514,7 +513,7 @@ export class QuerySandbox {
    * Several instances on one store: their writes reach no `onWrite` of this
    * process. The view is checked against the store's revisions of the graphs
    * it depends on (`syncRevisions`: one query for the engine's generations),
-   * as the read cache is (docs/architecture.md, the cache rule): a graph
+   * as the read cache is (docs/store.md, the cache rule): a graph
    * whose revision moved since the last refresh is reloaded, and when one
    * of the records that choose the view's graphs moved, the names are read
    * again. Revisions are taken before the graphs are dumped, so a write
@@ -542,10 +541,9 @@ export class QuerySandbox {
 
   /**
    * Gives the view one more worker, started now. No spare is kept started
-   * ahead: a worker on the bundled code is ready in about 50 ms but holds
-   * about 22 MB while it waits, and the view's data it then loads takes
-   * far longer than the start (two spares were 45 MB of the 350 MB at 10M
-   * quads on the remote store, where the target is 300 MB).
+   * ahead: a worker on the bundled code starts quickly but holds memory
+   * while it waits, and the view's data it then loads takes far longer
+   * than the start (docs/figures.md).
    */
   private spawn(view: View): void {
     const worker = new QueryWorker(view, this.opts.workerHeapMb, (w, reason) => this.onWorkerDeath(w, reason));

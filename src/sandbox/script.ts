@@ -124,7 +124,7 @@ export type ScriptType = 'CONSTRUCT' | 'DESCRIBE';
 
 /**
  * A slash command's script: a read query of exactly the declared form
- * (DESIGN.md section 5).
+ * (docs/slash-commands.md).
  */
 export function parseScript(text: string, scriptType: ScriptType): ReadQuery {
   const query = parseReadQuery(text, 'scriptContent');

@@ -4,14 +4,16 @@ import { prefixes } from '../rdf/vocab.js';
 import { iri, literal, sparql } from '../rdf/sparql.js';
 
 /**
- * What a query of one workspace may see (DESIGN.md section 5):
+ * What a query of one workspace may see (docs/slash-commands.md):
  * - `knowledge` (slash commands): the graphs of the workspace's installed
  *   matrices (the packages graph's matrix records, `wsm:graph`, never the
- *   `/derived` graphs) and of its active extensions;
+ *   `/derived` graphs), of its active extensions, and its variables graph
+ *   (the values packages' variables have: docs/secrets.md);
  * - `all` (the administrators' SPARQL endpoint): every graph of the
  *   workspace, the service's records included, plus the workspace's own
  *   record and its members' user records from the system graph.
- * Nothing of another workspace, ever.
+ * Nothing of another workspace, ever, and no secret value: those live in a
+ * graph outside the workspace's prefix (`Graphs.secretValues`).
  */
 export type ViewKind = 'knowledge' | 'all';
 
@@ -39,6 +41,7 @@ export class WorkspaceViews {
         if (name.startsWith(`${prefix}matrices/`) && !name.endsWith('/derived')) names.add(name);
       }
     }
+    names.add(this.graphs.variables(workspaceId));
     return [...names].sort();
   }
 

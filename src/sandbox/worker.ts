@@ -112,8 +112,7 @@ function* snapshotBlocks(file: string, graphs: Set<string>): Generator<string> {
  * blank node shared by blocks stays one node, as in the service's store).
  * Loads here run in a transaction: Oxigraph's load without one
  * (`no_transaction`) left the worker's memory about half as large again
- * (measured with a million quads: RSS +520 MiB against +340 MiB, in no
- * more time), and WebAssembly memory never shrinks.
+ * (docs/figures.md), and WebAssembly memory never shrinks.
  */
 function loadFromSnapshot(file: string, graphs: string[]): void {
   store.load(snapshotBlocks(file, new Set(graphs)), { format: 'application/trig', lenient: true });
@@ -338,7 +337,7 @@ async function graphResult(msg: RunMessage): Promise<RunResult> {
   if (msg.format !== 'application/n-triples' && msg.format !== 'text/turtle') {
     // The default answer: the engine writes the JSON-LD of the query's triples (in WebAssembly), and
     // `distinctJsonLd` drops repeats; `compactNodes` gives it the query's prefixes. Loading the distinct
-    // triples into a scratch store to write them out took as long as the query (99,000 triples).
+    // triples into a scratch store to write them out would cost about as much as the query (docs/figures.md).
     const options = { ...queryOptions(msg), results_format: 'application/ld+json' };
     const answer = withinLimit(msg, (text) => {
       const nodes = distinctJsonLd(store.query(text, options) as string, msg.maxResults);

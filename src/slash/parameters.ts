@@ -5,7 +5,7 @@ import { isValidIri } from '../rdf/sparql.js';
 import type { BoundTerm } from '../sandbox/bind.js';
 
 /**
- * Declared parameters of a slash command (DESIGN.md section 11) and the
+ * Declared parameters of a slash command (docs/slash-commands.md, "Parameters") and the
  * arguments of one execution, turned into RDF terms.
  */
 

@@ -34,7 +34,7 @@ function executionReply(execution: Execution, mediaType: (typeof EXECUTION_TYPES
   return { headers, raw: { contentType: 'application/json', body: `${head.slice(0, -2)},"result":${execution.body}}}` } };
 }
 
-/** Slash commands C1 to C5 (INTERFACE.md) and their execution (DESIGN.md section 5). */
+/** Slash commands C1 to C5 and their execution (docs/api.md; docs/slash-commands.md). */
 export function slashCommandRoutes(commands: SlashCommandService, workspaces: WorkspaceService, users: UserService): RouteDef[] {
   const tag = 'Slash commands';
   const caller = async (auth: AuthContext) => {

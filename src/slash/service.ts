@@ -25,7 +25,7 @@ const wireTerm = (t: BoundTerm): WireTerm => (t.termType === 'NamedNode'
   ? { kind: 'iri', value: t.value }
   : { kind: 'literal', value: t.value, ...(t.language ? { language: t.language } : { datatype: t.datatype.value }) });
 
-/** The Slash command shape of INTERFACE.md. */
+/** The slash command shape (docs/api.md). */
 export interface SlashCommand {
   id: string;
   alias: string;
@@ -33,7 +33,7 @@ export interface SlashCommand {
   interpretation: string | null;
   scriptType: ScriptType;
   scriptContent: string;
-  /** Declared parameters, in declaration order (DESIGN.md section 11). */
+  /** Declared parameters, in declaration order (docs/slash-commands.md, "Parameters"). */
   parameters: Parameter[];
   workspaceId: string;
   owner: User;
@@ -52,7 +52,7 @@ export const ALIAS_MAX = 64;
 const ALIAS_PATTERN = /^[A-Za-z0-9_:-]+$/;
 const SCRIPT_TYPES: readonly ScriptType[] = ['CONSTRUCT', 'DESCRIBE'];
 
-/** DESIGN.md section 5: 1 to 64 letters, digits, `-`, `_`, `:`; no leading slash. */
+/** An alias: 1 to 64 letters, digits, `-`, `_`, `:`; no leading slash. */
 export function checkAlias(alias: string): void {
   if (alias.startsWith('/')) {
     throw badRequest(`alias is given without a leading slash: use ${JSON.stringify(alias.replace(/^\/+/, ''))}, not ${JSON.stringify(alias)}`);
@@ -259,7 +259,7 @@ export class SlashCommandService {
       body.description != null ? sparql`${c} wsm:description ${literal(body.description)} .` : '',
       body.interpretation != null ? sparql`${c} wsm:interpretation ${literal(body.interpretation)} .` : '',
     ].join('\n');
-    // A conditional write: applied only while no command of the workspace has the alias (docs/architecture.md).
+    // A conditional write: applied only while no command of the workspace has the alias (docs/store.md).
     const applied = await this.store.writeIf({ ask: this.aliasAsk(ws, alias), expect: false }, [{ kind: 'update', sparql: sparql`${prefixes}
       INSERT DATA { GRAPH ${g} {
         ${c} a wsm:SlashCommand ; wsm:id ${literal(id)} ; wsm:alias ${literal(alias)} ;

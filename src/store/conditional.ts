@@ -1,6 +1,6 @@
 /**
  * The shape of an invariant site kept by a conditional write
- * (docs/architecture.md, "Invariant sites"): an attempt runs its checks
+ * (docs/store.md, "Invariant sites"): an attempt runs its checks
  * (which throw the answer a request gets when the invariant forbids it: 404,
  * 409, ...), then `writeIf` with a condition that says those checks still
  * hold. When the condition failed, another request changed the state in

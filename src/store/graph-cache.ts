@@ -1,7 +1,7 @@
 import type { QuadStore } from './store.js';
 
 /**
- * The one read cache of the service (docs/architecture.md, the cache rule).
+ * The one read cache of the service (docs/store.md, the cache rule).
  * An entry remembers the graphs its read depends on and their revisions
  * (`QuadStore.revision`) when the read started; it is answered only while
  * none of those revisions has moved. A value whose graphs' revisions moved

@@ -6,7 +6,7 @@ const WSM = 'https://w3id.org/wsm/ns#';
 
 /**
  * The lease of one service instance on a store shared by several instances
- * (the remote store, DESIGN.md section 9; docs/architecture.md, "Command
+ * (the remote store, docs/remote-store.md; docs/store.md, "Command
  * leases"). The instance's record in the instances graph
  * (`<base>store/instances`, never listed among the service's graphs) holds
  * the time its lease ends (`wsm:leaseExpiresAt`, milliseconds since the

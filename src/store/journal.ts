@@ -24,9 +24,8 @@ export function encodeRecord(seq: number, ops: readonly JournalOp[]): Buffer {
  * A record holding a load of more characters than this is encoded in slices
  * of this many characters (`encodeRecordInSlices`). Small enough that a
  * slice's JSON stays a young-generation string: V8 allocates strings of more
- * than about 128 KB one by one in its large-object space, and slices of 256K
- * characters made encoding an install's record (47 MB) take 350-430 ms
- * against 190-280 ms so.
+ * than about 128 KB one by one in its large-object space, which makes
+ * encoding a large record markedly slower (docs/figures.md).
  */
 export const ENCODE_SLICE_CHARS = 1 << 15;
 

@@ -24,8 +24,8 @@ const refused = new Set<number>();
 // Each piece goes into a store of its own, freed right after: a piece is
 // whole lines of N-Triples (or a whole text of another format), and a line
 // of N-Triples is accepted or refused on its own, so this accepts exactly
-// what one store holding every piece would. It is twice as fast: 38 MB (an
-// install of 15,000 roles) took 1.7 s into one growing store, 0.75 s so.
+// what one store holding every piece would, in about half the time of one
+// growing store (docs/figures.md).
 port.on('message', (msg: LoadCheckRequest) => {
   if (refused.has(msg.id)) {
     if (msg.last) refused.delete(msg.id);

@@ -120,8 +120,8 @@ export async function* blankNodeSafeSlices(data: string, size: number, pause: ()
   }
   endRun(data.length);
   if (plain.length) yield plain.join('');
-  // Sorted into their groups with pauses too: a validation report has about eight lines per result (a 15,000-result
-  // report held the event loop 160 ms here in one stretch).
+  // Sorted into their groups with pauses too: a validation report has about eight lines per result, and a large
+  // one sorted in one stretch holds the event loop (docs/figures.md).
   const byGroup = new Map<string, string[]>();
   for (const [i, { line, label }] of linked.entries()) {
     const group = groups.group(label);

@@ -16,9 +16,9 @@ export type StoreTestOptions = Pick<DurableStoreOptions, 'journalFileOps' | 'jou
 
 /**
  * Opens the service's store: the embedded Oxigraph store in the data
- * directory, recovered from its snapshot and journal (DESIGN.md section 6),
+ * directory, recovered from its snapshot and journal (docs/store.md),
  * held by a thread of its own (`threaded-store.ts`),
- * or, with `WSM_STORE=sparql`, the remote engine (section 9): no journal and
+ * or, with `WSM_STORE=sparql`, the remote engine (docs/remote-store.md): no journal and
  * no lock then, the engine keeps the data (the issuer key still lives in the
  * data directory).
  */
@@ -34,7 +34,7 @@ export async function openStore(config: Config, logger: Logger, storeOptions: St
     // Fail at start, with the engine's answer, rather than at the first request.
     await store.ask(sparql`ASK { }`);
     await store.checkProcedures();
-    // Several instances may share the engine: this one's lease on the commands it runs (docs/architecture.md).
+    // Several instances may share the engine: this one's lease on the commands it runs (docs/store.md).
     await store.startLease(config.WSM_LEASE_MS, (message, details) => logger.warn(details ?? {}, message));
     logger.info({ store: 'sparql', queryUrl: config.WSM_SPARQL_QUERY_URL, dialect: config.WSM_SPARQL_DIALECT }, 'using the remote SPARQL engine');
     return store;

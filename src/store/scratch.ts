@@ -3,8 +3,8 @@ import oxigraph from 'oxigraph';
 /**
  * Frees a store's WebAssembly memory now. Left to the garbage collector, a
  * store is freed only when its JavaScript wrapper is finalized, and until
- * then every new store grows the engine's heap: a throwaway store per write
- * cost about 110 us with the collector freeing it and 50 us freed at once.
+ * then every new store grows the engine's heap, and a throwaway store per
+ * write costs about twice as much (docs/figures.md).
  * The store must not be used afterwards.
  */
 export function freeStore(store: oxigraph.Store): void {

@@ -1,6 +1,6 @@
 /**
  * Exclusive sections by key, within one process: a section runs once every
- * earlier section of the same key has settled (docs/architecture.md,
+ * earlier section of the same key has settled (docs/store.md,
  * "Invariant sites"). Both stores' `exclusive` use it.
  */
 export class ExclusiveSections {

@@ -1,6 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { Parser, type Quad, type Term } from 'n3';
 import { BlankNodeGroups } from '../rdf/blank-node-groups.js';
+import { quotedString } from '../rdf/sparql.js';
 import { StoreUnreachableError } from './store.js';
 import { DEADLOCK_RETRIES, EngineRequestError, isDeadlock, sendEngineRequest, type EngineRequest } from './engine-request.js';
 
@@ -140,10 +141,12 @@ export class SparqlClient {
  */
 export const READ_COMMITTED = 'define sql:table-option "isolation read committed"';
 
-/** A SPARQL long string literal holding any text. */
-export function stringLiteral(text: string): string {
-  return `"${text.replace(/\\/g, '\\\\').replace(/"/g, '\\"').replace(/\n/g, '\\n').replace(/\r/g, '\\r')}"`;
-}
+/**
+ * A SPARQL string literal holding any text, escaped as the `sparql` tag
+ * escapes literals: no control character reaches the engine raw (Virtuoso
+ * stops reading a request at a raw U+0000).
+ */
+export const stringLiteral = quotedString;
 
 function termText(term: Term, bnodes: Map<string, string>): string {
   switch (term.termType) {

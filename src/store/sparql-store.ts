@@ -21,7 +21,7 @@ const PROCEDURES_VERSION = 2;
 const MAX_CALL_BYTES = 512 * 1024;
 
 /**
- * The store on a remote SPARQL 1.1 engine (DESIGN.md section 9). The engine
+ * The store on a remote SPARQL 1.1 engine (docs/remote-store.md). The engine
  * holds the data and makes it durable; this process keeps no copy and no
  * journal.
  *
@@ -172,7 +172,7 @@ export class SparqlStore implements QuadStore {
     }
   }
 
-  /** Registers this instance on the engine and keeps its lease renewed (docs/architecture.md, "Command leases"). */
+  /** Registers this instance on the engine and keeps its lease renewed (docs/store.md, "Command leases"). */
   async startLease(durationMs: number, warn?: (message: string, details?: Record<string, unknown>) => void): Promise<InstanceLease> {
     const lease = new InstanceLease(this, this.base, durationMs, warn);
     lease.dropOrphanStaging = () => this.dropOrphanStaging();
@@ -215,13 +215,12 @@ export class SparqlStore implements QuadStore {
    *   first asks the gate, at read committed (no lock taken or waited for),
    *   and waits while it is closed; then it reads at serializable isolation,
    *   so it sees the large write whole or not at all (a read at read
-   *   committed was measured seeing one half committed). A gate left closed
+   *   committed can see one half committed). A gate left closed
    *   by a writer that died lapses on its own.
    * - The plan epoch. Virtuoso keeps a query's compiled plan by its exact
    *   text and does not compile it again when the data changes: a plan made
-   *   while a graph was empty, used once a large write filled it with
-   *   100,000 triples, was measured 15-35 times slower than a fresh one, and
-   *   in a test run it kept the engine busy past the client's 120 s timeout.
+   *   while a graph was empty, used once a large write filled it, is many
+   *   times slower than a fresh one (docs/remote-store.md).
    *   Each large write's final transaction sets a new epoch in the gate graph;
    *   the gate check reads it, and the read goes with the epoch as a comment
    *   at its end, so plans made before the last large write are not used
@@ -283,7 +282,7 @@ export class SparqlStore implements QuadStore {
   }
 
   /**
-   * Cross-instance freshness (docs/architecture.md, the cache rule): every
+   * Cross-instance freshness (docs/store.md, the cache rule): every
    * write sets a new generation (a fresh UUID) on each graph it declared, in
    * the same engine transaction as its ops. This reads the generations of
    * `graphs` in one query and moves the revision of each graph whose

@@ -11,7 +11,7 @@ import { iri, sparql, type Sparql } from '../rdf/sparql.js';
  *   resolved before the read was made. Nothing may rely on a read and a
  *   later write happening in the same tick: a read's answer may be stale by
  *   the time it arrives (see the test read-delay mode in
- *   docs/architecture.md).
+ *   docs/store.md).
  * - `write(ops)` applies all ops as one atomic, durable change: the returned
  *   promise resolves once the change is on disk (journal fsynced), and a
  *   crash before that loses the whole change, never part of it. The
@@ -137,7 +137,7 @@ export type WriteOp =
  * cross to the store's thread as bytes, and a string is made of them there,
  * so a large text made in a worker thread (an install's graphs:
  * `pipeline-worker.ts`) never becomes a string on the event loop, where
- * making a string of 20 MB took 75-140 ms. `ThreadedStore` lends bytes that
+ * making a large string holds it (docs/figures.md). `ThreadedStore` lends bytes that
  * fill a buffer of their own: moved to its thread for the write and moved
  * back into the op's `data` when the write settles (a failed command writes
  * its report op again); during the write the caller's array is empty.
@@ -204,9 +204,8 @@ export interface QuadStore {
   /**
    * SELECT, for many rows of IRIs: the IRIs `variable` binds, in the
    * query's order (rows where it is unbound or not an IRI give none). The
-   * embedded store reads them from the engine's tab-separated answer: for
-   * 15,000 rows its JSON answer took 56-113 ms on the event loop, the
-   * tab-separated one 23-31 ms.
+   * embedded store reads them from the engine's tab-separated answer,
+   * about half the event loop's time of its JSON answer (docs/figures.md).
    */
   selectIris(query: Sparql, variable: string, scope?: QueryScope): Promise<string[]>;
   /** ASK. */
@@ -223,7 +222,7 @@ export interface QuadStore {
    * write (of this process or, on a remote engine, of any instance) comes
    * between the check and the apply. Resolves true when applied, false when
    * the condition did not hold (nothing applied, nothing journaled, no
-   * listener told). The invariants of docs/architecture.md ("Invariant
+   * listener told). The invariants of docs/store.md ("Invariant
    * sites") are kept this way.
    */
   writeIf(condition: WriteCondition, ops: WriteInput[]): Promise<boolean>;
@@ -250,7 +249,7 @@ export interface QuadStore {
    * embedded store: every code path that writes what the invariant covers
    * takes the same key. It holds within one process only, so an invariant
    * that must hold across service instances uses `writeIf` instead; the
-   * sites are listed in docs/architecture.md.
+   * sites are listed in docs/store.md.
    */
   exclusive<T>(key: string, fn: () => Promise<T>): Promise<T>;
   /** Flushes and releases resources (journal handle, lock). */
@@ -284,7 +283,7 @@ export interface QuadStore {
   /**
    * This service instance's lease, when several instances may share the
    * store (the remote store): lifecycle commands are claimed under it
-   * (docs/architecture.md, "Command leases"). Absent on the embedded store,
+   * (docs/store.md, "Command leases"). Absent on the embedded store,
    * which one process holds alone.
    */
   readonly instance?: InstanceLease | undefined;

@@ -11,14 +11,14 @@ import type { GraphSources, SnapshotCoverage } from './snapshot-coverage.js';
 import type { Sparql } from '../rdf/sparql.js';
 
 /*
- * The embedded store in a thread of its own (docs/architecture.md, "The
+ * The embedded store in a thread of its own (docs/store.md, "The
  * store's thread"). The durable Oxigraph store, its journal and its
  * snapshots live in a worker thread (`store-worker.ts`); this class is the
  * `QuadStore` the service holds on its event loop, and each call is one
  * message to that thread. The engine's calls are synchronous and some take
- * long (an install's graphs loaded slice by slice, each slice 2 ms to 260 ms
- * when the engine's indexes grow; a SELECT of 15,000 rows; the journal
- * record of 40 MB encoded): there they hold that thread, not the one that
+ * long (an install's graphs loaded slice by slice, a slice far longer when
+ * the engine's indexes grow; a SELECT of many rows; the journal record of
+ * a large write encoded; docs/figures.md): there they hold that thread, not the one that
  * answers `/health` and cached reads.
  *
  * Kept here, on the event loop, because the service reads them
@@ -335,8 +335,8 @@ export class ThreadedStore implements QuadStore, SnapshotCoverage {
 
   /**
    * Sends a write whose loads given as bytes are lent to the store's thread:
-   * their buffers are moved there, not copied (posting 42 MB of bytes took
-   * up to 130 ms of the event loop, moving them nothing), and moved back
+   * their buffers are moved there, not copied (a copy holds the event loop,
+   * a move does not: docs/figures.md), and moved back
    * with the answer, when each op's `data` is set to its bytes again (a
    * failed command writes its report again). Bytes that share their buffer
    * with other data (a slice of Node's pool) are copied instead.

@@ -10,8 +10,8 @@ import { GraphCache } from '../store/graph-cache.js';
  * username: code point order; usernames are unique), as user IRIs.
  *
  * Ordering needs every member: the store cannot give the first page by
- * username without reading and sorting all of them (~50 ms at 10,000
- * members). So the order is kept in the service's read cache (`GraphCache`)
+ * username without reading and sorting all of them (docs/figures.md).
+ * So the order is kept in the service's read cache (`GraphCache`)
  * while the two graphs it reads keep their revisions: the workspace's IAM
  * graph (memberships) and the system graph (usernames). The page's records
  * are read fresh. At most `capacity` workspaces are kept (least recently

@@ -9,7 +9,7 @@ import { cachedStableId } from '../rdf/ids.js';
 import type { AuthContext } from '../auth/context.js';
 import type { Binding } from '../store/store.js';
 
-/** The User shape of INTERFACE.md. */
+/** The User shape (docs/api.md). */
 export interface User {
   id: string;
   username: string;

@@ -7,9 +7,8 @@ export const WORKER_NICE = 10;
 /**
  * Makes the calling worker thread give way to the service's event loop: a
  * worker loading a million quads, or running a long query, keeps a core
- * busy for seconds, and on a machine with few cores the event loop then
- * waited for a turn (`/health` at 100 ms and more while 5 executions
- * started on a 1M-quad workspace). Linux gives each thread its own
+ * busy for seconds, and on a machine with few cores the event loop would
+ * wait for a turn (docs/figures.md). Linux gives each thread its own
  * niceness: the thread id is read from `/proc/thread-self`. Elsewhere, or
  * when refused, the thread keeps the process's priority.
  */

@@ -4,7 +4,7 @@ import { userSchema } from '../users/schema.js';
 import type { WorkspaceService } from './service.js';
 import { createWorkspaceBody, memberParams, putMemberBody, workspaceParams, workspaceSchema } from './schema.js';
 
-/** Workspace and membership endpoints (DESIGN.md section 3, beyond INTERFACE.md). */
+/** Workspace and membership endpoints (docs/api.md, "Workspaces"; docs/iam.md). */
 export function workspaceRoutes(workspaces: WorkspaceService): RouteDef[] {
   const tag = 'Workspaces';
   return [

@@ -20,7 +20,7 @@ export interface Workspace {
   updatedAt: string;
 }
 
-/** What the caller may do in one workspace (DESIGN.md section 3). */
+/** What the caller may do in one workspace (docs/iam.md, "Access"). */
 export interface WorkspaceAccess {
   workspace: Workspace;
   /** The caller's user record (null for a system admin who never called before). */
@@ -105,7 +105,7 @@ export class WorkspaceService {
     if (auth.systemAdmin) return this.query('', 'ORDER BY ?slug');
     const userIri = iri(this.users.userIri(this.users.idOf(auth.username)));
     // The caller's principals first (a lookup by actor), as a subquery: joined the other way round,
-    // every workspace's principals were read (11 ms with 10,000 members).
+    // every workspace's principals are read.
     return this.query('', 'ORDER BY ?slug', sparql`{ SELECT DISTINCT ?w WHERE { GRAPH ?iam { ?p wsm:actor ${userIri} ; a wsm:Principal ; wsm:workspace ?w }
       GRAPH ${iri(this.graphs.system)} { ?w wsm:id ?wid } FILTER (?iam = IRI(CONCAT(${literal(`${this.graphs.base}workspaces/`)}, STR(?wid), "/iam"))) } }`);
   }
@@ -214,7 +214,7 @@ export class WorkspaceService {
    * administrator status from `userId` leaves the workspace at least one
    * administrator: the user is not one (neither the owner nor a holder of
    * the built-in role), or another member is. The condition of every write
-   * that could remove the last administrator (docs/architecture.md).
+   * that could remove the last administrator (docs/store.md).
    */
   keepsAnAdministrator(workspace: Workspace, userId: string): Sparql {
     const iam = iri(this.graphs.iam(workspace.id));
@@ -236,7 +236,7 @@ export class WorkspaceService {
   /**
    * Adds or updates a member (creating the user record if needed); `admin`
    * grants or revokes the built-in role. Revoking is a conditional write
-   * that keeps an administrator (docs/architecture.md, "Invariant sites").
+   * that keeps an administrator (docs/store.md, "Invariant sites").
    */
   putMember(workspace: Workspace, username: string, input: UserProfile & { admin?: boolean }, caller: AuthContext, now = new Date()): Promise<User> {
     return untilApplied(() => this.putMemberOnce(workspace, username, input, caller, now),

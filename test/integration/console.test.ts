@@ -8,7 +8,7 @@ import { bigMatrixTurtle, waitForCommand } from '../helpers/lifecycle.js';
 import { artifactDir, CHROMIUM_FLAGS, findChromium } from '../helpers/browser.js';
 
 /**
- * The web console (DESIGN.md section 11) driven in Debian's headless
+ * The web console (docs/console.md) driven in Debian's headless
  * Chromium against a real server: each flow a person would follow, checked
  * against what the public API then answers. One screenshot per page goes to
  * test-artifacts/console/.

@@ -245,7 +245,7 @@ describe('extensions: deployment with real packages', function () {
     };
     return { roles, agents, rolesOf };
   };
-  /** Agents a slash command sees (installed matrices and active extensions only, DESIGN.md section 5). */
+  /** Agents a slash command sees (installed matrices and active extensions only, docs/slash-commands.md). */
   const agentsSeen = async () => {
     const res = await t.http.post('/api/v1/commands/acme/alias/agents/execute').set(bearer(tokens.member)).set('Accept', 'application/n-triples');
     expect(res.status).to.equal(200);

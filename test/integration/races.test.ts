@@ -8,12 +8,12 @@ import { OxigraphStore } from '../../src/store/oxigraph-store.js';
 import { sparql, iri, raw } from '../../src/rdf/sparql.js';
 
 /*
- * Invariant sites (docs/architecture.md): racing requests fired in parallel
+ * Invariant sites (docs/store.md): racing requests fired in parallel
  * over HTTP against a real server; exactly the allowed outcome happens. CI
  * also runs these in the test read-delay mode, where every read yields to
  * the others. Each test here fails when its site's protection (the
  * conditional write, or the command runner's reservation) is taken away
- * and the suite runs in that mode; docs/architecture.md lists which.
+ * and the suite runs in that mode; docs/store.md lists which.
  */
 const statuses = (responses: Array<{ status: number }>) => responses.map((r) => r.status).sort((a, b) => a - b);
 const WSM = 'https://w3id.org/wsm/ns#';

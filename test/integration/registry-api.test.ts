@@ -4,7 +4,7 @@ import supertest from 'supertest';
 import { bearer, removeDir, startTestServer, tempDir, type TestServer } from '../helpers/server.js';
 import { tinyPackage, sampleMatrixTurtle } from '../helpers/packages.js';
 
-/** The registry API the service hosts (DESIGN.md section 10), over HTTP. */
+/** The registry API the service hosts (docs/packages.md), over HTTP. */
 describe('hosted registry API', function () {
   this.timeout(120_000);
   let t: TestServer;

@@ -4,7 +4,7 @@ import { startTestServer, removeDir, bearer, seedWorkspace, type TestServer } fr
 import { installMatrices } from '../helpers/installs.js';
 
 /**
- * DESIGN.md section 11: the result limit counts distinct triples (rows for
+ * docs/slash-commands.md, "Limits": the result limit counts distinct triples (rows for
  * SELECT). An answer is complete with `truncated: false`, or holds exactly
  * the limit with `truncated: true`. Each case is checked against the full
  * answer, computed without any limit by Oxigraph over the same Turtle (or,

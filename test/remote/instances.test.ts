@@ -25,7 +25,7 @@ const instanceEnv = (settings: SparqlEndpointOptions): Record<string, string> =>
 });
 
 /**
- * Several service instances on one engine (DESIGN.md section 9; issue 15):
+ * Several service instances on one engine (docs/remote-store.md; issue 15):
  * three instances share one data directory (the token issuer's key) and one
  * Virtuoso; racing requests are spread over them, and one more instance runs
  * as a child process so it can be killed.

@@ -8,7 +8,7 @@ import { tempDir, content } from './helpers.js';
 import { sparql, raw, literal } from '../../src/rdf/sparql.js';
 
 /**
- * Conditional writes (`QuadStore.writeIf`, docs/architecture.md "Invariant
+ * Conditional writes (`QuadStore.writeIf`, docs/store.md "Invariant
  * sites"): the condition is evaluated on the very state the write applies
  * to, and the store says whether it applied.
  */

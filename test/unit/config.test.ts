@@ -8,6 +8,7 @@ describe('config', () => {
     expect(config.HOST).to.equal('127.0.0.1');
     expect(config.WSM_REGISTRY).to.equal('self');
     expect(config.dataDir).to.match(/data$/);
+    expect(config.WSM_MAX_EVENT_STREAMS).to.equal(10);
   });
 
   const bad: Array<[string, string]> = [
@@ -26,6 +27,9 @@ describe('config', () => {
     ['WSM_SNAPSHOT_JOURNAL_MB', '0'],
     ['WSM_SNAPSHOT_JOURNAL_MB', '65'],
     ['WSM_SNAPSHOT_JOURNAL_MB', 'lots'],
+    ['WSM_MAX_EVENT_STREAMS', '0'],
+    ['WSM_MAX_EVENT_STREAMS', '10001'],
+    ['WSM_MAX_EVENT_STREAMS', '2.5'],
   ];
   for (const [name, value] of bad) {
     it(`stops on ${name}=${value} with a message naming the setting`, () => {

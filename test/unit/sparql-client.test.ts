@@ -2,8 +2,14 @@ import { expect } from 'chai';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { SparqlStore } from '../../src/store/sparql-store.js';
-import { READ_COMMITTED, type SparqlDialect } from '../../src/store/sparql-client.js';
-import { sparql } from '../../src/rdf/sparql.js';
+import oxigraph from 'oxigraph';
+import { READ_COMMITTED, insertOperations, type SparqlDialect } from '../../src/store/sparql-client.js';
+import { literal, sparql } from '../../src/rdf/sparql.js';
+
+/** Text that is hard to carry in a literal: every C0 control, DEL, quotes, backslash, line and paragraph separators, NEL. */
+const SPECIAL = [...Array.from({ length: 0x20 }, (_, i) => String.fromCharCode(i)), '\u007f', '"', "'", '\\', '\u2028', '\u2029', '\u0085'];
+/** A raw control character (C0 or DEL) in request text, but the line feeds between its lines. */
+const RAW_CONTROL = /[\u0000-\u0009\u000b-\u001f\u007f]/;
 
 /**
  * What the remote store sends for its reads and writes (no engine: a local
@@ -125,10 +131,43 @@ describe('remote store requests (no engine)', () => {
     expect(sent.slice(0, -1).some((q) => q.includes('queryPlanEpoch'))).to.equal(false);
   });
 
+  it('virtuoso: a load of literals holding control characters sends none of them raw, small or staged', async () => {
+    const s = store('virtuoso');
+    const specials = SPECIAL.map((c, i) => `<urn:special:${i}> <urn:p:v> ${literal(`a${c}b`).__sparql} .\n`).join('');
+    await s.write([{ kind: 'load', graph: 'https://t.example/small', format: 'application/n-triples', data: specials }]);
+    let data = specials;
+    for (let i = 0; i < 12_000; i++) data += `<urn:l:${i}> <urn:p:n> "value ${i} of a load large enough to be staged" .\n`;
+    await s.write([{ kind: 'load', graph: 'https://t.example/big', format: 'application/n-triples', data }]);
+    const writes = sent.filter((q) => q.includes('WSM_APPLY'));
+    expect(writes.filter((q) => q.includes('urn:special:0'))).to.have.length(2);
+    for (const q of writes) expect(RAW_CONTROL.test(q), q.slice(0, 200)).to.equal(false);
+  });
+
   it('standard dialect: reads go as they are', async () => {
     const s = store('standard');
     await s.select(sparql`SELECT ?n WHERE { ?s ?p ?n }`);
     await s.ask(sparql`ASK { ?s ?p ?o }`);
     expect(sent).to.deep.equal(['SELECT ?n WHERE { ?s ?p ?n }', 'ASK { ?s ?p ?o }']);
   });
+});
+
+describe('remote store load operations (insertOperations)', () => {
+  for (const format of ['application/n-triples', 'text/turtle'] as const) {
+    it(`carry every special character of a ${format} literal escaped, and a store reads each back unchanged`, () => {
+      // Turtle also takes the characters it allows raw in a long string (all but the backslash) as they are.
+      const object = (c: string) => (format === 'text/turtle' && c !== '\\' && c !== '"' ? `"""a${c}b"""` : literal(`a${c}b`).__sparql);
+      const data = SPECIAL.map((c, i) => `<urn:special:${i}> <urn:p:v> ${object(c)} .\n`).join('')
+        + '_:x <urn:p:v> ' + literal(`bnode${SPECIAL.join('')}`).__sparql + ' .\n';
+      const ops = insertOperations('urn:g', data, format);
+      for (const op of ops) expect(RAW_CONTROL.test(op), op).to.equal(false);
+      const store = new oxigraph.Store();
+      for (const op of ops) store.update(op);
+      for (const [i, c] of SPECIAL.entries()) {
+        const [quad] = store.match(oxigraph.namedNode(`urn:special:${i}`), null, null, null);
+        expect(quad?.object.value, `character U+${c.charCodeAt(0).toString(16).padStart(4, '0')}`).to.equal(`a${c}b`);
+      }
+      const [bnode] = store.match(null, null, null, null).filter((q) => q.subject.termType === 'BlankNode');
+      expect(bnode!.object.value).to.equal(`bnode${SPECIAL.join('')}`);
+    });
+  }
 });

@@ -15,6 +15,17 @@ describe('rdf/sparql escaping', () => {
     });
   }
 
+  it('writes every C0 control and DEL escaped (no raw control character in the text), and a store reads each back', () => {
+    for (let code = 0; code <= 0x7f; code = code === 0x1f ? 0x7f : code + 1) {
+      const text = `a${String.fromCharCode(code)}b`;
+      const built = sparql`INSERT DATA { GRAPH ${iri('urn:g')} { ${iri('urn:s')} ${iri('urn:p')} ${literal(text)} } }`;
+      expect(/[\u0000-\u001f\u007f]/.test(built), `U+${code.toString(16)}`).to.equal(false);
+      const store = new oxigraph.Store();
+      store.update(built);
+      expect(store.match(null, null, null, null)[0]!.object.value).to.equal(text);
+    }
+  });
+
   it('refuses IRIs that would break out of <...>', () => {
     for (const bad of ['urn:x> <y', 'urn:a b', 'relative/path', '', 'urn:x{']) {
       expect(() => iri(bad), bad).to.throw(/IRI/);
