@@ -1,14 +1,15 @@
 import type { RequestListener } from 'node:http';
-import express, { type Request, type Response } from 'express';
+import express, { type Request, type RequestHandler, type Response } from 'express';
 import swaggerUi from 'swagger-ui-express';
 import type { Config } from './config.js';
 import type { Logger } from './logger.js';
 import type { QuadStore } from './store/store.js';
 import { Graphs } from './rdf/graphs.js';
 import { ApiRegistry, type Access } from './http/api.js';
-import { forbidden } from './errors.js';
+import { AppError, forbidden } from './errors.js';
 import { errorHandler, notFoundHandler } from './http/errors.js';
 import { requestLogger } from './http/request-log.js';
+import { pagePolicy, setSecurityHeaders } from './http/security-headers.js';
 import { bearerToken } from './auth/tokens.js';
 import type { AuthContext } from './auth/context.js';
 import { UserService } from './users/service.js';
@@ -119,7 +120,7 @@ export function buildRegistry(services: Services): ApiRegistry {
   registry.add(...iamRoutes(services.workspaces, services.iam));
   registry.add(...slashCommandRoutes(services.slashCommands, services.workspaces, services.users));
   registry.add(...apiKeyRoutes(services.apiKeys));
-  registry.add(...mcpRoutes({ commands: services.slashCommands, sandbox: services.sandbox }));
+  registry.add(...mcpRoutes({ commands: services.slashCommands, sandbox: services.sandbox, maxBodyBytes: services.config.WSM_MAX_BODY_BYTES }));
   registry.add(...secretsRoutes(services.secrets));
   registry.add(...registryRoutes(services.hostedRegistry, { maxUploadBytes: services.config.WSM_MAX_UPLOAD_BYTES }));
   registry.add(...sparqlRoutes(services.sandbox, services.workspaces, services.config.WSM_MAX_BODY_BYTES, services.queryParser));
@@ -143,7 +144,7 @@ export function createApp(services: Services): RequestListener {
   app.use(countRequest);
 
   const registry = buildRegistry(services);
-  const openapi = registry.openapi({ title: 'Workspace management service', version: '1.0.0' });
+  const openapi = registry.openapi({ title: 'Workspace management service', version: '1.0.0', license: { name: 'Apache-2.0', identifier: 'Apache-2.0' } });
   const authenticate = async (req: Request): Promise<AuthContext> => {
     // An API key instead of a bearer token (docs/iam.md, "API keys"); a bearer token wins when both are sent.
     const apiKey = req.headers['x-api-key'];
@@ -196,13 +197,23 @@ export function createApp(services: Services): RequestListener {
   });
 
   app.get('/api/v1/openapi.json', (_req, res) => { res.json(openapi); });
-  app.use('/docs', swaggerUi.serve, swaggerUi.setup(openapi, { customSiteTitle: 'Workspace service API' }));
+  // Swagger UI's page has inline style blocks and sets style attributes.
+  const docsPolicy = pagePolicy("style-src 'self' 'unsafe-inline'");
+  const docsHeaders: RequestHandler = (_req, res, next) => { res.setHeader('Content-Security-Policy', docsPolicy); next(); };
+  app.use('/docs', docsHeaders, swaggerUi.serve, swaggerUi.setup(openapi, { customSiteTitle: 'Workspace service API' }));
   // The web console: static files, bundled on first request (src/console/assets.ts).
   app.use(consoleRouter());
 
   app.use(router);
   // Unknown paths still need a valid token, so probing reveals nothing.
   app.use((req, _res, next) => { authenticate(req).then(() => next(), next); });
+  // A path of the API with another method: 405 naming the methods it has (RFC 9110, section 15.5.6).
+  app.use((req, res, next) => {
+    const allow = dispatcher.allowed(req);
+    if (allow.length === 0) return next();
+    res.setHeader('Allow', allow.join(', '));
+    next(new AppError('METHOD_NOT_ALLOWED', `${req.method} is not a method of ${req.path}; it answers ${allow.join(', ')}`));
+  });
   app.use(notFoundHandler);
   const handleError = errorHandler(logger);
   app.use(handleError);
@@ -223,6 +234,7 @@ export function createApp(services: Services): RequestListener {
     };
   };
   return (incoming, outgoing) => {
+    setSecurityHeaders(outgoing);
     const found = dispatcher.find(incoming);
     if (!found) {
       app(incoming, outgoing);

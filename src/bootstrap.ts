@@ -89,13 +89,38 @@ async function alreadyThere<T>(created: Promise<T>): Promise<T | undefined> {
   }
 }
 
+/** The demo workspace's slash command (README, "Run a slash command"): docs/slash-commands.md's `/roles-of-agent`. */
+export const DEMO_COMMAND = {
+  alias: 'roles-of-agent',
+  scriptType: 'CONSTRUCT' as const,
+  description: 'Every agent with the roles its specification gives it, with labels',
+  interpretation: 'Each agent with the roles its specification gives it.',
+  scriptContent: `PREFIX iam: <https://poliglot.io/os/spec/iam#>
+PREFIX rdfs: <http://www.w3.org/2000/01/rdf-schema#>
+CONSTRUCT {
+  ?agent a iam:Agent ; rdfs:label ?agentLabel ; iam:hasRole ?role .
+  ?role rdfs:label ?roleLabel .
+}
+WHERE {
+  ?agent a iam:Agent ; iam:hasRole ?role .
+  OPTIONAL { ?agent rdfs:label ?agentLabel }
+  OPTIONAL { ?role rdfs:label ?roleLabel }
+}`,
+};
+
+async function createDemoCommand(services: Services): Promise<void> {
+  const access = await services.workspaces.requireAdmin({ username: DEMO_ADMIN, systemAdmin: false, profile: {} }, DEMO_SLUG);
+  await services.slashCommands.create(access, access.user!, DEMO_COMMAND);
+}
+
 /**
  * First start: with an empty store (and WSM_DEMO not false), create the
- * `demo` workspace owned by `admin`, and mint a token for it. Every step is
- * idempotent across instances: instances started together on one remote
- * engine all find the store empty, one creates each record (a conditional
- * write), and the others find it created and carry on, each printing a
- * token as the first start does.
+ * `demo` workspace owned by `admin`, with the slash command `/roles-of-agent`,
+ * and mint a token for it. Every step is idempotent across instances:
+ * instances started together on one remote engine all find the store
+ * empty, one creates each record (a conditional write), and the others
+ * find it created and carry on, each printing a token as the first start
+ * does.
  */
 export async function bootstrap(services: Services): Promise<BootstrapResult> {
   const { config, workspaces, logger } = services;
@@ -106,6 +131,7 @@ export async function bootstrap(services: Services): Promise<BootstrapResult> {
   const ws = await alreadyThere(workspaces.create({ slug: DEMO_SLUG, name: 'Demo workspace', owner: DEMO_ADMIN }));
   if (ws) logger.info({ workspace: ws.slug, owner: DEMO_ADMIN }, 'first start: created the demo workspace');
   else logger.info({ workspace: DEMO_SLUG }, 'first start: the demo workspace was created by another instance starting at the same time');
+  await alreadyThere(createDemoCommand(services));
   if (config.WSM_OIDC_ISSUER) return examples.length ? { examples } : {};
   const demoToken = await mintToken(config.dataDir, DEMO_ADMIN, { systemAdmin: true, ttlSeconds: config.WSM_TOKEN_TTL });
   return { demoToken, ...(examples.length ? { examples } : {}) };

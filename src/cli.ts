@@ -25,9 +25,10 @@ Commands:
       --publisher P             the publisher (default for a service: the one the caller owns)
       --registry DIR            copy into a directory registry as DIR/P/<name>/<version>.tgz instead
       --dry-run                 check only, store nothing
-  journal accept-loss           when the service refuses to start because its journal is damaged with
-                                valid records after the damage: cut the journal at the damage, keeping
-                                the cut bytes beside it, and print what was dropped (stop the service first)
+  journal accept-loss           when the service refuses to start because its journal is damaged (a whole
+                                record that fails its checksum, or valid records after the damage): cut
+                                the journal at the damage, keeping the cut bytes beside it, and print
+                                what was dropped (stop the service first)
 ${TRANSFER_USAGE}  help                          this text
 `;
 
@@ -79,6 +80,8 @@ async function serve(): Promise<void> {
           `  curl -X POST -H "Authorization: Bearer <token>" -H "Content-Type: application/json" -d '{}' ` +
           `${server.url}/api/v1/packages/demo/registry/${server.bootstrap.examples.find((e) => e.endsWith('/incident-response')) ?? server.bootstrap.examples[0]}/install\n`
         : '') +
+      `Then run the demo's slash command /roles-of-agent over what it installed:\n` +
+      `  curl -X POST -H "Authorization: Bearer <token>" -H "Accept: text/turtle" ${server.url}/api/v1/commands/demo/alias/roles-of-agent/execute\n` +
       `API docs: ${server.url}/docs\n\n`);
   }
   let stopping = false;
@@ -203,7 +206,7 @@ async function journal(args: string[]): Promise<void> {
   const info = store.replayInfo;
   await store.close();
   if (info.droppedBytes === 0) {
-    process.stdout.write(`Nothing to accept: the journal of ${cfg.dataDir} has no damage followed by valid records (last record ${info.lastSeq}).\n`);
+    process.stdout.write(`Nothing to accept: the journal of ${cfg.dataDir} has no damage to accept (last record ${info.lastSeq}).\n`);
   } else {
     process.stdout.write(`Dropped ${info.droppedBytes} bytes; the store now ends at record ${info.lastSeq}. The service can start again.\n`);
   }

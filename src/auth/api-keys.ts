@@ -2,10 +2,12 @@ import { createHash, randomBytes } from 'node:crypto';
 import type { QuadStore } from '../store/store.js';
 import type { Graphs } from '../rdf/graphs.js';
 import { prefixes } from '../rdf/vocab.js';
-import { sparql, iri, literal, dateTime, boolean, raw } from '../rdf/sparql.js';
+import { sparql, iri, literal, dateTime, boolean, integer, raw } from '../rdf/sparql.js';
 import { newId, UUID_PATTERN } from '../rdf/ids.js';
 import { bool, req, str, optTime, time } from '../rdf/bindings.js';
-import { badRequest, notFound, unauthorized } from '../errors.js';
+import { badRequest, forbidden, notFound, unauthorized } from '../errors.js';
+import { NOT_APPLIED, untilApplied } from '../store/conditional.js';
+import { ExclusiveSections } from '../store/sections.js';
 import type { UserService } from '../users/service.js';
 import type { AuthContext } from './context.js';
 
@@ -13,9 +15,10 @@ import type { AuthContext } from './context.js';
  * API keys (docs/iam.md, "API keys"): a long random secret a user makes to
  * call the API with `X-Api-Key` instead of a bearer token. Only the key's
  * SHA-256 is stored (a `wsm:ApiKey` record in the system graph, see
- * docs/iam.md); the key itself is answered once, at creation. A key acts as
- * its owner, with system administration if the owner had it when making
- * the key. Revoking deletes the record; an expired key is refused.
+ * docs/iam.md); the key itself is answered once, at creation, and only to
+ * a caller with a bearer token. A key acts as its owner, with system
+ * administration if the owner's token had it when making the key. Revoking
+ * deletes the record; an expired key is refused.
  */
 
 export const EXPIRES_IN = {
@@ -51,6 +54,8 @@ const hashOf = (key: string): string => createHash('sha256').update(key, 'utf8')
 export class ApiKeyService {
   /** Key id -> when its lastUsedAt was last written (ms). */
   private readonly lastWritten = new Map<string, number>();
+  /** Creations by user id, one at a time (see `create`). */
+  private readonly creations = new ExclusiveSections();
 
   constructor(
     private readonly store: QuadStore,
@@ -61,15 +66,32 @@ export class ApiKeyService {
 
   private keyIri(id: string): string { return this.graphs.resource('api-key', id); }
 
-  /** Makes a key for the caller; the answer is the only time the key is seen. */
+  /**
+   * Makes a key for the caller; the answer is the only time the key is seen.
+   * Only a bearer token makes keys (403 for a key): a key cannot outlive,
+   * outrank or escape the revocation of the key that would have made it.
+   * The limit per user is kept by the write's condition: racing creations
+   * cannot pass it together.
+   */
   async create(auth: AuthContext, name: string, expiresIn: ExpiresIn): Promise<NewApiKey> {
+    if (auth.apiKeyId !== undefined) {
+      throw forbidden('API keys are made with a bearer token (Authorization: Bearer <token>), not with another API key');
+    }
     const user = await this.users.get({ username: auth.username });
     if (!user) throw unauthorized('The caller has no user record');
     const trimmed = name.trim();
     if (trimmed.length === 0) throw badRequest('name must not be empty');
-    if ((await this.list(auth)).length >= MAX_KEYS_PER_USER) {
-      throw badRequest(`A user may hold at most ${MAX_KEYS_PER_USER} API keys; revoke one first`);
-    }
+    const full = () => badRequest(`A user may hold at most ${MAX_KEYS_PER_USER} API keys; revoke one first`);
+    // One creation per user at a time in this process, so racing creations do not fail each other's
+    // condition (on a remote engine, deadlock each other by the hundred); across instances the
+    // condition alone keeps the limit.
+    return this.creations.run(user.id, () => untilApplied(async () => {
+      if ((await this.list(auth)).length >= MAX_KEYS_PER_USER) throw full();
+      return this.createOnce(this.users.userIri(user.id), auth.systemAdmin, trimmed, expiresIn);
+    }, full));
+  }
+
+  private async createOnce(userIri: string, systemAdmin: boolean, name: string, expiresIn: ExpiresIn): Promise<NewApiKey | typeof NOT_APPLIED> {
     const id = newId();
     const prefix = `wsm_${randomBytes(4).toString('hex')}`;
     const key = `${prefix}_${randomBytes(32).toString('base64url')}`;
@@ -77,13 +99,19 @@ export class ApiKeyService {
     const days = EXPIRES_IN[expiresIn];
     const expiresAt = days === null ? null : new Date(now.getTime() + days * 86_400_000);
     const k = iri(this.keyIri(id));
-    await this.store.update(sparql`${prefixes}INSERT DATA { GRAPH ${iri(this.graphs.system)} {
-      ${k} a wsm:ApiKey ; wsm:id ${literal(id)} ; wsm:name ${literal(trimmed)} ; wsm:keyPrefix ${literal(prefix)} ;
-        wsm:keyHash ${literal(hashOf(key))} ; wsm:owner ${iri(this.users.userIri(user.id))} ;
-        wsm:systemAdmin ${boolean(auth.systemAdmin)} ; wsm:createdAt ${dateTime(now)} .
+    const g = iri(this.graphs.system);
+    const owner = iri(userIri);
+    const roomLeft = sparql`${prefixes}ASK {
+      { SELECT (COUNT(?held) AS ?count) WHERE { GRAPH ${g} { ?held wsm:owner ${owner} ; a wsm:ApiKey } } }
+      FILTER (?count < ${integer(MAX_KEYS_PER_USER)}) }`;
+    const applied = await this.store.writeIf({ ask: roomLeft, expect: true }, [{ kind: 'update', sparql: sparql`${prefixes}INSERT DATA { GRAPH ${g} {
+      ${k} a wsm:ApiKey ; wsm:id ${literal(id)} ; wsm:name ${literal(name)} ; wsm:keyPrefix ${literal(prefix)} ;
+        wsm:keyHash ${literal(hashOf(key))} ; wsm:owner ${owner} ;
+        wsm:systemAdmin ${boolean(systemAdmin)} ; wsm:createdAt ${dateTime(now)} .
       ${raw(expiresAt ? sparql`${k} wsm:expiresAt ${dateTime(expiresAt)} .` : '')}
-    } }`, [this.graphs.system]);
-    return { id, name: trimmed, prefix, key, createdAt: now.toISOString(), expiresAt: expiresAt?.toISOString() ?? null };
+    } }`, graphs: [this.graphs.system] }]);
+    if (!applied) return NOT_APPLIED;
+    return { id, name, prefix, key, createdAt: now.toISOString(), expiresAt: expiresAt?.toISOString() ?? null };
   }
 
   /** The caller's keys, newest first, without the keys themselves. */
@@ -125,7 +153,7 @@ export class ApiKeyService {
     if (expiresAt !== null && new Date(expiresAt).getTime() <= now) throw unauthorized('Invalid API key: it has expired');
     const id = req(row, 'id');
     await this.touch(id, now);
-    return { username: req(row, 'username'), systemAdmin: bool(row, 'systemAdmin') === true, profile: {} };
+    return { username: req(row, 'username'), systemAdmin: bool(row, 'systemAdmin') === true, apiKeyId: id, profile: {} };
   }
 
   /** Records the use, at most once a minute per key. */

@@ -28,9 +28,14 @@ export function apiKeyRoutes(keys: ApiKeyService): RouteDef[] {
       method: 'post', path: '/api/v1/users/me/keys', tag,
       summary: 'Make an API key for the caller; the key is answered once',
       description: 'Send the key as `X-Api-Key: <key>` instead of a bearer token. It acts as the caller, and carries system administration '
-        + 'only if the caller has it now. Only its hash is stored.',
+        + 'only if the caller has it now. Only its hash is stored. Keys are made with a bearer token only: a caller sending an API key is '
+        + 'refused (403). A user holds at most 100 keys.',
       body: createKeyBody,
-      responses: { 201: { description: 'The new key, with `key`', data: newApiKeySchema }, 400: { description: 'Bad name or expiresIn' } },
+      responses: {
+        201: { description: 'The new key, with `key`', data: newApiKeySchema },
+        400: { description: 'Bad name or expiresIn, or the caller already holds 100 keys' },
+        403: { description: 'The caller sent an API key, not a bearer token' },
+      },
       handler: async ({ body, auth }) => ({ status: 201, data: await keys.create(auth, body.name, body.expiresIn) }),
     }),
     defineRoute({

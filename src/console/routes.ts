@@ -1,5 +1,9 @@
 import express, { type Router } from 'express';
 import { consoleAssets } from './assets.js';
+import { pagePolicy } from '../http/security-headers.js';
+
+// CodeMirror and cytoscape set style attributes and style elements.
+const POLICY = pagePolicy("style-src 'self' 'unsafe-inline'");
 
 /**
  * Serves the web console at `/console`. The files hold no data and need no
@@ -7,18 +11,6 @@ import { consoleAssets } from './assets.js';
  * to the public API. The policy keeps the page to this origin: scripts and
  * connections go nowhere else.
  */
-const POLICY = [
-  "default-src 'self'",
-  "script-src 'self'",
-  // CodeMirror and cytoscape set style attributes and style elements.
-  "style-src 'self' 'unsafe-inline'",
-  "img-src 'self' data: blob:",
-  "connect-src 'self'",
-  "frame-ancestors 'none'",
-  "base-uri 'none'",
-  "form-action 'none'",
-].join('; ');
-
 export function consoleRouter(): Router {
   const router = express.Router({ strict: true });
   router.get('/console', (_req, res) => { res.redirect(301, '/console/'); });

@@ -82,6 +82,13 @@ export interface RouteDef<P extends z.ZodType = z.ZodType, Q extends z.ZodType =
   body?: B;
   /** Accepts a body of these non-JSON media types instead (read as text into `body`). */
   textBody?: { mediaTypes: string[]; maxBytes: number };
+  /**
+   * A body of these media types that the handler reads from the request
+   * itself (nothing here reads it): MCP's SDK reads its own, and answers
+   * its own errors (a malformed body is JSON-RPC's parse error, not the
+   * error envelope).
+   */
+  streamBody?: { mediaTypes: string[] };
   multipart?: MultipartSpec;
   /** `none`: anonymous, no token read (the registry's reads); `auth` is then undefined. Default: a token is required. */
   auth?: 'none';
@@ -170,6 +177,9 @@ export function sendJson(req: Request, res: Response, value: unknown): void {
   }
 }
 
+/** What every route that needs credentials answers without valid ones. */
+const UNAUTHORIZED: ResponseSpec = { description: 'No valid bearer token or API key' };
+
 function hasBody(req: Request): boolean {
   const length = req.headers['content-length'];
   return (length !== undefined && length !== '0') || req.headers['transfer-encoding'] !== undefined;
@@ -189,6 +199,8 @@ export interface Dispatcher {
   find(req: IncomingMessage): FoundRoute | null;
   /** Runs a found route's middleware and handler; `next(err)` on a failure, `next()` if none answered. */
   run(found: FoundRoute, req: Request, res: Response, next: NextFunction): void;
+  /** The methods of the routes of a request's path (HEAD with GET), for a 405's `Allow`; none when no route has the path. */
+  allowed(req: IncomingMessage): string[];
 }
 
 export class ApiRegistry {
@@ -298,10 +310,23 @@ export class ApiRegistry {
       router[route.method](pattern, ...chain);
       tree.on(route.method.toUpperCase() as 'GET', pattern, () => {}, { chain, pattern });
     }
-    const find = (req: IncomingMessage): FoundRoute | null => {
+    const pathOf = (req: IncomingMessage): string => {
       const url = req.url ?? '/';
       const end = url.indexOf('?');
-      const path = end === -1 ? url : url.slice(0, end);
+      return end === -1 ? url : url.slice(0, end);
+    };
+    const methods = [...new Set(this.routes.map((r) => r.method.toUpperCase()))].sort();
+    const allowed = (req: IncomingMessage): string[] => {
+      const path = pathOf(req);
+      if (path.includes('%')) return [];
+      const found = methods.filter((m) => {
+        const hit = tree.find(m as 'GET', path);
+        return hit !== null && Object.values(hit.params as Record<string, string>).every((v) => v !== '');
+      });
+      return found.includes('GET') ? [...found, 'HEAD'].sort() : found;
+    };
+    const find = (req: IncomingMessage): FoundRoute | null => {
+      const path = pathOf(req);
       if (path.includes('%')) return null;
       const found = tree.find((req.method === 'HEAD' ? 'GET' : req.method) as 'GET', path);
       if (!found) return null;
@@ -327,11 +352,11 @@ export class ApiRegistry {
       };
       step();
     };
-    return { find, run };
+    return { find, run, allowed };
   }
 
   /** The OpenAPI 3.1 document of every mounted route. */
-  openapi(info: { title: string; version: string }): Record<string, unknown> {
+  openapi(info: { title: string; version: string; license?: { name: string; identifier: string } }): Record<string, unknown> {
     const paths: Record<string, Record<string, unknown>> = {};
     const components: Record<string, unknown> = {};
     // zod puts named schemas (`.meta({ id })`) in a local `$defs`, referenced as `#/$defs/X`; in an OpenAPI
@@ -373,15 +398,17 @@ export class ApiRegistry {
       };
       addParams(route.params, 'path');
       addParams(route.query, 'query');
+      const anonymous = route.tag === 'Health' || route.auth === 'none';
       const operation: Record<string, unknown> = {
         operationId: route.operationId ?? operationIdOf(route.method, route.path),
         summary: route.summary,
         ...(route.description ? { description: route.description } : {}),
         tags: [route.tag],
         parameters,
-        security: route.tag === 'Health' || route.auth === 'none' ? [] : [{ bearerAuth: [] }],
+        // Either credential: a bearer token or an API key (a bearer token wins when both are sent).
+        security: anonymous ? [] : [{ bearerAuth: [] }, { apiKeyAuth: [] }],
         responses: Object.fromEntries(
-          Object.entries(route.responses).map(([status, spec]) => {
+          Object.entries(anonymous || route.responses[401] ? route.responses : { ...route.responses, 401: UNAUTHORIZED }).map(([status, spec]) => {
             const code = Number(status);
             const content: Record<string, unknown> = {};
             if (code < 300) {
@@ -391,7 +418,8 @@ export class ApiRegistry {
             } else {
               content['application/json'] = { schema: errorSchema };
             }
-            for (const media of spec.mediaTypes ?? []) content[media] = { schema: { type: 'string' } };
+            // Parsed as JSON by clients (a JSON-LD document is an object); the other types are text.
+            for (const media of spec.mediaTypes ?? []) content[media] = { schema: media.endsWith('+json') ? { type: 'object', additionalProperties: true } : { type: 'string' } };
             return [status, { description: spec.description, content }];
           }),
         ),
@@ -407,6 +435,8 @@ export class ApiRegistry {
         };
       } else if (route.textBody) {
         operation.requestBody = { required: false, content: Object.fromEntries(route.textBody.mediaTypes.map((m) => [m, { schema: { type: 'string' } }])) };
+      } else if (route.streamBody) {
+        operation.requestBody = { required: true, content: Object.fromEntries(route.streamBody.mediaTypes.map((m) => [m, { schema: {} }])) };
       }
       paths[route.path] ??= {};
       paths[route.path]![route.method] = operation;
@@ -415,7 +445,13 @@ export class ApiRegistry {
       openapi: '3.1.0',
       info,
       servers: [{ url: '/' }],
-      components: { schemas: components, securitySchemes: { bearerAuth: { type: 'http', scheme: 'bearer', bearerFormat: 'JWT' } } },
+      components: {
+        schemas: components,
+        securitySchemes: {
+          bearerAuth: { type: 'http', scheme: 'bearer', bearerFormat: 'JWT' },
+          apiKeyAuth: { type: 'apiKey', in: 'header', name: 'X-Api-Key', description: 'An API key (POST /api/v1/users/me/keys), instead of a bearer token' },
+        },
+      },
       paths,
     };
   }

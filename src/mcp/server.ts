@@ -1,5 +1,5 @@
 import type { Server } from '@modelcontextprotocol/sdk/server/index.js';
-import type { CallToolResult, Tool } from '@modelcontextprotocol/sdk/types.js';
+import type { CallToolResult, JSONRPCMessage, Tool } from '@modelcontextprotocol/sdk/types.js';
 import type { Request, Response } from 'express';
 import { z } from 'zod';
 import { AppError } from '../errors.js';
@@ -86,6 +86,8 @@ const text = (value: string, isError = false): CallToolResult => ({ content: [{ 
 export interface McpDeps {
   commands: SlashCommandService;
   sandbox: QuerySandbox;
+  /** The largest request body read (bytes); a larger one is answered 413. */
+  maxBodyBytes: number;
 }
 
 /** A server for one request of one caller in one workspace. */
@@ -147,19 +149,36 @@ async function runSparql(sandbox: QuerySandbox, access: WorkspaceAccess, args: R
     format: graph ? 'application/ld+json' : 'application/sparql-results+json',
     prefixes: parsed.prefixes,
     union: !parsed.hasDataset,
+    ...parsed.dataset,
   });
   return text(result.body);
 }
 
-/** Answers one MCP POST for the caller, and resolves once the answer is sent. */
-export async function handleMcpPost(deps: McpDeps, access: WorkspaceAccess, req: Request, res: Response, body: unknown): Promise<void> {
+/** "MCP error -32602: " at the start of an error's message. */
+const MCP_PREFIX = /^MCP error -?\d+: /;
+
+/**
+ * An answer with the bare message of its error. The SDK sends an
+ * `McpError`'s message, which its constructor prefixed with
+ * "MCP error <code>: ", and a client's `McpError` prefixes it again
+ * ("MCP error -32602: MCP error -32602: ...").
+ */
+function withBareMessage(message: JSONRPCMessage): JSONRPCMessage {
+  if (!('error' in message) || typeof message.error?.message !== 'string' || !MCP_PREFIX.test(message.error.message)) return message;
+  return { ...message, error: { ...message.error, message: message.error.message.replace(MCP_PREFIX, '') } };
+}
+
+/** Answers one MCP POST for the caller, and resolves once the answer is sent. The SDK reads the request's body. */
+export async function handleMcpPost(deps: McpDeps, access: WorkspaceAccess, req: Request, res: Response): Promise<void> {
   const server = await buildServer(deps, access);
   const { http: { StreamableHTTPServerTransport } } = await sdk();
-  const transport = new StreamableHTTPServerTransport({ sessionIdGenerator: undefined, enableJsonResponse: true });
+  const transport = new StreamableHTTPServerTransport({ sessionIdGenerator: undefined, enableJsonResponse: true, maxRequestBodySize: deps.maxBodyBytes });
+  const send = transport.send.bind(transport);
+  transport.send = (message, options) => send(withBareMessage(message), options);
   const finished = new Promise<void>((resolve) => { res.once('close', resolve); res.once('finish', resolve); });
   try {
     await server.connect(transport);
-    await transport.handleRequest(req, res, body);
+    await transport.handleRequest(req, res);
     if (!res.headersSent) await finished;
   } finally {
     await transport.close().catch(() => {});

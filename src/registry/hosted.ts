@@ -166,7 +166,7 @@ export class HostedRegistry implements Registry {
 
   private async ownedPublisher(auth: AuthContext, slug: string): Promise<Publisher> {
     const p = await this.publisher(slug);
-    if (!p.owners.includes(auth.username)) throw forbidden(`Only the owners of publisher "${slug}" may do this (${p.owners.join(', ')})`);
+    if (!p.owners.includes(auth.username)) throw forbidden(`Only the owners of publisher "${slug}" may do this; "${auth.username}" is not one of them`);
     return p;
   }
 

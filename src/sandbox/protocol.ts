@@ -14,7 +14,7 @@ export { WORKER_NICE } from '../workers/priority.js';
 export type ResultKind = 'graph' | 'bindings' | 'boolean';
 
 /** Media types a worker serializes to. `jsonld-body` is JSON-LD text for embedding in an envelope. */
-export const GRAPH_FORMATS = ['text/turtle', 'application/n-triples', 'application/ld+json'] as const;
+export const GRAPH_FORMATS = ['text/turtle', 'application/n-triples', 'application/ld+json', 'application/rdf+xml'] as const;
 export const BINDINGS_FORMATS = [
   'application/sparql-results+json', 'application/sparql-results+xml', 'text/csv', 'text/tab-separated-values',
 ] as const;
@@ -79,6 +79,7 @@ export type FromWorker =
   | { type: 'result'; id: number; result: RunResult; memory: number }
   /**
    * `query`: the query failed (bad input); `snapshot`: the snapshot file could not be read (nothing was changed);
-   * `unreachable`: the remote engine could not be reached for a graph of `fetch` (that graph is left empty); `internal`: anything else.
+   * `unreachable`: the remote engine could not be reached for a graph of `fetch` (that graph is left empty);
+   * `format`: the result cannot be written in the format asked for (RDF/XML cannot carry every graph); `internal`: anything else.
    */
-  | { type: 'error'; id: number; kind: 'query' | 'snapshot' | 'unreachable' | 'internal'; message: string };
+  | { type: 'error'; id: number; kind: 'query' | 'snapshot' | 'unreachable' | 'format' | 'internal'; message: string };

@@ -40,6 +40,8 @@ const GRAPH_TYPES: Record<string, ResultFormat> = {
   'text/turtle': 'text/turtle',
   'application/n-triples': 'application/n-triples',
   'application/ld+json': 'application/ld+json',
+  // Written only, for clients that ask for it first (SPARQLWrapper, rdflib's SPARQLStore); reading RDF/XML is offered nowhere.
+  'application/rdf+xml': 'application/rdf+xml',
   // N-Triples is plain text; some clients only say text/plain.
   'text/plain': 'application/n-triples',
 };
@@ -118,9 +120,10 @@ export function sparqlRoutes(sandbox: QuerySandbox, workspaces: WorkspaceService
       format,
       prefixes: parsed.prefixes,
       union: !parsed.hasDataset,
+      // The protocol's dataset replaces the query's (FROM / FROM NAMED), as the protocol says.
       ...(request.defaultGraphs.length || request.namedGraphs.length
         ? { defaultGraphs: request.defaultGraphs, namedGraphs: request.namedGraphs }
-        : {}),
+        : parsed.dataset),
     };
     const result = await sandbox.run(access.workspace.id, 'all', run);
     const headers: Record<string, string> = { Vary: 'Accept' };

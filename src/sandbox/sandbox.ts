@@ -75,7 +75,10 @@ export interface QueryRequest {
   prefixes?: Record<string, string>;
   /** Default graph = union of the view's graphs (false when the query names its own dataset). */
   union: boolean;
-  /** SPARQL Protocol dataset (default-graph-uri / named-graph-uri). */
+  /**
+   * The dataset: the SPARQL Protocol's (default-graph-uri / named-graph-uri)
+   * or the query's own (`ReadQuery.dataset`). A graph named twice counts once.
+   */
   defaultGraphs?: string[];
   namedGraphs?: string[];
 }
@@ -677,8 +680,8 @@ export class QuerySandbox {
         ...(knowledge
           ? { defaultGraphs: knowledge, namedGraphs: knowledge }
           : {
-            ...(request.defaultGraphs ? { defaultGraphs: request.defaultGraphs } : {}),
-            ...(request.namedGraphs ? { namedGraphs: request.namedGraphs } : {}),
+            ...(request.defaultGraphs ? { defaultGraphs: [...new Set(request.defaultGraphs)] } : {}),
+            ...(request.namedGraphs ? { namedGraphs: [...new Set(request.namedGraphs)] } : {}),
           }),
       });
       if (answer.type === 'result') {
@@ -687,6 +690,7 @@ export class QuerySandbox {
         if (answer.memory > worker.memoryAfterSync + (this.opts.maxMemoryMb * 2 ** 20) / 2) this.retire(view, worker);
       }
       else if (answer.type === 'error' && answer.kind === 'query') this.settle(job, new AppError('BAD_REQUEST', `The query failed: ${answer.message}`));
+      else if (answer.type === 'error' && answer.kind === 'format') this.settle(job, new AppError('NOT_ACCEPTABLE', answer.message));
       else throw new Error(answer.type === 'error' ? answer.message : `unexpected answer ${answer.type}`);
     } catch (err) {
       if (!job.done && this.closed) {

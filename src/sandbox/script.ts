@@ -16,9 +16,20 @@ export interface ReadQuery {
   prefixes: Record<string, string>;
   /** The query names its own dataset (FROM / FROM NAMED). */
   hasDataset: boolean;
+  /**
+   * That dataset, each graph once (a dataset is a set; the engine reads a
+   * graph named twice twice): run the query with it as the engine's dataset.
+   */
+  dataset?: QueryDataset;
   /** The parsed query, for `limitedText`. */
   parsed: sparqljs.Query;
   text: string;
+}
+
+/** A query's dataset: the graphs merged into its default graph, and its named graphs. */
+export interface QueryDataset {
+  defaultGraphs: string[];
+  namedGraphs: string[];
 }
 
 const MAX_EXPECTED_SHOWN = 6;
@@ -82,6 +93,8 @@ function usesService(node: unknown, seen = new Set<unknown>()): boolean {
   return false;
 }
 
+const distinctNames = (terms: Array<{ value: string }>): string[] => [...new Set(terms.map((t) => t.value))];
+
 /**
  * Parses a read query. Throws a 400 naming the problem for a syntax error
  * (with line and column), an update, LOAD, or SERVICE.
@@ -111,10 +124,12 @@ export function parseReadQuery(text: string, field = 'query'): ReadQuery {
     throw badRequest(`${field} uses SERVICE, which is not allowed: a query sees only the workspace's own graphs`);
   }
   const from = parsed.from;
+  const hasDataset = !!from && (from.default.length > 0 || from.named.length > 0);
   return {
     form: parsed.queryType,
     prefixes: { ...parsed.prefixes },
-    hasDataset: !!from && (from.default.length > 0 || from.named.length > 0),
+    hasDataset,
+    ...(hasDataset ? { dataset: { defaultGraphs: distinctNames(from.default), namedGraphs: distinctNames(from.named) } } : {}),
     parsed,
     text,
   };

@@ -10,6 +10,7 @@ import { giveWayToTheEventLoop } from '../workers/priority.js';
 import { nTriplesSlices } from '../store/ntriples-slices.js';
 import { engineAnswerPieces, EngineRequestError } from '../store/engine-request.js';
 import { withScratchStore } from '../store/scratch.js';
+import { RdfXmlUnwritable, toRdfXml } from './rdfxml.js';
 
 /** Characters of N-Triples handed to the engine at a time when a graph sent as text is loaded. */
 const LOAD_SLICE_CHARS = 256 * 1024;
@@ -334,7 +335,7 @@ function withinLimit<T extends { truncated: boolean }>(msg: RunMessage, collect:
 }
 
 async function graphResult(msg: RunMessage): Promise<RunResult> {
-  if (msg.format !== 'application/n-triples' && msg.format !== 'text/turtle') {
+  if (msg.format === 'application/ld+json') {
     // The default answer: the engine writes the JSON-LD of the query's triples (in WebAssembly), and
     // `distinctJsonLd` drops repeats; `compactNodes` gives it the query's prefixes. Loading the distinct
     // triples into a scratch store to write them out would cost about as much as the query (docs/figures.md).
@@ -351,6 +352,8 @@ async function graphResult(msg: RunMessage): Promise<RunResult> {
   let body: string;
   if (msg.format === 'application/n-triples') {
     body = ntriples;
+  } else if (msg.format === 'application/rdf+xml') {
+    body = toRdfXml(ntriples);
   } else if (msg.format === 'text/turtle') {
     const { n3 } = await loadLibraries();
     const quads = new n3.Parser({ format: 'N-Triples' }).parse(ntriples);
@@ -399,7 +402,12 @@ async function run(msg: RunMessage): Promise<void> {
     // Oxigraph reports query problems (parse, evaluation) as thrown errors; a
     // trap or exhausted memory leaves the engine unusable: the worker is replaced.
     const broken = err instanceof WebAssembly.RuntimeError || err instanceof RangeError;
-    post({ type: 'error', id: msg.id, kind: broken ? 'internal' : 'query', message: err instanceof Error ? err.message : String(err) });
+    const message = err instanceof Error ? err.message : String(err);
+    if (err instanceof RdfXmlUnwritable) {
+      post({ type: 'error', id: msg.id, kind: 'format', message: `Cannot answer in RDF/XML: ${message}; ask for text/turtle, application/n-triples or application/ld+json` });
+      return;
+    }
+    post({ type: 'error', id: msg.id, kind: broken ? 'internal' : 'query', message });
     return;
   }
   post({ type: 'result', id: msg.id, result, memory: memory() });

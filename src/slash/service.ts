@@ -386,6 +386,7 @@ export class SlashCommandService {
       format: format === 'envelope' ? 'application/ld+json' : format,
       prefixes: query.prefixes,
       union: !query.hasDataset,
+      ...query.dataset,
     });
     return { ...result, command };
   }

@@ -142,6 +142,7 @@ export class QueryParser {
       if (!current || current.job.request.id !== message.id) return;
       if (current.timer) clearTimeout(current.timer);
       this.current = null;
+      if (this.queue.length === 0) worker.unref();
       if ('ok' in message) current.job.resolve(message.ok);
       else current.job.reject(badRequest(message.error.message, message.error.details));
       this.pump();
@@ -159,7 +160,7 @@ export class QueryParser {
     };
     worker.on('error', fail);
     worker.on('exit', (code) => fail(new Error(`parser stopped with code ${code}`)));
-    worker.unref();
+    // Held while it starts for the parse that started it; let go when it has nothing to do (see `pump`).
     return worker;
   }
 
@@ -178,6 +179,8 @@ export class QueryParser {
       this.pump();
     }, this.limits.timeoutMs);
     this.current = { job, timer };
+    // A parse under way keeps the process alive (someone awaits it: the first start's demo command, before the server listens).
+    worker.ref();
     worker.postMessage(job.request);
   }
 

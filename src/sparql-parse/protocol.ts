@@ -1,4 +1,4 @@
-import type { QueryForm, ScriptType } from '../sandbox/script.js';
+import type { QueryDataset, QueryForm, ScriptType } from '../sandbox/script.js';
 
 /** Messages between the service and its query-parse worker (src/sparql-parse/worker.ts). */
 export interface ParseRequest {
@@ -24,6 +24,8 @@ export interface ParsedQuery {
   form: QueryForm;
   prefixes: Record<string, string>;
   hasDataset: boolean;
+  /** The query's own dataset (FROM / FROM NAMED), each graph once. */
+  dataset?: QueryDataset;
   /** The query's text (with the bindings' VALUES block when bindings were given). */
   text: string;
   /** Every variable the query mentions (a slash command's parameters must name some). */

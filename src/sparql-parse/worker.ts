@@ -26,7 +26,7 @@ port.on('message', (request: ParseRequest) => {
     const bindings = Object.entries(request.bindings ?? {});
     const query = bindings.length ? bindValues(parsed, Object.fromEntries(bindings.map(([name, t]) => [name, termOf(t)]))) : parsed;
     const limited = query.form === 'ASK' ? query.text : limitedText(query, request.maxSolutions);
-    post({ id: request.id, ok: { form: query.form, prefixes: query.prefixes, hasDataset: query.hasDataset, text: query.text, variables, limited } });
+    post({ id: request.id, ok: { form: query.form, prefixes: query.prefixes, hasDataset: query.hasDataset, ...(query.dataset ? { dataset: query.dataset } : {}), text: query.text, variables, limited } });
   } catch (err) {
     if (err instanceof AppError) {
       post({ id: request.id, error: { message: err.message, ...(err.details ? { details: err.details } : {}) } });

@@ -22,9 +22,10 @@ import { ChangedGraphs, graphsWrittenBy, type GraphSources, type SnapshotCoverag
  *   journal-<first seq>.log       records from <first seq> on; kept back to the older kept snapshot
  * At open: the newest sound snapshot (a corrupt one falls back to the one
  * before it), then the journal files that hold records after it, in order.
- * A torn tail (nothing valid after the bad spot) of the last file is cut;
- * damage followed by valid records refuses to open, leaving the files as
- * they are, until `wsm journal accept-loss` cuts it deliberately.
+ * A torn tail (a record cut short, nothing valid after it) of the last file
+ * is cut; any other damage (a whole record that fails its checksum, damage
+ * followed by valid records) refuses to open, leaving the files as they
+ * are, until `wsm journal accept-loss` cuts it deliberately.
  */
 
 export interface DurableStoreOptions {
@@ -48,7 +49,7 @@ export interface DurableStoreOptions {
    */
   snapshotMinBytes?: number;
   /**
-   * Instead of refusing to open on damage followed by valid records, cut the
+   * Instead of refusing to open on damage that is not a torn tail, cut the
    * journal at the damage (the cut bytes kept beside it as
    * `<file>.dropped-at-<offset>`, later journal files renamed `<file>.dropped`)
    * and report what was dropped through `onWarning`. Used by
@@ -127,7 +128,7 @@ export interface DurabilityStats extends JournalStats {
   lastSnapshotError?: string;
 }
 
-/** The journal is damaged and valid records follow the damage: opening would lose them silently. */
+/** The journal is damaged, not torn (a whole record is corrupt, or valid records follow): cutting it would lose acknowledged writes silently. */
 export class JournalCorruptError extends Error {
   constructor(
     message: string,
@@ -466,7 +467,7 @@ type StoreOptions = Required<Omit<DurableStoreOptions, 'acceptJournalLoss' | 'jo
  * resolve once fsynced.
  *
  * Throws, leaving the files as they are, if another process holds the
- * directory, if the journal is damaged with valid records after the damage
+ * directory, if the journal is damaged other than by a torn last record
  * (`JournalCorruptError`), if the history is not whole (a journal record
  * missing between the snapshot and later records), or if the directory held
  * a store whose journal and snapshots are gone (`LostHistoryError`).
@@ -541,8 +542,8 @@ export async function openDurableStore(dataDir: string, options: DurableStoreOpt
           try { return (await h.stat()).size; } finally { await h.close(); }
         }))));
         const laterTotal = laterBytes.reduce((a, b) => a + b, 0);
-        if (!contents.after && laterTotal === 0) {
-          // A torn tail: the last write was cut by a crash and never acknowledged.
+        if (contents.short && !contents.after && laterTotal === 0) {
+          // A torn tail: the last write was cut short by a crash, so it was never fsynced nor acknowledged.
           opts.onWarning(`journal ${file}: ${contents.problem}; cutting ${contents.size - offset} bytes after the last good record (seq ${records.at(-1)?.seq ?? 'none'})`);
           await cutJournal(file, offset);
           info.cutBytes += contents.size - offset;
@@ -550,6 +551,8 @@ export async function openDurableStore(dataDir: string, options: DurableStoreOpt
           const what = [
             contents.after ? `${contents.after.count} valid record(s) (seq ${contents.after.firstSeq}-${contents.after.lastSeq}, the first at byte ${contents.after.firstOffset}) follow it in this file` : '',
             laterTotal > 0 ? `${later.length} later journal file(s) (${laterTotal} bytes) follow it` : '',
+            // Records are fsynced before they are acknowledged: one whose bytes are all there was written whole.
+            contents.short ? '' : 'the record there is whole (every byte its header announces is present), so it was written and acknowledged, then changed',
           ].filter(Boolean).join(', and ');
           if (!options.acceptJournalLoss) {
             throw new JournalCorruptError(

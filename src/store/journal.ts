@@ -100,6 +100,13 @@ export interface JournalScan {
   validBytes: number;
   /** Why scanning stopped before the end, if it did. */
   problem?: string;
+  /**
+   * Scanning stopped at a record cut short (its header, or fewer payload
+   * bytes than its header announces): what a crash mid-write leaves. A
+   * record that is all there but fails its checksum, its sequence or its
+   * decoding is damage, never a torn write.
+   */
+  short?: boolean;
 }
 
 /**
@@ -114,12 +121,12 @@ export function scanJournal(bytes: Buffer): JournalScan {
   while (offset < bytes.length) {
     const at = `record at byte ${offset}`;
     if (bytes.length - offset < HEADER_BYTES) {
-      return { records, validBytes: offset, problem: `${at}: torn header (${bytes.length - offset} bytes)` };
+      return { records, validBytes: offset, problem: `${at}: torn header (${bytes.length - offset} bytes)`, short: true };
     }
     const length = bytes.readUInt32LE(offset);
     const seqBig = bytes.readBigUInt64LE(offset + 12);
     if (bytes.length - offset - HEADER_BYTES < length) {
-      return { records, validBytes: offset, problem: `${at}: torn payload (${length} bytes announced, ${bytes.length - offset - HEADER_BYTES} present)` };
+      return { records, validBytes: offset, problem: `${at}: torn payload (${length} bytes announced, ${bytes.length - offset - HEADER_BYTES} present)`, short: true };
     }
     const payload = bytes.subarray(offset + HEADER_BYTES, offset + HEADER_BYTES + length);
     const seq = Number(seqBig);
@@ -195,6 +202,8 @@ export interface JournalFileContents {
   validBytes: number;
   /** Why reading stopped before the end, if it did. */
   problem?: string;
+  /** Reading stopped at a record cut short (see `JournalScan.short`). */
+  short?: boolean;
   /** Valid records after the bad spot: present means the damage is not a torn tail. */
   after?: RecordsAfter;
 }
@@ -207,7 +216,7 @@ export interface JournalFileContents {
 export async function readJournalFile(path: string): Promise<JournalFileContents> {
   const bytes = await readFile(path);
   const scan = scanJournal(bytes);
-  const contents: JournalFileContents = { records: scan.records, size: bytes.length, validBytes: scan.validBytes, problem: scan.problem };
+  const contents: JournalFileContents = { records: scan.records, size: bytes.length, validBytes: scan.validBytes, problem: scan.problem, short: scan.short === true };
   if (scan.validBytes < bytes.length) {
     contents.after = findRecordsAfter(bytes, scan.validBytes + 1, scan.records.at(-1)?.seq ?? 0);
   }

@@ -86,6 +86,35 @@ describe('API keys (X-Api-Key)', function () {
     expect(refused.status).to.equal(403);
   });
 
+  it('makes keys only with a bearer token: a key cannot make a key (expiry, revocation and system administration stay with the token)', async () => {
+    const weekly = await makeKey(tokens.member, 'weekly', 'SEVEN_DAYS');
+    const rootKey = await makeKey(tokens.root, 'root-weekly', 'SEVEN_DAYS');
+    const before = (await t.http.get('/api/v1/users/me/keys').set(bearer(tokens.member))).body.data as unknown[];
+    for (const [key, expiresIn] of [[weekly.key, 'NEVER'], [rootKey.key, 'NEVER'], [weekly.key, 'SEVEN_DAYS']] as const) {
+      const res = await t.http.post('/api/v1/users/me/keys').set('X-Api-Key', key).send({ name: 'child', expiresIn });
+      expect(res.status, JSON.stringify(res.body)).to.equal(403);
+      expect(res.body.error.message).to.match(/bearer token/);
+    }
+    const after = (await t.http.get('/api/v1/users/me/keys').set('X-Api-Key', weekly.key)).body.data as unknown[];
+    expect(after).to.have.length(before.length);
+    // A key still lists and revokes its owner's keys.
+    expect((await t.http.delete(`/api/v1/users/me/keys/${weekly.id}`).set('X-Api-Key', weekly.key)).status).to.equal(200);
+    expect((await t.http.get('/api/v1/workspaces').set('X-Api-Key', weekly.key)).status).to.equal(401);
+  });
+
+  it('keeps at most 100 keys per user: the 101st is refused with 400', async () => {
+    const token = await t.token('key-collector');
+    for (let i = 0; i < 100; i++) await makeKey(token, `k${i}`);
+    const refused = await t.http.post('/api/v1/users/me/keys').set(bearer(token)).send({ name: 'one more', expiresIn: 'NEVER' });
+    expect(refused.status).to.equal(400);
+    expect(refused.body.error.message).to.match(/at most 100 API keys/);
+    const list = (await t.http.get('/api/v1/users/me/keys').set(bearer(token))).body.data as Array<{ id: string }>;
+    expect(list).to.have.length(100);
+    // Revoking one makes room for one.
+    expect((await t.http.delete(`/api/v1/users/me/keys/${list[0]!.id}`).set(bearer(token))).status).to.equal(200);
+    await makeKey(token, 'again');
+  });
+
   it('refuses unknown, malformed, revoked and expired keys with 401', async () => {
     const made = await makeKey(tokens.member, 'short-lived');
     const unknown = await t.http.get('/api/v1/workspaces').set('X-Api-Key', `${made.prefix}_${'A'.repeat(43)}`);

@@ -150,8 +150,50 @@ describe('MCP endpoint (POST /mcp/{workspace})', function () {
     expect(ok.body.result.content[0].type, ok.text).to.equal('text');
   });
 
-  it('answers 405 to GET (no server stream: the endpoint is stateless)', async () => {
-    const res = await t.http.get('/mcp/acme').set(bearer(tokens.member)).set('Accept', 'text/event-stream');
-    expect(res.status).to.equal(405);
+  it('answers a body that is not JSON with JSON-RPC\'s parse error (-32700), not the REST error envelope', async () => {
+    const post = (body: string, type = 'application/json') => t.http.post('/mcp/acme').set(bearer(tokens.member))
+      .set('Accept', 'application/json, text/event-stream').set('Content-Type', type).send(body);
+    for (const body of ['{"jsonrpc": "2.0", "id": 1, "method": "tools/list"', 'not json', '']) {
+      const res = await post(body);
+      expect(res.status, body).to.equal(400);
+      expect(res.body, body).to.deep.include({ jsonrpc: '2.0', id: null });
+      expect(res.body.error.code, body).to.equal(-32700);
+      expect(res.body.success, body).to.equal(undefined);
+    }
+    // Valid JSON that is no JSON-RPC message is the same parse error, as the SDK says.
+    expect((await post('{"hello": 1}')).body.error.code).to.equal(-32700);
+    const odd = await post('{}', 'text/plain');
+    expect(odd.status).to.equal(415);
+    expect(odd.body.jsonrpc).to.equal('2.0');
+    const big = await post(JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/list', params: { pad: 'x'.repeat(2 * 2 ** 20) } }));
+    expect(big.status).to.equal(413);
+    expect(big.body.jsonrpc).to.equal('2.0');
+    // And a well-formed request after them is answered.
+    const list = await post(JSON.stringify({ jsonrpc: '2.0', id: 2, method: 'tools/list' }));
+    expect(list.body.result.tools.map((tool: { name: string }) => tool.name)).to.include('roles-of');
+  });
+
+  it('sends error messages without the "MCP error <code>: " prefix, so a client shows it once', async () => {
+    const raw = await t.http.post('/mcp/acme').set(bearer(tokens.member)).set('Accept', 'application/json, text/event-stream')
+      .type('application/json').send(JSON.stringify({ jsonrpc: '2.0', id: 3, method: 'tools/call', params: { name: 'no-such-tool' } }));
+    expect(raw.body.error).to.deep.equal({ code: -32602, message: 'Unknown tool "no-such-tool"' });
+    const unknownMethod = await t.http.post('/mcp/acme').set(bearer(tokens.member)).set('Accept', 'application/json, text/event-stream')
+      .type('application/json').send(JSON.stringify({ jsonrpc: '2.0', id: 4, method: 'prompts/list' }));
+    expect(unknownMethod.body.error.code).to.equal(-32601);
+    expect(unknownMethod.body.error.message).to.not.match(/^MCP error/);
+    const client = await connect(bearer(tokens.member));
+    let failure: Error | undefined;
+    try {
+      await client.callTool({ name: 'no-such-tool', arguments: {} });
+    } catch (err) { failure = err as Error; }
+    expect(failure?.message).to.equal('MCP error -32602: Unknown tool "no-such-tool"');
+  });
+
+  it('answers 405 with Allow: POST to GET and DELETE (no server stream, no session: the endpoint is stateless)', async () => {
+    for (const method of ['get', 'delete'] as const) {
+      const res = await t.http[method]('/mcp/acme').set(bearer(tokens.member)).set('Accept', 'text/event-stream');
+      expect(res.status).to.equal(405);
+      expect(res.headers.allow).to.equal('POST');
+    }
   });
 });

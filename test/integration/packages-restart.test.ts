@@ -1,4 +1,5 @@
 import { expect } from 'chai';
+import n3 from 'n3';
 import { spawn, type ChildProcess } from 'node:child_process';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -104,7 +105,7 @@ describe('packages across restarts', function () {
     }
   });
 
-  it('on the first start publishes the examples into the hosted registry (the default) and prints a request that installs one', async () => {
+  it('on the first start publishes the examples into the hosted registry (the default), prints a request that installs one, and the demo\'s slash command runs over it', async () => {
     const dataDir = tempDir();
     // Remote mode: a base IRI of its own, under which the engine holds nothing yet, so this is a first start.
     const base = `https://first-start-${path.basename(dataDir).replace(/[^a-zA-Z0-9-]/g, '')}.example/`;
@@ -140,6 +141,13 @@ describe('packages across restarts', function () {
       // Its dependency came first, as a child of that command.
       const dep = (await http.get('/api/v1/packages/demo/project-tracking/commands').set(bearer(token))).body.data;
       expect(dep[0]).to.include({ commandType: 'INSTALL', status: 'completed', version: '1.1.0', parentCommandId: id });
+      // The README's slash command of the demo workspace, run as the README shows it, answers the installed agents.
+      const run = await http.post('/api/v1/commands/demo/alias/roles-of-agent/execute').set(bearer(token)).set('Accept', 'text/turtle');
+      expect(run.status, run.text).to.equal(200);
+      expect(Number(run.headers['x-triple-count'])).to.be.greaterThan(0);
+      const agents = new n3.Parser().parse(run.text)
+        .filter((q) => q.predicate.value === 'http://www.w3.org/1999/02/22-rdf-syntax-ns#type' && q.object.value === 'https://poliglot.io/os/spec/iam#Agent');
+      expect(agents, 'the README says seven agents').to.have.length(7);
     } finally {
       proc.kill('SIGTERM');
       await exited;

@@ -5,6 +5,7 @@ import { tinyPackage } from '../helpers/packages.js';
 import { publish, waitForCommand } from '../helpers/lifecycle.js';
 import { createExtension, installMatrices, supportMatrixTurtle } from '../helpers/installs.js';
 import { OxigraphStore } from '../../src/store/oxigraph-store.js';
+import { ApiKeyService } from '../../src/auth/api-keys.js';
 import { sparql, iri, raw } from '../../src/rdf/sparql.js';
 
 /*
@@ -266,6 +267,43 @@ describe('invariants under racing requests', function () {
       const left = await t.server.services.store.select(sparql`SELECT ?p ?o WHERE { GRAPH ${iri(t.server.services.graphs.packages(ws.id))} { ${iri(t.server.services.graphs.resource('package', installation.id))} ?p ?o } }`);
       expect(left, `round ${round}: ${JSON.stringify(left)}`).to.deep.equal([]);
     }
+  });
+
+  it('130 creations of API keys by one user at once: exactly 100 201, 30 400, 100 keys held', async () => {
+    const token = await t.token('key-racer');
+    // The user's first request writes the user record; the race is about keys.
+    expect((await t.http.get('/api/v1/users/me/keys').set(bearer(token))).status).to.equal(200);
+    const res = await Promise.all(Array.from({ length: 130 }, (_, i) =>
+      t.http.post('/api/v1/users/me/keys').set(bearer(token)).send({ name: `raced-${i}`, expiresIn: 'NEVER' })));
+    const got = statuses(res);
+    const held = (await t.server.services.store.select(sparql`SELECT ?k WHERE { GRAPH ${iri(t.server.services.graphs.system)} {
+      ?k a <${raw(WSM)}ApiKey> ; <${raw(WSM)}owner> ${iri(t.server.services.users.userIri(t.server.services.users.idOf('key-racer')))} } }`)).length;
+    expect((await t.http.get('/api/v1/users/me/keys').set(bearer(token))).body.data).to.have.length(held);
+    expect(res.find((r) => r.status === 400)!.body.error.message).to.match(/at most 100 API keys/);
+    // On the remote store some of 130 requests at once may find the engine's connections busy: 503, try again.
+    const unavailable = process.env.WSM_TEST_STORE === 'sparql' ? count(got, 503) : 0;
+    const others = res.filter((r) => r.status !== 201 && r.status !== 400 && r.status !== 503).map((r) => r.body);
+    expect(count(got, 201) + count(got, 400) + unavailable, JSON.stringify(others.slice(0, 3))).to.equal(130);
+    expect(held).to.be.at.most(100);
+    expect(held).to.be.at.least(count(got, 201));
+    if (unavailable === 0) {
+      expect(count(got, 201), JSON.stringify(got)).to.equal(100);
+      expect(count(got, 400)).to.equal(30);
+      expect(held).to.equal(100);
+    }
+  });
+
+  it('API keys made through ten service instances on one store, 13 each at once: exactly 100 made, the others refused', async () => {
+    // Each instance lets one creation per user run at a time; only the write's condition holds the limit across them.
+    const { store, graphs, users } = t.server.services;
+    const instances = Array.from({ length: 10 }, () => new ApiKeyService(store, graphs, users));
+    const auth = { username: 'key-racer-2', systemAdmin: false, profile: {} };
+    await users.upsert(auth.username, {});
+    const outcomes = await Promise.all(Array.from({ length: 130 }, (_, i) =>
+      instances[i % 10]!.create(auth, `raced-${i}`, 'NEVER').then(() => 'made', (err: Error) => err.message)));
+    expect(outcomes.filter((o) => o === 'made'), JSON.stringify(outcomes.filter((o) => o !== 'made').slice(0, 3))).to.have.length(100);
+    expect(outcomes.filter((o) => /at most 100 API keys/.test(o))).to.have.length(30);
+    expect(await instances[0]!.list(auth)).to.have.length(100);
   });
 });
 

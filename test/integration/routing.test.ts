@@ -21,13 +21,23 @@ describe('routing', () => {
     }
   });
 
-  it('answers 404 for an empty segment, an unknown path and a wrong method, after authentication', async () => {
-    for (const [method, path] of [['get', '/api/v1/workspaces//members/x'], ['get', '/api/v1/nothing'], ['patch', '/api/v1/workspaces/acme']] as const) {
+  it('answers 404 for an empty segment and an unknown path, after authentication', async () => {
+    for (const [method, path] of [['get', '/api/v1/workspaces//members/x'], ['get', '/api/v1/nothing'], ['patch', '/api/v1/nothing']] as const) {
       const res = await t.http[method](path).set(bearer(tokens.member));
       expect(res.status, `${method} ${path}`).to.equal(404);
       expect(res.body.error.code).to.equal('NOT_FOUND');
       const anonymous = await t.http[method](path);
       expect(anonymous.status, `anonymous ${method} ${path}`).to.equal(401);
+    }
+  });
+
+  it('answers a wrong method of a path 405 with Allow naming its methods, after authentication', async () => {
+    for (const path of ['/api/v1/workspaces/acme', '/API/V1/Workspaces/acme/']) {
+      const res = await t.http.patch(path).set(bearer(tokens.member));
+      expect(res.status, path).to.equal(405);
+      expect(res.headers.allow).to.equal('GET, HEAD');
+      expect(res.body.error.code).to.equal('METHOD_NOT_ALLOWED');
+      expect((await t.http.patch(path)).status, `anonymous PATCH ${path}`).to.equal(401);
     }
   });
 

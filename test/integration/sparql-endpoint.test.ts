@@ -170,6 +170,38 @@ describe('SPARQL endpoint for administrators', function () {
       expect(bad.status).to.equal(400);
     });
 
+    it('reads a dataset as a set: a graph named twice (protocol or FROM / FROM NAMED) counts once', async () => {
+      const g = t.server.services.graphs.iam(ws.id);
+      const count = async (query: string, params: Record<string, string | string[]> = {}) => {
+        const res = await t.http.get('/api/v1/sparql/acme').set(bearer(tokens.owner)).query({ query, ...params });
+        expect(res.status, res.text).to.equal(200);
+        return Number(res.body.results.bindings[0].n.value);
+      };
+      const inDefault = 'SELECT (COUNT(*) AS ?n) WHERE { ?s ?p ?o }';
+      const inNamed = 'SELECT (COUNT(*) AS ?n) WHERE { GRAPH ?g { ?s ?p ?o } }';
+      const once = await count(inDefault, { 'default-graph-uri': g });
+      expect(once).to.be.greaterThan(0);
+      expect(await count(inDefault, { 'default-graph-uri': [g, g] })).to.equal(once);
+      expect(await count(inNamed, { 'named-graph-uri': g })).to.equal(once);
+      expect(await count(inNamed, { 'named-graph-uri': [g, g] })).to.equal(once);
+      expect(await count(`SELECT (COUNT(*) AS ?n) FROM <${g}> FROM <${g}> WHERE { ?s ?p ?o }`)).to.equal(once);
+      expect(await count(`SELECT (COUNT(*) AS ?n) FROM NAMED <${g}> FROM NAMED <${g}> WHERE { GRAPH ?g { ?s ?p ?o } }`)).to.equal(once);
+      // The protocol's dataset replaces the query's: FROM NAMED names nothing then.
+      expect(await count(`SELECT (COUNT(*) AS ?n) FROM NAMED <${g}> WHERE { GRAPH ?g { ?s ?p ?o } }`, { 'default-graph-uri': g })).to.equal(0);
+    });
+
+    it('answers another method 405 with Allow (after the token is checked)', async () => {
+      for (const method of ['put', 'delete', 'patch'] as const) {
+        const res = await t.http[method]('/api/v1/sparql/acme').set(bearer(tokens.owner)).send('ASK {}');
+        expect(res.status, method).to.equal(405);
+        expect(res.headers.allow).to.equal('GET, HEAD, POST');
+        expect(res.body.error.code).to.equal('METHOD_NOT_ALLOWED');
+        expect(res.body.error.message).to.include(method.toUpperCase());
+      }
+      expect((await t.http.put('/api/v1/sparql/acme').send('ASK {}')).status).to.equal(401);
+      expect((await t.http.put('/api/v1/no-such-thing').set(bearer(tokens.owner))).status).to.equal(404);
+    });
+
     it('refuses updates, LOAD, SERVICE, bad syntax and missing queries with 400, odd bodies with 415', async () => {
       const cases: Array<[() => Promise<{ status: number; body: { error: { message: string } } }>, RegExp]> = [
         [() => get('INSERT DATA { <urn:a> <urn:b> <urn:c> }'), /update.*not allowed/],

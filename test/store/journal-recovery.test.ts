@@ -1,8 +1,9 @@
 import { createHash } from 'node:crypto';
 import { appendFile, copyFile, open, readFile, readdir, rm, stat, truncate, writeFile } from 'node:fs/promises';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 import { expect } from 'chai';
-import { openDurableStore } from '../../src/store/durable.js';
+import { JournalCorruptError, openDurableStore } from '../../src/store/durable.js';
+import { runWsm } from '../helpers/cli.js';
 import { encodeRecord } from '../../src/store/journal.js';
 import { insertPair, numbers, openCollecting, tempDir } from './helpers.js';
 import { sparql } from '../../src/rdf/sparql.js';
@@ -23,7 +24,7 @@ async function journalWithFiveRecords(dir: string): Promise<{ file: string; last
   return { file, lastStart, end: (await stat(file)).size };
 }
 
-/** Reopens after damage: records 1-4 there, 5 gone, a warning; then a further write survives a clean reopen. */
+/** Reopens after a torn last record: records 1-4 there, 5 gone, a warning; then a further write survives a clean reopen. */
 async function expectLastRecordCut(dir: string, expectedLeft: number): Promise<void> {
   const { store, warnings } = await openCollecting(dir);
   const { a, b } = await numbers(store);
@@ -44,7 +45,23 @@ async function expectLastRecordCut(dir: string, expectedLeft: number): Promise<v
   await clean.close();
 }
 
-describe('journal recovery', () => {
+/** Opening refuses with `JournalCorruptError` at `offset` of `file`, and changes nothing; so does the next try. */
+async function expectRefused(file: string, offset: number, problem: RegExp): Promise<void> {
+  const before = await readFile(file);
+  for (let i = 0; i < 2; i++) {
+    let error: Error | undefined;
+    await openDurableStore(dirname(file)).then((s) => s.close(), (e: Error) => (error = e));
+    expect(error, 'the store opened').to.be.instanceOf(JournalCorruptError);
+    expect(error!.message).to.contain(`journal ${file} is damaged at byte ${offset}`);
+    expect(error!.message).to.match(problem);
+    expect(error!.message).to.contain('journal accept-loss');
+    expect((error as JournalCorruptError).offset).to.equal(offset);
+    expect((await readFile(file)).equals(before), 'the journal was changed').to.equal(true);
+  }
+}
+
+describe('journal recovery', function () {
+  this.timeout(60_000);
   let dir: string;
   let cleanup: () => Promise<void>;
   let original: { file: string; lastStart: number; end: number };
@@ -68,18 +85,20 @@ describe('journal recovery', () => {
     }
   });
 
-  it('cuts a last record whose checksum or payload is corrupt', async () => {
+  it('refuses to open on a whole last record that fails its checksum, naming the file and offset, and leaves the file as it is', async () => {
     const { file, lastStart, end } = original;
-    for (const position of [lastStart + 5, lastStart + 14, end - 3]) {
+    // Its checksum, its sequence number, its payload: every byte the header announces is there.
+    for (const position of [lastStart + 5, lastStart + 14, lastStart + 25, end - 3]) {
       await copyFile(pristine, file);
       const bytes = await readFile(file);
-      bytes[position] = bytes[position]! ^ 0xff;
+      bytes[position] = bytes[position]! ^ 0x01;
       await writeFile(file, bytes);
-      await expectLastRecordCut(dir, lastStart);
+      await expectRefused(file, lastStart, /bad checksum\).*record there is whole/);
+      expect((await readFile(file)).equals(bytes), 'the journal was changed').to.equal(true);
     }
   });
 
-  it('cuts a record with a valid checksum but bad JSON, or out of sequence', async () => {
+  it('refuses to open on a whole last record with a valid checksum but bad JSON, or out of sequence', async () => {
     const { file, lastStart } = original;
     // A well-formed record (right length and checksum) whose payload is cut-off JSON.
     const payload = Buffer.from('[{"kind":"update"', 'utf8');
@@ -90,12 +109,28 @@ describe('journal recovery', () => {
     const badJson = Buffer.concat([lengthAndSeq.subarray(0, 4), sum, lengthAndSeq.subarray(4), payload]);
 
     const outOfSequence = encodeRecord(9, [{ kind: 'update', sparql: sparql`INSERT DATA { <urn:x> <urn:y> <urn:z> }`, graphs: [''] }]);
-    for (const tail of [badJson, outOfSequence]) {
+    for (const [tail, problem] of [[badJson, /not JSON/], [outOfSequence, /sequence 9 does not follow 4/]] as const) {
       await copyFile(pristine, file);
       await truncate(file, lastStart);
       await appendFile(file, tail);
-      await expectLastRecordCut(dir, lastStart);
+      await expectRefused(file, lastStart, problem);
     }
+  });
+
+  it('wsm journal accept-loss cuts a whole corrupt last record, keeping its bytes; the store then opens without it', async () => {
+    const { file, lastStart, end } = original;
+    const bytes = await readFile(file);
+    bytes[end - 3] = bytes[end - 3]! ^ 0x01;
+    await writeFile(file, bytes);
+    const res = await runWsm(['journal', 'accept-loss'], { WSM_DATA_DIR: dir });
+    expect(res.code, res.stderr).to.equal(0);
+    expect(res.stdout).to.contain(`cut at byte ${lastStart}`);
+    expect(res.stdout).to.contain('the store now ends at record 4');
+    expect((await readFile(`${file}.dropped-at-${lastStart}`)).equals(bytes.subarray(lastStart))).to.equal(true);
+    const { store, warnings } = await openCollecting(dir);
+    expect(warnings).to.deep.equal([]);
+    expect([...(await numbers(store)).a].sort()).to.deep.equal([1, 2, 3, 4]);
+    await store.close();
   });
 
   it('refuses to open when records are missing between journal files', async () => {
