@@ -36,6 +36,7 @@ import { StatusPresenter } from './http/status-case.js';
 import { mcpRoutes } from './mcp/routes.js';
 import { renderMetrics, requestMetrics, serviceMetrics } from './metrics.js';
 import path from 'node:path';
+import { DirectoryArchives } from './registry/archives.js';
 import { HostedRegistry } from './registry/hosted.js';
 import { registryRoutes } from './registry/routes.js';
 import { QueryParser } from './sparql-parse/parser.js';
@@ -84,7 +85,7 @@ export function createServices(deps: {
   const graphs = new Graphs(deps.config.WSM_BASE_IRI);
   const users = new UserService(deps.store, graphs);
   const workspaces = new WorkspaceService(deps.store, graphs, users, deps.config.WSM_ENGINE_VERSION);
-  const hostedRegistry = new HostedRegistry(deps.store, graphs, path.join(deps.config.dataDir, 'archives'), deps.logger,
+  const hostedRegistry = new HostedRegistry(deps.store, graphs, deps.store.archives ?? new DirectoryArchives(path.join(deps.config.dataDir, 'archives')), deps.logger,
     { maxArchiveBytes: deps.config.WSM_MAX_UPLOAD_BYTES });
   const registry = deps.config.WSM_REGISTRY === 'self' ? hostedRegistry : openRegistry(deps.config.WSM_REGISTRY);
   const packages = new PackageService(deps.store, graphs, workspaces, registry, deps.logger,

@@ -119,7 +119,21 @@ async function token(args: string[]): Promise<void> {
   const cfg = config();
   const ttl = values.ttl === undefined ? cfg.WSM_TOKEN_TTL : Number(values.ttl);
   if (!Number.isSafeInteger(ttl) || ttl <= 0) fail('--ttl must be a positive number of seconds');
-  const { mintToken } = await import('./auth/tokens.js');
+  const { mintToken, adoptSharedIssuerKey } = await import('./auth/tokens.js');
+  if (cfg.WSM_STORE === 'cluster') {
+    // The key every instance of the cluster signs and verifies with (docs/cluster.md).
+    const { clusterPool, ClusterStartError } = await import('./store/cluster/open.js');
+    const { PgLog } = await import('./store/cluster/log.js');
+    const log = new PgLog(clusterPool(cfg.WSM_POSTGRES_URL!));
+    try {
+      await log.ensureSchema();
+      await adoptSharedIssuerKey(cfg.dataDir, (proposed) => log.shared('issuer-key', proposed));
+    } catch (err) {
+      fail(new ClusterStartError(cfg.WSM_POSTGRES_URL!, err).message, 1);
+    } finally {
+      await log.pool.end();
+    }
+  }
   const jwt = await mintToken(cfg.dataDir, username, {
     systemAdmin: values['system-admin'] ?? false,
     email: values.email,

@@ -57,19 +57,22 @@ export const configSchema = z.object({
   WSM_DEMO: bool.default(true),
   /** Case of command statuses in answers (docs/api.md, "Conventions"): `upper` for the ecosystem's client. */
   WSM_STATUS_CASE: z.enum(['lower', 'upper']).default('lower'),
-  /** Where the data lives (docs/store.md, docs/remote-store.md): the embedded Oxigraph store, or a remote SPARQL 1.1 engine. */
-  WSM_STORE: z.enum(['embedded', 'sparql']).default('embedded'),
+  /** Where the data lives (docs/store.md, docs/remote-store.md, docs/cluster.md): the embedded Oxigraph store, a remote SPARQL 1.1 engine, or a journal in PostgreSQL with a replica per instance. */
+  WSM_STORE: z.enum(['embedded', 'sparql', 'cluster']).default('embedded'),
+  /** With `cluster`: the PostgreSQL database that holds the cluster's journal and snapshots (docs/cluster.md). */
+  WSM_POSTGRES_URL: z.string().regex(/^postgres(ql)?:\/\/[^\s]+$/, 'must be a postgres:// URL').optional(),
   WSM_SPARQL_QUERY_URL: httpUrl.optional(),
   WSM_SPARQL_UPDATE_URL: httpUrl.optional(),
   WSM_SPARQL_USER: z.string().min(1).optional(),
   WSM_SPARQL_PASSWORD: z.string().min(1).optional(),
   /** `virtuoso` absorbs Virtuoso 7's quirks (non-atomic multi-op updates, INSERT DATA size limit). */
   WSM_SPARQL_DIALECT: z.enum(['standard', 'virtuoso']).default('standard'),
-  /** With `sparql`: milliseconds an instance's lease on the lifecycle commands it runs lasts unless renewed. */
+  /** With `sparql` or `cluster`: milliseconds an instance's lease on the lifecycle commands it runs lasts unless renewed. */
   WSM_LEASE_MS: z.coerce.number().int().min(500).max(3_600_000).default(30_000),
   /** The key that seals secret values at rest, a file outside the data directory (docs/secrets.md). */
   WSM_SECRETS_KEY_FILE: z.string().min(1).optional(),
 }).superRefine((c, ctx) => {
+  if (c.WSM_STORE === 'cluster' && !c.WSM_POSTGRES_URL) ctx.addIssue({ code: 'custom', path: ['WSM_POSTGRES_URL'], message: 'is required when WSM_STORE=cluster' });
   if (c.WSM_STORE !== 'sparql') return;
   for (const key of ['WSM_SPARQL_QUERY_URL', 'WSM_SPARQL_UPDATE_URL'] as const) {
     if (!c[key]) ctx.addIssue({ code: 'custom', path: [key], message: 'is required when WSM_STORE=sparql' });

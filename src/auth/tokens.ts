@@ -54,6 +54,25 @@ export async function loadIssuerKey(dataDir: string): Promise<{ privateKey: Cryp
   };
 }
 
+/**
+ * Several instances sign and verify with one key (the cluster store): the
+ * key this data directory holds (created when missing) is proposed to
+ * `share`, which answers the key every instance agreed on (the first one
+ * proposed); when it is another, this directory's key file is replaced by
+ * it. Idempotent, and safe for instances starting at the same moment.
+ */
+export async function adoptSharedIssuerKey(dataDir: string, share: (proposed: string) => Promise<string>): Promise<void> {
+  await loadIssuerKey(dataDir);
+  const file = path.join(dataDir, KEY_FILE);
+  const local = await fs.readFile(file, 'utf8');
+  const agreed = await share(local);
+  if (agreed === local) return;
+  JSON.parse(agreed) as StoredKey;
+  const tmp = `${file}.${process.pid}.shared.tmp`;
+  await fs.writeFile(tmp, agreed, { mode: 0o600 });
+  await fs.rename(tmp, file);
+}
+
 export interface MintOptions {
   systemAdmin?: boolean;
   email?: string;

@@ -1,7 +1,6 @@
 import { createHash } from 'node:crypto';
-import { mkdir, open, readFile, rename, unlink } from 'node:fs/promises';
-import path from 'node:path';
 import type { QuadStore, WriteOp } from '../store/store.js';
+import type { ArchiveFiles } from './archives.js';
 import type { Graphs } from '../rdf/graphs.js';
 import type { Logger } from '../logger.js';
 import type { AuthContext } from '../auth/context.js';
@@ -10,7 +9,6 @@ import { sparql, sparqlFragment, sequence, iri, literal, dateTime, integer, bool
 import { newId, stableId } from '../rdf/ids.js';
 import { req, str, int, bool, time } from '../rdf/bindings.js';
 import { AppError, badRequest, conflict, forbidden, notFound } from '../errors.js';
-import { fsyncDir } from '../store/fsutil.js';
 import { SLUG, MAX_SLUG_LENGTH, notAbsoluteIri, type Manifest } from '../packages/manifest.js';
 import { compareSemver, isSemver } from '../packages/semver.js';
 import { engineAdmits, parseEngineRange, rangesOverlap } from '../packages/engine-range.js';
@@ -96,8 +94,8 @@ export class HostedRegistry implements Registry {
   constructor(
     private readonly store: QuadStore,
     private readonly graphs: Graphs,
-    /** Directory of the archives, `<sha256>.tgz`. */
-    readonly archiveDir: string,
+    /** Where the archives' bytes are kept, by sha256. */
+    readonly archives: ArchiveFiles,
     private readonly logger: Logger,
     private readonly options: { maxArchiveBytes: number; pipeline?: PipelinePool },
   ) {
@@ -248,21 +246,19 @@ export class HostedRegistry implements Registry {
     return { declaredVariables: found.variables, declaredSecrets: found.secrets };
   }
 
-  private archivePath(sha: string): string {
-    if (!/^[0-9a-f]{64}$/.test(sha)) throw new Error(`not a sha256: ${sha}`);
-    return path.join(this.archiveDir, `${sha}.tgz`);
-  }
-
   /** `GET .../{version}/archive`: the bytes and their checksum. */
   async archive(publisher: string, name: string, version: string): Promise<{ bytes: Buffer; checksum: string }> {
     const record = await this.versionRecord(publisher, name, version);
     const sha = record.checksum.slice('sha256:'.length);
-    let bytes: Buffer;
+    let bytes: Buffer | undefined;
     try {
-      bytes = await readFile(this.archivePath(sha));
+      bytes = await this.archives.get(sha);
     } catch (err) {
-      this.logger.error({ err, publisher, name, version }, 'the archive of a published version is missing from the data directory');
-      throw new AppError('SERVICE_UNAVAILABLE', `The archive of ${publisher}/${name} ${version} cannot be read; the service's data directory lacks it`);
+      this.logger.error({ err, publisher, name, version }, 'the archive of a published version cannot be read');
+    }
+    if (!bytes) {
+      this.logger.error({ publisher, name, version }, 'the archive of a published version is missing');
+      throw new AppError('SERVICE_UNAVAILABLE', `The archive of ${publisher}/${name} ${version} cannot be read; the service's archive store lacks it`);
     }
     return { bytes, checksum: record.checksum };
   }
@@ -380,7 +376,7 @@ export class HostedRegistry implements Registry {
         { matrixUri: claimed });
     }
     if (options.dryRun) return { created: false, record: null };
-    await this.writeArchive(sha, bytes);
+    await this.archives.put(sha, bytes);
     const now = this.clock.now();
     const pkg = iri(this.packageIri(publisher, name));
     const v = iri(this.versionIri(publisher, name, m.version));
@@ -408,27 +404,6 @@ export class HostedRegistry implements Registry {
     if (!await this.store.writeIf(stillFree, ops)) return NOT_APPLIED;
     this.logger.info({ publisher, name, version: m.version, sha256: sha }, 'published a package version');
     return { created: true, record: (await this.versionsOf(publisher, name)).find((x) => x.version === m.version)! };
-  }
-
-  /** Writes an archive file durably (temp file, fsync, rename, fsync of the directory). */
-  private async writeArchive(sha: string, bytes: Buffer): Promise<void> {
-    const target = this.archivePath(sha);
-    await mkdir(this.archiveDir, { recursive: true });
-    const temp = `${target}.${process.pid}.${newId()}.tmp`;
-    try {
-      const handle = await open(temp, 'w');
-      try {
-        await handle.writeFile(bytes);
-        await handle.sync();
-      } finally {
-        await handle.close();
-      }
-      await rename(temp, target);
-      await fsyncDir(this.archiveDir);
-    } catch (err) {
-      await unlink(temp).catch(() => undefined);
-      throw err;
-    }
   }
 
   /** Yank: the last live version needs `force` (409 otherwise). Idempotent. */

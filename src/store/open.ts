@@ -5,6 +5,8 @@ import { openDurableStore, type DurableStoreOptions } from './durable.js';
 import { SparqlStore } from './sparql-store.js';
 import { openThreadedStore } from './threaded-store.js';
 import { sparql } from '../rdf/sparql.js';
+import { openClusterStore } from './cluster/open.js';
+import { adoptSharedIssuerKey } from '../auth/tokens.js';
 
 /** What tests may set on the embedded store beside the settings: its journal's file operations (fault injection). */
 export type StoreTestOptions = Pick<DurableStoreOptions, 'journalFileOps' | 'journalProbeMs' | 'journalProbeMaxMs'> & {
@@ -35,6 +37,22 @@ export async function openStore(config: Config, logger: Logger, storeOptions: St
     // Several instances may share the engine: this one's lease on the commands it runs (docs/store.md).
     await store.startLease(config.WSM_LEASE_MS, (message, details) => logger.warn(details ?? {}, message));
     logger.info({ store: 'sparql', queryUrl: config.WSM_SPARQL_QUERY_URL, dialect: config.WSM_SPARQL_DIALECT }, 'using the remote SPARQL engine');
+    return store;
+  }
+  if (config.WSM_STORE === 'cluster') {
+    const store = await openClusterStore(config.WSM_POSTGRES_URL!, {
+      snapshotAfterBytes: config.WSM_SNAPSHOT_JOURNAL_MB * 1024 * 1024,
+      onWarning: (message) => logger.warn({ store: 'cluster' }, message),
+      onInfo: (message) => logger.info({ store: 'cluster' }, message),
+    });
+    try {
+      // Tokens minted by any instance are accepted by all: one issuer key, kept in PostgreSQL.
+      await adoptSharedIssuerKey(config.dataDir, (proposed) => store.log.shared('issuer-key', proposed));
+      await store.startLease(config.WSM_BASE_IRI, config.WSM_LEASE_MS, (message, details) => logger.warn(details ?? {}, message));
+    } catch (err) {
+      await store.close().catch(() => undefined);
+      throw err;
+    }
     return store;
   }
   const shared = {

@@ -166,7 +166,7 @@ export function coalesceUpdates<Op extends StoredOp>(ops: readonly Op[]): Op[] {
  */
 export const SLICE_BYTES = 64 * 1024;
 
-const loadBytes = (ops: readonly WriteOp[]) => ops.reduce((n, op) => n + (op.kind === 'load' ? op.data.length : 0), 0);
+export const loadBytes = (ops: readonly WriteOp[]) => ops.reduce((n, op) => n + (op.kind === 'load' ? op.data.length : 0), 0);
 
 /** A write whose loads hold more than this many characters is large: checked off the event loop and published in slices. */
 export const LARGE_WRITE_CHARS = SLICE_BYTES * 4;
@@ -176,7 +176,7 @@ const nextTurn = () => new Promise<void>((resolve) => setImmediate(resolve));
  * Applies engine calls to an empty scratch store, in order; throws
  * `WriteRefusedError` for the first one the engine refuses.
  */
-function checkOnScratch(calls: WriteOp[], firstIndex: number): void {
+export function checkOnScratch(calls: WriteOp[], firstIndex: number): void {
   withScratchStore((scratch) => calls.forEach((op, i) => {
     try {
       applyOp(scratch, op);

@@ -34,6 +34,7 @@ import { iri, sparql, type Sparql } from '../rdf/sparql.js';
 
 import type { InstanceLease } from './instance-lease.js';
 import type { EngineRequest } from './engine-request.js';
+import type { ArchiveFiles } from '../registry/archives.js';
 
 /** The engine refused an op of a write; nothing of the write was applied. */
 export class WriteRefusedError extends Error {
@@ -286,6 +287,12 @@ export interface QuadStore {
    * which one process holds alone.
    */
   readonly instance?: InstanceLease | undefined;
+  /**
+   * Where the hosted registry keeps archive bytes when every instance must
+   * read them (the cluster store: in PostgreSQL). Absent: in the data
+   * directory (`archives/`).
+   */
+  readonly archives?: ArchiveFiles;
   /** Subscribes to writes; the listener gets the graphs the write declared, once it is applied. */
   onWrite(listener: (graphs: ReadonlySet<string>) => void): () => void;
   /**

@@ -8,6 +8,7 @@ import { startServer, type RunningServer } from '../../src/server.js';
 import type { StoreTestOptions } from '../../src/store/open.js';
 import { mintToken, type MintOptions } from '../../src/auth/tokens.js';
 import { emptyEngine, engineEnv, remoteSettings } from './remote.js';
+import { clusterStoreEnv } from './cluster.js';
 
 /** Data directories (with their base IRI) whose remote graphs this test process has already emptied. */
 const emptied = new Set<string>();
@@ -49,7 +50,7 @@ export const tempDir = (prefix = 'wsm-test-'): string => mkdtempSync(path.join(o
  * `store` reaches the embedded store's test options (journal fault injection).
  */
 export async function startTestServer(env: Record<string, string> = {}, dataDir = tempDir(), store?: StoreTestOptions): Promise<TestServer> {
-  const remote = await remoteStoreEnv(env.WSM_BASE_IRI ?? 'https://workspaces.local/', dataDir);
+  const remote = { ...await remoteStoreEnv(env.WSM_BASE_IRI ?? 'https://workspaces.local/', dataDir), ...await clusterStoreEnv(dataDir) };
   const config = loadConfig({
     ...remote,
     PORT: '0',

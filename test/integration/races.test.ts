@@ -1,3 +1,4 @@
+import { ClusterStore } from '../../src/store/cluster/cluster-store.js';
 import { expect } from 'chai';
 import { startTestServer, removeDir, bearer, seedWorkspace, type TestServer } from '../helpers/server.js';
 import { tinyPackage } from '../helpers/packages.js';
@@ -329,13 +330,15 @@ describe('invariants under racing requests: the order of an extension\'s changes
     const ext = await createExtension(t, tokens.root, 'acme', matrix,
       '@prefix iam: <https://poliglot.io/os/spec/iam#> .\n@prefix rdfs: <http://www.w3.org/2000/01/rdf-schema#> .\n<https://example.org/ext#Auditor> a iam:Role ; rdfs:label "Auditor" .\n');
     expect(ext.active).to.equal(true);
-    const store = t.server.services.store as OxigraphStore;
+    const store = t.server.services.store;
+    // The engine in process: the embedded store's, or the cluster store's replica (which applies every write in the log's order).
+    const raw = (store instanceof ClusterStore ? store.replica : store as OxigraphStore).raw;
     const x = t.server.services.graphs.resource('extension', ext.id);
     const graph = t.server.services.graphs.extensions(ws.id);
     // After every write, the extension's label and updatedAt as they are now (read synchronously, in the write's tick).
     const changes: Array<{ label: string; updatedAt: number }> = [];
     const off = store.onWrite(() => {
-      const rows = JSON.parse(store.raw.query(`SELECT ?label ?u WHERE { GRAPH <${graph}> { <${x}> <${WSM}label> ?label ; <${WSM}updatedAt> ?u } }`,
+      const rows = JSON.parse(raw.query(`SELECT ?label ?u WHERE { GRAPH <${graph}> { <${x}> <${WSM}label> ?label ; <${WSM}updatedAt> ?u } }`,
         { results_format: 'application/sparql-results+json' }) as string).results.bindings as Array<{ label: { value: string }; u: { value: string } }>;
       for (const row of rows) {
         const last = changes.at(-1);

@@ -186,6 +186,8 @@ describe('query sandbox: limits and isolation from the event loop', function () 
   it('adds little to a bare in-process query (p50 of the sandbox round trip)', async function () {
     // Remote mode (WSM_TEST_STORE=sparql): its baseline is a scoped query on the store, which only the embedded store answers.
     if (process.env.WSM_TEST_STORE === 'sparql') this.skip();
+    // Cluster mode: a run first brings the replica to the log's head (PostgreSQL round trips, docs/decisions.md "Cluster reads"), which this in-process bound does not cover.
+    if (process.env.WSM_TEST_STORE === 'cluster') this.skip();
     const { sandbox, store, graphs } = t.server.services;
     const query = sparql`CONSTRUCT WHERE { ${iri(`${M}#role7`)} ?p ?o }`;
     const request = { query, kind: 'graph' as const, format: 'application/n-triples' as const, union: true };

@@ -98,8 +98,9 @@ describe('query sandbox: graphs read from the snapshot file by the worker', func
   };
 
   before(async function () {
-    // Remote mode (WSM_TEST_STORE=sparql) has no snapshot file and no journal: the worker's data is dumped from the engine.
-    if (process.env.WSM_TEST_STORE === 'sparql') this.skip();
+    // Remote mode (WSM_TEST_STORE=sparql) has no snapshot file and no journal: the worker's data is dumped from the engine;
+    // nor has cluster mode (WSM_TEST_STORE=cluster), whose journal is in PostgreSQL: the worker's data is dumped from the replica.
+    if (process.env.WSM_TEST_STORE === 'sparql' || process.env.WSM_TEST_STORE === 'cluster') this.skip();
     dataDir = tempDir();
     t = await startTestServer({}, dataDir);
     ({ tokens } = await seedWorkspace(t, 'acme'));
@@ -174,8 +175,9 @@ describe('query sandbox: graphs written since the snapshot rebuilt by the worker
   const stats = () => t.server.services.sandbox.stats();
 
   before(async function () {
-    // Remote mode (WSM_TEST_STORE=sparql) has no snapshot file and no journal: the worker's data is dumped from the engine.
-    if (process.env.WSM_TEST_STORE === 'sparql') this.skip();
+    // Remote mode (WSM_TEST_STORE=sparql) has no snapshot file and no journal: the worker's data is dumped from the engine;
+    // nor has cluster mode (WSM_TEST_STORE=cluster), whose journal is in PostgreSQL: the worker's data is dumped from the replica.
+    if (process.env.WSM_TEST_STORE === 'sparql' || process.env.WSM_TEST_STORE === 'cluster') this.skip();
     dataDir = tempDir();
     t = await startTestServer({}, dataDir);
     ({ tokens } = await seedWorkspace(t, 'acme'));

@@ -16,6 +16,8 @@ describe('the store\'s thread stops: 503 meanwhile, then the service restarts it
   before(function () {
     // Remote mode (WSM_TEST_STORE=sparql): the engine is another process; the service holds no store thread.
     if (process.env.WSM_TEST_STORE === 'sparql') this.skip();
+    // Cluster mode (WSM_TEST_STORE=cluster): the replica runs on the event loop's thread; there is no store thread.
+    if (process.env.WSM_TEST_STORE === 'cluster') this.skip();
   });
   after(async () => {
     await (t as TestServer | undefined)?.close();

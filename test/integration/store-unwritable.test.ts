@@ -24,6 +24,8 @@ describe('a full disk: writes answer 503 and change nothing, /health answers 503
   before(function () {
     // Remote mode (WSM_TEST_STORE=sparql): the store has no journal whose writes could fail; the engine keeps the data.
     if (process.env.WSM_TEST_STORE === 'sparql') this.skip();
+    // Cluster mode (WSM_TEST_STORE=cluster): the journal is in PostgreSQL; test/cluster/store.test.ts cuts it off.
+    if (process.env.WSM_TEST_STORE === 'cluster') this.skip();
   });
   before(async () => {
     // The real service, its journal's file operations failing on demand.

@@ -9,6 +9,8 @@ import { SparqlStore } from '../../../src/store/sparql-store.js';
 import type { QuadStore } from '../../../src/store/store.js';
 import { iri, sparql } from '../../../src/rdf/sparql.js';
 import { NO_ENGINE, remoteSettings, requireRemote } from '../../helpers/remote.js';
+import { openClusterStore } from '../../../src/store/cluster/open.js';
+import { NO_POSTGRES, freshClusterUrl, postgresUrl, requirePostgres } from '../../helpers/cluster.js';
 
 /**
  * The backends the store contract suite runs against (docs/store.md, "The
@@ -137,6 +139,35 @@ export const BACKENDS: ContractBackend[] = [
           await drop(store);
           await store.close();
         },
+      };
+    },
+  },
+  {
+    id: 'cluster',
+    name: 'cluster (journal in PostgreSQL, in-memory replica)',
+    durable: true,
+    // Named in WSM_TEST_BACKENDS (`npm run test:cluster`), a missing PostgreSQL fails under CI; otherwise it skips.
+    available: (ctx) => {
+      if (chosen()?.includes('cluster') || postgresUrl()) requirePostgres(ctx);
+      else {
+        console.log(`      skipped: ${NO_POSTGRES}`);
+        ctx.skip();
+      }
+    },
+    create: async () => {
+      // A schema of its own: an empty log.
+      const url = await freshClusterUrl();
+      const open = () => openClusterStore(url, { snapshotAfterBytes: 1 << 30, probeMs: 100 });
+      let store: QuadStore = await open();
+      return {
+        get store() { return store; },
+        graph: (name) => `${BASE}${name}`,
+        restart: async () => {
+          await store.close();
+          store = await open();
+          return store;
+        },
+        dispose: () => store.close(),
       };
     },
   },
