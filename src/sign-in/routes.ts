@@ -24,6 +24,17 @@ const pagePolicy = (formTargets: string[]) => [
   `form-action 'self'${formTargets.map((t) => ` ${t}`).join('')}`,
 ].join('; ');
 
+/**
+ * The policy of the provider's own answers. Its pages (the library's, with
+ * no user text: a session switch that submits itself, the logout
+ * confirmation) carry inline scripts and styles, and their forms end at
+ * this service or a loopback client.
+ */
+const PROVIDER_POLICY = [
+  "default-src 'none'", "script-src 'unsafe-inline'", "style-src 'self' 'unsafe-inline'", "img-src 'self'", "frame-ancestors 'none'", "base-uri 'none'",
+  "form-action 'self' http://127.0.0.1:* http://localhost:*",
+].join('; ');
+
 const sendPage = (res: Response, status: number, html: string, formTargets: string[] = []): void => {
   res.status(status).set({
     'Content-Type': 'text/html; charset=utf-8',
@@ -130,6 +141,8 @@ export function signInRouter(deps: SignInRouteDeps): Router {
   router.use((req: Request, res: Response, next: NextFunction) => {
     const running = signIn.provider;
     if (!running || !PROVIDER_PATHS.test(req.path)) { next(); return; }
+    // The provider's own pages (the logout confirmation) post a form to this service, which redirects on to a client.
+    res.setHeader('Content-Security-Policy', PROVIDER_POLICY);
     void running.handle(req, res);
   });
   return router;

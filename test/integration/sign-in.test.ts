@@ -87,6 +87,7 @@ describe('sign-in: OpenID provider, sign-in page, PKCE client (headless Chromium
     await page.goto(authorize(challenge));
     await fillSignIn(username, password);
     const back = await cb.next();
+    await page.waitForURL(/\/callback\?/);
     expect(back.get('state')).to.equal('st-1');
     expect(back.get('iss')).to.equal(t.url);
     return { code: back.get('code')!, verifier };
@@ -238,6 +239,8 @@ describe('sign-in: OpenID provider, sign-in page, PKCE client (headless Chromium
     // Another user from the same address is not held by bob's count.
     await fillSignIn('alice', 'alice-secret-pw');
     expect((await cb.next()).get('code')).to.be.a('string');
+    // The browser lands on the redirect after the client heard it: let it, so the next test's navigation is not cut by it.
+    await page.waitForURL(/\/callback\?/);
   });
 
   it('asks again in a browser already signed in: the command-line client gets the page, with "Continue as" the user', async () => {
