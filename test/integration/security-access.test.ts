@@ -23,7 +23,7 @@ interface EarlyAnswer {
  * answer without sending more. Resolves with the answer, or rejects when
  * none comes within `waitMs` (the server is waiting for the body).
  */
-function startUpload(t: TestServer, path: string, token: string, waitMs = 10_000): Promise<EarlyAnswer> {
+function startUpload(t: TestServer, path: string, token: string, waitMs = 10_000, method = 'POST'): Promise<EarlyAnswer> {
   const url = new URL(path, t.url);
   const boundary = '----wsmsecurityboundary';
   const head = Buffer.from(`--${boundary}\r\nContent-Disposition: form-data; name="file"; filename="big.tgz"\r\nContent-Type: application/gzip\r\n\r\n`);
@@ -32,7 +32,7 @@ function startUpload(t: TestServer, path: string, token: string, waitMs = 10_000
   return new Promise((resolve, reject) => {
     const sent = head.length + FIRST_PART;
     const req = http.request({
-      host: url.hostname, port: url.port, path: url.pathname + url.search, method: url.searchParams ? 'POST' : 'POST',
+      host: url.hostname, port: url.port, path: url.pathname + url.search, method,
       headers: { ...bearer(token), 'Content-Type': `multipart/form-data; boundary=${boundary}`, 'Content-Length': String(total) },
     });
     const timer = setTimeout(() => {
@@ -77,8 +77,9 @@ describe('Security: access before the body, and who may change a profile', funct
   });
 
   it('refuses an upload by a non-member (404) and a member (403) before the body is read', async () => {
-    for (const path of ['/api/v1/packages/acme/install', '/api/v1/extensions/acme?targetMatrix=https%3A%2F%2Fexample.org%2Fm', `/api/v1/extensions/acme/${'0'.repeat(8)}-0000-4000-8000-${'0'.repeat(12)}`]) {
-      const outsider = await startUpload(t, path, tokens.outsider);
+    for (const [method, path] of [['POST', '/api/v1/packages/acme/install'], ['POST', '/api/v1/extensions/acme?targetMatrix=https%3A%2F%2Fexample.org%2Fm'],
+      ['PUT', `/api/v1/extensions/acme/${'0'.repeat(8)}-0000-4000-8000-${'0'.repeat(12)}`]] as const) {
+      const outsider = await startUpload(t, path, tokens.outsider, 10_000, method);
       expect(outsider.status, path).to.equal(404);
       expect(outsider.body.success).to.equal(false);
       expect(outsider.body.error!.code).to.equal('NOT_FOUND');
