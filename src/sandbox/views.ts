@@ -23,11 +23,14 @@ export class WorkspaceViews {
   /** Names of the graphs slash commands of the workspace see. */
   async knowledgeGraphs(workspaceId: string): Promise<string[]> {
     const prefix = this.graphs.workspacePrefix(workspaceId);
+    const variables = this.graphs.variables(workspaceId);
     const rows = await this.store.select(sparql`${prefixes}
       SELECT DISTINCT ?g ?xid ?active WHERE {
         { GRAPH ${iri(this.graphs.packages(workspaceId))} { ?m a wsm:Matrix ; wsm:graph ?g } }
         UNION
         { GRAPH ${iri(this.graphs.extensions(workspaceId))} { ?x a wsm:Extension ; wsm:id ?xid ; wsm:active ?active . OPTIONAL { ?x wsm:graph ?g } } }
+        UNION
+        { GRAPH ${iri(variables)} { ?v a wsm:Variable } BIND (${iri(variables)} AS ?g) }
       }`);
     const names = new Set<string>();
     for (const row of rows) {
@@ -35,13 +38,15 @@ export class WorkspaceViews {
         if (row.active?.value !== 'true' && row.active?.value !== '1') continue;
         const name = row.g?.value ?? this.graphs.extension(workspaceId, row.xid.value);
         if (name.startsWith(`${prefix}extensions/`)) names.add(name);
+      } else if (row.g?.value === variables) {
+        // Only when a package declared variables: an empty graph in the view would send every worker to the snapshot for it.
+        names.add(variables);
       } else if (row.g) {
         const name = row.g.value;
         // Defence in depth: only this workspace's matrix graphs, never the derived records.
         if (name.startsWith(`${prefix}matrices/`) && !name.endsWith('/derived')) names.add(name);
       }
     }
-    names.add(this.graphs.variables(workspaceId));
     return [...names].sort();
   }
 

@@ -386,7 +386,8 @@ export class SecretsService {
     const declared = new Set(declarations.secrets.map((s) => s.uri));
     const ops: WriteOp[] = [
       ...this.valueRemovalOps(ws, [...before.secrets].filter((u) => !declared.has(u))),
-      ...this.recordRemovalOps(ws, packageName),
+      // Declared only where the package had records: a write that declares the variables graph makes every query view reload it.
+      ...(before.variables.size || before.secrets.size ? this.recordRemovalOps(ws, packageName) : []),
     ];
     if (variables.length) ops.push(updateOp(sparql`${prefixes}INSERT DATA { GRAPH ${iri(this.graphs.variables(ws))} { ${raw(variables.join('\n'))} } }`, [this.graphs.variables(ws)]));
     if (secrets.length) ops.push(updateOp(sparql`${prefixes}INSERT DATA { GRAPH ${iri(this.graphs.secrets(ws))} { ${raw(secrets.join('\n'))} } }`, [this.graphs.secrets(ws)]));
