@@ -19,7 +19,7 @@
 import type { Writable } from 'node:stream';
 import type { QuadStore, WriteInput } from '../store/store.js';
 import type { Graphs } from '../rdf/graphs.js';
-import { iri, join, literal, raw, sparql, sparqlFragment } from '../rdf/sparql.js';
+import { iri, join, literal, raw, sparql, sparqlFragment, type SparqlFragment } from '../rdf/sparql.js';
 import { prefixes } from '../rdf/vocab.js';
 import { badRequest, conflict } from '../errors.js';
 import { spawnModuleWorker } from '../workers/spawn.js';
@@ -43,21 +43,25 @@ export class WorkspaceTransfer {
   ) {}
 
   /** The workspace record and its members' profiles (the owner's among them), as N-Triples of the system graph. */
-  private systemPart(workspace: Workspace): Promise<string> {
+  private async systemPart(workspace: Workspace): Promise<string> {
     const sys = iri(this.graphs.system);
     const w = iri(this.workspaces.workspaceIri(workspace.id));
-    const owner = iri(this.users.userIri(workspace.owner.id));
-    return this.store.construct(sparql`${prefixes}
+    const profile = (subject: SparqlFragment) => sparql`${prefixes}
       CONSTRUCT { ?s ?p ?o } WHERE {
-        {
-          GRAPH ${sys} { ${w} ?p ?o VALUES ?p { rdf:type wsm:id wsm:slug wsm:name wsm:engineVersion wsm:owner wsm:createdAt wsm:updatedAt } }
-          BIND (${w} AS ?s)
-        } UNION {
-          { SELECT DISTINCT ?s WHERE { { GRAPH ${iri(this.graphs.iam(workspace.id))} { ?principal a wsm:Principal ; wsm:actor ?s } } UNION { VALUES ?s { ${owner} } } } }
-          GRAPH ${sys} { ?s a wsm:User ; ?p ?o
-            VALUES ?p { rdf:type wsm:id wsm:username wsm:email wsm:firstName wsm:lastName wsm:website wsm:emailVerified wsm:createdAt wsm:updatedAt } }
-        }
-      }`);
+        ${subject}
+        GRAPH ${sys} { ?s a wsm:User ; ?p ?o
+          VALUES ?p { rdf:type wsm:id wsm:username wsm:email wsm:firstName wsm:lastName wsm:website wsm:emailVerified wsm:createdAt wsm:updatedAt } }
+      }`;
+    // Three queries, not one UNION: Virtuoso answers a UNION of a pattern and a VALUES branch, joined with the system graph, with nothing.
+    const parts = await Promise.all([
+      this.store.construct(sparql`${prefixes}CONSTRUCT { ${w} ?p ?o } WHERE {
+        GRAPH ${sys} { ${w} ?p ?o VALUES ?p { rdf:type wsm:id wsm:slug wsm:name wsm:engineVersion wsm:owner wsm:createdAt wsm:updatedAt } } }`),
+      this.store.construct(profile(sparqlFragment`GRAPH ${iri(this.graphs.iam(workspace.id))} { ?principal a wsm:Principal ; wsm:actor ?s }`)),
+      this.store.construct(profile(sparqlFragment`BIND (${iri(this.users.userIri(workspace.owner.id))} AS ?s)`)),
+    ]);
+    // The owner is a member too: each triple once.
+    const lines = new Set(parts.join('\n').split('\n').filter((line) => line.trim() && !line.startsWith('#')));
+    return lines.size ? `${[...lines].join('\n')}\n` : '';
   }
 
   /** Writes the workspace to `out` as `type`; resolves once the last byte was handed to it (the caller ends it). */
