@@ -102,11 +102,18 @@ export class PgLog {
 
   /** Creates the tables when missing (several instances may start at once). */
   async ensureSchema(): Promise<void> {
+    await this.inTransaction(async (client) => {
+      await client.query('SELECT pg_advisory_xact_lock($1)', [SCHEMA_LOCK]);
+      await client.query(SCHEMA);
+    });
+  }
+
+  /** Runs `fn` in one transaction on one pooled connection: committed when it resolves, rolled back when it throws. */
+  private async inTransaction(fn: (client: pg.PoolClient) => Promise<void>): Promise<void> {
     const client = await this.pool.connect();
     try {
       await client.query('BEGIN');
-      await client.query('SELECT pg_advisory_xact_lock($1)', [SCHEMA_LOCK]);
-      await client.query(SCHEMA);
+      await fn(client);
       await client.query('COMMIT');
     } catch (err) {
       await client.query('ROLLBACK').catch(() => undefined);
@@ -177,9 +184,7 @@ export class PgLog {
    */
   async putSnapshot(stream: string, seq: number, quads: number, data: Buffer): Promise<void> {
     const sha256 = createHash('sha256').update(data).digest();
-    const client = await this.pool.connect();
-    try {
-      await client.query('BEGIN');
+    await this.inTransaction(async (client) => {
       await client.query('INSERT INTO wsm_snapshots (stream, seq, quads, sha256, data) VALUES ($1, $2, $3, $4, $5) ON CONFLICT DO NOTHING', [stream, seq, quads, sha256, data]);
       const { rows } = await client.query<{ seq: string }>('SELECT seq FROM wsm_snapshots WHERE stream = $1 ORDER BY seq DESC LIMIT 2', [stream]);
       const older = rows.length === 2 ? Number(rows[1]!.seq) : undefined;
@@ -188,13 +193,7 @@ export class PgLog {
         // The head's record stays whatever happens: it is where appends are checked.
         await client.query('DELETE FROM wsm_journal WHERE stream = $1 AND seq <= $2 AND seq < (SELECT max(seq) FROM wsm_journal WHERE stream = $1)', [stream, older]);
       }
-      await client.query('COMMIT');
-    } catch (err) {
-      await client.query('ROLLBACK').catch(() => undefined);
-      throw err;
-    } finally {
-      client.release();
-    }
+    });
   }
 
   /** Bytes of the records after `afterSeq` (how much a new instance replays after the snapshot). */
