@@ -190,3 +190,24 @@ export async function serviceQuadDataDir(quads: number): Promise<{ dir: string; 
   const snapshot = readdirSync(dir).find((f) => f.startsWith('snapshot-'))!;
   return { dir, snapshotFile: `${dir}/${snapshot}`, quads: size, snapshotMs, snapshotBytes: statSync(`${dir}/${snapshot}`).size };
 }
+
+/**
+ * Grows the installed matrix graph of the (stopped) service in `dataDir`
+ * to `quads` quads with the service's IRI shapes, written in the data
+ * directory itself (bypassing the API), then snapshots; the store's size.
+ */
+export async function growMatrixGraph(dataDir: string, quads: number): Promise<number> {
+  const { generateServiceQuads } = await import('../test/fixtures/service-quads.js');
+  const store = await openDurableStore(dataDir);
+  try {
+    const graph = (await store.graphNames()).find((g) => g.includes('/workspaces/') && g.includes('/matrices/') && !g.endsWith('/derived'));
+    if (!graph) throw new Error('no matrix graph found');
+    for (let done = 0, g = 0; done < quads; done += 100_000, g++) {
+      await store.write([{ kind: 'load', graph, format: 'application/n-triples', data: generateServiceQuads(g, Math.min(100_000, quads - done)).ntriples }]);
+    }
+    await store.snapshot();
+    return await store.size();
+  } finally {
+    await store.close();
+  }
+}

@@ -1,7 +1,5 @@
 import { api, figure, installPackage, mintToken, serviceWithWorkspace, spawnTs, startService, type Figure } from '../lib.js';
-import { packageArchive } from '../data.js';
-import { openDurableStore } from '../../src/store/durable.js';
-import { generateServiceQuads } from '../../test/fixtures/service-quads.js';
+import { growMatrixGraph, packageArchive } from '../data.js';
 
 const MiB = 2 ** 20;
 
@@ -34,16 +32,7 @@ export async function run(): Promise<Figure[]> {
     });
     if (created.status !== 200) throw new Error(`C5 answered ${created.status}`);
     await env.svc.stop();
-    // The workspace's matrix graph grows to `quads` in the data directory itself (bypassing the API), with the service's IRI shapes.
-    const store = await openDurableStore(dataDir);
-    const graph = (await store.graphNames()).find((g) => g.includes('/workspaces/') && g.includes('/matrices/') && !g.endsWith('/derived'));
-    if (!graph) throw new Error('no matrix graph found');
-    for (let done = 0, g = 0; done < quads; done += 100_000, g++) {
-      await store.write([{ kind: 'load', graph, format: 'application/n-triples', data: generateServiceQuads(g, Math.min(100_000, quads - done)).ntriples }]);
-    }
-    await store.snapshot();
-    const size = await store.size();
-    await store.close();
+    const size = await growMatrixGraph(dataDir, quads);
     const { readdirSync } = await import('node:fs');
     const snapshot = readdirSync(dataDir).filter((f) => f.startsWith('snapshot-')).sort().at(-1)!;
 

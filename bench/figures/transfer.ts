@@ -2,9 +2,7 @@ import { readdirSync, statSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { spawn } from 'node:child_process';
 import { ROOT, figure, installPackage, load, mintToken, removeDir, rssOf, serviceWithWorkspace, startService, workDir, type Figure, type LoadResult } from '../lib.js';
-import { packageArchive } from '../data.js';
-import { openDurableStore } from '../../src/store/durable.js';
-import { generateServiceQuads } from '../../test/fixtures/service-quads.js';
+import { growMatrixGraph, packageArchive } from '../data.js';
 
 const MiB = 2 ** 20;
 
@@ -50,14 +48,7 @@ export async function run(): Promise<Figure[]> {
     const { token, slug, dataDir } = env;
     await installPackage(env.svc.url, token, slug, await packageArchive('transfer', '1.0.0', 'https://bench.example/matrix/transfer', 10));
     await env.svc.stop();
-    const store = await openDurableStore(dataDir);
-    const graph = (await store.graphNames()).find((g) => g.includes('/workspaces/') && g.includes('/matrices/') && !g.endsWith('/derived'));
-    if (!graph) throw new Error('no matrix graph found');
-    for (let done = 0, g = 0; done < quads; done += 100_000, g++) {
-      await store.write([{ kind: 'load', graph, format: 'application/n-triples', data: generateServiceQuads(g, Math.min(100_000, quads - done)).ntriples }]);
-    }
-    await store.snapshot();
-    await store.close();
+    await growMatrixGraph(dataDir, quads);
 
     svc = await startService(dataDir, { WSM_DEMO: 'false' });
     await new Promise((r) => setTimeout(r, 1000));
