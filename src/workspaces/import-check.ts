@@ -45,8 +45,9 @@ export interface ImportPlan {
 /** A refusal of the body, with the sentence the client gets (400). */
 export class ImportRefused extends Error {}
 
-const WORKSPACE_FIELDS = new Set([RDF.type, WSM.id, WSM.slug, WSM.name, WSM.engineVersion, WSM.owner, WSM.createdAt, WSM.updatedAt]);
-const PROFILE_FIELDS = new Set([RDF.type, WSM.id, WSM.username, WSM.email, WSM.firstName, WSM.lastName, WSM.website,
+/** The fields of a workspace record and of a user profile that an export carries and an import takes. */
+export const WORKSPACE_FIELDS = new Set([RDF.type, WSM.id, WSM.slug, WSM.name, WSM.engineVersion, WSM.owner, WSM.createdAt, WSM.updatedAt]);
+export const PROFILE_FIELDS = new Set([RDF.type, WSM.id, WSM.username, WSM.email, WSM.firstName, WSM.lastName, WSM.website,
   WSM.emailVerified, WSM.createdAt, WSM.updatedAt]);
 
 /** The base of the exporting service: the system graph holding the record `?w a wsm:Workspace` ends in `system`. */

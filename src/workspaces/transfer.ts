@@ -25,7 +25,7 @@ import { badRequest, conflict } from '../errors.js';
 import { spawnModuleWorker } from '../workers/spawn.js';
 import type { UserService } from '../users/service.js';
 import type { Workspace, WorkspaceService } from './service.js';
-import type { ImportFormat, ImportPlan } from './import-check.js';
+import { PROFILE_FIELDS, WORKSPACE_FIELDS, type ImportFormat, type ImportPlan } from './import-check.js';
 import type { ImportAnswer, ImportJob } from './import-worker.js';
 
 export const EXPORT_TYPES = ['application/n-quads', 'application/trig'] as const;
@@ -50,12 +50,12 @@ export class WorkspaceTransfer {
       CONSTRUCT { ?s ?p ?o } WHERE {
         ${subject}
         GRAPH ${sys} { ?s a wsm:User ; ?p ?o
-          VALUES ?p { rdf:type wsm:id wsm:username wsm:email wsm:firstName wsm:lastName wsm:website wsm:emailVerified wsm:createdAt wsm:updatedAt } }
+          VALUES ?p { ${join([...PROFILE_FIELDS].map((f) => iri(f)))} } }
       }`;
     // Three queries, not one UNION: Virtuoso answers a UNION of a pattern and a VALUES branch, joined with the system graph, with nothing.
     const parts = await Promise.all([
       this.store.construct(sparql`${prefixes}CONSTRUCT { ${w} ?p ?o } WHERE {
-        GRAPH ${sys} { ${w} ?p ?o VALUES ?p { rdf:type wsm:id wsm:slug wsm:name wsm:engineVersion wsm:owner wsm:createdAt wsm:updatedAt } } }`),
+        GRAPH ${sys} { ${w} ?p ?o VALUES ?p { ${join([...WORKSPACE_FIELDS].map((f) => iri(f)))} } } }`),
       this.store.construct(profile(sparqlFragment`GRAPH ${iri(this.graphs.iam(workspace.id))} { ?principal a wsm:Principal ; wsm:actor ?s }`)),
       this.store.construct(profile(sparqlFragment`BIND (${iri(this.users.userIri(workspace.owner.id))} AS ?s)`)),
     ]);
