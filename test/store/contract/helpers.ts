@@ -1,3 +1,4 @@
+import { Parser, Writer } from 'n3';
 import type { QuadStore, WriteOp } from '../../../src/store/store.js';
 import { iri, integer, literal, sparql } from '../../../src/rdf/sparql.js';
 
@@ -7,11 +8,18 @@ export async function count(store: QuadStore, graph: string): Promise<number> {
   return Number(rows[0]?.n?.value ?? 0);
 }
 
-/** Every triple of the given graphs, as sorted lines (the state a test compares). */
+/**
+ * Every triple of the given graphs, as sorted lines (the state a test compares).
+ * Each backend's N-Triples is parsed and written again in one form: the format
+ * lets an engine separate terms with tabs or spaces (Virtuoso writes tabs).
+ */
 export async function state(store: QuadStore, graphs: readonly string[]): Promise<string[]> {
   const out: string[] = [];
+  const writer = new Writer({ format: 'N-Triples' });
   for (const g of graphs) {
-    for (const line of (await store.dumpGraph(g)).split('\n')) if (line.trim()) out.push(`${g} ${line.trim()}`);
+    for (const q of new Parser({ format: 'N-Triples' }).parse(await store.dumpGraph(g))) {
+      out.push(`${g} ${writer.quadToString(q.subject, q.predicate, q.object).trim()}`);
+    }
   }
   return out.sort();
 }
