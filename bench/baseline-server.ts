@@ -7,6 +7,11 @@
  *   while one fdatasync runs are written together and share the next one.
  *   That is the limit of a durable write on this disk, the bar the
  *   service's own group-committing journal is held to.
+ * - postgres: an Express handler that inserts the request body as one row
+ *   into PostgreSQL (`BENCH_POSTGRES_URL`, a pool of 10 connections as the
+ *   cluster store keeps, synchronous commit) and answers once it committed:
+ *   the bar for a write of the cluster store, whose acknowledgement is the
+ *   same commit.
  */
 import express from 'express';
 import { mkdtempSync } from 'node:fs';
@@ -59,6 +64,17 @@ if (mode === 'static') {
     // Fire-and-forget: one flush loop at a time drains the queue; it
     // catches every write error and answers the requests it concerns.
     if (!flushing) void flush();
+  });
+} else if (mode === 'postgres') {
+  const { default: pg } = await import('pg');
+  const pool = new pg.Pool({ connectionString: process.env.BENCH_POSTGRES_URL, max: 10 });
+  await pool.query('CREATE TABLE IF NOT EXISTS bench_writes (id bigserial PRIMARY KEY, body text NOT NULL)');
+  app.use(express.json());
+  app.post('/write', (req, res) => {
+    pool.query('INSERT INTO bench_writes (body) VALUES ($1)', [JSON.stringify(req.body)]).then(
+      () => { res.status(200).json({ success: true, data: req.body as unknown }); },
+      (err: Error) => { res.status(500).json({ success: false, error: { message: err.message } }); },
+    );
   });
 } else {
   throw new Error(`unknown baseline mode ${mode}`);

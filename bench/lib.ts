@@ -201,12 +201,35 @@ export async function spawnTs(script: string, args: string[], env: Record<string
  * given to the service only: `--cpu-prof --cpu-prof-dir=DIR` profiles the
  * service under a figure's load (the profile is written when it stops).
  */
-export const startService = (dataDir: string, env: Record<string, string> = {}, timeoutMs = 120_000) =>
-  spawnTs('src/cli.ts', ['serve'], { WSM_LOG_LEVEL: undefined, WSM_REGISTRY: undefined, WSM_DATA_DIR: dataDir, ...env },
+export const startService = async (dataDir: string, env: Record<string, string> = {}, timeoutMs = 120_000) =>
+  spawnTs('src/cli.ts', ['serve'], { WSM_LOG_LEVEL: undefined, WSM_REGISTRY: undefined, WSM_DATA_DIR: dataDir, ...await serviceStore(dataDir), ...env },
     '/health', timeoutMs, (process.env.BENCH_SERVICE_NODE_ARGS ?? '').split(' ').filter(Boolean));
 
+/** Settings of the store a started service runs on, by its data directory; none: the embedded store. */
+let serviceStore: (dataDir: string) => Promise<Record<string, string>> = () => Promise.resolve({});
+
+/**
+ * Runs `fn` with every service started meanwhile on the store `settings`
+ * gives for its data directory (a restart on the same directory gets the
+ * same settings): the cluster figure runs the other figures this way.
+ */
+export async function withServiceStore<T>(settings: (dataDir: string) => Promise<Record<string, string>>, fn: () => Promise<T>): Promise<T> {
+  const previous = serviceStore;
+  const byDir = new Map<string, Promise<Record<string, string>>>();
+  serviceStore = (dataDir) => {
+    const key = path.resolve(dataDir);
+    if (!byDir.has(key)) byDir.set(key, settings(key));
+    return byDir.get(key)!;
+  };
+  try {
+    return await fn();
+  } finally {
+    serviceStore = previous;
+  }
+}
+
 /** Starts a baseline server (bench/baseline-server.ts) in a mode. */
-export const startBaseline = (mode: 'static' | 'fsync', env: Record<string, string> = {}) =>
+export const startBaseline = (mode: 'static' | 'fsync' | 'postgres', env: Record<string, string> = {}) =>
   spawnTs('bench/baseline-server.ts', [mode], env, '/ready');
 
 /** One request kind's latency in a load of several kinds (milliseconds, fractional). */

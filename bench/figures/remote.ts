@@ -9,6 +9,7 @@ import {
   type Figure,
 } from '../lib.js';
 import { generateTriples, packageArchive } from '../data.js';
+import { sideBySide } from '../side-by-side.js';
 
 /**
  * The remote store (`WSM_STORE=sparql`, Virtuoso) measured two ways
@@ -140,45 +141,21 @@ async function recordingProxy(engine: Engine): Promise<{ url: string; log: Recor
 const SIDE = ['reads', 'writes', 'install', 'slash'] as const;
 
 /** Part 1: each figure on the embedded store, then on Virtuoso (a base IRI of its own on the engine). */
-async function sideBySide(engine: Engine): Promise<Figure[]> {
+function sideBySideOn(engine: Engine): Promise<Figure[]> {
   const wanted = (process.env.WSM_BENCH_REMOTE_SIDE ?? SIDE.join(',')).split(',');
-  const rows: Figure[] = [];
-  for (const name of SIDE.filter((n) => wanted.includes(n))) {
-    const mod = await import(`./${name}.js`) as { run(): Promise<Figure[]> };
-    const attempt = async (): Promise<Figure[] | Error> => { try { return await mod.run(); } catch (err) { return err as Error; } };
-    const loadBefore = os.loadavg()[0]!;
-    const embedded = await attempt();
-    progress(`${name} measured on the embedded store`);
-    const keys = [...Object.keys(engine.settings), 'WSM_BASE_IRI'];
-    const saved = Object.fromEntries(keys.map((k) => [k, process.env[k]]));
-    Object.assign(process.env, engine.settings, { WSM_BASE_IRI: `https://workspaces.local/bench-${name}-${Date.now()}/` });
-    let remote: Figure[] | Error;
-    try {
-      remote = await attempt();
-    } finally {
-      for (const [k, v] of Object.entries(saved)) { if (v === undefined) delete process.env[k]; else process.env[k] = v; }
-    }
-    const loadAfter = os.loadavg()[0]!;
-    progress(`${name} measured on Virtuoso`);
-    const load = `load average ${loadBefore.toFixed(1)}-${loadAfter.toFixed(1)}`;
-    if (embedded instanceof Error || remote instanceof Error) {
-      const side = embedded instanceof Error ? `embedded: ${embedded.message}` : `Virtuoso: ${(remote as Error).message}`;
-      rows.push(figure({ name: `${name}: not measured`, unit: '', value: Number.NaN, baseline: Number.NaN, target: 'report', check: () => false, cause: side.slice(0, 400) }));
-      continue;
-    }
-    embedded.forEach((e, i) => {
-      const r = remote[i];
-      if (!r) return;
-      // Throughput: Virtuoso / embedded (higher is better); time: the same ratio (lower is better).
-      const verdict = (f: Figure) => `${f.ratio.toFixed(2)}x its baseline${f.target.startsWith('report') ? '' : ` (${f.met ? 'met' : 'missed'} ${f.target})`}`;
-      rows.push(figure({
-        name: `${name}: ${r.name}`, unit: r.unit, value: r.value, baseline: e.value,
-        target: 'report (no target set)', check: () => true,
-        note: `baseline: the same figure on the embedded store, run just before; on Virtuoso ${verdict(r)}, embedded ${verdict(e)}; ${load}`,
-      }));
-    });
-  }
-  return rows;
+  return sideBySide(SIDE.filter((n) => wanted.includes(n)), {
+    label: 'Virtuoso',
+    on: async (name, fn) => {
+      const keys = [...Object.keys(engine.settings), 'WSM_BASE_IRI'];
+      const saved = Object.fromEntries(keys.map((k) => [k, process.env[k]]));
+      Object.assign(process.env, engine.settings, { WSM_BASE_IRI: `https://workspaces.local/bench-${name}-${Date.now()}/` });
+      try {
+        return await fn();
+      } finally {
+        for (const [k, v] of Object.entries(saved)) { if (v === undefined) delete process.env[k]; else process.env[k] = v; }
+      }
+    },
+  }, progress);
 }
 
 const progress = (line: string) => process.stderr.write(`remote: ${line} (load average ${os.loadavg()[0]!.toFixed(1)})\n`);
@@ -390,7 +367,7 @@ export async function run(): Promise<Figure[]> {
   for (const part of ['side', 'large'].filter((p) => parts.includes(p))) {
     const engine = startEngine();
     try {
-      const rows = part === 'side' ? await sideBySide(engine) : await largeStore(engine);
+      const rows = part === 'side' ? await sideBySideOn(engine) : await largeStore(engine);
       if (rows[0]) rows[0].note = `${rows[0].note ?? ''}; Virtuoso ${engine.version}`;
       figures.push(...rows);
     } finally {
