@@ -1,5 +1,5 @@
 /**
- * `npm run postgres-ha [-- start|stop|status|env|backup|restore --to-time T|kill-primary]`:
+ * `npm run postgres-ha [-- start|stop|status|env|backup|restore --to-time T|kill-primary|wait-sync]`:
  * PostgreSQL that fails over without losing an acknowledged write, for
  * `WSM_STORE=cluster` (docs/cluster.md, "PostgreSQL with failover").
  *
@@ -21,7 +21,9 @@
  * --to-time T` restores the newest backup before T and the WAL up to T into
  * a new directory and starts it alone (not part of the failover pair) on a
  * free port, printing its settings; `kill-primary` kills the primary
- * node (its Patroni and its postmaster, -9), as a machine that dies.
+ * node (its Patroni and its postmaster, -9), as a machine that dies
+ * (`--postmaster-only`: its postmaster alone); `wait-sync [seconds]` waits
+ * for a primary with a synchronous standby again.
  */
 import { spawn, spawnSync, type SpawnSyncReturns } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
@@ -440,17 +442,32 @@ async function status(): Promise<void> {
   if (!await primary(s)) throw new Error('no primary: writes cannot be taken');
 }
 
-/** Kills the primary node as a machine that dies: its Patroni first (so it cannot restart PostgreSQL), then its postmaster, both with SIGKILL. */
-async function killPrimary(): Promise<void> {
+/**
+ * Kills the primary node as a machine that dies: its Patroni first (so it
+ * cannot restart PostgreSQL), then its postmaster, both with SIGKILL; the
+ * standby takes over. With `--postmaster-only`, only the postmaster: the
+ * node's Patroni, which still holds the leader key, starts it again.
+ */
+async function killPrimary(postmasterOnly: boolean): Promise<void> {
   const s = readState();
   const leader = await primary(s);
   if (!leader) throw new Error('no primary to kill');
-  const patroniPid = pidOf(path.join(nodeDir(leader), 'patroni.pid'));
+  const patroniPid = postmasterOnly ? undefined : pidOf(path.join(nodeDir(leader), 'patroni.pid'));
   const postmasterPid = pidOf(path.join(pgdata(leader), 'postmaster.pid'));
   if (patroniPid) process.kill(patroniPid, 'SIGKILL');
   if (postmasterPid) process.kill(postmasterPid, 'SIGKILL');
   process.stdout.write(`${leader.name}\n`);
-  say(`Killed ${leader.name} (Patroni ${patroniPid ?? '-'}, postmaster ${postmasterPid ?? '-'}) at ${new Date().toISOString()}`);
+  say(`Killed ${postmasterOnly ? 'the postmaster of ' : ''}${leader.name} (Patroni ${patroniPid ?? '-'}, postmaster ${postmasterPid ?? '-'}) at ${new Date().toISOString()}`);
+}
+
+/** Waits until a primary and a synchronous standby run (after a drill). */
+async function waitSync(seconds: number): Promise<void> {
+  const s = readState();
+  await waitFor('no primary with a synchronous standby', async () => {
+    if (!await primary(s)) return false;
+    for (const n of s.nodes) if ((await http(n.rest, '/sync'))?.status === 200) return true;
+    return false;
+  }, seconds);
 }
 
 function backup(): void {
@@ -519,7 +536,9 @@ try {
   } else if (command === 'status') {
     await status();
   } else if (command === 'kill-primary') {
-    await killPrimary();
+    await killPrimary(rest.includes('--postmaster-only'));
+  } else if (command === 'wait-sync') {
+    await waitSync(Number(rest[0] ?? 120));
   } else if (command === 'backup') {
     backup();
   } else if (command === 'restore') {
@@ -530,7 +549,7 @@ try {
     say('The restored PostgreSQL runs alone; the service reads it with:');
     process.stdout.write(`${out}\n`);
   } else {
-    throw new Error(`Unknown command "${command}": use start, stop, status, env, backup, restore --to-time T or kill-primary`);
+    throw new Error(`Unknown command "${command}": use start, stop, status, env, backup, restore --to-time T, kill-primary [--postmaster-only] or wait-sync [seconds]`);
   }
 } catch (err) {
   say(err instanceof Error ? err.message : String(err));
