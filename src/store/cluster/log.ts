@@ -219,13 +219,13 @@ export class PgLog {
           if (!outcomeUnknown(err)) throw err;
           dropped = err;
           uncertainSince ??= Date.now();
-          await this.waitForOutcome(stream, seq, uncertainSince, err);
         }
       } finally {
         client.off('error', ignore);
         // A connection that failed is closed, not pooled.
-        client.release(dropped instanceof Error ? dropped : undefined);
+        client.release(dropped !== undefined);
       }
+      if (dropped !== undefined) await this.waitForOutcome(stream, seq, uncertainSince!, dropped);
     }
   }
 
