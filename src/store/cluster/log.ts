@@ -37,6 +37,33 @@ export class LogCorruptError extends Error {
   }
 }
 
+/**
+ * An append's connection dropped and PostgreSQL could not be asked, within
+ * the wait, whether its record committed: it may be in the history (every
+ * replica then applies it) or not.
+ */
+export class CommitOutcomeUnknownError extends Error {
+  constructor(readonly stream: string, readonly seq: number, waitedMs: number, cause: unknown) {
+    super(`whether record ${seq} of stream ${stream} committed is unknown: its connection dropped (${cause instanceof Error ? cause.message : String(cause)}) and PostgreSQL did not answer within ${Math.round(waitedMs / 1000)} s`, { cause });
+    this.name = 'CommitOutcomeUnknownError';
+  }
+}
+
+/**
+ * Whether a statement's error leaves its outcome unknown: the connection
+ * failed (no answer from PostgreSQL), or PostgreSQL ended the session
+ * (class 08, connection exception; 57P01-57P03, shut down or not yet up:
+ * a backend waiting for its synchronous standby is ended that way after
+ * its local commit) or answered from a standby (25006, read only: the
+ * primary moved). Any other answer of PostgreSQL is the statement's own
+ * failure: nothing was committed.
+ */
+export function outcomeUnknown(err: unknown): boolean {
+  if (!(err instanceof pg.DatabaseError)) return true;
+  const code = err.code ?? '';
+  return code.startsWith('08') || ['57P01', '57P02', '57P03', '25006'].includes(code);
+}
+
 /** One snapshot as stored. */
 export interface StoredSnapshot { seq: number; quads: number; data: Buffer; sha256: Buffer }
 
@@ -97,8 +124,19 @@ export class PgArchives implements ArchiveFiles {
   }
 }
 
+export interface PgLogOptions {
+  /** How long an append whose connection dropped keeps trying to learn whether it committed. */
+  outcomeWaitMs: number;
+  /** Milliseconds between two tries. */
+  retryMs: number;
+}
+
 export class PgLog {
-  constructor(readonly pool: pg.Pool) {}
+  private readonly options: PgLogOptions;
+
+  constructor(readonly pool: pg.Pool, options: Partial<PgLogOptions> = {}) {
+    this.options = { outcomeWaitMs: 60_000, retryMs: 500, ...options };
+  }
 
   /** Creates the tables when missing (several instances may start at once). */
   async ensureSchema(): Promise<void> {
@@ -131,21 +169,70 @@ export class PgLog {
 
   /**
    * Appends record `seq` of the stream and notifies the other instances, in
-   * one statement (one transaction): committed when it resolves.
-   * `HeadMovedError` when another instance took that seq first.
+   * one statement (one transaction): committed, exactly once, when it
+   * resolves. `HeadMovedError` when another instance took that seq first.
+   *
+   * A connection that drops while the statement runs (its COMMIT among it:
+   * a PostgreSQL that died or failed over) leaves the outcome unknown. Then
+   * the row at (stream, seq) is read on a new connection, tried every
+   * `retryMs` for `outcomeWaitMs`: the same record bytes (so the same
+   * checksum) → it committed; no row → appended again (the primary key is
+   * the head check again); another record → `HeadMovedError`, as when
+   * another instance took the seq. Past the wait, `CommitOutcomeUnknownError`.
    */
   async append(stream: string, seq: number, record: Buffer): Promise<void> {
-    try {
-      await this.pool.query({
-        name: 'wsm-append',
-        text: `WITH appended AS (INSERT INTO wsm_journal (stream, seq, record) VALUES ($1, $2, $3) RETURNING seq)
-               SELECT pg_notify('${CHANNEL}', $1 || ':' || seq) FROM appended`,
-        values: [stream, seq, record],
-      });
-    } catch (err) {
-      if ((err as { code?: string }).code === '23505') throw new HeadMovedError(stream, seq);
-      throw err;
+    let uncertainSince: number | undefined;
+    for (;;) {
+      let client: pg.PoolClient;
+      try {
+        client = await this.pool.connect();
+      } catch (err) {
+        // Nothing was sent on this connection: a first attempt did not happen, a retry goes on waiting.
+        if (uncertainSince === undefined) throw err;
+        await this.waitForOutcome(stream, seq, uncertainSince, err);
+        continue;
+      }
+      let dropped: unknown;
+      // A connection that ends under a statement also emits 'error': the statement's own rejection is what counts.
+      const ignore = () => undefined;
+      client.on('error', ignore);
+      try {
+        if (uncertainSince !== undefined) {
+          const { rows } = await client.query<{ record: Buffer }>({ name: 'wsm-record-at', text: 'SELECT record FROM wsm_journal WHERE stream = $1 AND seq = $2', values: [stream, seq] });
+          if (rows[0]) {
+            if (rows[0].record.equals(record)) return;
+            throw new HeadMovedError(stream, seq);
+          }
+        }
+        await client.query({
+          name: 'wsm-append',
+          text: `WITH appended AS (INSERT INTO wsm_journal (stream, seq, record) VALUES ($1, $2, $3) RETURNING seq)
+                 SELECT pg_notify('${CHANNEL}', $1 || ':' || seq) FROM appended`,
+          values: [stream, seq, record],
+        });
+        return;
+      } catch (err) {
+        if (err instanceof HeadMovedError) throw err;
+        // Taken after an unknown outcome: maybe by this very record (its first try committed late); the row tells.
+        if ((err as { code?: string }).code === '23505' && uncertainSince === undefined) throw new HeadMovedError(stream, seq);
+        if ((err as { code?: string }).code !== '23505') {
+          if (!outcomeUnknown(err)) throw err;
+          dropped = err;
+          uncertainSince ??= Date.now();
+        }
+      } finally {
+        client.off('error', ignore);
+        // A connection that failed is closed, not pooled.
+        client.release(dropped !== undefined);
+      }
+      if (dropped !== undefined) await this.waitForOutcome(stream, seq, uncertainSince!, dropped);
     }
+  }
+
+  /** Waits `retryMs` before the next look at an append's outcome; `CommitOutcomeUnknownError` once `outcomeWaitMs` passed. */
+  private async waitForOutcome(stream: string, seq: number, since: number, cause: unknown): Promise<void> {
+    if (Date.now() - since >= this.options.outcomeWaitMs) throw new CommitOutcomeUnknownError(stream, seq, this.options.outcomeWaitMs, cause);
+    await new Promise((resolve) => setTimeout(resolve, this.options.retryMs));
   }
 
   /** The records after `afterSeq`, at most `limit`, in order, each checked (`decodeRecord`). */
