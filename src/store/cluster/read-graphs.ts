@@ -65,13 +65,14 @@ export function graphsReadBy(text: string): GraphsRead {
       if (m.type === 'add' || m.type === 'copy' || m.type === 'move') out.add(m.source?.default || !m.source?.name ? DEFAULT_GRAPH : m.source.name.value);
     }
   } catch (err) {
-    if (err === ANY) return 'any';
+    if (err instanceof AnyGraph) return 'any';
     throw err;
   }
   return out;
 }
 
-const ANY = Symbol('any graph');
+/** Thrown out of the walk at a graph it cannot name. */
+class AnyGraph extends Error {}
 
 /** A query's patterns; a subquery reads the graphs its group reads (`inherited`). */
 function readQuery(q: Record<string, unknown>, out: Set<string>, inherited: readonly string[] | null = [DEFAULT_GRAPH]): void {
@@ -93,7 +94,7 @@ function walk(node: unknown, defaults: readonly string[] | null, out: Set<string
   const n = node as Record<string, unknown>;
   if (n.type === 'graph' && n.name) {
     const name = n.name as Term;
-    if (name.termType !== 'NamedNode') throw ANY;
+    if (name.termType !== 'NamedNode') throw new AnyGraph();
     out.add(name.value);
     walk(n.patterns, null, out);
     return;
