@@ -233,7 +233,9 @@ export class PgLog {
    */
   async append(rows: readonly Append[], expected: Heads, all: boolean): Promise<number> {
     const writes = new Map(rows.map((r) => [r.stream, r]));
+    const only = rows.length === 1 && !all && expected.size === 1 ? rows[0]! : undefined;
     try {
+      if (only && expected.has(only.stream)) return await this.appendToOne(only, expected.get(only.stream)!);
       return await this.inTransaction(async (client) => {
         if (all) {
           const { rows: current } = await client.query<{ stream: string; seq: string }>('SELECT stream, seq FROM wsm_heads ORDER BY stream FOR SHARE');
@@ -277,6 +279,29 @@ export class PgLog {
       if (RACE_CODES.has((err as { code?: string }).code ?? '')) throw new HeadMovedError(rows[0]?.stream ?? [...expected.keys()][0] ?? '');
       throw err;
     }
+  }
+
+  /**
+   * The usual write (one stream changed, no other read) in one statement,
+   * so one round trip: the head moved from `at`, the row appended with the
+   * gseq taken once the head is held, the other instances notified.
+   */
+  private async appendToOne(row: Append, at: number): Promise<number> {
+    if (row.seq !== at + 1) throw new HeadMovedError(row.stream);
+    const { rows } = await this.pool.query<{ gseq: string }>({
+      name: 'wsm-append-one',
+      text: `WITH head AS (
+               INSERT INTO wsm_heads (stream, seq) VALUES ($1, $2) ON CONFLICT (stream) DO UPDATE SET seq = EXCLUDED.seq WHERE wsm_heads.seq = $3
+               RETURNING stream, seq
+             ), appended AS (
+               INSERT INTO wsm_journal (stream, seq, gseq, record) SELECT stream, seq, nextval('wsm_order'), $4 FROM head
+               RETURNING stream, seq, gseq
+             )
+             SELECT gseq, pg_notify('${CHANNEL}', stream || ':' || seq) FROM appended`,
+      values: [row.stream, row.seq, at, row.record],
+    });
+    if (rows.length !== 1) throw new HeadMovedError(row.stream);
+    return Number(rows[0]!.gseq);
   }
 
   /**
