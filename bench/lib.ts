@@ -330,7 +330,7 @@ export async function installFromRegistry(url: string, rootToken: string, token:
   return waitForCommand(url, token, workspace, res.json.data.id as string, started);
 }
 
-async function waitForCommand(url: string, token: string, workspace: string, commandId: string, started: number, pollMs = 2): Promise<{ ms: number; commandId: string }> {
+export async function waitForCommand(url: string, token: string, workspace: string, commandId: string, started: number, pollMs = 2): Promise<{ ms: number; commandId: string }> {
   for (;;) {
     const cmd = await api(url, token, 'GET', `/api/v1/packages/${workspace}/commands/${commandId}`);
     const status = cmd.json?.data?.status;

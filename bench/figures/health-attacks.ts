@@ -1,4 +1,5 @@
-import { api, figure, percentile, serviceWithWorkspace, type Figure } from '../lib.js';
+import { setMaxListeners } from 'node:events';
+import { api, figure, percentile, serviceWithWorkspace, waitForCommand, type Figure } from '../lib.js';
 import { matrixArchive, matrixTurtle, packageArchive } from '../data.js';
 
 /**
@@ -15,9 +16,11 @@ import { matrixArchive, matrixTurtle, packageArchive } from '../data.js';
  * - `publish-large`: a dry-run publish of one 150,000-triple matrix, twice;
  * - `publish-nested`: a dry-run publish of Turtle of 200,000 nested blank
  *   nodes, twice.
+ * - `event-streams`: 2,000 Server-Sent Event streams of one member on the
+ *   events of an install while it runs, none of them read (slow readers);
+ *   beyond the cap per user (`WSM_MAX_EVENT_STREAMS`) they are answered 429.
  * More attacks plug in as entries of `ATTACKS` (an attack gets the running
- * service and resolves when it is done); the event-stream attack of the same
- * round (many slow-reader streams) belongs here once streams are capped.
+ * service and resolves when it is done).
  */
 
 const INTERVAL_MS = 10;
@@ -61,6 +64,29 @@ function nestedBlankNodes(name: string, depth: number): Promise<Buffer> {
   return matrixArchive(name, '1.0.0', uri, turtle);
 }
 
+/**
+ * Starts an install of `archive` and opens `streams` event streams on its
+ * command without reading them; resolves once the install finished and the
+ * streams are closed. Answers how many streams were refused (429).
+ */
+async function streamsDuringInstall(ctx: AttackContext, archive: Buffer, streams: number): Promise<number> {
+  const started = performance.now();
+  const form = new FormData();
+  form.append('file', new Blob([new Uint8Array(archive)], { type: 'application/gzip' }), 'streams.tgz');
+  const res = await fetch(`${ctx.url}/api/v1/packages/${ctx.slug}/install`, { method: 'POST', headers: { Authorization: `Bearer ${ctx.token}` }, body: form });
+  const body = await res.json() as { data?: { id?: string } };
+  if (res.status !== 202 || !body.data?.id) throw new Error(`install answered ${res.status}`);
+  const commandId = body.data.id;
+  const abort = new AbortController();
+  setMaxListeners(streams + 10, abort.signal);
+  const opened = await Promise.all(Array.from({ length: streams }, () => fetch(`${ctx.url}/api/v1/packages/${ctx.slug}/commands/${commandId}/events`, {
+    headers: { Authorization: `Bearer ${ctx.token}`, Accept: 'text/event-stream' }, signal: abort.signal,
+  }).then((r) => r.status, () => 0)));
+  await waitForCommand(ctx.url, ctx.token, ctx.slug, commandId, started, 20);
+  abort.abort();
+  return opened.filter((status) => status === 429).length;
+}
+
 export const ATTACKS: Attack[] = [
   {
     name: 'mcp-nested', title: 'MCP sparql tool, queries nested 3,000 and 20,000 deep (5 calls each)',
@@ -83,6 +109,17 @@ export const ATTACKS: Attack[] = [
     prepare: async (ctx) => {
       const archive = await nestedBlankNodes('nested', 200_000);
       return async () => { for (let i = 0; i < 2; i++) await dryRunPublish(ctx, 'nested', archive); };
+    },
+  },
+  {
+    name: 'event-streams', title: '2,000 unread event streams of one member on a 100,000-triple install',
+    prepare: async (ctx) => {
+      const archive = await largeArchive('streams', 100_000);
+      return async () => {
+        const streams = Number(process.env.BENCH_STREAMS ?? 2_000);
+        const refused = await streamsDuringInstall(ctx, archive, streams);
+        if (refused < streams - 100) throw new Error(`only ${refused} of ${streams} streams were refused: the cap per user did not hold`);
+      };
     },
   },
 ];
