@@ -3,6 +3,7 @@ import pg from 'pg';
 import { openClusterStore } from '../../src/store/cluster/open.js';
 import type { ClusterStore } from '../../src/store/cluster/cluster-store.js';
 import { HeadMovedError } from '../../src/store/cluster/log.js';
+import { graphsReadBy, graphsReadByWrite } from '../../src/store/cluster/read-graphs.js';
 import { updateOp, type WriteOp } from '../../src/store/store.js';
 import { encodeRecord } from '../../src/store/journal.js';
 import { Graphs } from '../../src/rdf/graphs.js';
@@ -17,6 +18,40 @@ const insertInto = (graph: string, n: number): WriteOp =>
   updateOp(sparql`INSERT DATA { GRAPH ${iri(graph)} { ${iri(`https://example.org/s${n}`)} ${P} ${integer(n)} } }`, [graph]);
 const countIn = async (store: ClusterStore, graph: string) =>
   Number((await store.select(sparql`SELECT (COUNT(*) AS ?n) WHERE { GRAPH ${iri(graph)} { ?s ?p ?o } }`))[0]!.n!.value);
+
+describe('cluster store: the graphs a write reads', () => {
+  const read = (text: string) => {
+    const graphs = graphsReadBy(text);
+    return graphs === 'any' ? 'any' : [...graphs].sort();
+  };
+
+  it('names the graphs of GRAPH patterns, FILTER (NOT) EXISTS, subqueries, FROM, WITH, USING and ADD/COPY/MOVE sources; the default graph for patterns outside GRAPH', () => {
+    expect(read('PREFIX x: <http://a/> ASK { GRAPH x:g1 { ?s ?p ?o } FILTER NOT EXISTS { GRAPH <http://a/g2> { ?s ?p 1 } } }')).to.deep.equal(['http://a/g1', 'http://a/g2']);
+    expect(read('ASK { VALUES ?condition { true } FILTER EXISTS { GRAPH <http://a/g3> { ?s ?p ?o } } }')).to.deep.equal(['http://a/g3']);
+    expect(read('ASK { GRAPH <http://a/g4> { { SELECT ?s WHERE { ?s ?p ?o } } } }')).to.deep.equal(['http://a/g4']);
+    expect(read('ASK FROM <http://a/f> { ?s ?p ?o }')).to.deep.equal(['http://a/f']);
+    expect(read('ASK { ?s ?p ?o }')).to.deep.equal(['']);
+    expect(read('INSERT { GRAPH <http://a/w> { ?s ?p ?o } } WHERE { GRAPH <http://a/r> { ?s ?p ?o } }')).to.deep.equal(['http://a/r']);
+    expect(read('DELETE WHERE { GRAPH <http://a/d> { ?s ?p ?o } }')).to.deep.equal(['http://a/d']);
+    expect(read('WITH <http://a/with> DELETE { ?s ?p ?o } WHERE { ?s ?p ?o }')).to.deep.equal(['http://a/with']);
+    expect(read('DELETE { GRAPH <http://a/w> { ?s ?p ?o } } USING <http://a/u> WHERE { ?s ?p ?o }')).to.deep.equal(['http://a/u']);
+    expect(read('COPY <http://a/src> TO <http://a/dst>')).to.deep.equal(['http://a/src']);
+    expect(read('INSERT DATA { GRAPH <http://a/x> { <http://a/s> <http://a/p> "where" } }')).to.deep.equal([]);
+  });
+
+  it('answers any graph where it cannot name them: a graph variable, a text the parser refuses, a prefix not declared in that text', () => {
+    expect(read('ASK { GRAPH ?g { ?s ?p ?o } }')).to.equal('any');
+    expect(read('ASK { GRAPH x:g { ?s ?p ?o } }')).to.equal('any');
+    expect(read('ASK {')).to.equal('any');
+  });
+
+  it('reads nothing for updates that name no WHERE, ADD, COPY or MOVE; a write\'s reads are its condition\'s and its updates\'', () => {
+    const data = updateOp(sparql`INSERT DATA { GRAPH ${iri('http://a/x')} { ${iri('http://a/s')} ${P} 1 } }`, ['http://a/x']);
+    const where = updateOp(sparql`DELETE WHERE { GRAPH ${iri('http://a/y')} { ?s ?p ?o } }`, ['http://a/y']);
+    expect([...graphsReadByWrite([data], undefined) as Set<string>]).to.deep.equal([]);
+    expect([...graphsReadByWrite([data, where], 'ASK { GRAPH <http://a/c> { ?s ?p ?o } }') as Set<string>].sort()).to.deep.equal(['http://a/c', 'http://a/y']);
+  });
+});
 
 /**
  * The cluster journal's streams (docs/cluster.md, "Streams"): one per
@@ -184,6 +219,18 @@ describe('cluster store: a journal stream per workspace', function () {
         expect(wsRows).to.have.length(0);
       }
     }
+  });
+
+  it('a write whose reads cannot be named (GRAPH ?g) checks every stream, so every store computes the same result', async () => {
+    const [a, b] = [await openStore(), await openStore()];
+    await a.write([insertInto(graphs.iam('x'), 1)]);
+    await b.write([insertInto(graphs.iam('y'), 2)]);
+    const target = graphs.iam('z');
+    const copyAll = updateOp(sparql`INSERT { GRAPH ${iri(target)} { ?s ${P} ?o } } WHERE { GRAPH ?g { ?s ${P} ?o } }`, [target]);
+    await a.write([copyAll]);
+    const c = await openStore();
+    for (const store of [a, b, c]) expect(await countIn(store, target)).to.equal(2);
+    expect((await streamRows('ws:z')).length).to.equal(1);
   });
 
   it('a database of the one-stream layout opens: its records and snapshot are kept, new writes go to their streams', async () => {
