@@ -1,3 +1,13 @@
+/**
+ * The cluster journal's stream of the service's own graphs (users,
+ * workspaces, the registry, sign-in): every graph that is not a
+ * workspace's (`Graphs.streamOf`).
+ */
+export const SERVICE_STREAM = 'service';
+
+/** The cluster journal's stream of one workspace's graphs: `ws:<workspace id>` (the id, not the slug: a slug can change). */
+export const workspaceStream = (ws: string): string => `ws:${ws}`;
+
 /** Where some graphs lie (see `Graphs.placesOf`). */
 export interface GraphPlaces {
   /** The system graph is among them. */
@@ -70,6 +80,25 @@ export class Graphs {
       places.workspaces.get(ws)!.add(rest.slice(slash + 1));
     }
     return places;
+  }
+
+  /**
+   * The stream of the cluster's journal a graph's writes are recorded in
+   * (docs/cluster.md, "Streams"): a workspace's graphs (those under its
+   * prefix, and its sealed secret values) are `ws:<id>`; every other graph
+   * (the system graph, the registry, sign-in, graphs outside the base, the
+   * default graph) is `service`.
+   */
+  streamOf(graph: string): string {
+    for (const prefix of [`${this.base}workspaces/`, `${this.base}secret-values/`]) {
+      if (!graph.startsWith(prefix)) continue;
+      const rest = graph.slice(prefix.length);
+      const slash = rest.indexOf('/');
+      const ws = slash < 0 ? rest : rest.slice(0, slash);
+      // `<base>workspaces/<ws>` itself is no graph of the workspace (its graphs lie under `<ws>/`).
+      if (ws && (slash > 0 || prefix.endsWith('secret-values/'))) return workspaceStream(ws);
+    }
+    return SERVICE_STREAM;
   }
 
   /** Resource IRIs (subjects of records), also under the base. */

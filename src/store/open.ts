@@ -42,6 +42,7 @@ export async function openStore(config: Config, logger: Logger, storeOptions: St
   if (config.WSM_STORE === 'cluster') {
     const store = await openClusterStore(config.WSM_POSTGRES_URL!, {
       snapshotAfterBytes: config.WSM_SNAPSHOT_JOURNAL_MB * 1024 * 1024,
+      baseIri: config.WSM_BASE_IRI,
       onWarning: (message) => logger.warn({ store: 'cluster' }, message),
       onInfo: (message) => logger.info({ store: 'cluster' }, message),
     });

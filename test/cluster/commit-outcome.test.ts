@@ -122,7 +122,7 @@ describe('cluster store: an append whose connection drops during its commit (unk
       let failure: unknown;
       const started = Date.now();
       try {
-        await log.append('service', 1, encodeRecord(1, [insert(1)]));
+        await log.append([{ stream: 'service', seq: 1, record: encodeRecord(1, [insert(1)]) }], new Map([['service', 0]]), false);
       } catch (err) {
         failure = err;
       }

@@ -78,7 +78,8 @@ describe('cluster store (WSM_STORE=cluster) on PostgreSQL', function () {
     // Record 3, its payload damaged after its checksum was taken.
     const bytes = encodeRecord(3, [insert(3)]);
     bytes[HEADER_BYTES + 10]! ^= 1;
-    await sql('INSERT INTO wsm_journal (stream, seq, record) VALUES ($1, 3, $2)', ['service', bytes]);
+    await sql("INSERT INTO wsm_journal (stream, seq, gseq, record) VALUES ($1, 3, nextval('wsm_order'), $2)", ['service', bytes]);
+    await sql('UPDATE wsm_heads SET seq = 3 WHERE stream = $1', ['service']);
     expect(await count(b)).to.equal(2);
     expect(b.health()).to.include({ writable: false, readable: true });
     expect(b.health().reason).to.match(/record 3 .*refused.*checksum/);

@@ -8,46 +8,57 @@ import { assertDeclared, checkGraphsFromEnv } from '../declared-graphs.js';
 import { ExclusiveSections } from '../sections.js';
 import { InstanceLease } from '../instance-lease.js';
 import {
-  StoreUnavailableError, WriteRefusedError, opsWithTexts, writeWithReplacesExpanded,
+  StoreUnavailableError, WriteRefusedError, declaredGraphs, opsWithTexts, writeWithReplacesExpanded,
   type Binding, type JournalOp, type QuadStore, type QueryScope, type StoreHealth, type WriteCondition, type WriteInput, type WriteOp,
 } from '../store.js';
 import { literal, sparql, sparqlFragment, type Sparql, type SparqlFragment } from '../../rdf/sparql.js';
-import { CHANNEL, HeadMovedError, PgArchives, PgLog } from './log.js';
-
-/** The one stream every write goes to (docs/cluster.md: one stream for now). */
-export const SERVICE_STREAM = 'service';
+import { Graphs, SERVICE_STREAM } from '../../rdf/graphs.js';
+import { CHANNEL, HeadMovedError, LogCorruptError, PgArchives, PgLog, type Append, type Heads, type StoredRecord } from './log.js';
+import { graphsReadByWrite } from './read-graphs.js';
 /** Records read from PostgreSQL per query while catching up. */
 const CATCH_UP_BATCH = 256;
 
 export interface ClusterStoreOptions {
   /** Record bytes after the newest snapshot past which the instance that appends takes a new one. */
   snapshotAfterBytes: number;
+  /** The service's base IRI (WSM_BASE_IRI): which graphs are a workspace's, so which stream a write goes to (`Graphs.streamOf`). */
+  baseIri?: string;
   /** Milliseconds between two attempts to reach PostgreSQL again while it cannot be reached. */
   probeMs?: number;
   onWarning?: (message: string) => void;
   onInfo?: (message: string) => void;
 }
 
+/** The options with their defaults filled in. */
+export type ClusterStoreSettings = Required<Omit<ClusterStoreOptions, 'baseIri'>> & Pick<ClusterStoreOptions, 'baseIri'>;
+
 /** What opening the store found; for logs and tests. */
-export interface ClusterOpenInfo { snapshotSeq: number; snapshotQuads: number; recordsReplayed: number; lastSeq: number; millis: number }
+export interface ClusterOpenInfo { snapshotSeq: number; snapshotQuads: number; recordsReplayed: number; streams: number; millis: number }
+
+/** The base IRI when none is given (WSM_BASE_IRI's default). */
+const DEFAULT_BASE = 'https://workspaces.local/';
 
 /**
  * The cluster store (docs/cluster.md): the data in an embedded Oxigraph
  * (`OxigraphStore`, in memory, a replica), the journal and the snapshots in
  * PostgreSQL (`PgLog`), shared by every instance.
  *
+ * - The journal has a stream per workspace (`ws:<id>`) and one for the
+ *   service's own graphs (`service`): `Graphs.streamOf`.
  * - A write, under this instance's apply lock: its ops checked, its
- *   condition asked on the replica, its record appended at the replica's
- *   last seq + 1 by an insert that fails when another instance took that
- *   seq (then: catch up, ask again, append again), so a record is only ever
- *   appended at the head it was checked against. A condition that fails is
- *   asked again after catching up (the replica may be behind). Once
- *   committed the replica applies it. Acknowledged means committed in
- *   PostgreSQL.
- * - A read first checks the head (one primary-key lookup, shared by every
- *   read that starts while none is under way) and catches up when it moved,
- *   so it sees every write answered before it started, on any instance.
- *   NOTIFY brings the replica up to date between reads.
+ *   condition asked on the replica, its record appended to each stream it
+ *   changes at the replica's seq of that stream + 1, in one transaction
+ *   that fails when the head of any stream it changes or reads moved (then:
+ *   catch up, ask again, append again), so a record is only ever appended
+ *   at the heads it was checked against. A condition that fails is asked
+ *   again after catching up (the replica may be behind). Once committed
+ *   the replica applies it. Acknowledged means committed in PostgreSQL.
+ * - A read first checks the heads (one sum over `wsm_heads`, shared by
+ *   every read that starts while none is under way) and catches up when
+ *   they moved, so it sees every write answered before it started, on any
+ *   instance. NOTIFY brings the replica up to date between reads.
+ * - Catching up applies the records the replica lacks in the order their
+ *   writes took (gseq), once per write however many streams it changed.
  * - PostgreSQL out of reach: reads answer from the replica as it is, writes
  *   fail with `StoreUnavailableError`, `health` says so, and the store
  *   probes until it answers again.
@@ -55,7 +66,11 @@ export interface ClusterOpenInfo { snapshotSeq: number; snapshotQuads: number; r
 export class ClusterStore implements QuadStore {
   /** The replica: every write of every instance, applied in the log's order. */
   readonly replica: OxigraphStore;
-  private appliedSeq: number;
+  /** Seq of each stream the replica holds (absent: none of its records). */
+  private readonly applied: Heads;
+  /** The sum of `applied`: compared with the sum of the heads in PostgreSQL. */
+  private appliedTotal: number;
+  readonly graphs: Graphs;
   /** Catch-up and writes, one at a time. */
   private readonly applyLock = new ExclusiveSections();
   private readonly sections = new ExclusiveSections();
@@ -67,10 +82,11 @@ export class ClusterStore implements QuadStore {
   private listener: pg.Client | undefined;
   private listenTimer: NodeJS.Timeout | undefined;
   private closed = false;
+  /** The number (sum of heads) of the newest snapshot known. */
   private snapshotSeq: number;
   private bytesSinceSnapshot: number;
   private snapshotting = false;
-  /** Appends that found their seq taken by another instance (each then caught up and tried again). */
+  /** Appends that found a head they checked moved by another instance (each then caught up and tried again). */
   headConflicts = 0;
   instance: InstanceLease | undefined;
   /** The hosted registry's archives, in PostgreSQL: every instance serves every published version. */
@@ -81,20 +97,27 @@ export class ClusterStore implements QuadStore {
     readonly log: PgLog,
     private readonly listen: () => Promise<pg.Client>,
     readonly info: ClusterOpenInfo,
+    snapshotHeads: Heads,
     snapshotBytesAfter: number,
-    private readonly options: Required<ClusterStoreOptions>,
-    readonly stream = SERVICE_STREAM,
+    private readonly options: ClusterStoreSettings,
   ) {
     this.replica = new OxigraphStore(raw);
     this.archives = new PgArchives(log.pool);
-    this.appliedSeq = info.lastSeq;
+    this.graphs = new Graphs(options.baseIri ?? DEFAULT_BASE);
+    this.applied = new Map(snapshotHeads);
+    this.appliedTotal = [...snapshotHeads.values()].reduce((a, b) => a + b, 0);
     this.snapshotSeq = info.snapshotSeq;
     this.bytesSinceSnapshot = snapshotBytesAfter;
   }
 
-  /** Seq of the last record applied to the replica. */
-  get lastSeq(): number {
-    return this.appliedSeq;
+  /** Seq of the last record of `stream` the replica holds (0: none). */
+  appliedSeq(stream: string): number {
+    return this.applied.get(stream) ?? 0;
+  }
+
+  /** Seq of every stream the replica holds. */
+  appliedHeads(): Heads {
+    return new Map(this.applied);
   }
 
   get version(): number {
@@ -210,8 +233,8 @@ export class ClusterStore implements QuadStore {
 
   private async checkHead(): Promise<void> {
     try {
-      const head = await this.log.head(this.stream);
-      if (head > this.appliedSeq) await this.catchUp();
+      // Heads only grow and the replica holds only committed records: equal sums mean nothing moved.
+      if (await this.log.headsTotal() > this.appliedTotal) await this.catchUp();
     } catch (err) {
       this.markUnavailable(err);
     }
@@ -219,28 +242,64 @@ export class ClusterStore implements QuadStore {
 
   /** Applies every record committed after the replica's last one. */
   catchUp(): Promise<void> {
-    return this.applyLock.run('apply', () => this.catchUpLocked());
+    return this.applyLock.run('apply', async () => { await this.catchUpLocked(); });
   }
 
-  private async catchUpLocked(): Promise<void> {
+  /**
+   * Applies the records committed up to the heads as one statement sees
+   * them, in the order of their writes (gseq): a write that read or changed
+   * a stream is applied after every earlier write to it, as it was checked.
+   * The rows of one write (one per stream it changed) are applied once.
+   * `replay` applies to the bare replica (at open); otherwise through the
+   * store, so revisions and listeners see it.
+   */
+  private async catchUpLocked(replay = false): Promise<number> {
+    const upto = await this.log.heads();
+    let applied = 0;
     for (;;) {
-      const records = await this.log.recordsAfter(this.stream, this.appliedSeq, CATCH_UP_BATCH);
-      for (const record of records) await this.applyRecord(record);
-      if (records.length < CATCH_UP_BATCH) return;
+      let rows = await this.log.recordsBetween(this.applied, upto, CATCH_UP_BATCH);
+      const full = rows.length === CATCH_UP_BATCH;
+      // A full batch may end inside a write's rows: the rest of that write comes with the next batch.
+      if (full) {
+        const last = rows[rows.length - 1]!.gseq;
+        const whole = rows.filter((r) => r.gseq !== last);
+        if (whole.length > 0) rows = whole;
+      }
+      for (let i = 0; i < rows.length;) {
+        let j = i + 1;
+        while (j < rows.length && rows[j]!.gseq === rows[i]!.gseq) j++;
+        await this.applyWrite(rows.slice(i, j), replay);
+        applied++;
+        i = j;
+      }
+      if (!full) return applied;
     }
   }
 
-  /** Applies another instance's record to the replica, as replay does: its condition asked here, where it was asked when it was appended. */
-  private async applyRecord(record: JournalRecord & { bytes: number }): Promise<void> {
-    const { condition, ops } = splitRecord(record.ops);
+  /** Applies another instance's write (its rows, one per stream) to the replica, as replay does: its condition asked here, where it was asked when it was appended. */
+  private async applyWrite(rows: StoredRecord[], replay: boolean): Promise<void> {
+    for (const row of rows) {
+      const expected = this.appliedSeq(row.stream) + 1;
+      if (row.seq !== expected) throw new LogCorruptError(`stream ${row.stream} in PostgreSQL lacks record ${expected} (the next one is ${row.seq}): refusing an incomplete history`);
+    }
+    const { condition, ops } = splitRecord(rows[0]!.ops);
     const given = ops as WriteOp[];
     try {
-      if (condition) await this.replica.writeIf({ ask: condition.ask as Sparql, expect: condition.expect }, given);
+      if (replay) replayOnto(this.replica.raw, rows[0]!);
+      else if (condition) await this.replica.writeIf({ ask: condition.ask as Sparql, expect: condition.expect }, given);
       else await this.replica.write(given);
     } finally {
-      this.appliedSeq = record.seq;
-      this.bytesSinceSnapshot += record.bytes;
+      for (const row of rows) {
+        this.applied.set(row.stream, row.seq);
+        this.appliedTotal++;
+        this.bytesSinceSnapshot += row.bytes;
+      }
     }
+  }
+
+  /** At open: the records after the snapshot, applied to the bare replica; answers how many writes. */
+  replay(): Promise<number> {
+    return this.applyLock.run('apply', () => this.catchUpLocked(true));
   }
 
   /**
@@ -268,13 +327,19 @@ export class ClusterStore implements QuadStore {
       await this.checkOps(ops);
       return ops;
     });
+    // The streams the write changes, and those whose heads it must find unmoved: the ones it changes and the ones it reads.
+    const changes = [...new Set([...declaredGraphs(expanded)].map((g) => this.graphs.streamOf(g)))].sort();
+    if (changes.length === 0) changes.push(SERVICE_STREAM);
+    const read = graphsReadByWrite(expanded, condition?.ask);
+    const checks = new Set(changes);
+    if (read !== 'any') for (const g of read) checks.add(this.graphs.streamOf(g));
     return this.applyLock.run('apply', async () => {
-      // First at the replica's last record, without asking: the append fails if that is not the head.
+      // First at the replica's seqs, without asking: the append fails if any of them is not the head.
       let atHead = false;
       let behind = false;
       for (;;) {
         if (this.unavailable) throw this.unavailableError();
-        let seq: number;
+        let rows: Append[];
         try {
           // A condition that fails here, or one asked alone, is asked again at the head.
           const holds = () => !condition || conditionHolds(this.replica.raw, condition);
@@ -285,11 +350,15 @@ export class ClusterStore implements QuadStore {
           }
           if (!holds()) return false;
           if (expanded.length === 0) return true;
-          seq = this.appliedSeq + 1;
           const record: JournalOp[] = condition ? [{ kind: 'condition', ask: condition.ask, expect: condition.expect }, ...expanded] : expanded;
-          const bytes = encodeRecord(seq, record);
-          await this.log.append(this.stream, seq, bytes);
-          this.bytesSinceSnapshot += bytes.length;
+          // The same record in each stream it changes, at that stream's next seq (each row checks on its own).
+          rows = changes.map((stream) => {
+            const seq = this.appliedSeq(stream) + 1;
+            return { stream, seq, record: encodeRecord(seq, record) };
+          });
+          const expected: Heads = new Map([...checks].map((stream) => [stream, this.appliedSeq(stream)]));
+          await this.log.append(rows, expected, read === 'any');
+          for (const row of rows) this.bytesSinceSnapshot += row.record.length;
         } catch (err) {
           if (err instanceof HeadMovedError) {
             this.headConflicts++;
@@ -304,7 +373,8 @@ export class ClusterStore implements QuadStore {
         try {
           return condition ? await this.replica.writeIf(condition, given) : (await this.replica.write(given), true);
         } finally {
-          this.appliedSeq = seq;
+          for (const row of rows) this.applied.set(row.stream, row.seq);
+          this.appliedTotal += rows.length;
           this.maybeSnapshot();
         }
       }
@@ -343,7 +413,7 @@ export class ClusterStore implements QuadStore {
 
   private async probe(): Promise<void> {
     try {
-      await this.log.head(this.stream);
+      await this.log.headsTotal();
       await this.catchUp();
       if (this.unavailable) this.options.onInfo(`PostgreSQL (WSM_POSTGRES_URL) answers again after ${Math.round((Date.now() - this.unavailable.since.getTime()) / 1000)} s; writes go on`);
       this.unavailable = undefined;
@@ -358,8 +428,12 @@ export class ClusterStore implements QuadStore {
   async startListening(): Promise<void> {
     const client = await this.listen();
     client.on('notification', (message) => {
-      const [stream, seq] = (message.payload ?? '').split(':');
-      if (stream === this.stream && Number(seq) > this.appliedSeq) this.catchUp().catch((err: unknown) => this.markUnavailable(err));
+      // `<stream>:<seq>`, where a stream's id may hold colons (`ws:<id>`).
+      const payload = message.payload ?? '';
+      const colon = payload.lastIndexOf(':');
+      const stream = colon > 0 ? payload.slice(0, colon) : undefined;
+      const seq = payload.slice(colon + 1);
+      if (stream !== undefined && Number(seq) > this.appliedSeq(stream)) this.catchUp().catch((err: unknown) => this.markUnavailable(err));
     });
     const lost = () => {
       if (this.listener !== client) return;
@@ -404,25 +478,29 @@ export class ClusterStore implements QuadStore {
       .finally(() => { this.snapshotting = false; });
   }
 
-  /** Stores a snapshot of the replica at its last record (dumped under the apply lock, sent after it). */
+  /**
+   * Stores a snapshot of the whole replica with the seq of each stream it
+   * holds (dumped under the apply lock, sent after it); records every kept
+   * snapshot holds are pruned, per stream.
+   */
   async snapshot(): Promise<void> {
-    const newest = (await this.log.snapshotSeqs(this.stream))[0] ?? 0;
-    if (newest > this.snapshotSeq) {
-      this.snapshotSeq = newest;
-      this.bytesSinceSnapshot = await this.log.bytesAfter(this.stream, newest);
+    const newest = (await this.log.snapshots())[0];
+    if (newest && newest.seq > this.snapshotSeq) {
+      this.snapshotSeq = newest.seq;
+      this.bytesSinceSnapshot = await this.log.bytesAfter(newest.heads);
       if (this.bytesSinceSnapshot < this.options.snapshotAfterBytes) return;
     }
     const dump = await this.applyLock.run('apply', async () => ({
-      seq: this.appliedSeq,
+      heads: this.appliedHeads(),
+      total: this.appliedTotal,
       quads: this.replica.raw.size,
       data: Buffer.from(this.replica.raw.dump({ format: 'application/n-quads' }), 'utf8'),
       bytesAfter: this.bytesSinceSnapshot,
     }));
-    if (dump.seq <= this.snapshotSeq) return;
-    await this.log.putSnapshot(this.stream, dump.seq, dump.quads, dump.data);
-    this.snapshotSeq = dump.seq;
+    if (dump.total <= this.snapshotSeq) return;
+    this.snapshotSeq = await this.log.putSnapshot(dump.heads, dump.quads, dump.data);
     this.bytesSinceSnapshot -= dump.bytesAfter;
-    this.options.onInfo(`snapshot of ${dump.quads} quads at record ${dump.seq} stored in PostgreSQL`);
+    this.options.onInfo(`snapshot of ${dump.quads} quads (${dump.heads.size} streams, ${dump.total} records in all) stored in PostgreSQL`);
   }
 
   async close(): Promise<void> {

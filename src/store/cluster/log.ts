@@ -4,27 +4,33 @@ import { scanJournal, type JournalRecord } from '../journal.js';
 import type { ArchiveFiles } from '../../registry/archives.js';
 
 /*
- * The cluster's system of record in PostgreSQL (docs/cluster.md):
+ * The cluster's system of record in PostgreSQL (docs/cluster.md, "Tables"):
  *
- *   wsm_journal    (stream, seq) -> record: the file journal's record bytes
- *                  (length, checksum, seq, payload), one row per write;
- *                  the primary key makes an append at a taken seq fail
- *   wsm_snapshots  (stream, seq) -> the whole store after record seq, as
- *                  N-Quads, with its quad count and sha256
+ *   wsm_journal    (stream, seq) -> record, gseq: the file journal's record
+ *                  bytes (length, checksum, seq, payload), one row per write
+ *                  and stream it changes; the rows of one write share its
+ *                  gseq (taken from the sequence wsm_order once the write
+ *                  holds its heads), the order replicas apply writes in
+ *   wsm_heads      stream -> seq of its last record: what an append checks
+ *                  and moves, in one transaction, for every stream the write
+ *                  changes or reads
+ *   wsm_snapshots  ('replica', n) -> the whole replica as N-Quads, with its
+ *                  quad count, sha256 and the seq of each stream it holds
+ *                  (`heads`); n is the sum of those seqs
  *   wsm_archives   sha256 -> bytes: the hosted registry's archives
  *   wsm_shared     name -> value: what every instance must agree on (the
- *                  token issuer's key)
+ *                  token issuer's key, the journal's layout)
  *
- * An append notifies channel `wsm_journal` with `<stream>:<seq>` when it
- * commits.
+ * An append notifies channel `wsm_journal` with `<stream>:<seq>` for each
+ * stream it changes, when it commits.
  */
 
 export const CHANNEL = 'wsm_journal';
 
-/** The seq was taken by another instance's append: catch up and try again. */
+/** A head the write was checked against moved (another instance appended there): catch up and try again. */
 export class HeadMovedError extends Error {
-  constructor(readonly stream: string, readonly seq: number) {
-    super(`record ${seq} of stream ${stream} was appended by another instance`);
+  constructor(readonly stream: string) {
+    super(`stream ${stream} was appended to by another instance`);
     this.name = 'HeadMovedError';
   }
 }
@@ -49,6 +55,14 @@ export class CommitOutcomeUnknownError extends Error {
   }
 }
 
+/** No connection could be had for a statement: nothing was sent. */
+class NotSentError extends Error {
+  constructor(override readonly cause: unknown) {
+    super(cause instanceof Error ? cause.message : String(cause), { cause });
+    this.name = 'NotSentError';
+  }
+}
+
 /**
  * Whether a statement's error leaves its outcome unknown: the connection
  * failed (no answer from PostgreSQL), or PostgreSQL ended the session
@@ -64,8 +78,39 @@ export function outcomeUnknown(err: unknown): boolean {
   return code.startsWith('08') || ['57P01', '57P02', '57P03', '25006'].includes(code);
 }
 
+/** The tables were written by a layout this version does not know. */
+export class LogLayoutError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = 'LogLayoutError';
+  }
+}
+
+/** Seq of each stream: heads in PostgreSQL, what a replica or a snapshot holds. */
+export type Heads = Map<string, number>;
+
+/** One snapshot as listed: its number (the sum of its heads) and the seq of each stream it holds. */
+export interface SnapshotEntry { seq: number; heads: Heads }
+
 /** One snapshot as stored. */
-export interface StoredSnapshot { seq: number; quads: number; data: Buffer; sha256: Buffer }
+export interface StoredSnapshot extends SnapshotEntry { quads: number; data: Buffer; sha256: Buffer }
+
+/** One row of the journal as read back, checked. */
+export type StoredRecord = JournalRecord & { stream: string; gseq: number; bytes: number };
+
+/** One row an append writes. */
+export interface Append { stream: string; seq: number; record: Buffer }
+
+/** The key of the snapshots of the whole replica in `wsm_snapshots.stream`. */
+export const REPLICA_SNAPSHOT = 'replica';
+
+/**
+ * The journal's layout: 1 was one stream (`service`) whose head was its
+ * last row; 2 keeps a stream per workspace, the heads in `wsm_heads`, the
+ * order of writes across streams in `gseq`. Kept in `wsm_shared` as
+ * `journal-layout`.
+ */
+export const LAYOUT = 2;
 
 const SCHEMA = `
 CREATE TABLE IF NOT EXISTS wsm_journal (
@@ -73,6 +118,13 @@ CREATE TABLE IF NOT EXISTS wsm_journal (
   seq bigint NOT NULL,
   record bytea NOT NULL,
   PRIMARY KEY (stream, seq)
+);
+ALTER TABLE wsm_journal ADD COLUMN IF NOT EXISTS gseq bigint;
+CREATE INDEX IF NOT EXISTS wsm_journal_gseq ON wsm_journal (gseq);
+CREATE SEQUENCE IF NOT EXISTS wsm_order;
+CREATE TABLE IF NOT EXISTS wsm_heads (
+  stream text PRIMARY KEY,
+  seq bigint NOT NULL
 );
 CREATE TABLE IF NOT EXISTS wsm_snapshots (
   stream text NOT NULL,
@@ -82,6 +134,7 @@ CREATE TABLE IF NOT EXISTS wsm_snapshots (
   data bytea NOT NULL,
   PRIMARY KEY (stream, seq)
 );
+ALTER TABLE wsm_snapshots ADD COLUMN IF NOT EXISTS heads jsonb;
 CREATE TABLE IF NOT EXISTS wsm_archives (
   sha256 text PRIMARY KEY,
   bytes bytea NOT NULL
@@ -91,8 +144,30 @@ CREATE TABLE IF NOT EXISTS wsm_shared (
   value text NOT NULL
 );`;
 
+/**
+ * From layout 1 (one stream, no gseq, no heads table): the records keep
+ * their stream and seq and take their seq as gseq (one stream: its order
+ * is the order), each stream's head is its last row, a snapshot holds its
+ * stream up to its seq. Then gseq and heads may not be left out, so an
+ * instance of the older version still running cannot append or store a
+ * snapshot (its writes fail, 503) rather than write rows no replica orders.
+ */
+const UPGRADE_FROM_1 = `
+UPDATE wsm_journal SET gseq = seq WHERE gseq IS NULL;
+SELECT setval('wsm_order', greatest((SELECT max(gseq) FROM wsm_journal), 1));
+INSERT INTO wsm_heads (stream, seq) SELECT stream, max(seq) FROM wsm_journal GROUP BY stream ON CONFLICT DO NOTHING;
+UPDATE wsm_snapshots SET heads = jsonb_build_object(stream, seq), stream = '${REPLICA_SNAPSHOT}' WHERE heads IS NULL;`;
+
+/** Rows every append and snapshot of this layout fills. */
+const REQUIRED = `
+ALTER TABLE wsm_journal ALTER COLUMN gseq SET NOT NULL;
+ALTER TABLE wsm_snapshots ALTER COLUMN heads SET NOT NULL;`;
+
 /** Any constant: instances creating the schema at the same moment take turns. */
 const SCHEMA_LOCK = 0x77736d01;
+
+/** PostgreSQL's codes for a transaction that lost a race: unique key taken, deadlock, serialization failure. */
+const RACE_CODES = new Set(['23505', '40P01', '40001']);
 
 /** Whether an error is PostgreSQL's answer to a statement (as opposed to a connection that failed). */
 export function isServerError(err: unknown): boolean {
@@ -131,6 +206,9 @@ export interface PgLogOptions {
   retryMs: number;
 }
 
+const headsOf = (json: Record<string, string | number>): Heads => new Map(Object.entries(json).map(([k, v]) => [k, Number(v)]));
+const jsonOf = (heads: Heads): string => JSON.stringify(Object.fromEntries(heads));
+
 export class PgLog {
   private readonly options: PgLogOptions;
 
@@ -138,154 +216,285 @@ export class PgLog {
     this.options = { outcomeWaitMs: 60_000, retryMs: 500, ...options };
   }
 
-  /** Creates the tables when missing (several instances may start at once). */
+  /**
+   * Creates the tables when missing (several instances may start at once)
+   * and brings a database of the one-stream layout to this one; refuses
+   * one written by a later layout.
+   */
   async ensureSchema(): Promise<void> {
     await this.inTransaction(async (client) => {
       await client.query('SELECT pg_advisory_xact_lock($1)', [SCHEMA_LOCK]);
+      // Tables without a layout were written by the one-stream version; no tables: a new database.
+      const { rows: known } = await client.query<{ journal: boolean; shared: boolean }>("SELECT to_regclass('wsm_journal') IS NOT NULL AS journal, to_regclass('wsm_shared') IS NOT NULL AS shared");
+      const fresh = !known[0]!.journal;
+      const stored = known[0]!.shared ? (await client.query<{ value: string }>("SELECT value FROM wsm_shared WHERE name = 'journal-layout'")).rows[0]?.value : undefined;
+      const layout = stored !== undefined ? Number(stored) : fresh ? LAYOUT : 1;
+      if (layout > LAYOUT) {
+        throw new LogLayoutError(`the journal in PostgreSQL has layout ${layout}, written by a later version of the service; this one knows layout ${LAYOUT}: run the later version`);
+      }
       await client.query(SCHEMA);
+      if (layout < LAYOUT) await client.query(UPGRADE_FROM_1);
+      if (layout < LAYOUT || fresh) await client.query(REQUIRED);
+      await client.query("INSERT INTO wsm_shared (name, value) VALUES ('journal-layout', $1) ON CONFLICT (name) DO UPDATE SET value = EXCLUDED.value", [String(LAYOUT)]);
     });
   }
 
   /** Runs `fn` in one transaction on one pooled connection: committed when it resolves, rolled back when it throws. */
-  private async inTransaction(fn: (client: pg.PoolClient) => Promise<void>): Promise<void> {
-    const client = await this.pool.connect();
-    try {
-      await client.query('BEGIN');
-      await fn(client);
-      await client.query('COMMIT');
-    } catch (err) {
-      await client.query('ROLLBACK').catch(() => undefined);
-      throw err;
-    } finally {
-      client.release();
-    }
-  }
-
-  /** The seq of the stream's last record (0 when it has none): one lookup on the primary key. */
-  async head(stream: string): Promise<number> {
-    const { rows } = await this.pool.query<{ seq: string | null }>({ name: 'wsm-head', text: 'SELECT max(seq) AS seq FROM wsm_journal WHERE stream = $1', values: [stream] });
-    return Number(rows[0]?.seq ?? 0);
+  private async inTransaction<T>(fn: (client: pg.PoolClient) => Promise<T>): Promise<T> {
+    return this.withClient(async (client) => {
+      try {
+        await client.query('BEGIN');
+        const result = await fn(client);
+        await client.query('COMMIT');
+        return result;
+      } catch (err) {
+        if (!outcomeUnknown(err) || err instanceof HeadMovedError) await client.query('ROLLBACK').catch(() => undefined);
+        throw err;
+      }
+    });
   }
 
   /**
-   * Appends record `seq` of the stream and notifies the other instances, in
-   * one statement (one transaction): committed, exactly once, when it
-   * resolves. `HeadMovedError` when another instance took that seq first.
-   *
-   * A connection that drops while the statement runs (its COMMIT among it:
-   * a PostgreSQL that died or failed over) leaves the outcome unknown. Then
-   * the row at (stream, seq) is read on a new connection, tried every
-   * `retryMs` for `outcomeWaitMs`: the same record bytes (so the same
-   * checksum) → it committed; no row → appended again (the primary key is
-   * the head check again); another record → `HeadMovedError`, as when
-   * another instance took the seq. Past the wait, `CommitOutcomeUnknownError`.
+   * Runs `fn` on one pooled connection. A connection that could not be
+   * had fails with `NotSentError` (nothing was sent); one that failed under
+   * `fn` is closed, not pooled again.
    */
-  async append(stream: string, seq: number, record: Buffer): Promise<void> {
+  private async withClient<T>(fn: (client: pg.PoolClient) => Promise<T>): Promise<T> {
+    let client: pg.PoolClient;
+    try {
+      client = await this.pool.connect();
+    } catch (err) {
+      throw new NotSentError(err);
+    }
+    // A connection that ends under a statement also emits 'error': the statement's own rejection is what counts.
+    const ignore = () => undefined;
+    client.on('error', ignore);
+    let failed = false;
+    try {
+      return await fn(client);
+    } catch (err) {
+      failed = !(err instanceof HeadMovedError) && outcomeUnknown(err);
+      throw err;
+    } finally {
+      client.off('error', ignore);
+      client.release(failed);
+    }
+  }
+
+  /** The sum of every stream's head: it grows whenever any stream does (heads only grow), so one number says whether a replica is behind. */
+  async headsTotal(): Promise<number> {
+    const { rows } = await this.pool.query<{ total: string }>({ name: 'wsm-heads-total', text: 'SELECT coalesce(sum(seq), 0) AS total FROM wsm_heads' });
+    return Number(rows[0]!.total);
+  }
+
+  /** Every stream's head, as one statement sees them (one snapshot of the database). */
+  async heads(): Promise<Heads> {
+    const { rows } = await this.pool.query<{ stream: string; seq: string }>({ name: 'wsm-heads', text: 'SELECT stream, seq FROM wsm_heads' });
+    return new Map(rows.map((r) => [r.stream, Number(r.seq)]));
+  }
+
+  /**
+   * Appends one write: a row per stream it changes (`rows`, each at its
+   * stream's head + 1), in one transaction that first holds the head of
+   * every stream the write changes or read (`expected`, in the order of
+   * their names, so two appends never wait on each other in a cycle) and
+   * fails with `HeadMovedError` when any of them is not the seq expected.
+   * With `all`, every stream's head is held and checked (a write whose
+   * reads could not be resolved to graphs). Notifies the other instances.
+   * Committed when it resolves; answers the write's gseq.
+   *
+   * A connection that drops while the append runs (its COMMIT among it: a
+   * PostgreSQL that died or failed over) leaves the outcome unknown. The
+   * rows of one write commit together, so its first row tells: the row at
+   * that (stream, seq) is read on a new connection, tried every `retryMs`
+   * for `outcomeWaitMs`. The same record bytes (so the same checksum): it
+   * committed. No row: appended again (the heads are checked again).
+   * Another record: `HeadMovedError`, as when another instance took the
+   * seq. Past the wait, `CommitOutcomeUnknownError`.
+   */
+  async append(rows: readonly Append[], expected: Heads, all: boolean): Promise<number> {
+    const first = rows[0];
     let uncertainSince: number | undefined;
     for (;;) {
-      let client: pg.PoolClient;
-      try {
-        client = await this.pool.connect();
-      } catch (err) {
-        // Nothing was sent on this connection: a first attempt did not happen, a retry goes on waiting.
-        if (uncertainSince === undefined) throw err;
-        await this.waitForOutcome(stream, seq, uncertainSince, err);
-        continue;
-      }
-      let dropped: unknown;
-      // A connection that ends under a statement also emits 'error': the statement's own rejection is what counts.
-      const ignore = () => undefined;
-      client.on('error', ignore);
-      try {
-        if (uncertainSince !== undefined) {
-          const { rows } = await client.query<{ record: Buffer }>({ name: 'wsm-record-at', text: 'SELECT record FROM wsm_journal WHERE stream = $1 AND seq = $2', values: [stream, seq] });
-          if (rows[0]) {
-            if (rows[0].record.equals(record)) return;
-            throw new HeadMovedError(stream, seq);
-          }
-        }
-        await client.query({
-          name: 'wsm-append',
-          text: `WITH appended AS (INSERT INTO wsm_journal (stream, seq, record) VALUES ($1, $2, $3) RETURNING seq)
-                 SELECT pg_notify('${CHANNEL}', $1 || ':' || seq) FROM appended`,
-          values: [stream, seq, record],
-        });
-        return;
-      } catch (err) {
-        if (err instanceof HeadMovedError) throw err;
-        // Taken after an unknown outcome: maybe by this very record (its first try committed late); the row tells.
-        if ((err as { code?: string }).code === '23505' && uncertainSince === undefined) throw new HeadMovedError(stream, seq);
-        if ((err as { code?: string }).code !== '23505') {
+      if (uncertainSince !== undefined && first) {
+        let found: { record: Buffer; gseq: number } | undefined;
+        try {
+          found = await this.recordAt(first.stream, first.seq);
+        } catch (err) {
           if (!outcomeUnknown(err)) throw err;
-          dropped = err;
-          uncertainSince ??= Date.now();
+          await this.waitForOutcome(first, uncertainSince, err);
+          continue;
         }
-      } finally {
-        client.off('error', ignore);
-        // A connection that failed is closed, not pooled.
-        client.release(dropped !== undefined);
+        if (found) {
+          if (found.record.equals(first.record)) return found.gseq;
+          throw new HeadMovedError(first.stream);
+        }
       }
-      if (dropped !== undefined) await this.waitForOutcome(stream, seq, uncertainSince!, dropped);
+      try {
+        return await this.appendOnce(rows, expected, all);
+      } catch (err) {
+        if (err instanceof NotSentError) {
+          // Nothing was sent: a first try did not happen; after an unknown outcome, the wait goes on.
+          if (uncertainSince === undefined) throw err.cause;
+          await this.waitForOutcome(first!, uncertainSince, err.cause);
+          continue;
+        }
+        if (err instanceof HeadMovedError || err instanceof LogCorruptError || !outcomeUnknown(err) || !first) throw err;
+        uncertainSince ??= Date.now();
+        await this.waitForOutcome(first, uncertainSince, err);
+      }
     }
+  }
+
+  /** The record at (stream, seq) and its write's gseq, if any. */
+  private async recordAt(stream: string, seq: number): Promise<{ record: Buffer; gseq: number } | undefined> {
+    const { rows } = await this.pool.query<{ record: Buffer; gseq: string }>({
+      name: 'wsm-record-at', text: 'SELECT record, gseq FROM wsm_journal WHERE stream = $1 AND seq = $2', values: [stream, seq],
+    });
+    return rows[0] ? { record: rows[0].record, gseq: Number(rows[0].gseq) } : undefined;
   }
 
   /** Waits `retryMs` before the next look at an append's outcome; `CommitOutcomeUnknownError` once `outcomeWaitMs` passed. */
-  private async waitForOutcome(stream: string, seq: number, since: number, cause: unknown): Promise<void> {
-    if (Date.now() - since >= this.options.outcomeWaitMs) throw new CommitOutcomeUnknownError(stream, seq, this.options.outcomeWaitMs, cause);
+  private async waitForOutcome(row: Append, since: number, cause: unknown): Promise<void> {
+    if (Date.now() - since >= this.options.outcomeWaitMs) throw new CommitOutcomeUnknownError(row.stream, row.seq, this.options.outcomeWaitMs, cause);
     await new Promise((resolve) => setTimeout(resolve, this.options.retryMs));
   }
 
-  /** The records after `afterSeq`, at most `limit`, in order, each checked (`decodeRecord`). */
-  async recordsAfter(stream: string, afterSeq: number, limit: number): Promise<Array<JournalRecord & { bytes: number }>> {
-    const { rows } = await this.pool.query<{ seq: string; record: Buffer }>({
-      name: 'wsm-records-after',
-      text: 'SELECT seq, record FROM wsm_journal WHERE stream = $1 AND seq > $2 ORDER BY seq LIMIT $3',
-      values: [stream, afterSeq, limit],
-    });
-    let expected = afterSeq + 1;
-    return rows.map((row) => {
-      const seq = Number(row.seq);
-      if (seq !== expected) throw new LogCorruptError(`stream ${stream} in PostgreSQL lacks record ${expected} (the next one is ${seq}): refusing an incomplete history`);
-      expected++;
-      return { ...decodeRecord(stream, seq, row.record), bytes: row.record.length };
-    });
-  }
-
-  /** The seqs of the stream's snapshots, newest first. */
-  async snapshotSeqs(stream: string): Promise<number[]> {
-    const { rows } = await this.pool.query<{ seq: string }>('SELECT seq FROM wsm_snapshots WHERE stream = $1 ORDER BY seq DESC', [stream]);
-    return rows.map((r) => Number(r.seq));
-  }
-
-  async snapshot(stream: string, seq: number): Promise<StoredSnapshot | undefined> {
-    const { rows } = await this.pool.query<{ seq: string; quads: string; data: Buffer; sha256: Buffer }>(
-      'SELECT seq, quads, data, sha256 FROM wsm_snapshots WHERE stream = $1 AND seq = $2', [stream, seq]);
-    const row = rows[0];
-    return row ? { seq: Number(row.seq), quads: Number(row.quads), data: row.data, sha256: row.sha256 } : undefined;
+  /** One try of `append`. */
+  private async appendOnce(rows: readonly Append[], expected: Heads, all: boolean): Promise<number> {
+    const writes = new Map(rows.map((r) => [r.stream, r]));
+    const only = rows.length === 1 && !all && expected.size === 1 ? rows[0]! : undefined;
+    try {
+      if (only && expected.has(only.stream)) return await this.appendToOne(only, expected.get(only.stream)!);
+      return await this.inTransaction(async (client) => {
+        if (all) {
+          const { rows: current } = await client.query<{ stream: string; seq: string }>('SELECT stream, seq FROM wsm_heads ORDER BY stream FOR SHARE');
+          for (const row of current) if (Number(row.seq) !== (expected.get(row.stream) ?? 0)) throw new HeadMovedError(row.stream);
+        }
+        for (const stream of [...new Set([...expected.keys(), ...writes.keys()])].sort()) {
+          const at = expected.get(stream) ?? 0;
+          const write = writes.get(stream);
+          if (write) {
+            // A stream's first write creates its head; later ones move it only from the seq the write was checked at.
+            const { rowCount } = await client.query({
+              name: 'wsm-move-head',
+              text: `INSERT INTO wsm_heads (stream, seq) VALUES ($1, $2) ON CONFLICT (stream) DO UPDATE SET seq = EXCLUDED.seq WHERE wsm_heads.seq = $3`,
+              values: [stream, write.seq, at],
+            });
+            if (rowCount !== 1 || write.seq !== at + 1) throw new HeadMovedError(stream);
+            continue;
+          }
+          let { rows: held } = await client.query<{ seq: string }>({ name: 'wsm-hold-head', text: 'SELECT seq FROM wsm_heads WHERE stream = $1 FOR SHARE', values: [stream] });
+          if (held.length === 0) {
+            // A stream with no record yet: its head row, created here, is what a first append to it waits on.
+            await client.query('INSERT INTO wsm_heads (stream, seq) VALUES ($1, 0) ON CONFLICT DO NOTHING', [stream]);
+            ({ rows: held } = await client.query<{ seq: string }>({ name: 'wsm-hold-head', text: 'SELECT seq FROM wsm_heads WHERE stream = $1 FOR SHARE', values: [stream] }));
+          }
+          if (Number(held[0]?.seq ?? 0) !== at) throw new HeadMovedError(stream);
+        }
+        // Taken once every head is held: a write that conflicts with this one takes its gseq after this one commits.
+        const { rows: order } = await client.query<{ gseq: string }>({ name: 'wsm-order', text: "SELECT nextval('wsm_order') AS gseq" });
+        const gseq = Number(order[0]!.gseq);
+        for (const row of rows) {
+          await client.query({
+            name: 'wsm-append',
+            text: `WITH appended AS (INSERT INTO wsm_journal (stream, seq, gseq, record) VALUES ($1, $2, $3, $4) RETURNING seq)
+                   SELECT pg_notify('${CHANNEL}', $1 || ':' || seq) FROM appended`,
+            values: [row.stream, row.seq, gseq, row.record],
+          });
+        }
+        return gseq;
+      });
+    } catch (err) {
+      if (RACE_CODES.has((err as { code?: string }).code ?? '')) throw new HeadMovedError(rows[0]?.stream ?? [...expected.keys()][0] ?? '');
+      throw err;
+    }
   }
 
   /**
-   * Stores a snapshot (kept as it is when another instance stored that seq
-   * first), then drops every snapshot but the two newest and the records
-   * the older of those holds.
+   * The usual write (one stream changed, no other read) in one statement,
+   * so one round trip: the head moved from `at`, the row appended with the
+   * gseq taken once the head is held, the other instances notified.
    */
-  async putSnapshot(stream: string, seq: number, quads: number, data: Buffer): Promise<void> {
-    const sha256 = createHash('sha256').update(data).digest();
-    await this.inTransaction(async (client) => {
-      await client.query('INSERT INTO wsm_snapshots (stream, seq, quads, sha256, data) VALUES ($1, $2, $3, $4, $5) ON CONFLICT DO NOTHING', [stream, seq, quads, sha256, data]);
-      const { rows } = await client.query<{ seq: string }>('SELECT seq FROM wsm_snapshots WHERE stream = $1 ORDER BY seq DESC LIMIT 2', [stream]);
-      const older = rows.length === 2 ? Number(rows[1]!.seq) : undefined;
-      if (older !== undefined) {
-        await client.query('DELETE FROM wsm_snapshots WHERE stream = $1 AND seq < $2', [stream, older]);
-        // The head's record stays whatever happens: it is where appends are checked.
-        await client.query('DELETE FROM wsm_journal WHERE stream = $1 AND seq <= $2 AND seq < (SELECT max(seq) FROM wsm_journal WHERE stream = $1)', [stream, older]);
-      }
-    });
+  private async appendToOne(row: Append, at: number): Promise<number> {
+    if (row.seq !== at + 1) throw new HeadMovedError(row.stream);
+    const { rows } = await this.withClient((client) => client.query<{ gseq: string }>({
+      name: 'wsm-append-one',
+      text: `WITH head AS (
+               INSERT INTO wsm_heads (stream, seq) VALUES ($1, $2) ON CONFLICT (stream) DO UPDATE SET seq = EXCLUDED.seq WHERE wsm_heads.seq = $3
+               RETURNING stream, seq
+             ), appended AS (
+               INSERT INTO wsm_journal (stream, seq, gseq, record) SELECT stream, seq, nextval('wsm_order'), $4 FROM head
+               RETURNING stream, seq, gseq
+             )
+             SELECT gseq, pg_notify('${CHANNEL}', stream || ':' || seq) FROM appended`,
+      values: [row.stream, row.seq, at, row.record],
+    }));
+    if (rows.length !== 1) throw new HeadMovedError(row.stream);
+    return Number(rows[0]!.gseq);
   }
 
-  /** Bytes of the records after `afterSeq` (how much a new instance replays after the snapshot). */
-  async bytesAfter(stream: string, afterSeq: number): Promise<number> {
-    const { rows } = await this.pool.query<{ bytes: string | null }>('SELECT sum(octet_length(record)) AS bytes FROM wsm_journal WHERE stream = $1 AND seq > $2', [stream, afterSeq]);
+  /**
+   * The rows after `after` up to `upto` (per stream; a stream not in
+   * `after` from its first), at most `limit`, in the order of their
+   * writes (gseq), each checked (`decodeRecord`).
+   */
+  async recordsBetween(after: Heads, upto: Heads, limit: number): Promise<StoredRecord[]> {
+    const streams = [...upto.keys()].filter((s) => upto.get(s)! > (after.get(s) ?? 0));
+    if (streams.length === 0) return [];
+    const { rows } = await this.pool.query<{ stream: string; seq: string; gseq: string; record: Buffer }>({
+      name: 'wsm-records-between',
+      text: `SELECT j.stream, j.seq, j.gseq, j.record FROM wsm_journal j
+             JOIN unnest($1::text[], $2::bigint[], $3::bigint[]) AS w(stream, after, upto) ON j.stream = w.stream AND j.seq > w.after AND j.seq <= w.upto
+             ORDER BY j.gseq, j.stream LIMIT $4`,
+      values: [streams, streams.map((s) => after.get(s) ?? 0), streams.map((s) => upto.get(s)!), limit],
+    });
+    return rows.map((row) => ({ ...decodeRecord(row.stream, Number(row.seq), row.record), stream: row.stream, gseq: Number(row.gseq), bytes: row.record.length }));
+  }
+
+  /** The snapshots of the replica, newest first. */
+  async snapshots(): Promise<SnapshotEntry[]> {
+    const { rows } = await this.pool.query<{ seq: string; heads: Record<string, number> }>(
+      'SELECT seq, heads FROM wsm_snapshots WHERE stream = $1 ORDER BY seq DESC', [REPLICA_SNAPSHOT]);
+    return rows.map((r) => ({ seq: Number(r.seq), heads: headsOf(r.heads) }));
+  }
+
+  async snapshot(seq: number): Promise<StoredSnapshot | undefined> {
+    const { rows } = await this.pool.query<{ seq: string; quads: string; data: Buffer; sha256: Buffer; heads: Record<string, number> }>(
+      'SELECT seq, quads, data, sha256, heads FROM wsm_snapshots WHERE stream = $1 AND seq = $2', [REPLICA_SNAPSHOT, seq]);
+    const row = rows[0];
+    return row ? { seq: Number(row.seq), quads: Number(row.quads), data: row.data, sha256: row.sha256, heads: headsOf(row.heads) } : undefined;
+  }
+
+  /**
+   * Stores a snapshot of the replica holding `heads` (kept as it is when
+   * another instance stored one of that number first), then drops every
+   * snapshot but the two newest and, per stream, the records both of those
+   * hold.
+   */
+  async putSnapshot(heads: Heads, quads: number, data: Buffer): Promise<number> {
+    const sha256 = createHash('sha256').update(data).digest();
+    const seq = [...heads.values()].reduce((a, b) => a + b, 0);
+    await this.inTransaction(async (client) => {
+      await client.query('INSERT INTO wsm_snapshots (stream, seq, quads, sha256, data, heads) VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT DO NOTHING',
+        [REPLICA_SNAPSHOT, seq, quads, sha256, data, jsonOf(heads)]);
+      const { rows } = await client.query<{ seq: string }>('SELECT seq FROM wsm_snapshots WHERE stream = $1 ORDER BY seq DESC LIMIT 2', [REPLICA_SNAPSHOT]);
+      if (rows.length < 2) return;
+      await client.query('DELETE FROM wsm_snapshots WHERE stream = $1 AND seq < $2', [REPLICA_SNAPSHOT, Number(rows[1]!.seq)]);
+      // Per stream, behind what both kept snapshots hold (a stream one of them lacks keeps all its records).
+      await client.query(`DELETE FROM wsm_journal j USING (
+          SELECT h.key AS stream, min(h.value::bigint) AS seq FROM wsm_snapshots s, jsonb_each_text(s.heads) h
+          WHERE s.stream = $1 GROUP BY h.key HAVING count(*) = (SELECT count(*) FROM wsm_snapshots WHERE stream = $1)
+        ) kept WHERE j.stream = kept.stream AND j.seq <= kept.seq`, [REPLICA_SNAPSHOT]);
+    });
+    return seq;
+  }
+
+  /** Bytes of the records a replica holding `heads` lacks (how much a new instance replays after that snapshot). */
+  async bytesAfter(heads: Heads): Promise<number> {
+    const { rows } = await this.pool.query<{ bytes: string | null }>(
+      `SELECT sum(octet_length(j.record)) AS bytes FROM wsm_journal j LEFT JOIN jsonb_each_text($1::jsonb) h ON h.key = j.stream
+       WHERE j.seq > coalesce(h.value::bigint, 0)`, [jsonOf(heads)]);
     return Number(rows[0]?.bytes ?? 0);
   }
 

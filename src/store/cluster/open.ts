@@ -2,8 +2,8 @@ import { createHash } from 'node:crypto';
 import oxigraph from 'oxigraph';
 import pg from 'pg';
 import { freeStore } from '../scratch.js';
-import { ClusterStore, SERVICE_STREAM, replayOnto, type ClusterOpenInfo, type ClusterStoreOptions } from './cluster-store.js';
-import { PgLog } from './log.js';
+import { ClusterStore, type ClusterOpenInfo, type ClusterStoreOptions, type ClusterStoreSettings } from './cluster-store.js';
+import { PgLog, type Heads } from './log.js';
 
 /** The URL as logs may show it: no password. */
 export function redactedUrl(url: string): string {
@@ -33,12 +33,12 @@ export function clusterPool(url: string): pg.Pool {
 }
 
 /** The newest snapshot that checks (its sha256 and quad count), loaded; older ones when a newer does not check. */
-async function loadSnapshot(log: PgLog, stream: string, warn: (message: string) => void): Promise<{ raw: oxigraph.Store; seq: number }> {
-  for (const seq of await log.snapshotSeqs(stream)) {
-    const snapshot = await log.snapshot(stream, seq);
+async function loadSnapshot(log: PgLog, warn: (message: string) => void): Promise<{ raw: oxigraph.Store; seq: number; heads: Heads }> {
+  for (const { seq } of await log.snapshots()) {
+    const snapshot = await log.snapshot(seq);
     if (!snapshot) continue;
     if (!createHash('sha256').update(snapshot.data).digest().equals(snapshot.sha256)) {
-      warn(`snapshot ${seq} of stream ${stream} in PostgreSQL fails its checksum: refused, trying an older one`);
+      warn(`snapshot ${seq} in PostgreSQL fails its checksum: refused, trying an older one`);
       continue;
     }
     const raw = new oxigraph.Store();
@@ -46,17 +46,17 @@ async function loadSnapshot(log: PgLog, stream: string, warn: (message: string) 
       raw.load(snapshot.data.toString('utf8'), { format: 'application/n-quads', no_transaction: true });
     } catch (err) {
       freeStore(raw);
-      warn(`snapshot ${seq} of stream ${stream} in PostgreSQL does not load (${(err as Error).message}): trying an older one`);
+      warn(`snapshot ${seq} in PostgreSQL does not load (${(err as Error).message}): trying an older one`);
       continue;
     }
     if (raw.size !== snapshot.quads) {
-      warn(`snapshot ${seq} of stream ${stream} holds ${raw.size} quads where ${snapshot.quads} were stored: trying an older one`);
+      warn(`snapshot ${seq} holds ${raw.size} quads where ${snapshot.quads} were stored: trying an older one`);
       freeStore(raw);
       continue;
     }
-    return { raw, seq };
+    return { raw, seq, heads: snapshot.heads };
   }
-  return { raw: new oxigraph.Store(), seq: 0 };
+  return { raw: new oxigraph.Store(), seq: 0, heads: new Map() };
 }
 
 /**
@@ -67,7 +67,7 @@ async function loadSnapshot(log: PgLog, stream: string, warn: (message: string) 
  * start with a `ClusterStartError` naming the setting.
  */
 export async function openClusterStore(url: string, options: ClusterStoreOptions): Promise<ClusterStore> {
-  const opts: Required<ClusterStoreOptions> = { probeMs: 1000, onWarning: () => undefined, onInfo: () => undefined, ...options };
+  const opts: ClusterStoreSettings = { probeMs: 1000, onWarning: () => undefined, onInfo: () => undefined, ...options };
   const started = performance.now();
   const log = new PgLog(clusterPool(url));
   try {
@@ -77,32 +77,22 @@ export async function openClusterStore(url: string, options: ClusterStoreOptions
     throw new ClusterStartError(url, err);
   }
   try {
-    const stream = SERVICE_STREAM;
-    const { raw, seq: snapshotSeq } = await loadSnapshot(log, stream, opts.onWarning);
-    const info: ClusterOpenInfo = { snapshotSeq, snapshotQuads: raw.size, recordsReplayed: 0, lastSeq: snapshotSeq, millis: 0 };
-    let bytesAfter = 0;
-    for (;;) {
-      const records = await log.recordsAfter(stream, info.lastSeq, 1024);
-      for (const record of records) {
-        replayOnto(raw, record);
-        info.lastSeq = record.seq;
-        info.recordsReplayed++;
-        bytesAfter += record.bytes;
-      }
-      if (records.length < 1024) break;
-    }
-    info.millis = Math.round(performance.now() - started);
+    const { raw, seq: snapshotSeq, heads } = await loadSnapshot(log, opts.onWarning);
+    const info: ClusterOpenInfo = { snapshotSeq, snapshotQuads: raw.size, recordsReplayed: 0, streams: 0, millis: 0 };
     const listen = async () => {
       const client = new pg.Client({ connectionString: url, connectionTimeoutMillis: 5000 });
       client.on('error', () => undefined);
       await client.connect();
       return client;
     };
-    const store = new ClusterStore(raw, log, listen, info, bytesAfter, opts, stream);
+    const store = new ClusterStore(raw, log, listen, info, heads, 0, opts);
+    info.recordsReplayed = await store.replay();
+    info.streams = store.appliedHeads().size;
+    info.millis = Math.round(performance.now() - started);
     await store.startListening();
     // Records appended between the replay and LISTEN.
     await store.catchUp();
-    opts.onInfo(`cluster store opened: snapshot seq ${snapshotSeq} (${info.snapshotQuads} quads), ${info.recordsReplayed} records replayed, last seq ${store.lastSeq}, ${info.millis} ms`);
+    opts.onInfo(`cluster store opened: snapshot ${snapshotSeq} (${info.snapshotQuads} quads), ${info.recordsReplayed} writes replayed, ${info.streams} streams, ${info.millis} ms`);
     return store;
   } catch (err) {
     await log.pool.end().catch(() => undefined);

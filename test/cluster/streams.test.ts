@@ -1,0 +1,345 @@
+import { expect } from 'chai';
+import pg from 'pg';
+import { openClusterStore } from '../../src/store/cluster/open.js';
+import type { ClusterStore } from '../../src/store/cluster/cluster-store.js';
+import { HeadMovedError } from '../../src/store/cluster/log.js';
+import { graphsReadBy, graphsReadByWrite } from '../../src/store/cluster/read-graphs.js';
+import { updateOp, type WriteOp } from '../../src/store/store.js';
+import { encodeRecord } from '../../src/store/journal.js';
+import { Graphs } from '../../src/rdf/graphs.js';
+import { integer, iri, sparql } from '../../src/rdf/sparql.js';
+import { freshClusterUrl, requirePostgres } from '../helpers/cluster.js';
+import { bearer, removeDir, seedWorkspace, startTestServer, type TestServer } from '../helpers/server.js';
+
+const BASE = 'https://streams.example/';
+const graphs = new Graphs(BASE);
+const P = iri('https://example.org/p');
+const insertInto = (graph: string, n: number): WriteOp =>
+  updateOp(sparql`INSERT DATA { GRAPH ${iri(graph)} { ${iri(`https://example.org/s${n}`)} ${P} ${integer(n)} } }`, [graph]);
+const countIn = async (store: ClusterStore, graph: string) =>
+  Number((await store.select(sparql`SELECT (COUNT(*) AS ?n) WHERE { GRAPH ${iri(graph)} { ?s ?p ?o } }`))[0]!.n!.value);
+
+describe('cluster store: the graphs a write reads', () => {
+  const read = (text: string) => {
+    const graphs = graphsReadBy(text);
+    return graphs === 'any' ? 'any' : [...graphs].sort();
+  };
+
+  it('names the graphs of GRAPH patterns, FILTER (NOT) EXISTS, subqueries, FROM, WITH, USING and ADD/COPY/MOVE sources; the default graph for patterns outside GRAPH', () => {
+    expect(read('PREFIX x: <http://a/> ASK { GRAPH x:g1 { ?s ?p ?o } FILTER NOT EXISTS { GRAPH <http://a/g2> { ?s ?p 1 } } }')).to.deep.equal(['http://a/g1', 'http://a/g2']);
+    expect(read('ASK { VALUES ?condition { true } FILTER EXISTS { GRAPH <http://a/g3> { ?s ?p ?o } } }')).to.deep.equal(['http://a/g3']);
+    expect(read('ASK { GRAPH <http://a/g4> { { SELECT ?s WHERE { ?s ?p ?o } } } }')).to.deep.equal(['http://a/g4']);
+    expect(read('ASK FROM <http://a/f> { ?s ?p ?o }')).to.deep.equal(['http://a/f']);
+    expect(read('ASK { ?s ?p ?o }')).to.deep.equal(['']);
+    expect(read('INSERT { GRAPH <http://a/w> { ?s ?p ?o } } WHERE { GRAPH <http://a/r> { ?s ?p ?o } }')).to.deep.equal(['http://a/r']);
+    expect(read('DELETE WHERE { GRAPH <http://a/d> { ?s ?p ?o } }')).to.deep.equal(['http://a/d']);
+    expect(read('WITH <http://a/with> DELETE { ?s ?p ?o } WHERE { ?s ?p ?o }')).to.deep.equal(['http://a/with']);
+    expect(read('DELETE { GRAPH <http://a/w> { ?s ?p ?o } } USING <http://a/u> WHERE { ?s ?p ?o }')).to.deep.equal(['http://a/u']);
+    expect(read('COPY <http://a/src> TO <http://a/dst>')).to.deep.equal(['http://a/src']);
+    expect(read('INSERT DATA { GRAPH <http://a/x> { <http://a/s> <http://a/p> "where" } }')).to.deep.equal([]);
+  });
+
+  it('answers any graph where it cannot name them: a graph variable, a text the parser refuses, a prefix not declared in that text', () => {
+    expect(read('ASK { GRAPH ?g { ?s ?p ?o } }')).to.equal('any');
+    expect(read('ASK { GRAPH x:g { ?s ?p ?o } }')).to.equal('any');
+    expect(read('ASK {')).to.equal('any');
+  });
+
+  it('reads nothing for updates that name no WHERE, ADD, COPY or MOVE; a write\'s reads are its condition\'s and its updates\'', () => {
+    const data = updateOp(sparql`INSERT DATA { GRAPH ${iri('http://a/x')} { ${iri('http://a/s')} ${P} 1 } }`, ['http://a/x']);
+    const where = updateOp(sparql`DELETE WHERE { GRAPH ${iri('http://a/y')} { ?s ?p ?o } }`, ['http://a/y']);
+    expect([...graphsReadByWrite([data], undefined) as Set<string>]).to.deep.equal([]);
+    expect([...graphsReadByWrite([data, where], 'ASK { GRAPH <http://a/c> { ?s ?p ?o } }') as Set<string>].sort()).to.deep.equal(['http://a/c', 'http://a/y']);
+  });
+});
+
+/**
+ * The cluster journal's streams (docs/cluster.md, "Streams"): one per
+ * workspace, one for the service's own graphs; writes to different
+ * workspaces never race on a head, writes over several streams are one
+ * transaction.
+ */
+describe('cluster store: a journal stream per workspace', function () {
+  this.timeout(300_000);
+  let url: string;
+  const open: ClusterStore[] = [];
+  const openStore = async () => {
+    const store = await openClusterStore(url, { snapshotAfterBytes: 1 << 30, probeMs: 100, baseIri: BASE });
+    open.push(store);
+    return store;
+  };
+  const sql = async (text: string, values: unknown[] = []) => {
+    const client = new pg.Client({ connectionString: url });
+    await client.connect();
+    try {
+      return (await client.query(text, values)).rows as Array<Record<string, string>>;
+    } finally {
+      await client.end();
+    }
+  };
+  const streamRows = async (stream: string) =>
+    (await sql('SELECT seq, gseq FROM wsm_journal WHERE stream = $1 ORDER BY seq', [stream])).map((r) => ({ seq: Number(r.seq), gseq: Number(r.gseq) }));
+
+  before(function () { requirePostgres(this); });
+  beforeEach(async () => { url = await freshClusterUrl(); });
+  afterEach(async () => {
+    for (const store of open.splice(0)) await store.close();
+  });
+
+  it('graphs map to streams: a workspace\'s graphs (and its sealed secret values) to ws:<id>, every other graph to service', () => {
+    expect(graphs.streamOf(graphs.iam('w1'))).to.equal('ws:w1');
+    expect(graphs.streamOf(graphs.derived('w1', 'm'))).to.equal('ws:w1');
+    expect(graphs.streamOf(graphs.secretValues('w1'))).to.equal('ws:w1');
+    for (const g of [graphs.system, graphs.registry, graphs.signIn, graphs.exchangeKeys, 'https://elsewhere.example/g', '', `${BASE}workspaces/`]) {
+      expect(graphs.streamOf(g), g).to.equal('service');
+    }
+  });
+
+  it('two stores writing to two workspaces at once, plainly and conditionally: no head conflict, each stream numbered 1..n', async () => {
+    const [a, b] = [await openStore(), await openStore()];
+    const [ga, gb] = [graphs.iam('alpha'), graphs.iam('beta')];
+    const run = async (store: ClusterStore, graph: string) => {
+      for (let n = 0; n < 15; n++) {
+        if (n % 2) await store.write([insertInto(graph, n)]);
+        else {
+          const absent = { ask: sparql`ASK { GRAPH ${iri(graph)} { ${iri(`https://example.org/s${n}`)} ?p ?o } }`, expect: false };
+          expect(await store.writeIf(absent, [insertInto(graph, n)])).to.equal(true);
+        }
+      }
+    };
+    await Promise.all([run(a, ga), run(b, gb), run(a, gb.replace('beta', 'gamma')), run(b, ga.replace('alpha', 'delta'))]);
+    expect(a.headConflicts + b.headConflicts, 'head conflicts').to.equal(0);
+    for (const store of [a, b]) {
+      expect(await countIn(store, ga)).to.equal(15);
+      expect(await countIn(store, gb)).to.equal(15);
+    }
+    for (const stream of ['ws:alpha', 'ws:beta', 'ws:gamma', 'ws:delta']) {
+      expect((await streamRows(stream)).map((r) => r.seq)).to.deep.equal(Array.from({ length: 15 }, (_, i) => i + 1));
+    }
+    expect(await streamRows('service')).to.deep.equal([]);
+    expect(a.appliedSeq('ws:beta')).to.equal(15);
+  });
+
+  it('conditional writes to one workspace racing on two stores: exactly one applies per race', async () => {
+    const [a, b] = [await openStore(), await openStore()];
+    const g = graphs.slashCommands('one');
+    for (let race = 0; race < 8; race++) {
+      const claim = iri(`https://example.org/claim${race}`);
+      const free = { ask: sparql`ASK { GRAPH ${iri(g)} { ${claim} ?p ?o } }`, expect: false };
+      const op = updateOp(sparql`INSERT DATA { GRAPH ${iri(g)} { ${claim} ${P} 1 } }`, [g]);
+      const results = await Promise.all(Array.from({ length: 6 }, (_, i) => (i % 2 ? a : b).writeIf(free, [op])));
+      expect(results.filter(Boolean), `race ${race}`).to.have.length(1);
+    }
+    expect(await countIn(a, g)).to.equal(8);
+    expect((await streamRows('ws:one')).length).to.equal(8);
+  });
+
+  it('a write over two streams is one record in each, with one gseq, applied once by another store; opened again, it replays once', async () => {
+    const [a, b] = [await openStore(), await openStore()];
+    await a.write([insertInto(graphs.iam('w1'), 1)]);
+    const both = updateOp(sparql`INSERT DATA { GRAPH ${iri(graphs.system)} { ${iri('https://example.org/ws')} ${P} 1 } GRAPH ${iri(graphs.iam('w1'))} { ${iri('https://example.org/ws')} ${P} 2 } }`,
+      [graphs.system, graphs.iam('w1')]);
+    await a.write([both]);
+    const [service, w1] = [await streamRows('service'), await streamRows('ws:w1')];
+    expect(service.map((r) => r.seq)).to.deep.equal([1]);
+    expect(w1.map((r) => r.seq)).to.deep.equal([1, 2]);
+    expect(service[0]!.gseq).to.equal(w1[1]!.gseq);
+    expect(await countIn(b, graphs.system)).to.equal(1);
+    expect(await countIn(b, graphs.iam('w1'))).to.equal(2);
+    expect(b.appliedHeads()).to.deep.equal(new Map([['service', 1], ['ws:w1', 2]]));
+    const c = await openStore();
+    expect(c.info.recordsReplayed, 'writes replayed').to.equal(2);
+    expect(await countIn(c, graphs.iam('w1'))).to.equal(2);
+  });
+
+  it('writes over the service stream and a workspace each, racing on two stores: each is in both streams or in neither', async () => {
+    const [a, b] = [await openStore(), await openStore()];
+    const writes = Array.from({ length: 16 }, (_, n) => {
+      const ws = graphs.iam(n % 2 ? 'odd' : 'even');
+      const op = updateOp(sparql`INSERT DATA { GRAPH ${iri(graphs.system)} { ${iri(`https://example.org/w${n}`)} ${P} ${integer(n)} } GRAPH ${iri(ws)} { ${iri(`https://example.org/w${n}`)} ${P} ${integer(n)} } }`,
+        [graphs.system, ws]);
+      return (n % 2 ? a : b).write([op]);
+    });
+    await Promise.all(writes);
+    const service = await streamRows('service');
+    const ws = [...await streamRows('ws:odd'), ...await streamRows('ws:even')];
+    expect(service.map((r) => r.seq)).to.deep.equal(Array.from({ length: 16 }, (_, i) => i + 1));
+    expect(ws.map((r) => r.gseq).sort((x, y) => x - y)).to.deep.equal(service.map((r) => r.gseq).sort((x, y) => x - y));
+    for (const store of [a, b]) {
+      expect(await countIn(store, graphs.system)).to.equal(16);
+      expect(await countIn(store, graphs.iam('odd')) + await countIn(store, graphs.iam('even'))).to.equal(16);
+    }
+  });
+
+  it('an append whose head on one stream moved appends to no stream', async () => {
+    const [a, b] = [await openStore(), await openStore()];
+    await a.write([insertInto(graphs.iam('w1'), 1)]);
+    await b.write([insertInto(graphs.system, 2)]);
+    // As a store that has not seen b's write would append: service expected at 0, where it is at 1.
+    const rows = [
+      { stream: 'service', seq: 1, record: encodeRecord(1, [insertInto(graphs.system, 3)]) },
+      { stream: 'ws:w1', seq: 2, record: encodeRecord(2, [insertInto(graphs.iam('w1'), 3)]) },
+    ];
+    let failure: unknown;
+    try {
+      await a.log.append(rows, new Map([['service', 0], ['ws:w1', 1]]), false);
+    } catch (err) {
+      failure = err;
+    }
+    expect(failure).to.be.instanceOf(HeadMovedError);
+    expect((await streamRows('ws:w1')).map((r) => r.seq)).to.deep.equal([1]);
+    expect((await sql('SELECT stream, seq FROM wsm_heads ORDER BY stream')).map((r) => `${r.stream}:${r.seq}`)).to.deep.equal(['service:1', 'ws:w1:1']);
+    // Only reading a stream whose head moved fails the append too.
+    failure = undefined;
+    try {
+      await a.log.append([rows[1]!], new Map([['service', 0], ['ws:w1', 1]]), false);
+    } catch (err) {
+      failure = err;
+    }
+    expect(failure).to.be.instanceOf(HeadMovedError);
+    expect((await streamRows('ws:w1')).length).to.equal(1);
+  });
+
+  it('a write whose condition reads the service stream is ordered after the service write it saw, or sees it', async () => {
+    const [a, b] = [await openStore(), await openStore()];
+    for (let round = 0; round < 6; round++) {
+      const flag = iri(`https://example.org/closed${round}`);
+      const open = { ask: sparql`ASK { GRAPH ${iri(graphs.system)} { ${flag} ?p ?o } }`, expect: false };
+      const ws = graphs.iam(`r${round}`);
+      const [applied] = await Promise.all([
+        a.writeIf(open, [insertInto(ws, round)]),
+        b.write([updateOp(sparql`INSERT DATA { GRAPH ${iri(graphs.system)} { ${flag} ${P} 1 } }`, [graphs.system])]),
+      ]);
+      const wsRows = await streamRows(`ws:r${round}`);
+      const flagGseq = Math.max(...(await streamRows('service')).map((r) => r.gseq));
+      if (applied) {
+        expect(wsRows).to.have.length(1);
+        expect(wsRows[0]!.gseq, 'applied before the flag was set').to.be.lessThan(flagGseq);
+      } else {
+        expect(wsRows).to.have.length(0);
+      }
+    }
+  });
+
+  it('a write whose reads cannot be named (GRAPH ?g) checks every stream, so every store computes the same result', async () => {
+    const [a, b] = [await openStore(), await openStore()];
+    await a.write([insertInto(graphs.iam('x'), 1)]);
+    await b.write([insertInto(graphs.iam('y'), 2)]);
+    const target = graphs.iam('z');
+    const copyAll = updateOp(sparql`INSERT { GRAPH ${iri(target)} { ?s ${P} ?o } } WHERE { GRAPH ?g { ?s ${P} ?o } }`, [target]);
+    await a.write([copyAll]);
+    const c = await openStore();
+    for (const store of [a, b, c]) expect(await countIn(store, target)).to.equal(2);
+    expect((await streamRows('ws:z')).length).to.equal(1);
+  });
+
+  it('a database of the one-stream layout opens: its records and snapshot are kept, new writes go to their streams', async () => {
+    // The tables as the one-stream version left them: a snapshot after record 1, record 2 after it.
+    await sql(`CREATE TABLE wsm_journal (stream text NOT NULL, seq bigint NOT NULL, record bytea NOT NULL, PRIMARY KEY (stream, seq));
+      CREATE TABLE wsm_snapshots (stream text NOT NULL, seq bigint NOT NULL, quads bigint NOT NULL, sha256 bytea NOT NULL, data bytea NOT NULL, PRIMARY KEY (stream, seq));
+      CREATE TABLE wsm_archives (sha256 text PRIMARY KEY, bytes bytea NOT NULL);
+      CREATE TABLE wsm_shared (name text PRIMARY KEY, value text NOT NULL);`);
+    const quad = `<https://example.org/s1> <https://example.org/p> "1"^^<http://www.w3.org/2001/XMLSchema#integer> <${graphs.iam('old')}> .\n`;
+    const { createHash } = await import('node:crypto');
+    await sql("INSERT INTO wsm_snapshots VALUES ('service', 1, 1, $1, $2)", [createHash('sha256').update(quad).digest(), Buffer.from(quad)]);
+    await sql("INSERT INTO wsm_journal VALUES ('service', 1, $1), ('service', 2, $2)", [encodeRecord(1, [insertInto(graphs.iam('old'), 1)]), encodeRecord(2, [insertInto(graphs.system, 2)])]);
+    const a = await openStore();
+    expect(a.info).to.include({ snapshotSeq: 1, recordsReplayed: 1 });
+    expect(await countIn(a, graphs.iam('old'))).to.equal(1);
+    expect(await countIn(a, graphs.system)).to.equal(1);
+    await a.write([insertInto(graphs.iam('old'), 3)]);
+    await a.write([insertInto(graphs.system, 4)]);
+    expect((await streamRows('service')).map((r) => r.seq)).to.deep.equal([1, 2, 3]);
+    expect((await streamRows('ws:old')).map((r) => r.seq)).to.deep.equal([1]);
+    const b = await openStore();
+    expect(await countIn(b, graphs.iam('old'))).to.equal(2);
+    expect(await countIn(b, graphs.system)).to.equal(2);
+    // A row as the one-stream version appends it (no gseq) is refused: an older instance still running cannot write.
+    let refused: Error | undefined;
+    try {
+      await sql("INSERT INTO wsm_journal (stream, seq, record) VALUES ('service', 4, $1)", [encodeRecord(4, [insertInto(graphs.system, 5)])]);
+    } catch (err) {
+      refused = err as Error;
+    }
+    expect(refused?.message).to.match(/gseq/);
+  });
+
+  it('a database of a later layout is refused at start, naming what to do', async () => {
+    await (await openStore()).close();
+    await sql("UPDATE wsm_shared SET value = '3' WHERE name = 'journal-layout'");
+    let refused: Error | undefined;
+    try {
+      await openStore();
+    } catch (err) {
+      refused = err as Error;
+    }
+    expect(refused?.message).to.match(/WSM_POSTGRES_URL=.*layout 3.*later version/);
+  });
+
+  it('snapshots record the seq of each stream they hold; records behind both kept snapshots are pruned per stream', async () => {
+    const a = await openStore();
+    for (let n = 0; n < 10; n++) await a.write([insertInto(graphs.iam('s1'), n)]);
+    await a.write([insertInto(graphs.system, 100)]);
+    await a.snapshot();
+    for (let n = 10; n < 15; n++) await a.write([insertInto(graphs.iam('s2'), n)]);
+    await a.snapshot();
+    const kept = await sql("SELECT seq, heads FROM wsm_snapshots WHERE stream = 'replica' ORDER BY seq");
+    expect(kept.map((r) => r.heads)).to.deep.equal([{ service: 1, 'ws:s1': 10 }, { service: 1, 'ws:s1': 10, 'ws:s2': 5 }]);
+    expect(await streamRows('ws:s1')).to.deep.equal([], 'held by both snapshots');
+    expect(await streamRows('service')).to.deep.equal([]);
+    expect((await streamRows('ws:s2')).map((r) => r.seq)).to.deep.equal([1, 2, 3, 4, 5], 'the older snapshot lacks them');
+    await a.write([insertInto(graphs.iam('s1'), 20)]);
+    const b = await openStore();
+    expect(b.info.snapshotSeq).to.equal(16);
+    expect(b.info.recordsReplayed).to.equal(1);
+    expect(await countIn(b, graphs.iam('s1'))).to.equal(11);
+    expect(await countIn(b, graphs.iam('s2'))).to.equal(5);
+  });
+});
+
+/** Two service instances on one PostgreSQL: requests to two workspaces race on no head. */
+describe('two service instances: writes to two workspaces', function () {
+  this.timeout(300_000);
+  const instances: TestServer[] = [];
+
+  before(async function () {
+    requirePostgres(this);
+    const url = await freshClusterUrl();
+    // A long lease: its renewals (writes of the service stream) do not fall in the measured part.
+    const env = { WSM_STORE: 'cluster', WSM_POSTGRES_URL: url, WSM_LEASE_MS: '600000', WSM_LOG_LEVEL: 'error' };
+    instances.push(await startTestServer(env));
+    instances.push(await startTestServer(env));
+  });
+  after(async () => {
+    for (const t of instances) {
+      await t.close();
+      removeDir(t.dataDir);
+    }
+  });
+
+  const conflicts = () => instances.reduce((sum, t) => sum + (t.server.services.store as ClusterStore).headConflicts, 0);
+  const create = (t: TestServer, token: string, ws: string, alias: string) =>
+    t.http.post(`/api/v1/commands/${ws}`).set(bearer(token)).send({ alias, scriptType: 'DESCRIBE', scriptContent: 'DESCRIBE <https://example.org/x>' });
+
+  it('slash commands created at once in two workspaces through two instances: no head conflict; one alias raced in one workspace: one 200, the rest 409', async () => {
+    const [one, two] = instances as [TestServer, TestServer];
+    const { tokens: first } = await seedWorkspace(one, 'first');
+    const { tokens: second } = await seedWorkspace(two, 'second');
+    // Each instance has read each workspace once (membership, users): what follows writes only the workspaces' streams.
+    for (const [t, token, ws] of [[one, first.owner, 'first'], [two, second.owner, 'second'], [one, second.owner, 'second'], [two, first.owner, 'first']] as const) {
+      expect((await create(t, token, ws, `warm-${t === one ? 1 : 2}`)).status).to.equal(200);
+    }
+    const before = conflicts();
+    for (let round = 0; round < 10; round++) {
+      const answers = await Promise.all([create(one, first.owner, 'first', `a${round}`), create(two, second.owner, 'second', `b${round}`)]);
+      expect(answers.map((r) => r.status), JSON.stringify(answers.map((r) => r.body))).to.deep.equal([200, 200]);
+    }
+    expect(conflicts() - before, 'head conflicts between two workspaces').to.equal(0);
+    for (let race = 0; race < 5; race++) {
+      const answers = await Promise.all([0, 1, 2, 3].map((i) => create(instances[i % 2]!, first.owner, 'first', `same${race}`)));
+      expect(answers.map((r) => r.status).sort(), `race ${race}`).to.deep.equal([200, 409, 409, 409]);
+    }
+    const listed = await two.http.get('/api/v1/commands/first').set(bearer(first.owner));
+    expect(listed.body.data.map((c: { alias: string }) => c.alias).filter((a: string) => a.startsWith('same'))).to.have.length(5);
+  });
+});
