@@ -17,6 +17,9 @@
  *   also when the instance closed the connection without answering. Any
  *   other request whose instance died under it is answered 502, never sent
  *   again: its outcome is unknown.
+ * - With every instance out (their /health says 503 while PostgreSQL is out
+ *   of reach), sends requests to them all the same: each answers reads from
+ *   its replica and refuses writes itself (503, Retry-After).
  * - Server-Sent Events and other long responses pass through unbuffered.
  *
  * Its configuration, pid file, admin socket and log live under
@@ -99,6 +102,7 @@ const serverName = (index: number): string => `instance-${index + 1}`;
 
 function haproxyConfig(state: State, asRoot: boolean): string {
   const servers = state.instances.map((instance, i) => `  server ${serverName(i)} ${parseInstance(instance)} check`);
+  const fallbacks = state.instances.map((instance, i) => `  server ${serverName(i)}-fallback ${parseInstance(instance)} backup`);
   return `# Written by \`npm run balancer\` (scripts/balancer.ts); rewritten at each start.
 global
   log stdout format raw local0 info
@@ -156,6 +160,12 @@ backend instances
   http-request disable-l7-retry unless METH_GET METH_HEAD METH_OPTIONS
   http-response set-header X-Served-By %s
 ${servers.join('\n')}
+  # While PostgreSQL is out of reach every instance's /health answers 503 and
+  # none is left above. The same instances, unchecked, then take the requests
+  # (a dead one is passed over by the retries): reads are answered from their
+  # replicas, writes with the service's own 503 STORE_UNAVAILABLE and Retry-After.
+  option allbackups
+${fallbacks.join('\n')}
 `;
 }
 
@@ -268,8 +278,8 @@ async function status(): Promise<void> {
     // Fields of `show stat`: 0 pxname, 1 svname, 17 status, 36 check_status.
     const fields = line.split(',');
     const [proxy, name, status, check] = [fields[0], fields[1], fields[17], fields[36]];
-    if (proxy !== 'instances' || !name?.startsWith('instance-')) continue;
-    const index = Number(name.slice('instance-'.length)) - 1;
+    if (proxy !== 'instances' || !/^instance-\d+$/.test(name ?? '')) continue;
+    const index = Number(name!.slice('instance-'.length)) - 1;
     say(`  ${name} ${state.instances[index] ?? '?'} ${status}${check ? ` (${check})` : ''}`);
   }
 }

@@ -28,8 +28,11 @@ export async function spawnInstance(env: Record<string, string>, dataDir: string
   const child = spawn(process.execPath, ['--import', 'tsx', path.join(root, 'src/cli.ts'), 'serve'], {
     cwd: root,
     env: { ...process.env, WSM_LOG_LEVEL: 'warn', ...env, PORT: String(port), HOST: '127.0.0.1', WSM_DATA_DIR: dataDir, WSM_DEMO: 'false' },
-    stdio: 'ignore',
+    stdio: ['ignore', 'ignore', 'pipe'],
   });
+  // The end of its error output, for the message when it does not start.
+  let stderr = '';
+  child.stderr!.setEncoding('utf8').on('data', (chunk: string) => { stderr = (stderr + chunk).slice(-4000); });
   let ended = false;
   const exited = new Promise((resolve) => child.on('exit', (code, signal) => { ended = true; resolve(signal ?? code); }));
   const url = `http://127.0.0.1:${port}`;
@@ -44,7 +47,7 @@ export async function spawnInstance(env: Record<string, string>, dataDir: string
   }
   if (!up) {
     await kill();
-    throw new Error(`the instance on port ${port} did not start (${ended ? `it exited: ${child.exitCode ?? child.signalCode}` : 'no answer from /health'})`);
+    throw new Error(`the instance on port ${port} did not start (${ended ? `it exited: ${child.exitCode ?? child.signalCode}` : 'no answer from /health'}):\n${stderr.trim()}`);
   }
   return { port, url, http: supertest(url), child, exited, kill };
 }
