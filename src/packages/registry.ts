@@ -1,4 +1,4 @@
-import { createHash } from 'node:crypto';
+import { createHash, randomBytes } from 'node:crypto';
 import { mkdir, readdir, readFile, rename, stat, unlink, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { z } from 'zod';
@@ -338,7 +338,8 @@ export async function publishBytes(registryDir: string, bytes: Buffer, publisher
     }
   }
   await mkdir(dir, { recursive: true });
-  const temp = path.join(dir, `.${manifest.version}.tgz.${process.pid}.${Date.now()}.tmp`);
+  // Unique per call: two servers of one process (tests) may publish the same version in the same millisecond.
+  const temp = path.join(dir, `.${manifest.version}.tgz.${process.pid}.${randomBytes(6).toString('hex')}.tmp`);
   try {
     await writeFile(temp, bytes);
     await rename(temp, target);

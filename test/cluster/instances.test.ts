@@ -1,16 +1,12 @@
 import { expect } from 'chai';
-import { spawn, type ChildProcess } from 'node:child_process';
 import path from 'node:path';
-import { fileURLToPath } from 'node:url';
-import supertest from 'supertest';
 import { bearer, removeDir, seedWorkspace, startTestServer, tempDir, type TestServer } from '../helpers/server.js';
 import { freshClusterUrl, requirePostgres } from '../helpers/cluster.js';
-import { freePort } from '../helpers/ports.js';
+import { spawnInstance } from '../helpers/instances.js';
 import { runWsm } from '../helpers/cli.js';
 import { tinyPackage } from '../helpers/packages.js';
 import { publish } from '../helpers/lifecycle.js';
 
-const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
 /** Short, so the test sees a lease end; the instances renew every third of it. */
 const LEASE_MS = 5000;
 
@@ -124,21 +120,8 @@ describe('three service instances on one PostgreSQL (WSM_STORE=cluster)', functi
   });
 
   it('an instance SIGKILLed during writes loses none it acknowledged; the others go on', async () => {
-    const port = await freePort();
-    const child: ChildProcess = spawn(process.execPath, ['--import', 'tsx', path.join(root, 'src/cli.ts'), 'serve'], {
-      cwd: root,
-      env: { ...process.env, ...env(), PORT: String(port), HOST: '127.0.0.1', WSM_DATA_DIR: dirs[3]!, WSM_LOG_LEVEL: 'warn', WSM_DEMO: 'false' },
-      stdio: 'ignore',
-    });
-    const exited = new Promise((resolve) => child.on('exit', resolve));
+    const instance = await spawnInstance(env(), dirs[3]!);
     try {
-      let up = false;
-      for (let i = 0; i < 2400 && !up; i++) {
-        try { up = (await fetch(`http://127.0.0.1:${port}/health`)).ok; } catch { /* starting */ }
-        if (!up) await new Promise((r) => setTimeout(r, 25));
-      }
-      expect(up, 'the child instance started').to.equal(true);
-      const http = supertest(`http://127.0.0.1:${port}`);
       const acknowledged: string[] = [];
       let stop = false;
       // Eight writers on the child, each creating workspaces one after another until it dies.
@@ -146,7 +129,7 @@ describe('three service instances on one PostgreSQL (WSM_STORE=cluster)', functi
         for (let n = 0; !stop; n++) {
           const slug = `killed-${w}-${n}`;
           try {
-            const res = await http.post('/api/v1/workspaces').set(bearer(tokens.root)).send({ slug, owner: 'acme-owner' });
+            const res = await instance.http.post('/api/v1/workspaces').set(bearer(tokens.root)).send({ slug, owner: 'acme-owner' });
             if (res.status === 201) acknowledged.push(slug);
           } catch {
             return; // the connection died with the instance
@@ -154,10 +137,10 @@ describe('three service instances on one PostgreSQL (WSM_STORE=cluster)', functi
         }
       });
       while (acknowledged.length < 40) await new Promise((r) => setTimeout(r, 10));
-      child.kill('SIGKILL');
+      const killed = instance.kill('SIGKILL');
       stop = true;
       await Promise.all(writers);
-      await exited;
+      await killed;
       expect(acknowledged.length).to.be.greaterThan(39);
       const seen = new Set(((await on(1).get('/api/v1/workspaces').set(bearer(tokens.root))).body.data as Array<{ slug: string }>).map((w) => w.slug));
       expect(acknowledged.filter((slug) => !seen.has(slug)), 'acknowledged and lost').to.deep.equal([]);
@@ -167,8 +150,7 @@ describe('three service instances on one PostgreSQL (WSM_STORE=cluster)', functi
         expect((await on(i + 1).get(`/api/v1/workspaces/after-kill-${i}`).set(bearer(tokens.root))).status).to.equal(200);
       }
     } finally {
-      if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
-      await exited;
+      await instance.kill('SIGKILL');
     }
   });
 });

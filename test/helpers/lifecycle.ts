@@ -51,7 +51,7 @@ export async function eventsOf(t: TestServer, token: string, ws: string, id: str
 }
 
 /** Puts an archive into the directory registry as <publisher>/<name>/<version>.tgz. */
-export function publish(t: TestServer, publisher: string, name: string, version: string, archive: Buffer): void {
+export function publish(t: Pick<TestServer, 'dataDir'>, publisher: string, name: string, version: string, archive: Buffer): void {
   const dir = path.join(t.dataDir, 'registry', publisher, name);
   mkdirSync(dir, { recursive: true });
   writeFileSync(path.join(dir, `${version}.tgz`), archive);

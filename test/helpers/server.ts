@@ -84,7 +84,7 @@ export const bearer = (token: string) => ({ Authorization: `Bearer ${token}` });
  * A workspace with an owner (admin), a plain member and an outsider, each
  * with a token; `root` is a system admin.
  */
-export async function seedWorkspace(t: TestServer, slug = 'acme') {
+export async function seedWorkspace(t: Pick<TestServer, 'http' | 'token'>, slug = 'acme') {
   const root = await t.token('root', { systemAdmin: true });
   const owner = await t.token(`${slug}-owner`, { email: `${slug}-owner@example.org`, firstName: 'Olive', lastName: 'Owner' });
   const member = await t.token(`${slug}-member`);
