@@ -53,8 +53,8 @@ export function drawGraph(container: HTMLElement, triples: Triple[]): { nodes: n
   const cy = cytoscape({
     container: canvas,
     elements: [...nodes.values(), ...edges],
-    // Short ideal edges and a strong repulsion keep a few dozen triples readable once fitted, instead of dots far apart.
-    layout: { name: 'cose', animate: false, nodeDimensionsIncludeLabels: true, randomize: false, idealEdgeLength: () => 70, nodeRepulsion: () => 9000, componentSpacing: 60, padding: FIT_PADDING, fit: true },
+    // Laid out in the box's own shape (a wide box gets a wide graph), so that once fitted a few dozen triples stay readable instead of dots.
+    layout: { name: 'cose', animate: false, nodeDimensionsIncludeLabels: true, randomize: false, idealEdgeLength: () => 60, nodeRepulsion: () => 9000, componentSpacing: 60, padding: FIT_PADDING, fit: true, boundingBox: { x1: 0, y1: 0, w: Math.max(canvas.clientWidth, 300), h: Math.max(canvas.clientHeight, 300) } },
     minZoom: 0.05,
     maxZoom: 6,
     wheelSensitivity: 0.3,
