@@ -1,3 +1,5 @@
+import { message } from './api.js';
+
 /** A tiny element builder: strings become text nodes (never HTML), `on*` keys listen. */
 export type Child = Node | string | number | null | undefined | false;
 export type Attrs = Record<string, unknown>;
@@ -31,11 +33,41 @@ export function fill(el: Element, ...children: Array<Child | Child[]>): void {
   append(el, children);
 }
 
-/** A table from column headers and rows of cells. */
-export function table(headers: string[], rows: Array<Array<Child | Child[]>>, attrs: Attrs = {}): HTMLTableElement {
-  return h('table', attrs,
+/**
+ * A table from column headers and rows of cells, in a box that scrolls
+ * sideways when the table is wider than the page (a phone), so the page
+ * itself never does. `attrs` go on the table.
+ */
+export function table(headers: string[], rows: Array<Array<Child | Child[]>>, attrs: Attrs = {}): HTMLElement {
+  return h('div', { class: 'table-scroll' }, h('table', attrs,
     h('thead', null, h('tr', null, headers.map((t) => h('th', { scope: 'col' }, t)))),
-    h('tbody', null, rows.map((cells) => h('tr', null, cells.map((c) => h('td', null, ...(Array.isArray(c) ? c : [c])))))));
+    h('tbody', null, rows.map((cells) => h('tr', null, cells.map((c) => h('td', null, ...(Array.isArray(c) ? c : [c]))))))));
+}
+
+/** Says that something is being fetched (`.loading`, `aria-busy`), until the answer replaces it. */
+export const loading = (what = 'Loading…'): HTMLElement =>
+  h('p', { class: 'loading', role: 'status', 'aria-live': 'polite', 'aria-busy': 'true' }, h('span', { class: 'spinner', 'aria-hidden': 'true' }), what);
+
+/** The service's message, in place of what could not be loaded. */
+export const failed = (err: unknown): HTMLElement => h('p', { class: 'notice error', role: 'alert' }, message(err));
+
+/**
+ * Shows a loading indicator in `box` while `work` fetches and fills it; on
+ * a failure the box shows the service's message instead. Answers whether
+ * it worked.
+ */
+export async function loadInto(box: HTMLElement, what: string, work: () => Promise<void>): Promise<boolean> {
+  fill(box, loading(what));
+  box.setAttribute('aria-busy', 'true');
+  try {
+    await work();
+    return true;
+  } catch (err) {
+    fill(box, failed(err));
+    return false;
+  } finally {
+    box.removeAttribute('aria-busy');
+  }
 }
 
 /** A status message area: `show(text, kind)` replaces its text. */

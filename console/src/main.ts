@@ -1,7 +1,7 @@
 import { credential, onUnauthorized, setCredential, message } from './api.js';
 import { go, setRouter } from './nav.js';
 import { finishSignIn } from './oauth.js';
-import { h, fill } from './dom.js';
+import { h, fill, loading, failed } from './dom.js';
 import { signInPage } from './pages/signin.js';
 import { workspacesPage } from './pages/workspaces.js';
 import { packagesPage } from './pages/packages.js';
@@ -49,6 +49,8 @@ async function route(): Promise<void> {
   const parts = location.hash.replace(/^#\/?/, '').split('/').filter(Boolean).map(decodeURIComponent);
   const signedIn = credential() !== null;
   fill(who, signedIn ? h('button', { type: 'button', class: 'link', onclick: () => { setCredential(null); go('#/sign-in'); } }, 'Sign out') : null);
+  // Every page says it is loading until its first answer replaces this.
+  fill(main, loading());
   if (!signedIn || parts[0] === 'sign-in') {
     fill(nav);
     document.title = 'Sign in · Workspace console';
@@ -58,7 +60,11 @@ async function route(): Promise<void> {
   if (parts[0] !== 'w' || !parts[1]) {
     fill(nav);
     document.title = 'Workspaces · Workspace console';
-    await workspacesPage(main);
+    try {
+      await workspacesPage(main);
+    } catch (err) {
+      if (!controller.signal.aborted) fill(main, h('h1', null, 'Workspaces'), failed(err));
+    }
     return;
   }
   const workspace = parts[1];
@@ -68,12 +74,11 @@ async function route(): Promise<void> {
     h('a', { href: '#/workspaces', class: 'ws', title: 'Pick another workspace' }, workspace),
     NAV.map((n) => h('a', { href: `#/w/${encodeURIComponent(workspace)}/${n}`, 'aria-current': n === name || (n === 'packages' && name === 'commands') ? 'page' : undefined }, PAGES[n]!.title)));
   document.title = `${title} · ${workspace} · Workspace console`;
-  fill(main, h('p', { class: 'muted' }, 'Loading…'));
   try {
     await page({ main, workspace, rest: parts.slice(3), signal: controller.signal });
   } catch (err) {
     if (controller.signal.aborted) return;
-    fill(main, h('h1', null, title), h('p', { class: 'notice error', role: 'alert' }, message(err)));
+    fill(main, h('h1', null, title), failed(err));
   }
 }
 

@@ -24,6 +24,9 @@ describe('web console at /console, in headless Chromium', function () {
   let files: string;
   let shots: string;
   const pageErrors: string[] = [];
+  /** Made by the tests below and visited again by the later ones. */
+  let installCommandId = '';
+  let slashCommandId = '';
 
   before(async function () {
     const executablePath = findChromium();
@@ -72,6 +75,19 @@ describe('web console at /console, in headless Chromium', function () {
     await page.fill('#credential', token);
     await page.click('#sign-in');
   };
+
+  /** Waits until no part of the page says it is loading (the first answers have replaced every indicator). */
+  const settled = (p: Page = page) => p.waitForFunction(() => !document.querySelector('.loading, [aria-busy="true"]'), null, { timeout: 60_000 });
+  /** Runs the saved slash command on its page and opens the Graph tab. */
+  const openGraph = async (p: Page) => {
+    await p.goto(`${t.url}/console/#/w/acme/slash/${slashCommandId}`);
+    await p.waitForSelector('#slash-run');
+    await p.click('#slash-run');
+    await p.waitForSelector('#result-table tbody tr');
+    await p.click('#tab-graph');
+    await p.waitForSelector('#result-graph[data-ready="true"]');
+  };
+  const zoomOf = async (p: Page = page) => Number(await p.getAttribute('#result-graph', 'data-zoom'));
 
   it('serves the console and its bundled scripts from the service, with no other origin', async () => {
     const res = await t.http.get('/console/');
@@ -122,6 +138,7 @@ describe('web console at /console, in headless Chromium', function () {
     await page.click('#install');
     await page.waitForURL(/#\/w\/acme\/commands\/[0-9a-f-]{36}$/);
     const commandId = page.url().split('/').pop()!;
+    installCommandId = commandId;
     await page.waitForSelector('#command[data-finished]', { timeout: 60_000 });
     expect(await page.getAttribute('#command', 'data-finished')).to.equal('completed');
     const events = (await api(tokens.owner, `/api/v1/packages/acme/commands/${commandId}/events`)).body.data as Array<{ message: string }>;
@@ -237,6 +254,7 @@ WHERE { ?role a iam:Role ; rdfs:label ?label }`);
     await page.click('#slash-save');
     await page.waitForURL(/#\/w\/acme\/slash\/[0-9a-f-]{36}$/);
     const id = page.url().split('/').pop()!;
+    slashCommandId = id;
     const saved = (await api(tokens.owner, `/api/v1/commands/acme/${id}`)).body.data;
     expect(saved).to.include({ alias: 'roles:labels', scriptType: 'CONSTRUCT' });
     expect(saved.scriptContent).to.contain('CONSTRUCT { ?role a iam:Role');
@@ -294,6 +312,120 @@ SELECT DISTINCT ?label WHERE { ?role a iam:Role ; rdfs:label ?label } ORDER BY ?
     await page.click('#tab-graph');
     await page.waitForSelector('#result-graph[data-ready="true"]');
     expect(Number(await page.getAttribute('#result-graph', 'data-edges'))).to.be.greaterThan(0);
+  });
+
+  it('fits a graph answer in its box on load; the zoom buttons zoom in, out and back to the fit', async () => {
+    await openGraph(page);
+    const fitted = await zoomOf();
+    expect(fitted).to.be.greaterThan(0);
+    await page.click('#result-graph .zoom-in');
+    await page.waitForFunction((z) => Number(document.querySelector('#result-graph')!.getAttribute('data-zoom')) > z, fitted);
+    const zoomedIn = await zoomOf();
+    await page.click('#result-graph .zoom-out');
+    await page.click('#result-graph .zoom-out');
+    await page.waitForFunction((z) => Number(document.querySelector('#result-graph')!.getAttribute('data-zoom')) < z, fitted);
+    expect(await zoomOf()).to.be.lessThan(zoomedIn);
+    // Fit gives back the zoom the graph was drawn at: it was fitted on load.
+    await page.click('#result-graph .zoom-fit');
+    await page.waitForFunction((z) => document.querySelector('#result-graph')!.getAttribute('data-zoom') === z.toFixed(4), fitted);
+    expect(await zoomOf()).to.equal(fitted);
+  });
+
+  it('says a page is loading while the service has not answered, then shows the answer', async () => {
+    // The roles are held back until the indicator has been seen; the other requests go through.
+    let release!: () => void;
+    const held = new Promise<void>((resolve) => { release = resolve; });
+    let seen = 0;
+    const roles = /\/api\/v1\/iam\/acme\/roles\?/;
+    await page.route(roles, async (route) => {
+      seen += 1;
+      await held;
+      await route.continue();
+    });
+    try {
+      await page.goto(`${t.url}/console/#/w/acme/iam`);
+      await page.waitForSelector('#roles .loading[aria-busy="true"]');
+      expect(await page.textContent('#roles .loading')).to.match(/Loading the roles/);
+      expect(await page.isDisabled('#assign-role')).to.equal(true);
+      expect(await page.isDisabled('#assign')).to.equal(true);
+      expect(await page.$('#roles-table')).to.equal(null);
+      await shot('11-roles-loading');
+      expect(seen).to.be.greaterThan(0);
+      release();
+      await page.waitForSelector('#roles-table');
+      await settled();
+      expect(await page.$('.loading')).to.equal(null);
+      expect(await page.isDisabled('#assign-role')).to.equal(false);
+    } finally {
+      release();
+      await page.unroute(roles);
+    }
+  });
+
+  it('shows the service\'s message where a page could not load', async () => {
+    const packages = (await api(tokens.owner, '/api/v1/packages/no-such-workspace')).body.error.message as string;
+    expect(packages).to.be.a('string').and.not.equal('');
+    await page.goto(`${t.url}/console/#/w/no-such-workspace/packages`);
+    await page.waitForSelector('#packages .notice.error[role="alert"]');
+    expect(await page.textContent('#packages .notice.error')).to.equal(packages);
+    const roles = (await api(tokens.owner, '/api/v1/iam/no-such-workspace/roles')).body.error.message as string;
+    await page.goto(`${t.url}/console/#/w/no-such-workspace/iam`);
+    await page.waitForSelector('#roles .notice.error[role="alert"]');
+    expect(await page.textContent('#roles .notice.error')).to.equal(roles);
+    expect(await page.$('.loading')).to.equal(null);
+    await shot('12-load-error');
+  });
+
+  it('holds every page at 420 px wide: the page never scrolls sideways, wide tables scroll in their box', async () => {
+    const narrow = await browser.newPage({ viewport: { width: 420, height: 860 } });
+    narrow.on('pageerror', (err) => pageErrors.push(err.message));
+    const signInNarrow = async () => {
+      await narrow.fill('#credential', tokens.owner);
+      await narrow.click('#sign-in');
+      await narrow.waitForURL(/#\/w\/acme\/packages$/);
+    };
+    /** The page's width beyond the viewport's, if any, after a screenshot for the record. */
+    const overflow = async (name: string): Promise<string[]> => {
+      await settled(narrow);
+      await narrow.screenshot({ path: path.join(shots, `420-${name}.png`), fullPage: true });
+      const { scroll, width } = await narrow.evaluate(() => ({ scroll: document.documentElement.scrollWidth, width: window.innerWidth }));
+      return scroll > width ? [`${name}: ${scroll} px wide in ${width}`] : [];
+    };
+    try {
+      await narrow.goto(`${t.url}/console/#/sign-in`);
+      await narrow.waitForSelector('#credential');
+      const wide = await overflow('sign-in');
+      await signInNarrow();
+      const pages: Array<[string, string, string]> = [
+        ['workspaces', '#/workspaces', '#workspaces'],
+        ['packages', '#/w/acme/packages', '#packages table'],
+        ['command', `#/w/acme/commands/${installCommandId}`, '#command[data-finished]'],
+        ['roles', '#/w/acme/iam', '#roles-table'],
+        ['slash', '#/w/acme/slash', '#slash-list'],
+        ['extensions', '#/w/acme/extensions', '#extensions-list'],
+        ['sparql', '#/w/acme/sparql', '#sparql-query .cm-content'],
+      ];
+      for (const [name, hash, ready] of pages) {
+        await narrow.goto(`${t.url}/console/${hash}`);
+        await narrow.waitForSelector(ready, { timeout: 60_000 });
+        wide.push(...await overflow(name));
+      }
+      // The packages table is wider than a phone: it scrolls inside its box, and the box stays inside the page.
+      await narrow.goto(`${t.url}/console/#/w/acme/packages`);
+      await narrow.waitForSelector('#packages table');
+      await settled(narrow);
+      const box = await narrow.$eval('#packages .table-scroll', (el) => ({ scroll: el.scrollWidth, client: el.clientWidth, right: el.getBoundingClientRect().right }));
+      expect(box.scroll).to.be.greaterThan(box.client);
+      expect(box.right).to.be.at.most(420);
+      await narrow.click('#packages button.small:not(.danger)');
+      await narrow.waitForSelector('#packages .history table');
+      wide.push(...await overflow('packages-history'));
+      await openGraph(narrow);
+      wide.push(...await overflow('slash-graph'));
+      expect(wide).to.deep.equal([]);
+    } finally {
+      await narrow.close();
+    }
   });
 
   it('refuses the SPARQL page to a plain member with the service\'s message', async () => {

@@ -1,6 +1,6 @@
 import { createParser } from 'eventsource-parser';
 import { ApiError, authHeaders, get, message, seg } from '../api.js';
-import { fill, h, notice, statusBadge, table, when } from '../dom.js';
+import { fill, h, loading, notice, statusBadge, table, when } from '../dom.js';
 import type { PageContext } from '../main.js';
 import type { CommandEvent, LifecycleCommand, ValidationEntry, ValidationReport } from '../types.js';
 
@@ -85,6 +85,7 @@ function entries(report: ValidationReport): Array<{ severity: string } & Validat
 }
 
 async function showReport(ctx: PageContext, commandId: string, into: HTMLElement): Promise<void> {
+  fill(into, loading('Loading the validation report…'));
   try {
     const report = await get<ValidationReport>(`/api/v1/packages/${seg(ctx.workspace)}/commands/${seg(commandId)}/validation-report`);
     const rows = entries(report);
@@ -108,9 +109,9 @@ export async function commandPage(ctx: PageContext): Promise<void> {
   const commandId = ctx.rest[0];
   if (!commandId) throw new Error('No command id in the address');
   const path = `/api/v1/packages/${seg(ctx.workspace)}/commands/${seg(commandId)}`;
-  const head = h('div', { id: 'command' });
+  const head = h('div', { id: 'command' }, loading('Loading the command…'));
   const log = h('ol', { id: 'log', class: 'log' });
-  const mode = h('span', { id: 'log-mode', class: 'muted' });
+  const mode = h('span', { id: 'log-mode', class: 'muted' }, '(connecting…)');
   const report = h('div', { id: 'report-box' }, h('p', { class: 'muted' }, 'The report is shown once the command has finished.'));
   const status = notice();
   const showCommand = (c: LifecycleCommand) => fill(head,

@@ -1,5 +1,5 @@
 import { all, api, get, message, seg } from '../api.js';
-import { field, fill, h, notice, table } from '../dom.js';
+import { failed, field, fill, h, loading, notice, table } from '../dom.js';
 import type { PageContext } from '../main.js';
 import type { Agent, Principal, Role, User } from '../types.js';
 
@@ -12,8 +12,10 @@ export async function iamPage(ctx: PageContext): Promise<void> {
   const rolesBox = h('div', { id: 'roles' });
   const agentsBox = h('div', { id: 'agents' });
   const usersBox = h('div', { id: 'users' });
-  const roleSelect = h('select', { id: 'assign-role', required: true });
-  const userSelect = h('select', { id: 'assign-user', required: true });
+  // Until the first answer: the boxes and the pickers say they are loading, and nothing can be assigned.
+  const roleSelect = h('select', { id: 'assign-role', required: true, disabled: true }, h('option', { value: '' }, 'Loading…'));
+  const userSelect = h('select', { id: 'assign-user', required: true, disabled: true }, h('option', { value: '' }, 'Loading…'));
+  const assignButton = h('button', { type: 'submit', id: 'assign', disabled: true }, 'Assign');
 
   const load = async () => {
     const [roles, users, agents] = await Promise.all([all<Role>(`${base}/roles`), all<User>(`${base}/users`), all<Agent>(`${base}/agents`)]);
@@ -23,6 +25,7 @@ export async function iamPage(ctx: PageContext): Promise<void> {
     const [chosenRole, chosenUser] = [roleSelect.value, userSelect.value];
     fill(roleSelect, roles.map((r) => h('option', { value: r.id, selected: r.id === chosenRole }, r.label)));
     fill(userSelect, users.map((u) => h('option', { value: u.id, selected: u.id === chosenUser }, u.username)));
+    roleSelect.disabled = userSelect.disabled = assignButton.disabled = false;
     fill(rolesBox, roles.length ? table(['Role', 'Identifier', 'Description', 'Held by'], roles.map((r, i) => [
       h('strong', null, r.label), h('code', null, r.uri), r.description ?? '',
       holders[i]!.map((p) => h('span', { class: 'holder', 'data-role': r.label, 'data-principal': principalName(p) },
@@ -60,9 +63,22 @@ export async function iamPage(ctx: PageContext): Promise<void> {
         await load();
       } catch (err) { status.show(message(err), 'error'); }
     },
-  }, h('h2', null, 'Assign a role'), h('div', { class: 'row' }, field('Role', roleSelect), field('User', userSelect)), h('button', { type: 'submit', id: 'assign' }, 'Assign'));
+  }, h('h2', null, 'Assign a role'), h('div', { class: 'row' }, field('Role', roleSelect), field('User', userSelect)), assignButton);
 
   fill(ctx.main, h('h1', null, 'Roles, agents and assignments'), status, assign,
     h('h2', null, 'Roles'), rolesBox, h('h2', null, 'Agents'), agentsBox, h('h2', null, 'Members'), usersBox);
-  await load();
+  const boxes = [rolesBox, agentsBox, usersBox];
+  for (const [box, what] of [[rolesBox, 'Loading the roles…'], [agentsBox, 'Loading the agents…'], [usersBox, 'Loading the members…']] as const) {
+    fill(box, loading(what));
+    box.setAttribute('aria-busy', 'true');
+  }
+  try {
+    await load();
+  } catch (err) {
+    for (const box of boxes) fill(box, failed(err));
+    fill(roleSelect);
+    fill(userSelect);
+  } finally {
+    for (const box of boxes) box.removeAttribute('aria-busy');
+  }
 }

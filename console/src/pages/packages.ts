@@ -1,5 +1,5 @@
 import { all, api, get, message, send, seg } from '../api.js';
-import { field, fill, h, notice, statusBadge, table, when } from '../dom.js';
+import { field, fill, h, loadInto, loading, notice, statusBadge, table, when } from '../dom.js';
 import { go, wsPath } from '../nav.js';
 import type { PageContext } from '../main.js';
 import type { Installation, LifecycleCommand } from '../types.js';
@@ -57,6 +57,7 @@ function installForm(ctx: PageContext): HTMLElement {
     if (!publisher.value.trim() || !name.value.trim() || key === looked) return;
     looked = key;
     const ticket = ++lookup;
+    fill(versionBox, versionControl, loading('Looking up versions…'));
     const versions = await registryVersions(publisher.value.trim(), name.value.trim());
     if (ticket !== lookup) return;
     if (versions) {
@@ -122,10 +123,12 @@ function uploadForm(ctx: PageContext): HTMLElement {
 }
 
 async function history(ctx: PageContext, pkg: string, into: HTMLElement): Promise<void> {
-  const commands = await get<LifecycleCommand[]>(`/api/v1/packages/${seg(ctx.workspace)}/${seg(pkg)}/commands?size=100`);
-  fill(into, table(['Command', 'Type', 'Version', 'Status', 'Updated'], commands.map((c) => [
-    h('a', { href: wsPath(ctx.workspace, 'commands', c.id) }, c.id.slice(0, 8)), c.commandType, c.version, statusBadge(c.status), when(c.updatedAt),
-  ])));
+  await loadInto(into, `Loading the commands of ${pkg}…`, async () => {
+    const commands = await get<LifecycleCommand[]>(`/api/v1/packages/${seg(ctx.workspace)}/${seg(pkg)}/commands?size=100`);
+    fill(into, table(['Command', 'Type', 'Version', 'Status', 'Updated'], commands.map((c) => [
+      h('a', { href: wsPath(ctx.workspace, 'commands', c.id) }, c.id.slice(0, 8)), c.commandType, c.version, statusBadge(c.status), when(c.updatedAt),
+    ])));
+  });
 }
 
 export async function packagesPage(ctx: PageContext): Promise<void> {
@@ -159,7 +162,7 @@ export async function packagesPage(ctx: PageContext): Promise<void> {
         p.latestCommand ? [h('a', { href: wsPath(ctx.workspace, 'commands', p.latestCommand.id) }, p.latestCommand.commandType), ' ', statusBadge(p.latestCommand.status)] : '—',
         toggle,
         [
-          h('button', { type: 'button', class: 'small', onclick: () => { void history(ctx, p.name, more).catch((err) => status.show(message(err), 'error')); } }, 'History'),
+          h('button', { type: 'button', class: 'small', onclick: () => { void history(ctx, p.name, more); } }, 'History'),
           ' ',
           h('button', {
             type: 'button', class: 'small danger uninstall', 'data-package': p.name,
@@ -178,5 +181,5 @@ export async function packagesPage(ctx: PageContext): Promise<void> {
     })));
   };
   fill(ctx.main, h('h1', null, 'Packages'), status, listing, h('div', { class: 'grid2' }, installForm(ctx), uploadForm(ctx)));
-  await render();
+  await loadInto(listing, 'Loading the packages…', render);
 }

@@ -1,5 +1,5 @@
 import { api, get, message, send, seg } from '../api.js';
-import { field, fill, h, notice, table } from '../dom.js';
+import { field, fill, h, loading, notice, table } from '../dom.js';
 import { go, wsPath } from '../nav.js';
 import type { PageContext } from '../main.js';
 import type { SlashCommand } from '../types.js';
@@ -45,7 +45,8 @@ export async function slashPage(ctx: PageContext): Promise<void> {
         return;
       }
     }
-    status.show(`Running /${command.alias}…`);
+    status.clear();
+    fill(result, loading(`Running /${command.alias}…`));
     try {
       const res = await send('POST', `/api/v1/commands/${seg(ctx.workspace)}/${seg(command.id)}/execute`, { accept: 'application/n-triples', ...(body ? { body, contentType: 'application/json' } : {}) });
       const text = await res.text();

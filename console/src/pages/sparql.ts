@@ -1,5 +1,5 @@
 import { message, send, seg } from '../api.js';
-import { fill, h, notice } from '../dom.js';
+import { fill, h, loading, notice } from '../dom.js';
 import type { PageContext } from '../main.js';
 
 const TEMPLATE = `SELECT ?graph (COUNT(*) AS ?triples)
@@ -17,7 +17,8 @@ export async function sparqlPage(ctx: PageContext): Promise<void> {
   const KEY = `wsm-console-sparql-${ctx.workspace}`;
   const run = async () => {
     sessionStorage.setItem(KEY, editor.value);
-    status.show('Running…');
+    status.clear();
+    fill(result, loading('Running the query…'));
     try {
       const res = await send('POST', `/api/v1/sparql/${seg(ctx.workspace)}`, {
         body: editor.value, contentType: 'application/sparql-query',
