@@ -11,7 +11,7 @@
  *   Basic-auth endpoint; anonymous SPARQL sees no graph (default graph
  *   permissions of `nobody` are 0);
  * - the procedures the `virtuoso` dialect needs (all-or-nothing multi-op
- *   writes, see src/store/virtuoso.sql).
+ *   writes, see src/store/remote/virtuoso.sql).
  *
  * The credentials live in `<data dir>/virtuoso/credentials.json` (mode 0600).
  * It prints the settings that start the service on it.
@@ -26,7 +26,7 @@ import { fileURLToPath } from 'node:url';
 const dataDir = path.resolve(process.env.WSM_DATA_DIR ?? './data');
 const dir = path.join(dataDir, 'virtuoso');
 const credentialsFile = path.join(dir, 'credentials.json');
-const setupSql = path.join(path.dirname(fileURLToPath(import.meta.url)), '..', 'src', 'store', 'virtuoso.sql');
+const setupSql = path.join(path.dirname(fileURLToPath(import.meta.url)), '..', 'src', 'store', 'remote', 'virtuoso.sql');
 
 interface Credentials { sqlPort: number; httpPort: number; dbaPassword: string; user: string; password: string }
 

@@ -23,7 +23,7 @@ export const TRANSFER_USAGE = `  backup <dir>                  copy the data dir
 type Fail = (message: string, code?: number) => never;
 
 export async function backupCommand(args: string[], dataDir: string, fail: Fail): Promise<void> {
-  const { backup, BackupError } = await import('./store/backup.js');
+  const { backup, BackupError } = await import('./store/embedded/backup.js');
   const { positionals } = parseArgs({ args, allowPositionals: true, options: {} });
   if (positionals.length !== 1) fail('usage: wsm backup <dir>');
   try {
@@ -37,7 +37,7 @@ export async function backupCommand(args: string[], dataDir: string, fail: Fail)
 }
 
 export async function restoreCommand(args: string[], dataDir: string, fail: Fail): Promise<void> {
-  const { restore, BackupError } = await import('./store/backup.js');
+  const { restore, BackupError } = await import('./store/embedded/backup.js');
   const { values, positionals } = parseArgs({ args, allowPositionals: true, options: { 'to-seq': { type: 'string' }, 'to-time': { type: 'string' } } });
   if (positionals.length !== 1) fail('usage: wsm restore <dir> [--to-seq N]');
   if (values['to-time'] !== undefined) fail('--to-time is not supported: journal records carry no time; give --to-seq N (docs/backup.md)');

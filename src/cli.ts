@@ -256,7 +256,7 @@ async function journal(args: string[]): Promise<void> {
   const { positionals } = parseArgs({ args, allowPositionals: true, options: {} });
   if (positionals.length !== 1 || positionals[0] !== 'accept-loss') fail('usage: wsm journal accept-loss');
   const cfg = config();
-  const { openDurableStore } = await import('./store/durable.js');
+  const { openDurableStore } = await import('./store/embedded/durable.js');
   const dropped: string[] = [];
   let store;
   try {

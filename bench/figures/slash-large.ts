@@ -2,7 +2,7 @@ import path from 'node:path';
 import oxigraph from 'oxigraph';
 import { api, figure, installPackage, percentile, serviceWithWorkspace, spawnTs, type Figure } from '../lib.js';
 import { generateTriples, packageArchive } from '../data.js';
-import { openDurableStore } from '../../src/store/durable.js';
+import { openDurableStore } from '../../src/store/embedded/durable.js';
 import { iri, sparql } from '../../src/rdf/sparql.js';
 
 /**

@@ -5,7 +5,7 @@
  * answers each query with the serialized result.
  */
 
-import type { EngineRequest } from '../store/engine-request.js';
+import type { EngineRequest } from '../store/remote/engine-request.js';
 
 /** The niceness of a query worker's thread, where the system allows (the service's other threads keep the process's). */
 export { WORKER_NICE } from '../workers/priority.js';

@@ -7,7 +7,7 @@ import type { Logger } from '../logger.js';
 import { StoreUnavailableError, StoreUnreachableError, type QuadStore } from '../store/store.js';
 import type { GraphPlaces, Graphs } from '../rdf/graphs.js';
 import { AppError } from '../errors.js';
-import { hasSnapshotCoverage } from '../store/snapshot-coverage.js';
+import { hasSnapshotCoverage } from '../store/embedded/snapshot-coverage.js';
 import type { FromWorker, ResultFormat, ResultKind, RunResult, SyncMessage, ToWorker } from './protocol.js';
 import type { ViewKind, WorkspaceViews } from './views.js';
 

@@ -8,7 +8,7 @@ import { compactJsonLd, compactNodes, distinctJsonLd } from './jsonld.js';
 import { journalPayloads, loadText, payloadOps } from '../store/journal-records.js';
 import { giveWayToTheEventLoop } from '../workers/priority.js';
 import { nTriplesSlices } from '../store/ntriples-slices.js';
-import { engineAnswerPieces, EngineRequestError } from '../store/engine-request.js';
+import { engineAnswerPieces, EngineRequestError } from '../store/remote/engine-request.js';
 import { withScratchStore } from '../store/scratch.js';
 import { RdfXmlUnwritable, toRdfXml } from './rdfxml.js';
 
@@ -48,7 +48,7 @@ const memory = () => {
 const READ_BYTES = 4 * 2 ** 20;
 
 /**
- * The blocks of `graphs` in a snapshot file (`store/snapshot.ts`: TriG
+ * The blocks of `graphs` in a snapshot file (`store/embedded/snapshot.ts`: TriG
  * whose graph blocks are a `<name> {` line, N-Triples lines, a `}` line),
  * as TriG text in pieces of at most a few MiB: the file is read in bounded
  * steps and every other block skipped. The file was checked when it was

@@ -3,7 +3,7 @@ import { open, readFile, rename, rm, type FileHandle } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
 import { fsyncDir } from './fsutil.js';
 import { observeFsync } from '../metrics.js';
-import type { WriteSink } from './oxigraph-store.js';
+import type { WriteSink } from './embedded/oxigraph-store.js';
 import { StoreUnavailableError, type ConditionOp, type JournalOp, type StoredOp } from './store.js';
 import { HEADER_BYTES, checksum, isRecordPayload, lengthAndSeqBytes } from './journal-records.js';
 

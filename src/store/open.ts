@@ -1,9 +1,9 @@
 import type { Config } from '../config.js';
 import type { Logger } from '../logger.js';
 import type { QuadStore } from './store.js';
-import { openDurableStore, type DurableStoreOptions } from './durable.js';
-import { SparqlStore } from './sparql-store.js';
-import { openThreadedStore } from './threaded-store.js';
+import { openDurableStore, type DurableStoreOptions } from './embedded/durable.js';
+import { SparqlStore } from './remote/sparql-store.js';
+import { openThreadedStore } from './embedded/threaded-store.js';
 import { sparql } from '../rdf/sparql.js';
 import { openClusterStore } from './cluster/open.js';
 import { adoptSharedIssuerKey } from '../auth/tokens.js';

@@ -33,7 +33,7 @@ import { iri, sparql, type Sparql } from '../rdf/sparql.js';
  */
 
 import type { InstanceLease } from './instance-lease.js';
-import type { EngineRequest } from './engine-request.js';
+import type { EngineRequest } from './remote/engine-request.js';
 import type { ArchiveFiles } from '../registry/archives.js';
 
 /** The engine refused an op of a write; nothing of the write was applied. */

@@ -1,6 +1,6 @@
-import type { SparqlEndpointOptions } from '../../src/store/sparql-client.js';
+import type { SparqlEndpointOptions } from '../../src/store/remote/sparql-client.js';
 import type { QuadStore } from '../../src/store/store.js';
-import { SparqlStore } from '../../src/store/sparql-store.js';
+import { SparqlStore } from '../../src/store/remote/sparql-store.js';
 import { iri, sparql } from '../../src/rdf/sparql.js';
 
 /**

@@ -84,7 +84,7 @@ describe('packages across restarts', function () {
       // No graph of the matrix: the admin SPARQL view is not in this area, so ask the data dir through a fresh store after stopping.
       s.proc.kill('SIGTERM');
       await s.exited;
-      const { openDurableStore } = await import('../../src/store/durable.js');
+      const { openDurableStore } = await import('../../src/store/embedded/durable.js');
       const store = await openDurableStore(dataDir);
       try {
         const graphs = await store.graphNames();

@@ -4,7 +4,7 @@ import { startTestServer, removeDir, bearer, seedWorkspace, type TestServer } fr
 import { tinyPackage } from '../helpers/packages.js';
 import { publish, waitForCommand } from '../helpers/lifecycle.js';
 import { createExtension, installMatrices, supportMatrixTurtle } from '../helpers/installs.js';
-import { OxigraphStore } from '../../src/store/oxigraph-store.js';
+import { OxigraphStore } from '../../src/store/embedded/oxigraph-store.js';
 import { ApiKeyService } from '../../src/auth/api-keys.js';
 import { sparql, iri, raw } from '../../src/rdf/sparql.js';
 

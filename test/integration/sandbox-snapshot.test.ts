@@ -3,8 +3,8 @@ import { readdirSync, rmSync } from 'node:fs';
 import path from 'node:path';
 import { startTestServer, removeDir, bearer, seedWorkspace, tempDir, type TestServer } from '../helpers/server.js';
 import { installMatrices, uninstallPackage } from '../helpers/installs.js';
-import { openDurableStore, type DurableStore } from '../../src/store/durable.js';
-import type { ThreadedStore } from '../../src/store/threaded-store.js';
+import { openDurableStore, type DurableStore } from '../../src/store/embedded/durable.js';
+import type { ThreadedStore } from '../../src/store/embedded/threaded-store.js';
 import { sparql, iri } from '../../src/rdf/sparql.js';
 
 /**

@@ -1,6 +1,6 @@
 import { expect } from 'chai';
 import { bearer, removeDir, startTestServer, tempDir, type TestServer } from '../helpers/server.js';
-import { ThreadedStore } from '../../src/store/threaded-store.js';
+import { ThreadedStore } from '../../src/store/embedded/threaded-store.js';
 import { sample } from '../helpers/metrics.js';
 
 /*

@@ -3,7 +3,7 @@ import { bearer, removeDir, startTestServer, tempDir, type TestServer } from '..
 import { emptyEngine, engineEnv, requireRemote } from '../helpers/remote.js';
 import { prefixes } from '../../src/rdf/vocab.js';
 import { sparql } from '../../src/rdf/sparql.js';
-import type { SparqlEndpointOptions } from '../../src/store/sparql-client.js';
+import type { SparqlEndpointOptions } from '../../src/store/remote/sparql-client.js';
 
 /** Graphs of their own on the engine, apart from the other remote suites'. */
 const BASE = 'https://first-start.workspaces.local/';

@@ -9,7 +9,7 @@ import { freePort } from '../helpers/ports.js';
 import { tinyPackage } from '../helpers/packages.js';
 import { bigMatrixTurtle, publish } from '../helpers/lifecycle.js';
 import { iri, sparql } from '../../src/rdf/sparql.js';
-import type { SparqlEndpointOptions } from '../../src/store/sparql-client.js';
+import type { SparqlEndpointOptions } from '../../src/store/remote/sparql-client.js';
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
 /** Short, so the test sees a lease end; the instances renew every third of it. */

@@ -1,4 +1,4 @@
-import { SparqlClient } from '../../src/store/sparql-client.js';
+import { SparqlClient } from '../../src/store/remote/sparql-client.js';
 import { remoteSettings } from '../helpers/remote.js';
 
 /**

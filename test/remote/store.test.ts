@@ -1,8 +1,8 @@
 import { expect } from 'chai';
 import { randomUUID } from 'node:crypto';
 import { Parser } from 'n3';
-import { GATE_UNTIL, SparqlStore } from '../../src/store/sparql-store.js';
-import { SparqlClient } from '../../src/store/sparql-client.js';
+import { GATE_UNTIL, SparqlStore } from '../../src/store/remote/sparql-store.js';
+import { SparqlClient } from '../../src/store/remote/sparql-client.js';
 import { WriteRefusedError, type WriteOp } from '../../src/store/store.js';
 import { GraphCache } from '../../src/store/graph-cache.js';
 import { requireRemote } from '../helpers/remote.js';

@@ -2,8 +2,8 @@ import { expect } from 'chai';
 import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { WriteRefusedError, type WriteOp } from '../../src/store/store.js';
-import { openDurableStore } from '../../src/store/durable.js';
-import { LARGE_WRITE_CHARS } from '../../src/store/oxigraph-store.js';
+import { openDurableStore } from '../../src/store/embedded/durable.js';
+import { LARGE_WRITE_CHARS } from '../../src/store/embedded/oxigraph-store.js';
 import { tempDir, content } from './helpers.js';
 import { sparql } from '../../src/rdf/sparql.js';
 

@@ -1,5 +1,5 @@
 import { expect } from 'chai';
-import { OxigraphStore } from '../../src/store/oxigraph-store.js';
+import { OxigraphStore } from '../../src/store/embedded/oxigraph-store.js';
 import { UndeclaredGraphError, graphsChangedBy } from '../../src/store/declared-graphs.js';
 import { DEFAULT_GRAPH } from '../../src/store/store.js';
 import { sparql, raw } from '../../src/rdf/sparql.js';

@@ -3,7 +3,7 @@ import { readFile, readdir, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { expect } from 'chai';
 import oxigraph from 'oxigraph';
-import { openDurableStore } from '../../src/store/durable.js';
+import { openDurableStore } from '../../src/store/embedded/durable.js';
 import { content, insertPair, numbers, openCollecting, tempDir } from './helpers.js';
 import { sparql } from '../../src/rdf/sparql.js';
 

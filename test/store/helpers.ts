@@ -1,7 +1,7 @@
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { openDurableStore, type DurableStore, type DurableStoreOptions } from '../../src/store/durable.js';
+import { openDurableStore, type DurableStore, type DurableStoreOptions } from '../../src/store/embedded/durable.js';
 import { sparql, iri, integer, type Sparql } from '../../src/rdf/sparql.js';
 
 /** A fresh temporary data directory, removed by `cleanup()`. */

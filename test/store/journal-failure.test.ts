@@ -1,7 +1,7 @@
 import { readdir, stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import { expect } from 'chai';
-import { openDurableStore, type DurableStore } from '../../src/store/durable.js';
+import { openDurableStore, type DurableStore } from '../../src/store/embedded/durable.js';
 import { readJournalFile } from '../../src/store/journal.js';
 import { StoreUnavailableError } from '../../src/store/store.js';
 import { JournalFaults } from '../helpers/journal-faults.js';

@@ -2,7 +2,7 @@ import { createHash } from 'node:crypto';
 import { appendFile, copyFile, open, readFile, readdir, rm, stat, truncate, writeFile } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
 import { expect } from 'chai';
-import { JournalCorruptError, openDurableStore } from '../../src/store/durable.js';
+import { JournalCorruptError, openDurableStore } from '../../src/store/embedded/durable.js';
 import { runWsm } from '../helpers/cli.js';
 import { encodeRecord } from '../../src/store/journal.js';
 import { insertPair, numbers, openCollecting, tempDir } from './helpers.js';

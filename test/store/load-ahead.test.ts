@@ -1,8 +1,8 @@
 import { expect } from 'chai';
 import { readdir, readFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { openDurableStore, type DurableStore } from '../../src/store/durable.js';
-import { LARGE_WRITE_CHARS } from '../../src/store/oxigraph-store.js';
+import { openDurableStore, type DurableStore } from '../../src/store/embedded/durable.js';
+import { LARGE_WRITE_CHARS } from '../../src/store/embedded/oxigraph-store.js';
 import { StoreUnavailableError, WriteRefusedError, type Binding, type WriteOp } from '../../src/store/store.js';
 import { JournalFaults } from '../helpers/journal-faults.js';
 import { content, tempDir } from './helpers.js';

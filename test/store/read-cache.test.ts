@@ -1,6 +1,6 @@
 import { expect } from 'chai';
-import { OxigraphStore } from '../../src/store/oxigraph-store.js';
-import { openDurableStore } from '../../src/store/durable.js';
+import { OxigraphStore } from '../../src/store/embedded/oxigraph-store.js';
+import { openDurableStore } from '../../src/store/embedded/durable.js';
 import { GraphCache } from '../../src/store/graph-cache.js';
 import { tempDir } from './helpers.js';
 import { sparql, iri, literal, raw } from '../../src/rdf/sparql.js';

@@ -2,7 +2,7 @@ import { createHash } from 'node:crypto';
 import { mkdir, readFile, readdir, rename, rm, stat, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { expect } from 'chai';
-import { JournalCorruptError, LostHistoryError, openDurableStore } from '../../src/store/durable.js';
+import { JournalCorruptError, LostHistoryError, openDurableStore } from '../../src/store/embedded/durable.js';
 import { runWsm } from '../helpers/cli.js';
 import { startTestServer } from '../helpers/server.js';
 import { content, insertPair, openCollecting, shape, tempDir } from './helpers.js';

@@ -1,7 +1,7 @@
 import { appendFile, readdir } from 'node:fs/promises';
 import { join } from 'node:path';
 import { expect } from 'chai';
-import { openDurableStore } from '../../src/store/durable.js';
+import { openDurableStore } from '../../src/store/embedded/durable.js';
 import { encodeRecord } from '../../src/store/journal.js';
 import { content, openCollecting, shape, tempDir } from './helpers.js';
 import { sparql, integer, iri } from '../../src/rdf/sparql.js';

@@ -1,5 +1,5 @@
 import { expect } from 'chai';
-import { OxigraphStore } from '../../src/store/oxigraph-store.js';
+import { OxigraphStore } from '../../src/store/embedded/oxigraph-store.js';
 import { sparql } from '../../src/rdf/sparql.js';
 
 /** `selectIris`: the IRIs one variable of a SELECT binds, read from the engine's tab-separated answer. */

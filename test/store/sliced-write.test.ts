@@ -1,6 +1,6 @@
 import { expect } from 'chai';
-import { openDurableStore } from '../../src/store/durable.js';
-import { SLICE_BYTES } from '../../src/store/oxigraph-store.js';
+import { openDurableStore } from '../../src/store/embedded/durable.js';
+import { SLICE_BYTES } from '../../src/store/embedded/oxigraph-store.js';
 import { nTriplesSlices } from '../../src/store/ntriples-slices.js';
 import { ENCODE_SLICE_CHARS, encodeRecord, encodeRecordInSlices, scanJournal } from '../../src/store/journal.js';
 import type { Binding, WriteOp } from '../../src/store/store.js';

@@ -1,6 +1,6 @@
 import { expect } from 'chai';
 import fc from 'fast-check';
-import { openDurableStore, type DurableStore } from '../../src/store/durable.js';
+import { openDurableStore, type DurableStore } from '../../src/store/embedded/durable.js';
 import { sparql, iri, integer } from '../../src/rdf/sparql.js';
 import { tempDir } from './helpers.js';
 

@@ -1,12 +1,12 @@
 import { expect } from 'chai';
-import { openThreadedStore, type ThreadedStore } from '../../src/store/threaded-store.js';
+import { openThreadedStore, type ThreadedStore } from '../../src/store/embedded/threaded-store.js';
 import { StoreUnavailableError, WriteRefusedError, type WriteInput } from '../../src/store/store.js';
 import { sparql } from '../../src/rdf/sparql.js';
 import { insertPair, tempDir } from './helpers.js';
 
 /*
  * The embedded store as the service holds it: in a thread of its own, every
- * call a message (src/store/threaded-store.ts). The integration suite runs
+ * call a message (src/store/embedded/threaded-store.ts). The integration suite runs
  * through it too; these check what crosses the threads.
  */
 describe('threaded store (the embedded store in its own thread)', () => {

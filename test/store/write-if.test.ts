@@ -1,8 +1,8 @@
 import { expect } from 'chai';
 import { readdir, readFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { OxigraphStore } from '../../src/store/oxigraph-store.js';
-import { openDurableStore } from '../../src/store/durable.js';
+import { OxigraphStore } from '../../src/store/embedded/oxigraph-store.js';
+import { openDurableStore } from '../../src/store/embedded/durable.js';
 import { WriteRefusedError, type WriteOp } from '../../src/store/store.js';
 import { tempDir, content } from './helpers.js';
 import { sparql, raw, literal } from '../../src/rdf/sparql.js';

@@ -14,7 +14,7 @@ describe('npm run build (scripts/build.ts)', function () {
     const first = await buildService(out);
     expect(first.written).to.be.greaterThan(first.modules); // a module and its source map
     expect(readFileSync(path.join(out, 'cli.js'), 'utf8')).to.include('sourceMappingURL=cli.js.map');
-    expect(existsSync(path.join(out, 'store', 'oxigraph-store.js'))).to.equal(true);
+    expect(existsSync(path.join(out, 'store', 'embedded', 'oxigraph-store.js'))).to.equal(true);
     // An up-to-date tree is not written (a read-only dist/ still starts): no file's time moves.
     const cli = path.join(out, 'cli.js');
     utimesSync(cli, new Date(0), new Date(0));

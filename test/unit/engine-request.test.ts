@@ -1,7 +1,7 @@
 import { expect } from 'chai';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { engineAnswerPieces, EngineRequestError, type EngineRequest } from '../../src/store/engine-request.js';
+import { engineAnswerPieces, EngineRequestError, type EngineRequest } from '../../src/store/remote/engine-request.js';
 
 /**
  * The requests a query worker sends the remote engine itself (no engine: a

@@ -1,9 +1,9 @@
 import { expect } from 'chai';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { SparqlStore } from '../../src/store/sparql-store.js';
+import { SparqlStore } from '../../src/store/remote/sparql-store.js';
 import oxigraph from 'oxigraph';
-import { READ_COMMITTED, insertOperations, type SparqlDialect } from '../../src/store/sparql-client.js';
+import { READ_COMMITTED, insertOperations, type SparqlDialect } from '../../src/store/remote/sparql-client.js';
 import { literal, sparql } from '../../src/rdf/sparql.js';
 
 /** Text that is hard to carry in a literal: every C0 control, DEL, quotes, backslash, line and paragraph separators, NEL. */

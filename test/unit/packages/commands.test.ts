@@ -2,7 +2,7 @@ import { expect } from 'chai';
 import { mkdtempSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { openDurableStore, type DurableStore } from '../../../src/store/durable.js';
+import { openDurableStore, type DurableStore } from '../../../src/store/embedded/durable.js';
 import { Graphs } from '../../../src/rdf/graphs.js';
 import { createLogger } from '../../../src/logger.js';
 import { CommandFailure, CommandRunner, CommandStore, type LifecycleCommand } from '../../../src/packages/commands.js';

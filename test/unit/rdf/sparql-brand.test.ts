@@ -1,5 +1,5 @@
 import { expect } from 'chai';
-import { OxigraphStore } from '../../../src/store/oxigraph-store.js';
+import { OxigraphStore } from '../../../src/store/embedded/oxigraph-store.js';
 import { updateOp, type QuadStore, type WriteCondition, type WriteOp } from '../../../src/store/store.js';
 import { sparql, iri, literal, sequence, fragmentOf, type Sparql } from '../../../src/rdf/sparql.js';
 import { PREFIXES, prefixes } from '../../../src/rdf/vocab.js';

@@ -1,6 +1,6 @@
 import { rm } from 'node:fs/promises';
 import { join } from 'node:path';
-import { spawnModuleWorker } from '../workers/spawn.js';
+import { spawnModuleWorker } from '../../workers/spawn.js';
 import { snapshotFileName, type WrittenSnapshot } from './snapshot.js';
 import type { SnapshotJob, SnapshotJobReply } from './snapshot-worker.js';
 

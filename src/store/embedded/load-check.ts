@@ -1,7 +1,7 @@
 import { availableParallelism } from 'node:os';
 import type { Worker } from 'node:worker_threads';
-import { spawnModuleWorker } from '../workers/spawn.js';
-import { nTriplesSlices } from './ntriples-slices.js';
+import { spawnModuleWorker } from '../../workers/spawn.js';
+import { nTriplesSlices } from '../ntriples-slices.js';
 
 /** Characters of N-Triples per message to the worker. */
 const PIECE_CHARS = 256 * 1024;

@@ -1,4 +1,4 @@
-import { StoreUnavailableError, WriteRefusedError, type StoreHealth } from './store.js';
+import { StoreUnavailableError, WriteRefusedError, type StoreHealth } from '../store.js';
 import { JournalCorruptError, LostHistoryError } from './durable.js';
 
 /*

@@ -1,8 +1,8 @@
 import { parentPort } from 'node:worker_threads';
 import oxigraph from 'oxigraph';
 import type { LoadCheckReply, LoadCheckRequest } from './load-check.js';
-import { giveWayToTheEventLoop } from '../workers/priority.js';
-import { freeStore } from './scratch.js';
+import { giveWayToTheEventLoop } from '../../workers/priority.js';
+import { freeStore } from '../scratch.js';
 
 /*
  * The load check's worker thread (load-check.ts): loads each text of a

@@ -1,15 +1,15 @@
 import { access, mkdir, open, readdir, rename, rm, stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import oxigraph from 'oxigraph';
-import { fsyncDir } from './fsutil.js';
-import { Journal, cutJournal, journalFileName, readJournalFile, type JournalFileOps, type JournalRecord, type JournalStats } from './journal.js';
+import { fsyncDir } from '../fsutil.js';
+import { Journal, cutJournal, journalFileName, readJournalFile, type JournalFileOps, type JournalRecord, type JournalStats } from '../journal.js';
 import { acquireLock, type DirLock } from './lock.js';
 import { OxigraphStore, applyOp, coalesceUpdates, conditionHolds } from './oxigraph-store.js';
 import { RecordReplayer } from './replay.js';
-import { JOURNAL_FILE, splitRecord } from './journal-records.js';
+import { JOURNAL_FILE, splitRecord } from '../journal-records.js';
 import { listSnapshots, loadLatestSnapshot, removeSnapshotsExcept, writeSnapshot, type WrittenSnapshot } from './snapshot.js';
 import { snapshotInWorker } from './snapshot-in-worker.js';
-import type { StoreHealth, WriteCondition, WriteOp } from './store.js';
+import type { StoreHealth, WriteCondition, WriteOp } from '../store.js';
 
 export { journalFileName };
 import { ChangedGraphs, graphsWrittenBy, type GraphSources, type SnapshotCoverage, type WrittenGraphs } from './snapshot-coverage.js';

@@ -1,20 +1,20 @@
 import { randomUUID } from 'node:crypto';
 import sparqljs from 'sparqljs';
-import { ExclusiveSections } from './sections.js';
-import { GraphRevisions } from './revisions.js';
-import { assertDeclared, checkGraphsFromEnv } from './declared-graphs.js';
-import { WriteRefusedError, declaredGraphs, opsWithTexts, writeWithReplacesExpanded, type WriteInput, type Binding, type QuadStore, type QueryScope, type StoreHealth, type WriteCondition, type WriteOp } from './store.js';
-import { InstanceLease } from './instance-lease.js';
+import { ExclusiveSections } from '../sections.js';
+import { GraphRevisions } from '../revisions.js';
+import { assertDeclared, checkGraphsFromEnv } from '../declared-graphs.js';
+import { WriteRefusedError, declaredGraphs, opsWithTexts, writeWithReplacesExpanded, type WriteInput, type Binding, type QuadStore, type QueryScope, type StoreHealth, type WriteCondition, type WriteOp } from '../store.js';
+import { InstanceLease } from '../instance-lease.js';
 import type { EngineRequest } from './engine-request.js';
 import { EngineError, READ_COMMITTED, SparqlClient, insertOperations, isDeadlock, type SparqlEndpointOptions } from './sparql-client.js';
-import { sparql, sparqlFragment, literal, iri, join, variable, type Sparql, type SparqlFragment } from '../rdf/sparql.js';
+import { sparql, sparqlFragment, literal, iri, join, variable, type Sparql, type SparqlFragment } from '../../rdf/sparql.js';
 
 const RESULTS_JSON = 'application/sparql-results+json';
 
 /** The large-write gate: when its last closing lapses (ms since the epoch; 0 when open) and the plan epoch ('' before any large write). */
 interface GateState { closedUntil: number; epoch: string }
 
-/** The version of src/store/virtuoso.sql's procedures this service needs (`WSM_PROCEDURES_VERSION`). */
+/** The version of src/store/remote/virtuoso.sql's procedures this service needs (`WSM_PROCEDURES_VERSION`). */
 const PROCEDURES_VERSION = 2;
 
 /** Above this many bytes of update text, loads go through staging graphs first. */
@@ -152,7 +152,7 @@ export class SparqlStore implements QuadStore {
   }
 
   /**
-   * `virtuoso` dialect: refuses an engine whose procedures (src/store/virtuoso.sql)
+   * `virtuoso` dialect: refuses an engine whose procedures (src/store/remote/virtuoso.sql)
    * are older than this service needs. Writes rely on them: on version 1, text
    * beyond ASCII that this service now sends as it is would be stored as '?'.
    */

@@ -1,14 +1,14 @@
 import type { Worker } from 'node:worker_threads';
-import { spawnModuleWorker } from '../workers/spawn.js';
-import { movableBuffer } from '../workers/transfer.js';
-import { countStoreThreadStop, observeFsync } from '../metrics.js';
-import { ExclusiveSections } from './sections.js';
-import { GraphRevisions } from './revisions.js';
+import { spawnModuleWorker } from '../../workers/spawn.js';
+import { movableBuffer } from '../../workers/transfer.js';
+import { countStoreThreadStop, observeFsync } from '../../metrics.js';
+import { ExclusiveSections } from '../sections.js';
+import { GraphRevisions } from '../revisions.js';
 import { MAX_KEPT_ANSWERS, MAX_KEPT_ROWS, answerKey, readDelayFromEnv } from './oxigraph-store.js';
-import { StoreUnavailableError, WriteRefusedError, declaredGraphs, type Binding, type QuadStore, type QueryScope, type StoreHealth, type WriteCondition, type WriteInput } from './store.js';
+import { StoreUnavailableError, WriteRefusedError, declaredGraphs, type Binding, type QuadStore, type QueryScope, type StoreHealth, type WriteCondition, type WriteInput } from '../store.js';
 import { fromThreadError, type StoreCall, type StoreMessage, type StoreRequest, type StoreThreadData } from './store-thread.js';
 import type { GraphSources, SnapshotCoverage } from './snapshot-coverage.js';
-import type { Sparql } from '../rdf/sparql.js';
+import type { Sparql } from '../../rdf/sparql.js';
 
 /*
  * The embedded store in a thread of its own (docs/store.md, "The

@@ -2,10 +2,10 @@ import { createHash } from 'node:crypto';
 import { open, readdir, rename, rm, stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import oxigraph from 'oxigraph';
-import { fsyncDir } from './fsutil.js';
-import { freeStore } from './scratch.js';
+import { fsyncDir } from '../fsutil.js';
+import { freeStore } from '../scratch.js';
 import { CHECKSUM_MISMATCH, snapshotChunks, verifySnapshot, type SnapshotReadState } from './snapshot-file.js';
-import { spawnModuleWorker } from '../workers/spawn.js';
+import { spawnModuleWorker } from '../../workers/spawn.js';
 
 export { verifySnapshot };
 

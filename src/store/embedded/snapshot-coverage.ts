@@ -1,4 +1,4 @@
-import type { StoredOp } from './store.js';
+import type { StoredOp } from '../store.js';
 
 /*
  * Which graphs still read the same in the newest snapshot file as in the

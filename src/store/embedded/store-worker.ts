@@ -1,9 +1,9 @@
 import { parentPort, workerData } from 'node:worker_threads';
 import { openDurableStore, type DurableStore } from './durable.js';
-import { forwardFsyncs } from '../metrics.js';
+import { forwardFsyncs } from '../../metrics.js';
 import { toThreadError, type StoreMessage, type StoreRequest, type StoreThreadData } from './store-thread.js';
-import type { QueryScope, WriteCondition, WriteInput } from './store.js';
-import type { Sparql } from '../rdf/sparql.js';
+import type { QueryScope, WriteCondition, WriteInput } from '../store.js';
+import type { Sparql } from '../../rdf/sparql.js';
 
 /*
  * The thread that holds the embedded store (`threaded-store.ts`): it opens

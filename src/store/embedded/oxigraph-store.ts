@@ -1,12 +1,12 @@
 import oxigraph from 'oxigraph';
-import { ExclusiveSections } from './sections.js';
-import { GraphRevisions } from './revisions.js';
-import { assertDeclared, checkGraphsFromEnv } from './declared-graphs.js';
+import { ExclusiveSections } from '../sections.js';
+import { GraphRevisions } from '../revisions.js';
+import { assertDeclared, checkGraphsFromEnv } from '../declared-graphs.js';
 import { checkLoadsOffThread } from './load-check.js';
-import { blankNodeSafeSlices } from './ntriples-slices.js';
-import { withScratchStore } from './scratch.js';
-import { WriteRefusedError, declaredGraphs, opsWithTexts, writeWithReplacesExpanded, type WriteInput, type Binding, type QuadStore, type QueryScope, type JournalOp, type RdfFormat, type StoredOp, type WriteCondition, type WriteOp } from './store.js';
-import { iri, sparql, trustedSparql, type Sparql } from '../rdf/sparql.js';
+import { blankNodeSafeSlices } from '../ntriples-slices.js';
+import { withScratchStore } from '../scratch.js';
+import { WriteRefusedError, declaredGraphs, opsWithTexts, writeWithReplacesExpanded, type WriteInput, type Binding, type QuadStore, type QueryScope, type JournalOp, type RdfFormat, type StoredOp, type WriteCondition, type WriteOp } from '../store.js';
+import { iri, sparql, trustedSparql, type Sparql } from '../../rdf/sparql.js';
 
 /**
  * Where writes go to become durable. The journal implements it; the store

@@ -1,8 +1,8 @@
 import { randomBytes } from 'node:crypto';
 import { Parser, type Quad, type Term } from 'n3';
-import { BlankNodeGroups } from '../rdf/blank-node-groups.js';
-import { quotedString } from '../rdf/sparql.js';
-import { StoreUnreachableError } from './store.js';
+import { BlankNodeGroups } from '../../rdf/blank-node-groups.js';
+import { quotedString } from '../../rdf/sparql.js';
+import { StoreUnreachableError } from '../store.js';
 import { DEADLOCK_RETRIES, EngineRequestError, isDeadlock, sendEngineRequest, type EngineRequest } from './engine-request.js';
 
 export { isDeadlock };

@@ -1,11 +1,11 @@
 import { parentPort, workerData } from 'node:worker_threads';
 import oxigraph from 'oxigraph';
-import { journalPayloads, loadText, payloadOps, type PayloadOp } from './journal-records.js';
+import { journalPayloads, loadText, payloadOps, type PayloadOp } from '../journal-records.js';
 import { coalesceUpdates, conditionHolds } from './oxigraph-store.js';
 import { RecordReplayer } from './replay.js';
 import { loadSnapshot, writeSnapshot } from './snapshot.js';
-import type { StoredOp } from './store.js';
-import { giveWayToTheEventLoop } from '../workers/priority.js';
+import type { StoredOp } from '../store.js';
+import { giveWayToTheEventLoop } from '../../workers/priority.js';
 
 /*
  * Writes a snapshot off the event loop (`snapshot-in-worker.ts`): rebuilds

@@ -1,6 +1,6 @@
 import type oxigraph from 'oxigraph';
 import { UpdateRun, applyOp, splitPrologue } from './oxigraph-store.js';
-import type { StoredOp } from './store.js';
+import type { StoredOp } from '../store.js';
 
 /** Records joined into one engine call at most: bounds the text of one call. */
 const MAX_RECORDS = 64;

@@ -18,8 +18,8 @@ import { createHash } from 'node:crypto';
 import { closeSync, constants, fstatSync, openSync, readSync, readdirSync, type Dirent } from 'node:fs';
 import { mkdir, open, readFile, readdir, rename, rm, stat, writeFile } from 'node:fs/promises';
 import { join, relative } from 'node:path';
-import { HEADER_BYTES, JOURNAL_FILE, checksum, lengthAndSeqBytes } from './journal-records.js';
-import { fsyncDir } from './fsutil.js';
+import { HEADER_BYTES, JOURNAL_FILE, checksum, lengthAndSeqBytes } from '../journal-records.js';
+import { fsyncDir } from '../fsutil.js';
 
 export const MANIFEST = 'manifest.json';
 const FORMAT = 'wsm-backup 1';
