@@ -1,5 +1,5 @@
 import { StoreUnavailableError, WriteRefusedError, type StoreHealth } from '../store.js';
-import { JournalCorruptError, LostHistoryError } from './durable.js';
+import { JournalCorruptError, LostHistoryError, type DurableStore } from './durable.js';
 
 /*
  * The messages between the service's event loop and the thread that holds
@@ -7,22 +7,32 @@ import { JournalCorruptError, LostHistoryError } from './durable.js';
  * them survives a structured clone: plain objects, strings, numbers.
  */
 
-/** What the store's thread is asked to do; `args` are the `QuadStore` method's arguments. */
+/** What the store's thread is asked to do: a method of the `DurableStore` it holds. */
 export type StoreCall =
   | 'select' | 'selectIris' | 'ask' | 'construct' | 'queryRaw'
   | 'write' | 'writeIf' | 'dumpGraph' | 'graphNames' | 'size' | 'isEmpty'
   | 'graphSources' | 'unchangedInSnapshot' | 'snapshot' | 'health' | 'close';
 
-export interface StoreRequest {
+/** A call's arguments: those of the `DurableStore` method it names, so the compiler checks both sides. */
+export type StoreArgs<C extends StoreCall> = Parameters<DurableStore[C]>;
+
+/** A call's answer: what the `DurableStore` method it names resolves to. */
+export type StoreAnswer<C extends StoreCall> = Awaited<ReturnType<DurableStore[C]>>;
+
+/** A request for one call. */
+export interface StoreRequestOf<C extends StoreCall> {
   id: number;
-  call: StoreCall;
-  args: unknown[];
+  call: C;
+  args: StoreArgs<C>;
   /**
    * A write's loads whose bytes were moved here (indexes into its ops): the
    * answer moves them back, in this order (`returned`).
    */
   lent?: number[];
 }
+
+/** Any request: a union discriminated by `call`, so a `switch` on it knows each call's arguments. */
+export type StoreRequest = { [C in StoreCall]: StoreRequestOf<C> }[StoreCall];
 
 /** An error as it crosses the threads: the store's own error classes keep their class and fields. */
 export interface ThreadError {

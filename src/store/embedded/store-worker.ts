@@ -2,8 +2,7 @@ import { parentPort, workerData } from 'node:worker_threads';
 import { openDurableStore, type DurableStore } from './durable.js';
 import { forwardFsyncs } from '../../metrics.js';
 import { toThreadError, type StoreMessage, type StoreRequest, type StoreThreadData } from './store-thread.js';
-import type { QueryScope, WriteCondition, WriteInput } from '../store.js';
-import type { Sparql } from '../../rdf/sparql.js';
+import type { WriteInput } from '../store.js';
 
 /*
  * The thread that holds the embedded store (`threaded-store.ts`): it opens
@@ -31,25 +30,31 @@ forwardFsyncs((seconds) => {
 });
 
 function call(store: DurableStore, request: StoreRequest): Promise<unknown> {
-  const a = request.args;
   switch (request.call) {
-    case 'select': return store.select(a[0] as Sparql, a[1] as QueryScope | undefined);
-    case 'selectIris': return store.selectIris(a[0] as Sparql, a[1] as string, a[2] as QueryScope | undefined);
-    case 'ask': return store.ask(a[0] as Sparql, a[1] as QueryScope | undefined);
-    case 'construct': return store.construct(a[0] as Sparql, a[1] as QueryScope | undefined);
-    case 'queryRaw': return store.queryRaw(a[0] as Sparql, a[1] as string, a[2] as QueryScope | undefined);
-    case 'write': return store.write(a[0] as WriteInput[]);
-    case 'writeIf': return store.writeIf(a[0] as WriteCondition, a[1] as WriteInput[]);
-    case 'dumpGraph': return store.dumpGraph(a[0] as string);
+    case 'select': return store.select(...request.args);
+    case 'selectIris': return store.selectIris(...request.args);
+    case 'ask': return store.ask(...request.args);
+    case 'construct': return store.construct(...request.args);
+    case 'queryRaw': return store.queryRaw(...request.args);
+    case 'write': return store.write(...request.args);
+    case 'writeIf': return store.writeIf(...request.args);
+    case 'dumpGraph': return store.dumpGraph(...request.args);
     case 'graphNames': return store.graphNames();
     case 'size': return store.size();
     case 'isEmpty': return store.isEmpty();
-    case 'graphSources': return store.graphSources(a[0] as string[]);
-    case 'unchangedInSnapshot': return store.unchangedInSnapshot(a[0] as string[]);
+    case 'graphSources': return store.graphSources(...request.args);
+    case 'unchangedInSnapshot': return store.unchangedInSnapshot(...request.args);
     case 'snapshot': return store.snapshot();
     case 'health': return Promise.resolve(store.health());
     case 'close': return store.close();
   }
+}
+
+/** The ops of a write request (whose loads' bytes may have been lent); none for other calls. */
+function writtenOps(request: StoreRequest): readonly WriteInput[] {
+  if (request.call === 'write') return request.args[0];
+  if (request.call === 'writeIf') return request.args[1];
+  return [];
 }
 
 const WRITES = new Set(['write', 'writeIf']);
@@ -79,7 +84,8 @@ async function main(): Promise<void> {
     }
     const health = WRITES.has(request.call) ? () => store.health() : () => undefined;
     // Bytes lent by the event loop go back with the answer, moved.
-    const returned = (request.lent ?? []).map((i) => ((request.args[request.args.length - 1] as WriteInput[])[i] as Extract<WriteInput, { kind: 'load' }>).data as Uint8Array);
+    const ops = writtenOps(request);
+    const returned = (request.lent ?? []).map((i) => (ops[i] as Extract<WriteInput, { kind: 'load' }>).data as Uint8Array);
     const back = returned.length > 0 ? { returned } : {};
     const transfer = returned.map((bytes) => bytes.buffer as ArrayBuffer);
     const fail = (err: unknown) => post({ kind: 'error', id: request.id, error: toThreadError(err), ...withHealth(health()), ...back }, transfer);

@@ -6,7 +6,7 @@ import { ExclusiveSections } from '../sections.js';
 import { GraphRevisions } from '../revisions.js';
 import { MAX_KEPT_ANSWERS, MAX_KEPT_ROWS, answerKey, readDelayFromEnv } from './oxigraph-store.js';
 import { StoreUnavailableError, WriteRefusedError, declaredGraphs, type Binding, type QuadStore, type QueryScope, type StoreHealth, type WriteCondition, type WriteInput } from '../store.js';
-import { fromThreadError, type StoreCall, type StoreMessage, type StoreRequest, type StoreThreadData } from './store-thread.js';
+import { fromThreadError, type StoreAnswer, type StoreArgs, type StoreCall, type StoreMessage, type StoreRequest, type StoreRequestOf, type StoreThreadData } from './store-thread.js';
 import type { GraphSources, SnapshotCoverage } from './snapshot-coverage.js';
 import type { Sparql } from '../../rdf/sparql.js';
 
@@ -223,14 +223,16 @@ export class ThreadedStore implements QuadStore, SnapshotCoverage {
     await this.worker.terminate();
   }
 
-  private request<T>(call: StoreCall, args: unknown[], lent?: Lent): Promise<T> {
+  private request<C extends StoreCall>(call: C, args: StoreArgs<C>, lent?: Lent): Promise<StoreAnswer<C>> {
     // A new error: a call refused before it was sent changed nothing (unlike the calls a stop cut off, `stops`).
     if (this.stopped) return Promise.reject(new StoreUnavailableError(this.stopped.message, undefined));
     const id = this.nextId++;
-    return new Promise<T>((resolve, reject) => {
+    return new Promise<StoreAnswer<C>>((resolve, reject) => {
       if (this.pending.size === 0) this.worker.ref(); // the process waits for the answer
       this.pending.set(id, { resolve: resolve as (value: unknown) => void, reject, ...(lent ? { lent } : {}) });
-      const request: StoreRequest = { id, call, args, ...(lent?.indexes.length ? { lent: lent.indexes } : {}) };
+      const typed: StoreRequestOf<C> = { id, call, args, ...(lent?.indexes.length ? { lent: lent.indexes } : {}) };
+      // One call's request is one member of the union; the compiler cannot see that for a generic `C`.
+      const request = typed as StoreRequest;
       try {
         this.worker.postMessage(request, lent?.buffers ?? []);
       } catch (err) {
@@ -248,7 +250,7 @@ export class ThreadedStore implements QuadStore, SnapshotCoverage {
     const known = this.readDelay ? undefined : this.answers.get(key);
     if (known !== undefined) return Promise.resolve((known as Binding[]).slice());
     const generation = this.generation;
-    return this.request<Binding[]>('select', [query, scope]).then((bindings) => {
+    return this.request('select', [query, scope]).then((bindings) => {
       if (bindings.length > MAX_KEPT_ROWS || generation !== this.generation) return bindings;
       for (const b of bindings) {
         for (const v of Object.values(b)) Object.freeze(v);
@@ -264,7 +266,7 @@ export class ThreadedStore implements QuadStore, SnapshotCoverage {
     const known = this.readDelay ? undefined : this.answers.get(key);
     if (known !== undefined) return Promise.resolve(known as boolean);
     const generation = this.generation;
-    return this.request<boolean>('ask', [query, scope]).then((answer) => {
+    return this.request('ask', [query, scope]).then((answer) => {
       if (generation === this.generation) this.keep(key, answer);
       return answer;
     });
@@ -299,7 +301,7 @@ export class ThreadedStore implements QuadStore, SnapshotCoverage {
   async size(): Promise<number> {
     const version = this.versionCounter;
     if (this.sizeAt?.version === version) return this.sizeAt.size;
-    const size = await this.request<number>('size', []);
+    const size = await this.request('size', []);
     if (version === this.versionCounter) this.sizeAt = { version, size };
     return size;
   }
@@ -326,11 +328,11 @@ export class ThreadedStore implements QuadStore, SnapshotCoverage {
   // Writes.
 
   async write(ops: WriteInput[]): Promise<void> {
-    await this.writing(ops, () => this.lending(ops, (lent) => this.request<void>('write', [ops], lent)).then(() => true));
+    await this.writing(ops, () => this.lending(ops, (lent) => this.request('write', [ops], lent)).then(() => true));
   }
 
   writeIf(condition: WriteCondition, ops: WriteInput[]): Promise<boolean> {
-    return this.writing(ops, () => this.lending(ops, (lent) => this.request<boolean>('writeIf', [condition, ops], lent)));
+    return this.writing(ops, () => this.lending(ops, (lent) => this.request('writeIf', [condition, ops], lent)));
   }
 
   /**
@@ -438,7 +440,7 @@ export class ThreadedStore implements QuadStore, SnapshotCoverage {
     const wait = Math.min(1000, Math.max(100, (health.retryAfterSeconds ?? 1) * 250));
     this.healthProbe = setTimeout(() => {
       this.healthProbe = null;
-      this.request<StoreHealth>('health', []).then((now) => this.healthIs(now), () => {});
+      this.request('health', []).then((now) => this.healthIs(now), () => {});
     }, wait);
     this.healthProbe.unref();
   }
