@@ -28,6 +28,7 @@ const HOW: Record<string, string> = {
   'installs-loop': "`/health` and a cached P5 sent every 20 ms (without waiting for answers) while the service installs a 15,000-role package and then a 100,000-triple matrix; the same sampling on the idle service is the baseline.",
   'mixed': "64 connections each cycling through P5, C5, a slash execution and a workspace read while a 100,000-triple matrix installs; the baseline is the same load without the install. Target: no error, p99 under 1 s.",
   'remote': "On Virtuoso (`npm run virtuoso`): the reads, writes, install and slash figures beside the same on the embedded store in the same run; then a 10M-quad store (`WSM_BENCH_REMOTE_QUADS`, bulk-loaded) with start-up, RSS, P5 and slash execution beside the engine answering the same queries bare. Only when named: `npm run bench -- remote`.",
+  'cluster': "On the cluster store (`npm run postgres`, or `WSM_BENCH_POSTGRES_URL`): the reads, writes and install figures beside the same on the embedded store in the same run; C5 at 32 connections against a bare PostgreSQL insert; records per second a new replica catches up. Only when named: `npm run bench -- cluster`.",
   'transfer': "Export and import of a 1M-quad workspace through the API (quads per second, peak RSS), and C5's p99 while `wsm backup` runs.",
   'memory': "RSS of the service holding 1M quads after queries ran, query workers counted, against a bare Oxigraph store holding the same quads.",
 };
@@ -48,6 +49,7 @@ const benches: Bench[] = [
   { name: 'health-attacks', title: '/health during attacks (MCP sparql nesting, large publishes)', run: async () => (await import('./figures/health-attacks.js')).run() },
   { name: 'mixed', title: 'Mixed load at 64 connections during an install', run: async () => (await import('./figures/mixed.js')).run() },
   { name: 'remote', title: 'Remote store (Virtuoso): beside embedded, and a 10M-quad store (WSM_BENCH_REMOTE_QUADS)', optIn: true, run: async () => (await import('./figures/remote.js')).run() },
+  { name: 'cluster', title: 'Cluster store (PostgreSQL): beside embedded, C5 against PostgreSQL, catch-up', optIn: true, run: async () => (await import('./figures/cluster.js')).run() },
   { name: 'memory', title: 'Memory with 1M quads', run: async () => (await import('./figures/memory.js')).run() },
   { name: 'transfer', title: 'Export, import and backup of a 1M-quad workspace', run: async () => (await import('./figures/transfer.js')).run() },
 ];

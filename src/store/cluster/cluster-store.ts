@@ -356,7 +356,9 @@ export class ClusterStore implements QuadStore {
             const seq = this.appliedSeq(stream) + 1;
             return { stream, seq, record: encodeRecord(seq, record) };
           });
-          const expected: Heads = new Map([...checks].map((stream) => [stream, this.appliedSeq(stream)]));
+          // A write whose reads could not be named checks every stream this replica holds (a stream it does not hold yet moves its head: caught up, then held).
+          const checked = read === 'any' ? new Set([...checks, ...this.applied.keys()]) : checks;
+          const expected: Heads = new Map([...checked].map((stream) => [stream, this.appliedSeq(stream)]));
           await this.log.append(rows, expected, read === 'any');
           for (const row of rows) this.bytesSinceSnapshot += row.record.length;
         } catch (err) {

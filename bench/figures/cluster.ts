@@ -1,0 +1,178 @@
+import { spawnSync } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import os from 'node:os';
+import path from 'node:path';
+import pg from 'pg';
+import {
+  figure, interleave, load, removeDir, ROOT, serviceWithWorkspace, startBaseline, withServiceStore, workDir,
+  type Figure, type LoadResult,
+} from '../lib.js';
+import { sideBySide } from '../side-by-side.js';
+import { openClusterStore } from '../../src/store/cluster/open.js';
+import { updateOp } from '../../src/store/store.js';
+import { Graphs } from '../../src/rdf/graphs.js';
+import { integer, iri, sparql } from '../../src/rdf/sparql.js';
+
+/**
+ * The cluster store (`WSM_STORE=cluster`, journal and snapshots in
+ * PostgreSQL, each instance answering from its own replica), measured
+ * three ways:
+ *
+ * 1. Beside the embedded store: the reads, writes and install figures run
+ *    once on the embedded store and once with every service on the
+ *    cluster store (each data directory a schema of its own in one
+ *    PostgreSQL); each row is the cluster's value against the embedded one.
+ * 2. C5 at 32 connections on a cluster instance against a bare PostgreSQL
+ *    baseline: an Express handler inserting the same body as one row with
+ *    a pool of 10 connections (the cluster store's pool), answering once
+ *    it committed. Windows interleave.
+ * 3. Catch-up: records per second a new replica applies from PostgreSQL
+ *    (`WSM_BENCH_CLUSTER_RECORDS` single-triple writes over 20 workspace
+ *    streams, no snapshot, then a second store opened on the same schema),
+ *    against the same rows fetched bare (SELECT of every record, in the
+ *    order of their writes).
+ *
+ * PostgreSQL: started under a temporary directory with `npm run postgres`
+ * and stopped at the end; or, with `WSM_BENCH_POSTGRES_URL`, that server
+ * (a fresh schema per service; left running). `WSM_BENCH_CLUSTER_PARTS`
+ * (`side`, `c5`, `catchup`; all by default) runs some parts only.
+ */
+
+const PAIRS = 3;
+const WINDOW_S = 3;
+const SIDE = ['reads', 'writes', 'install'] as const;
+
+/** A new schema in the database of `base`; the URL that makes it the cluster's (through search_path). */
+async function freshClusterUrl(base: string): Promise<string> {
+  const schema = `bench_${randomBytes(6).toString('hex')}`;
+  const client = new pg.Client({ connectionString: base });
+  await client.connect();
+  try {
+    await client.query(`CREATE SCHEMA ${schema}`);
+  } finally {
+    await client.end();
+  }
+  const u = new URL(base);
+  u.searchParams.set('options', `-c search_path=${schema}`);
+  return u.toString();
+}
+
+const progress = (line: string) => process.stderr.write(`cluster: ${line} (load average ${os.loadavg()[0]!.toFixed(1)})\n`);
+
+interface Server { url: string; stop(): void }
+
+function startPostgres(): Server {
+  const given = process.env.WSM_BENCH_POSTGRES_URL;
+  if (given) return { url: given, stop: () => undefined };
+  const dir = workDir('postgres');
+  const script = (command: string) => spawnSync(process.execPath, ['--import', 'tsx', path.join(ROOT, 'scripts/postgres.ts'), command], {
+    cwd: ROOT, env: { ...process.env, WSM_DATA_DIR: dir }, encoding: 'utf8',
+  });
+  const run = script('start');
+  if (run.status !== 0) throw new Error(`npm run postgres failed: ${run.stderr.trim().slice(-500)}`);
+  const url = /^WSM_POSTGRES_URL=(.+)$/m.exec(run.stdout)?.[1];
+  if (!url) throw new Error(`npm run postgres printed no WSM_POSTGRES_URL: ${run.stdout.slice(0, 300)}`);
+  return { url, stop: () => { script('stop'); removeDir(dir); } };
+}
+
+/** Part 1: each figure on the embedded store, then with every service on a schema of its own. */
+function beside(postgres: Server): Promise<Figure[]> {
+  const wanted = (process.env.WSM_BENCH_CLUSTER_SIDE ?? SIDE.join(',')).split(',');
+  return sideBySide(SIDE.filter((n) => wanted.includes(n)), {
+    label: 'the cluster',
+    on: (_name, fn) => withServiceStore(async () => ({ WSM_STORE: 'cluster', WSM_POSTGRES_URL: await freshClusterUrl(postgres.url) }), fn),
+  }, progress);
+}
+
+/** Part 2: C5 at 32 connections on a cluster instance against one committed insert per request. */
+async function c5(postgres: Server): Promise<Figure[]> {
+  const schemaUrl = await freshClusterUrl(postgres.url);
+  return withServiceStore(async () => ({ WSM_STORE: 'cluster', WSM_POSTGRES_URL: await freshClusterUrl(postgres.url) }), async () => {
+    const env = await serviceWithWorkspace();
+    const baseline = await startBaseline('postgres', { BENCH_POSTGRES_URL: schemaUrl });
+    try {
+      const { svc, token, slug } = env;
+      const uniqueBody = JSON.stringify({
+        alias: 'bench-{{n}}', description: 'Benchmark command', interpretation: 'Lists every labelled thing.', scriptType: 'CONSTRUCT',
+        scriptContent: 'PREFIX rdfs: <http://www.w3.org/2000/01/rdf-schema#> CONSTRUCT { ?s rdfs:label ?l } WHERE { ?s rdfs:label ?l }',
+      });
+      const window = (url: string) => async (): Promise<LoadResult> => {
+        const r = await load({ url, connections: 32, duration: WINDOW_S, method: 'POST', headers: { Authorization: `Bearer ${token}`, 'Content-Type': 'application/json' }, uniqueBody });
+        if (r.non2xx || r.errors) throw new Error(`C5 on ${url}: ${r.non2xx} non-2xx, ${r.errors} errors`);
+        return r;
+      };
+      const rps = await interleave(PAIRS, window(`${svc.url}/api/v1/commands/${slug}`), window(`${baseline.url}/write`), (r) => r.rps);
+      const p99 = (rs: LoadResult[]) => rs.map((r) => r.p99).sort((a, b) => a - b)[Math.floor(rs.length / 2)]!;
+      return [figure({
+        name: 'C5 create at 32 connections on the cluster, against a bare PostgreSQL insert', unit: 'req/s',
+        value: rps.serviceMedian, baseline: rps.baselineMedian, ratios: rps.ratios, target: 'report (no target set)', check: () => true,
+        note: `baseline: an Express handler inserting the body as one row (pool of 10, synchronous commit), answering once committed; p99 ${p99(rps.service)} vs ${p99(rps.baseline)} ms`,
+      })];
+    } finally {
+      await baseline.stop();
+      await env.close();
+    }
+  });
+}
+
+/** Part 3: records per second a new replica applies from PostgreSQL, against fetching the same rows bare. */
+async function catchUp(postgres: Server): Promise<Figure[]> {
+  const records = Number(process.env.WSM_BENCH_CLUSTER_RECORDS ?? 5000);
+  const url = await freshClusterUrl(postgres.url);
+  const graphs = new Graphs('https://workspaces.local/');
+  const quiet = { snapshotAfterBytes: 1 << 30, onWarning: () => undefined, onInfo: () => undefined };
+  const writer = await openClusterStore(url, quiet);
+  try {
+    const P = iri('https://bench.example/p');
+    let next = 0;
+    const worker = async () => {
+      for (let i = next++; i < records; i = next++) {
+        const graph = graphs.iam(`ws-${i % 20}`);
+        await writer.write([updateOp(sparql`INSERT DATA { GRAPH ${iri(graph)} { ${iri(`https://bench.example/s${i}`)} ${P} ${integer(i)} } }`, [graph])]);
+      }
+    };
+    await Promise.all(Array.from({ length: 8 }, worker));
+  } finally {
+    await writer.close();
+  }
+  const replay = async () => {
+    const started = performance.now();
+    const store = await openClusterStore(url, quiet);
+    const ms = performance.now() - started;
+    await store.close();
+    return ms;
+  };
+  const fetchBare = async () => {
+    const client = new pg.Client({ connectionString: url });
+    await client.connect();
+    try {
+      const started = performance.now();
+      const { rows } = await client.query<{ record: Buffer }>('SELECT stream, seq, record FROM wsm_journal ORDER BY gseq, stream');
+      if (rows.length !== records) throw new Error(`${rows.length} rows in the journal for ${records} writes`);
+      return performance.now() - started;
+    } finally {
+      await client.end();
+    }
+  };
+  const times = await interleave(PAIRS, replay, fetchBare, (ms) => ms);
+  return [figure({
+    name: `catch-up of a new replica: ${records.toLocaleString('en')} records from PostgreSQL`, unit: 'records/s',
+    value: records / (times.serviceMedian / 1000), baseline: records / (times.baselineMedian / 1000), ratios: times.ratios.map((r) => 1 / r),
+    target: 'report (no target set)', check: () => true,
+    note: `a store opened with no snapshot applies every record (single-triple writes over 20 workspace streams), ${times.serviceMedian.toFixed(0)} ms; baseline: the same rows fetched bare in one SELECT, ${times.baselineMedian.toFixed(0)} ms`,
+  })];
+}
+
+export async function run(): Promise<Figure[]> {
+  const parts = (process.env.WSM_BENCH_CLUSTER_PARTS ?? 'side,c5,catchup').split(',');
+  const postgres = startPostgres();
+  try {
+    const figures: Figure[] = [];
+    if (parts.includes('side')) figures.push(...await beside(postgres));
+    if (parts.includes('c5')) { figures.push(...await c5(postgres)); progress('C5 against PostgreSQL measured'); }
+    if (parts.includes('catchup')) { figures.push(...await catchUp(postgres)); progress('catch-up measured'); }
+    return figures;
+  } finally {
+    postgres.stop();
+  }
+}
