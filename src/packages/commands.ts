@@ -3,12 +3,14 @@ import type { Graphs } from '../rdf/graphs.js';
 import type { Logger } from '../logger.js';
 import { prefixes } from '../rdf/vocab.js';
 import { sparql, sparqlFragment, sequence, iri, literal, dateTime, integer, boolean, raw, type Sparql, type SparqlFragment } from '../rdf/sparql.js';
-import { newId, UUID_PATTERN } from '../rdf/ids.js';
+import { newId } from '../rdf/ids.js';
 import { Clock } from '../rdf/clock.js';
 import { req, str, int, bool, time } from '../rdf/bindings.js';
 import { AppError, conflict } from '../errors.js';
 import { countLifecycleCommand } from '../metrics.js';
 import type { InstanceLease } from '../store/instance-lease.js';
+import { CommandLeases, TakenOver } from './command-leases.js';
+import { CommandLog } from './command-log.js';
 
 /**
  * Lifecycle commands as RDF (docs/rdf-model.md "Packages graph") and the
@@ -384,20 +386,6 @@ export class CommandStore {
   }
 }
 
-/** Client-made text in a log line, cut to a bounded length. */
-const bounded = (text: string) => (text.length > 100 ? `${text.slice(0, 100)}...` : text);
-
-const RECOVERY_MESSAGE = 'Interrupted: the service stopped while this command was pending or running; nothing of it was applied. Run the command again.';
-const TAKEOVER_MESSAGE = 'Interrupted: the service instance running this command stopped (its lease ended); nothing of it was applied. Run the command again.';
-
-/** The command was taken over by another instance (this instance's lease on it ended): stop working on it. */
-class TakenOver extends Error {
-  constructor() {
-    super('this instance no longer holds the lease of the command');
-    this.name = 'TakenOver';
-  }
-}
-
 /**
  * Runs lifecycle commands, one active command per package (workspace id +
  * package name): later commands of the same package wait in a queue
@@ -411,26 +399,16 @@ export class CommandRunner {
   private readonly clock = new Clock();
   private readonly idle = new Set<() => void>();
   private stopped = false;
-  /** Shared store: this instance's lease, under which it claims the commands it accepts. */
-  private readonly lease: InstanceLease | undefined;
-  private sweepTimer: NodeJS.Timeout | undefined;
-  private sweeping: Promise<number> | undefined;
+  /** Who holds each command, and recovery of those nobody holds. */
+  private readonly leases: CommandLeases;
 
   constructor(readonly commands: CommandStore, private readonly store: QuadStore, private readonly logger: Logger) {
-    this.lease = store.instance;
+    this.leases = new CommandLeases(commands, store, logger, () => this.now());
   }
 
-  /**
-   * A write to a command by its owner: on a shared store, applied only while
-   * the command is unfinished and this instance still holds the lease it was
-   * claimed under (false otherwise: another instance took it over).
-   */
-  private async held(item: Queued, ops: WriteInput[]): Promise<boolean> {
-    if (!this.lease || item.owner === undefined) {
-      await this.store.write(ops);
-      return true;
-    }
-    return this.store.writeIf({ ask: this.commands.heldAsk(item.request.workspaceId, item.id, item.owner, this.lease), expect: true }, ops);
+  /** A write to a command by its owner; false when another instance took it over (`CommandLeases.write`). */
+  private held(item: Queued, ops: WriteInput[]): Promise<boolean> {
+    return this.leases.write(item.request.workspaceId, item.id, item.owner, ops);
   }
 
   private static key(workspaceId: string, packageName: string): string { return `${workspaceId}\u0000${packageName}`; }
@@ -490,7 +468,7 @@ export class CommandRunner {
     const head = this.liveHead(request.workspaceId, queue);
     if (head && request.exclusive) throw this.conflictWith(request, head);
     const id = newId();
-    const item: Queued = { id, version: request.version, request, owner: this.lease?.id };
+    const item: Queued = { id, version: request.version, request, owner: this.leases.owner };
     queue.push(item);
     this.queues.set(key, queue);
     const now = this.now();
@@ -544,7 +522,7 @@ export class CommandRunner {
         'Wait for it to finish and run this command again.');
     }
     const id = newId();
-    const item: Queued = { id, version: request.version, request, owner: this.lease?.id };
+    const item: Queued = { id, version: request.version, request, owner: this.leases.owner };
     queue.push(item);
     this.queues.set(key, queue);
     try {
@@ -557,76 +535,40 @@ export class CommandRunner {
     return (await this.commands.get(request.workspaceId, id))!;
   }
 
+  /**
+   * Runs a command's job and writes its outcome: `in_progress` and the
+   * events as it goes (`CommandLog`), then everything it changes with
+   * `completed` in one write, or `failed` with its report and an ERROR event.
+   */
   private async execute(item: Queued): Promise<void> {
     const { request, id } = item;
     const ws = request.workspaceId;
-    let sequence = 0;
-    let report: { counts: ValidationCounts; ntriples: LoadData } | undefined;
-    // The `in_progress` status and the events are issued without the job
-    // waiting for them: the job (which never reads them) does not wait an
-    // fsync per event. They must land in the order they were issued (a
-    // reader must never see an event without the ones before it). The
-    // embedded store journals and applies writes in call order; a remote
-    // engine (the shared store, the one with a lease) commits concurrent
-    // requests in any order, and sends a transaction it rolled back as
-    // deadlocked again later, so there each is sent once the one before it
-    // is written. All of them are awaited before the final write is
-    // issued; one that failed fails the command.
-    const issued: Promise<void>[] = [];
-    let previous: Promise<unknown> = Promise.resolve();
-    const issue = (ops: WriteOp[]): void => {
-      // On a shared store each is conditional on this instance still holding the command (`held`).
-      const send = () => this.held(item, ops);
-      const written = (this.lease ? previous.then(send) : send()).then((applied) => { if (!applied) throw new TakenOver(); });
-      written.catch(() => {}); // awaited in `settleIssued`
-      issued.push(written);
-      previous = written;
-    };
-    const settleIssued = async (): Promise<void> => {
-      const pending = issued.splice(0);
-      await Promise.all(pending);
-    };
-    const ctx: JobContext = {
-      commandId: id,
-      workspaceId: ws,
-      event: async (level, message) => {
-        issue([this.commands.eventOp(ws, id, ++sequence, level, message, this.now())]);
-      },
-      setReport: (counts, ntriples) => { report = { counts, ntriples }; },
-    };
-    // One op, written by the completing write or, if that fails, by the failing one: a load's bytes lent
-    // to the store's thread come back into the op they were sent in (`ThreadedStore`).
-    let reportOp: WriteInput | undefined;
-    const reportOps = (): WriteInput[] => {
-      if (!report) return [];
-      reportOp ??= { kind: 'load', replace: true, graph: this.commands.reportGraphName(ws, id), format: 'application/n-triples', data: report.ntriples };
-      return [reportOp];
-    };
-
+    const log = new CommandLog(this.commands, ws, id, (ops) => this.held(item, ops), this.leases.shared, () => this.now());
     let type: string = request.commandType;
     let outcome: 'completed' | 'failed' = 'failed';
     try {
       if (this.stopped) throw new CommandFailure('The service stopped before this command started', 'Run the command again.');
-      issue([
+      log.issue([
         this.commands.statusOp(ws, id, 'in_progress', this.now()),
-        this.commands.eventOp(ws, id, ++sequence, 'INFO', `${request.commandType} of package "${request.packageName}" version ${request.version} started`, this.now()),
+        log.eventOp('INFO', `${request.commandType} of package "${request.packageName}" version ${request.version} started`),
       ]);
-      const result = await request.job(ctx);
-      await settleIssued();
+      const result = await request.job(log.context);
+      await log.settle();
       type = result.commandType ?? request.commandType;
       item.settled = true;
       // Everything the command changes, with its `completed` status: on a shared store only while this instance holds it.
       // The report (a graph of its own, named by no other op) first: an install's write then begins with
       // its graphs' replacing loads, which a large write can check as it publishes them (`WriteOp`).
+      const report = log.reportCounts;
       const done = await this.held(item, [
-        ...reportOps(),
+        ...log.reportOps(),
         ...result.ops,
         this.commands.statusOp(ws, id, 'completed', this.now(), {
-          ...(report ? { report: report.counts } : {}),
+          ...(report ? { report } : {}),
           ...(result.packageInstallationId ? { packageInstallationId: result.packageInstallationId } : {}),
           ...(result.commandType && result.commandType !== request.commandType ? { commandType: result.commandType } : {}),
         }),
-        this.commands.eventOp(ws, id, ++sequence, 'SUCCESS', result.message, this.now()),
+        log.eventOp('SUCCESS', result.message),
       ]);
       if (!done) throw new TakenOver();
       outcome = 'completed';
@@ -638,26 +580,8 @@ export class CommandRunner {
         countLifecycleCommand(type, outcome);
         return;
       }
-      const failure = err instanceof CommandFailure ? err
-        : err instanceof AppError ? new CommandFailure(err.message)
-          : new CommandFailure('The command failed because of an internal error', 'Check the service log; if the problem persists, report it with this command id.');
-      if (!(err instanceof CommandFailure) && !(err instanceof AppError)) this.logger.error({ err, commandId: id }, 'lifecycle command failed');
-      const message = failure.hint ? `${failure.message}. ${failure.hint}` : failure.message;
-      const failedOps = (withReport: boolean): WriteInput[] => [
-        ...(withReport ? reportOps() : []),
-        this.commands.statusOp(ws, id, 'failed', this.now(), { errorMessage: failure.message, ...(withReport && report ? { report: report.counts } : {}) }),
-        this.commands.eventOp(ws, id, ++sequence, 'ERROR', message, this.now()),
-      ];
       item.settled = true;
-      // The status and events issued before go first (a failed one is what failed the command, maybe).
-      await Promise.allSettled(issued.splice(0));
-      try {
-        await this.held(item, failedOps(true));
-      } catch (writeErr) {
-        this.logger.error({ err: writeErr, commandId: id }, 'could not store the report of a failed lifecycle command');
-        // At least the status: a command must never stay in progress.
-        await this.held(item, failedOps(false)).catch((err: unknown) => this.logger.error({ err, commandId: id }, 'could not record the failure of a lifecycle command'));
-      }
+      await this.recordFailure(item, log, err);
     }
     countLifecycleCommand(type, outcome);
     if (request.onOutcome) {
@@ -670,99 +594,34 @@ export class CommandRunner {
     }
   }
 
-  /**
-   * At start: a command found pending or in progress was cut off by a stop
-   * of the process. Since a command's data goes in one atomic write with its
-   * `completed` status, nothing of it was applied; only its record needs
-   * fixing: failed, with an ERROR event saying "interrupted".
-   */
-  async recover(): Promise<number> {
-    if (this.lease) {
-      // Shared store: only commands whose owner's lease ended, now and from time to time while running.
-      const recovered = await this.sweep();
-      const every = Math.max(100, Math.floor(this.lease.durationMs / 2));
-      this.sweepTimer = setInterval(() => { void this.sweep(); }, every);
-      this.sweepTimer.unref();
-      return recovered;
+  /** Writes a command's `failed` status, its report (if it has one) and an ERROR event saying what to do. */
+  private async recordFailure(item: Queued, log: CommandLog, err: unknown): Promise<void> {
+    const { request, id } = item;
+    const ws = request.workspaceId;
+    const failure = err instanceof CommandFailure ? err
+      : err instanceof AppError ? new CommandFailure(err.message)
+        : new CommandFailure('The command failed because of an internal error', 'Check the service log; if the problem persists, report it with this command id.');
+    if (!(err instanceof CommandFailure) && !(err instanceof AppError)) this.logger.error({ err, commandId: id }, 'lifecycle command failed');
+    const message = failure.hint ? `${failure.message}. ${failure.hint}` : failure.message;
+    const report = log.reportCounts;
+    const failedOps = (withReport: boolean): WriteInput[] => [
+      ...(withReport ? log.reportOps() : []),
+      this.commands.statusOp(ws, id, 'failed', this.now(), { errorMessage: failure.message, ...(withReport && report ? { report } : {}) }),
+      log.eventOp('ERROR', message),
+    ];
+    // The status and events issued before go first (a failed one is what failed the command, maybe).
+    await log.drain();
+    try {
+      await this.held(item, failedOps(true));
+    } catch (writeErr) {
+      this.logger.error({ err: writeErr, commandId: id }, 'could not store the report of a failed lifecycle command');
+      // At least the status: a command must never stay in progress.
+      await this.held(item, failedOps(false)).catch((err: unknown) => this.logger.error({ err, commandId: id }, 'could not record the failure of a lifecycle command'));
     }
-    return this.failUnfinished(null);
   }
 
-  /**
-   * Shared store (several instances, docs/store.md "Command leases"):
-   * removes the records of instances whose lease ended, fails the unfinished
-   * commands no live instance holds (each in a write conditional on that,
-   * so a command whose owner renewed its lease is never taken), and drops
-   * the staging graphs those instances left. Resolves how many commands it failed.
-   */
-  sweep(): Promise<number> {
-    const lease = this.lease;
-    if (!lease || this.stopped) return Promise.resolve(0);
-    this.sweeping ??= (async () => {
-      try {
-        const expired = await lease.expire();
-        // Commands are read (across workspaces) only when an instance's record went (here, or possibly by an
-        // instance that stopped before failing its commands: every tenth sweep), not to keep the engine busy.
-        this.sweeps++;
-        if (expired.length === 0 && !this.firstSweep && this.sweeps % 10 !== 0) return 0;
-        // Commands first, then the instances: a command of an instance that registered since is never taken.
-        const unfinished = await this.commands.unfinished();
-        const live = await lease.registered();
-        const orphaned = unfinished.filter((r) => r.leaseOwner === null || !live.has(r.leaseOwner));
-        const failed = orphaned.length > 0 ? await this.failUnfinished(lease, orphaned) : 0;
-        if (expired.length > 0 || this.firstSweep) {
-          this.firstSweep = false;
-          const dropped = await lease.dropOrphanStaging();
-          if (dropped > 0) this.logger.warn({ dropped }, 'dropped staging graphs of large writes cut off by the end of their instance');
-        }
-        if (expired.length > 0) this.logger.warn({ instances: expired }, 'removed the leases of service instances that stopped renewing them');
-        return failed;
-      } catch (err) {
-        this.logger.error({ err }, 'could not look for lifecycle commands of stopped instances');
-        return 0;
-      } finally {
-        this.sweeping = undefined;
-      }
-    })();
-    return this.sweeping;
-  }
-
-  private firstSweep = true;
-  private sweeps = 0;
-
-  private async failUnfinished(lease: InstanceLease | null, records?: Awaited<ReturnType<CommandStore['unfinished']>>): Promise<number> {
-    let recovered = 0;
-    for (const record of records ?? await this.commands.unfinished()) {
-      const { workspaceId, commandId } = record;
-      // A record that is not what the service writes (an id that is not a UUID, a subject that is not the
-      // command IRI of its id) is skipped and logged: start-up never stops on one, and writes only into
-      // the graphs of the workspace whose packages graph holds it.
-      if (!UUID_PATTERN.test(commandId) || !UUID_PATTERN.test(workspaceId)
-        || record.subject !== this.commands.commandIri(commandId) || record.workspace !== this.commands.workspaceIri(workspaceId)) {
-        this.logger.warn({ workspaceId: bounded(workspaceId), commandId: bounded(commandId) }, 'recovery: skipped a lifecycle command record it cannot read');
-        continue;
-      }
-      try {
-        const now = this.now();
-        const message = lease ? TAKEOVER_MESSAGE : RECOVERY_MESSAGE;
-        const ops = [
-          this.commands.statusOp(workspaceId, commandId, 'failed', now, { errorMessage: message }),
-          this.commands.eventOp(workspaceId, commandId, (await this.commands.lastSequence(workspaceId, commandId)) + 1, 'ERROR', message, now),
-        ];
-        if (lease) {
-          // Only while no live instance holds it: an owner that renewed its lease keeps its command.
-          if (!await this.store.writeIf({ ask: this.commands.orphanedAsk(workspaceId, commandId, record.leaseOwner, lease), expect: true }, ops)) continue;
-        } else {
-          await this.store.write(ops);
-        }
-        recovered++;
-        this.logger.warn({ workspaceId, commandId }, 'marked an interrupted lifecycle command failed');
-      } catch (err) {
-        this.logger.error({ err, workspaceId, commandId }, 'recovery: could not mark an interrupted lifecycle command failed; skipped');
-      }
-    }
-    return recovered;
-  }
+  /** At start: fails the commands a stop of the process (or the end of their instance's lease) cut off (`CommandLeases.recover`). */
+  recover(): Promise<number> { return this.leases.recover(); }
 
   /** Resolves when no command is queued or running. */
   whenIdle(): Promise<void> {
@@ -776,8 +635,7 @@ export class CommandRunner {
   /** Stops accepting commands, lets queued ones fail fast, and waits for the running ones. */
   async stop(): Promise<void> {
     this.stopped = true;
-    if (this.sweepTimer) clearInterval(this.sweepTimer);
-    await this.sweeping;
+    await this.leases.stop();
     await this.whenIdle();
   }
 }

@@ -132,9 +132,9 @@ describe('query sandbox: limits and isolation from the event loop', function () 
     const { sandbox } = t.server.services;
     expect((await run('one-role')).status).to.equal(200);
     // Reach into the sandbox the way a crash would: the thread ends without the sandbox asking.
-    const views = (sandbox as unknown as { views: Map<string, { workers: Array<{ worker: { terminate(): Promise<number> } }> }> }).views;
-    const view = views.get(`knowledge:${ws.id}`)!;
-    await Promise.all(view.workers.map((w) => w.worker.terminate()));
+    const views = (sandbox as unknown as { views: { get(workspaceId: string, kind: string): { alive(): Array<{ worker: { terminate(): Promise<number> } }> } | undefined } }).views;
+    const view = views.get(ws.id, 'knowledge')!;
+    await Promise.all(view.alive().map((w) => w.worker.terminate()));
     await new Promise((r) => setTimeout(r, 50));
     const res = await run('one-role');
     expect(res.status).to.equal(200);

@@ -1,0 +1,97 @@
+import type { QuadStore } from '../store/store.js';
+import type { Graphs } from '../rdf/graphs.js';
+import { prefixes } from '../rdf/vocab.js';
+import { sparql, iri, literal, raw, join } from '../rdf/sparql.js';
+import { req } from '../rdf/bindings.js';
+import { derivedIds } from './derive.js';
+
+/** Above this many candidate roles, `rolesOutside` reads the roles of the workspace's other matrices instead of looking each up. */
+const ROLE_LOOKUP_MAX = 500;
+
+/**
+ * What a deployment reads of the workspace's installed matrices besides
+ * their records (`PackageRecords`): who imports them, the roles and agent
+ * principals their derived graphs define, and the createdAt a redeploy keeps.
+ */
+export class DeploymentReads {
+  constructor(private readonly store: QuadStore, private readonly graphs: Graphs) {}
+
+  /** URIs of installed matrices (outside `exceptIds`) whose specification imports one of `uris`. */
+  async importers(workspaceId: string, uris: string[], exceptIds: Set<string>): Promise<string[]> {
+    if (uris.length === 0) return [];
+    // From the imported URIs to the graphs that import them: the cost follows the importers, not the matrices installed.
+    const rows = await this.store.select(sparql`${prefixes}SELECT DISTINCT ?m ?id WHERE {
+      VALUES ?target { ${join(uris.map((u) => iri(u)))} }
+      GRAPH ?g { ?m mtx:imports ?target }
+      GRAPH ${iri(this.graphs.packages(workspaceId))} { ?rec wsm:graph ?g ; a wsm:Matrix ; wsm:id ?id } }`);
+    return [...new Set(rows.filter((b) => !exceptIds.has(req(b, 'id'))).map((b) => req(b, 'm')))];
+  }
+
+  /** Roles defined in the derived graphs of these matrices. */
+  async rolesOf(workspaceId: string, matrixIds: string[]): Promise<Set<string>> {
+    if (matrixIds.length === 0) return new Set();
+    const values = join(matrixIds.map((id) => iri(this.graphs.derived(workspaceId, id))));
+    const rows = await this.store.select(sparql`${prefixes}SELECT DISTINCT ?r WHERE { VALUES ?g { ${values} } GRAPH ?g { ?r a wsm:Role } }`);
+    return new Set(rows.map((b) => req(b, 'r')));
+  }
+
+  /** Agent principals defined in the derived graphs of these matrices. */
+  async principalsOf(workspaceId: string, matrixIds: string[]): Promise<Set<string>> {
+    if (matrixIds.length === 0) return new Set();
+    const values = join(matrixIds.map((id) => iri(this.graphs.derived(workspaceId, id))));
+    const rows = await this.store.select(sparql`${prefixes}SELECT DISTINCT ?q WHERE { VALUES ?g { ${values} } GRAPH ?g { ?q a wsm:Principal } }`);
+    return new Set(rows.map((b) => req(b, 'q')));
+  }
+
+  /**
+   * Those of `roleIris` that a derived graph of an installed matrix outside
+   * `exceptIds` defines. A few hundred candidates are looked up by role in
+   * one query. More (every IRI a large package mentions is a candidate,
+   * 60,000 for a 120,000-triple one) are matched against the roles of the
+   * workspace's other matrices, read once: 500 at a time that cost 120
+   * queries, 20 s on a remote engine.
+   */
+  async rolesOutside(workspaceId: string, exceptIds: Set<string>, roleIris: Iterable<string>): Promise<Set<string>> {
+    const candidates = [...new Set(roleIris)];
+    const pk = iri(this.graphs.packages(workspaceId));
+    const out = new Set<string>();
+    if (candidates.length === 0) return out;
+    if (candidates.length <= ROLE_LOOKUP_MAX) {
+      const rows = await this.store.select(sparql`${prefixes}SELECT DISTINCT ?r ?id WHERE { VALUES ?r { ${join(candidates.map((r) => iri(r)))} }
+        GRAPH ?g { ?r a wsm:Role } FILTER (STRENDS(STR(?g), "/derived"))
+        BIND (IRI(SUBSTR(STR(?g), 1, STRLEN(STR(?g)) - 8)) AS ?mg)
+        GRAPH ${pk} { ?m wsm:graph ?mg ; a wsm:Matrix ; wsm:id ?id } }`);
+      for (const b of rows) if (!exceptIds.has(req(b, 'id'))) out.add(req(b, 'r'));
+      return out;
+    }
+    const wanted = new Set(candidates);
+    const except = [...exceptIds].map((id) => literal(id));
+    // Every role of the workspace's other matrices (15,000 after a large install): read as IRIs only.
+    const roles = await this.store.selectIris(sparql`${prefixes}SELECT DISTINCT ?r WHERE {
+      GRAPH ${pk} { ?m a wsm:Matrix ; wsm:id ?id ; wsm:graph ?mg }
+      ${raw(except.length ? sparql`FILTER (?id NOT IN (${join(except, ', ')}))` : '')}
+      BIND (IRI(CONCAT(STR(?mg), "/derived")) AS ?g)
+      GRAPH ?g { ?r a wsm:Role } }`, 'r');
+    for (const r of roles) if (wanted.has(r)) out.add(r);
+    return out;
+  }
+
+  /** Role IRIs the derivation gives the role URIs among `uris`. */
+  roleIrisFor(workspaceId: string, uris: Iterable<string>): string[] {
+    return [...uris].map((u) => this.graphs.resource('role', derivedIds.role(workspaceId, u)));
+  }
+
+  /** The URIs (as a package names them) of these role IRIs, from the IAM graph or a derived graph of the workspace. */
+  async roleUrisOf(workspaceId: string, roleIris: Set<string>): Promise<string[]> {
+    if (roleIris.size === 0) return [];
+    const rows = await this.store.select(sparql`${prefixes}SELECT DISTINCT ?uri WHERE { VALUES ?r { ${join([...roleIris].map((r) => iri(r)))} }
+      GRAPH ?g { ?r wsm:uri ?uri } FILTER (?g = ${iri(this.graphs.iam(workspaceId))} || (STRSTARTS(STR(?g), ${literal(`${this.graphs.workspacePrefix(workspaceId)}matrices/`)}) && STRENDS(STR(?g), "/derived"))) }`);
+    return rows.map((b) => req(b, 'uri'));
+  }
+
+  /** createdAt of resources in a derived graph, so a redeploy keeps them. */
+  async createdAtOf(workspaceId: string, matrixId: string): Promise<Map<string, string>> {
+    const rows = await this.store.select(sparql`${prefixes}SELECT ?s ?t WHERE { GRAPH ${iri(this.graphs.derived(workspaceId, matrixId))} { ?s wsm:createdAt ?t } }`);
+    return new Map(rows.map((b) => [req(b, 's'), req(b, 't')]));
+  }
+}
