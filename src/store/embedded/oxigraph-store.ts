@@ -5,7 +5,7 @@ import { assertDeclared, checkGraphsFromEnv } from '../declared-graphs.js';
 import { checkLoadsOffThread } from './load-check.js';
 import { blankNodeSafeSlices } from '../ntriples-slices.js';
 import { withScratchStore } from '../scratch.js';
-import { WriteRefusedError, declaredGraphs, opsWithTexts, writeWithReplacesExpanded, type WriteInput, type Binding, type QuadStore, type QueryScope, type JournalOp, type RdfFormat, type StoredOp, type WriteCondition, type WriteOp } from '../store.js';
+import { WriteRefusedError, declaredGraphs, opsWithTexts, writeWithReplacesExpanded, type WriteInput, type Binding, type QuadStore, type StoreCapabilities, type QueryScope, type JournalOp, type RdfFormat, type StoredOp, type WriteCondition, type WriteOp } from '../store.js';
 import { iri, sparql, trustedSparql, type Sparql } from '../../rdf/sparql.js';
 
 /**
@@ -229,6 +229,8 @@ export function answerKey(kind: string, query: string, scope?: QueryScope): stri
  * when its promise resolves; without one it is a plain in-memory store.
  */
 export class OxigraphStore implements QuadStore {
+  /** One process writes it; durable when it has a sink (the journal). */
+  readonly capabilities: StoreCapabilities;
   private versionCounter = 0;
   private readonly listeners = new Set<(graphs: ReadonlySet<string>) => void>();
   private readonly revisions = new GraphRevisions();
@@ -253,6 +255,7 @@ export class OxigraphStore implements QuadStore {
   ) {
     this.readDelay = options.readDelay ?? readDelayFromEnv();
     this.checkGraphs = options.checkGraphs ?? checkGraphsFromEnv();
+    this.capabilities = { otherInstancesWrite: false, durable: sink !== undefined, graphPatternNamesGraphs: true };
   }
 
   /**
@@ -683,6 +686,11 @@ export class OxigraphStore implements QuadStore {
 
   revision(graph: string): number {
     return this.revisions.get(graph);
+  }
+
+  /** No other instance writes this store: its revisions are always up to date. */
+  syncRevisions(): Promise<void> {
+    return Promise.resolve();
   }
 
   dumpGraph(graph: string): Promise<string> {
