@@ -454,8 +454,8 @@ export class HostedRegistry implements Registry {
   }
 
   keptVersions(publisher: string, name: string): readonly RegistryVersion[] | undefined {
-    // On the remote store a kept answer is current only after its graph's revision was synced: ask (`versions`).
-    if (this.store.syncRevisions) return undefined;
+    // Where other instances write, a kept answer is current only after its graph's revision was synced: ask (`versions`).
+    if (this.store.capabilities.otherInstancesWrite) return undefined;
     const hit = this.versionLists.peek(versionsKey(publisher, name));
     return hit.found ? hit.value : undefined;
   }

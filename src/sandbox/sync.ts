@@ -83,7 +83,7 @@ export class ViewSync {
    * each graph that may have changed, so workers reload just those.
    */
   async refresh(view: View): Promise<void> {
-    if (this.store.syncRevisions) await this.staleAfterOtherInstances(view);
+    if (this.store.capabilities.otherInstancesWrite) await this.staleAfterOtherInstances(view);
     const { stale } = view;
     if (!stale.everything && !stale.names && stale.graphs.size === 0) return;
     // Reset first: writes made while the names are read mark the view stale again.
@@ -95,7 +95,7 @@ export class ViewSync {
       next.set(name, version !== undefined && !stale.everything && !stale.graphs.has(name) ? version : ++this.graphVersion);
     }
     view.graphs = next;
-    if (this.store.syncRevisions) {
+    if (this.store.capabilities.otherInstancesWrite) {
       // Graphs new to the view: their revisions now, before they are dumped (a write after this moves them).
       const fresh = names.filter((name) => !view.seen.has(name));
       if (fresh.length > 0) {
@@ -121,7 +121,7 @@ export class ViewSync {
       ? [this.graphs.packages(ws), this.graphs.extensions(ws)]
       : [this.graphs.packages(ws), this.graphs.extensions(ws), this.graphs.iam(ws), this.graphs.slashCommands(ws), this.graphs.system];
     const tracked = [...new Set([...records, ...view.graphs.keys()])];
-    await this.store.syncRevisions!(tracked);
+    await this.store.syncRevisions(tracked);
     for (const g of tracked) {
       const revision = this.store.revision(g);
       const before = view.seen.get(g);

@@ -1,11 +1,11 @@
 import { parentPort } from 'node:worker_threads';
-import { closeSync, openSync, readSync } from 'node:fs';
 import oxigraph from 'oxigraph';
 import { type FromWorker, type RunMessage, type RunResult, type SyncMessage, type ToWorker } from './protocol.js';
 import { toCsv, toTsv, toXml, type JsonResults } from './results.js';
 import { limitPlan, PROBE_VAR, type LimitPlan } from './limits.js';
 import { compactJsonLd, compactNodes, distinctJsonLd } from './jsonld.js';
-import { journalPayloads, loadText, payloadOps } from '../store/journal-records.js';
+import { readJournalRecords } from '../store/journal-records.js';
+import { snapshotGraphBlocks } from '../store/embedded/snapshot-file.js';
 import { giveWayToTheEventLoop } from '../workers/priority.js';
 import { nTriplesSlices } from '../store/ntriples-slices.js';
 import { engineAnswerPieces, EngineRequestError } from '../store/remote/engine-request.js';
@@ -44,70 +44,6 @@ const memory = () => {
   return usage.heapUsed + usage.external;
 };
 
-/** Bytes read from a snapshot file per step. */
-const READ_BYTES = 4 * 2 ** 20;
-
-/**
- * The blocks of `graphs` in a snapshot file (`store/embedded/snapshot.ts`: TriG
- * whose graph blocks are a `<name> {` line, N-Triples lines, a `}` line),
- * as TriG text in pieces of at most a few MiB: the file is read in bounded
- * steps and every other block skipped. The file was checked when it was
- * written; its blocks hold what Oxigraph dumped.
- */
-function* snapshotBlocks(file: string, graphs: Set<string>): Generator<string> {
-  const fd = openSync(file, 'r');
-  try {
-    const buffer = Buffer.alloc(READ_BYTES);
-    const decoder = new TextDecoder('utf-8');
-    let text = '';
-    /** Inside a block (and whether it is wanted), or between blocks. */
-    let inside = false;
-    let keep = false;
-    for (let position = 0; ;) {
-      const read = readSync(fd, buffer, 0, READ_BYTES, position);
-      position += read;
-      const end = read === 0;
-      text += end ? decoder.decode() : decoder.decode(buffer.subarray(0, read), { stream: true });
-      let at = 0;
-      const out: string[] = [];
-      for (;;) {
-        if (inside) {
-          // Up to the block's closing line, or up to the last whole line read.
-          const close = text.startsWith('}\n', at) ? at - 1 : text.indexOf('\n}\n', at);
-          if (close !== -1) {
-            if (keep) out.push(text.slice(at, close + 3));
-            inside = false;
-            at = close + 3;
-            continue;
-          }
-          const last = text.lastIndexOf('\n');
-          if (last >= at) {
-            if (keep) out.push(text.slice(at, last + 1));
-            at = last + 1;
-          }
-          break;
-        }
-        // Between blocks: the header, the default graph's triples, a block's opening line, the end line.
-        const newline = text.indexOf('\n', at);
-        if (newline === -1) break;
-        const line = text.slice(at, newline + 1);
-        at = newline + 1;
-        if (line.startsWith('<') && line.endsWith('> {\n')) {
-          inside = true;
-          keep = graphs.has(line.slice(1, -4));
-          if (keep) out.push(line);
-        }
-      }
-      text = text.slice(at);
-      if (out.length > 0) yield out.join('');
-      if (end) break;
-    }
-    if (inside) throw new Error(`snapshot ${file} ends inside a graph block`);
-  } finally {
-    closeSync(fd);
-  }
-}
-
 /**
  * Loads the blocks of `graphs` from a snapshot file, in one parse (so a
  * blank node shared by blocks stays one node, as in the service's store).
@@ -116,7 +52,7 @@ function* snapshotBlocks(file: string, graphs: Set<string>): Generator<string> {
  * (docs/figures.md), and WebAssembly memory never shrinks.
  */
 function loadFromSnapshot(file: string, graphs: string[]): void {
-  store.load(snapshotBlocks(file, new Set(graphs)), { format: 'application/trig', lenient: true });
+  store.load(snapshotGraphBlocks(file, new Set(graphs)), { format: 'application/trig', lenient: true });
 }
 
 function clearGraph(name: string): void {
@@ -145,10 +81,9 @@ const before = (a: OpAt, b: OpAt) => a.seq < b.seq || (a.seq === b.seq && a.op <
 async function lastEmptied(source: NonNullable<SyncMessage['fromJournal']>): Promise<Map<string, OpAt>> {
   const wanted = new Set(source.graphs);
   const emptied = new Map<string, OpAt>();
-  const skipped = new Set(source.skipped);
-  for (const { seq, payload, file } of journalPayloads(source.dir, source.afterSeq, source.throughSeq)) {
-    if (skipped.has(seq) || !payload.includes('"kind":"update"')) continue;
-    for (const [index, op] of payloadOps(payload, file, seq).entries()) {
+  const records = readJournalRecords(source.dir, source.afterSeq, source.throughSeq, { skip: source.skipped, holdingUpdates: true });
+  for (const { seq, ops } of records) {
+    for (const [index, op] of ops.entries()) {
       if (op.kind !== 'update' || !op.graphs) continue;
       const live = op.graphs.filter((g) => wanted.has(g));
       if (live.length === 0) continue;
@@ -189,11 +124,9 @@ async function replayJournal(source: NonNullable<SyncMessage['fromJournal']>, em
     return last === undefined || !before(at, last);
   };
   try {
-    const skipped = new Set(source.skipped);
-    for (const { seq, payload, file } of journalPayloads(source.dir, source.afterSeq, source.throughSeq)) {
-      // A conditional write whose condition did not hold applied nothing; one that held applied its ops.
-      if (skipped.has(seq)) continue;
-      for (const [index, op] of payloadOps(payload, file, seq).entries()) {
+    // A conditional write whose condition did not hold applied nothing (skipped); one that held applied its ops.
+    for (const { seq, ops } of readJournalRecords(source.dir, source.afterSeq, source.throughSeq, { skip: source.skipped })) {
+      for (const [index, op] of ops.entries()) {
         if (op.kind === 'condition') continue;
         const at = { seq, op: index };
         if (op.kind === 'load') {
@@ -201,7 +134,7 @@ async function replayJournal(source: NonNullable<SyncMessage['fromJournal']>, em
           // transaction (less memory, see `loadFromSnapshot`). A load that fails ends the replay, and the graphs are cleared below.
           // The store accepted this text before journaling it: its terms are not validated again (as a snapshot's).
           if (wanted.has(op.graph) && !lost.has(op.graph) && current(op.graph, at)) {
-            store.load(loadText(payload, op.data), { format: op.format, to_graph_name: oxigraph.namedNode(op.graph), lenient: true });
+            store.load(op.text(), { format: op.format, to_graph_name: oxigraph.namedNode(op.graph), lenient: true });
           }
           continue;
         }

@@ -12,9 +12,10 @@ import type { QuadStore } from './store.js';
  * The caller names the graphs its read depends on: every graph the query
  * reads that a write could change in a way that changes the answer.
  *
- * With several service instances on one remote engine, `get` first asks
- * the engine for the generations of `graphs` (`QuadStore.syncRevisions`),
- * so a write made through another instance before the call moves them too.
+ * On a store other instances write (`capabilities.otherInstancesWrite`),
+ * `get` first brings the revisions of `graphs` up to date
+ * (`QuadStore.syncRevisions`), so a write made through another instance
+ * before the call moves them too.
  *
  * Values are deep-frozen: callers share them. Bounded: at most `max`
  * entries, the least recently used goes first.
@@ -28,7 +29,7 @@ export class GraphCache<V> {
 
   /** The value for `key`, read by `read` (which depends on `graphs`) unless a current one is kept. */
   async get(key: string, graphs: readonly string[], read: () => Promise<V>): Promise<V> {
-    if (this.store.syncRevisions) await this.store.syncRevisions(graphs);
+    if (this.store.capabilities.otherInstancesWrite) await this.store.syncRevisions(graphs);
     const hit = this.peek(key);
     if (hit.found) return hit.value;
     const at = this.revisionsOf(graphs);
@@ -39,11 +40,12 @@ export class GraphCache<V> {
 
   /**
    * Brings the revisions of `graphs` up to date with other instances' writes
-   * (`QuadStore.syncRevisions`, the remote store): call it before `peek`
-   * when not going through `get`. Nothing to do on the embedded store.
+   * (`QuadStore.syncRevisions`, where `capabilities.otherInstancesWrite`):
+   * call it before `peek` when not going through `get`. Nothing to do on
+   * the embedded store.
    */
   async sync(graphs: readonly string[]): Promise<void> {
-    if (this.store.syncRevisions) await this.store.syncRevisions(graphs);
+    if (this.store.capabilities.otherInstancesWrite) await this.store.syncRevisions(graphs);
   }
 
   /** A kept, current value for `key`, if any (current as of the last `sync` of its graphs). */

@@ -265,3 +265,51 @@ export function* loadText(payload: Buffer, data: { start: number; end: number })
   }
   if (carry.length > 0) yield JSON.parse(`"${carry}"`) as string;
 }
+
+/**
+ * One op of a journal record as `readJournalRecords` gives it: a load's
+ * text is read from the record's bytes in pieces when `text()` is called
+ * (`loadText`), never held as one string.
+ */
+export type JournalReadOp =
+  | { kind: 'update'; sparql: string; graphs?: readonly string[] }
+  | { kind: 'load'; graph: string; format: RdfFormat; text(): Generator<string> }
+  | ConditionOp;
+
+/** One journal record: its seq, the file it is in (for messages), and its ops (a conditional write's condition first). */
+export interface JournalReadRecord {
+  seq: number;
+  file: string;
+  ops: JournalReadOp[];
+}
+
+/**
+ * The one reader of journal files for readers outside the store's own
+ * writer and replay (a query worker bringing its graphs up to date, the
+ * snapshot worker rebuilding the store): the records of `dir` with seq in
+ * `(afterSeq, throughSeq]`, in order, one in memory at a time, each checked
+ * against its checksum (`journalPayloads`). Records in `skip` are passed
+ * over unread (a conditional write whose condition did not hold); with
+ * `holdingUpdates`, so is every record without an update op (a cheap look
+ * at its bytes; its ops are not parsed). Throws `JournalGapError` when a
+ * record is missing, damaged or holds no write ops.
+ */
+export function* readJournalRecords(
+  dir: string,
+  afterSeq: number,
+  throughSeq: number,
+  options: { skip?: Iterable<number>; holdingUpdates?: boolean } = {},
+): Generator<JournalReadRecord> {
+  const skip = new Set(options.skip ?? []);
+  for (const { seq, payload, file } of journalPayloads(dir, afterSeq, throughSeq)) {
+    if (skip.has(seq)) continue;
+    // The JSON of an update op holds this text; a load's data holds it only escaped (a false hit is only parsed).
+    if (options.holdingUpdates && !payload.includes('"kind":"update"')) continue;
+    const ops = payloadOps(payload, file, seq).map((op): JournalReadOp => {
+      if (op.kind !== 'load') return op;
+      const { data } = op;
+      return { kind: 'load', graph: op.graph, format: op.format, text: () => loadText(payload, data) };
+    });
+    yield { seq, file, ops };
+  }
+}

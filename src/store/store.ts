@@ -198,7 +198,44 @@ export interface WriteCondition {
   expect: boolean;
 }
 
+/**
+ * What kind of store a caller has, for the few callers whose work depends
+ * on it (docs/store.md, "Capabilities"). Callers ask these, never whether
+ * an optional method is there.
+ */
+export interface StoreCapabilities {
+  /**
+   * Other service instances write the same data (the remote store's engine,
+   * the cluster store's log). Their writes reach no `onWrite` of this
+   * process, and `revision()` moves for them only once `syncRevisions` has
+   * seen them: whatever keeps an answer across requests (a read cache, a
+   * query worker's view) calls `syncRevisions` for the graphs it depends
+   * on before it trusts what it kept. False: this process alone writes
+   * (the embedded store: one process per data directory), and
+   * `onWrite` hears every write.
+   */
+  readonly otherInstancesWrite: boolean;
+  /**
+   * What an acknowledged write changed is there, whole, after the store is
+   * opened again on the same place (a restart). False: the plain in-memory
+   * store (tests, the cluster store's replica on its own).
+   */
+  readonly durable: boolean;
+  /**
+   * A query's `GRAPH ?g { }` binds `?g` to every named graph of the store
+   * without visiting their quads, and the same graphs wherever it is asked:
+   * Oxigraph holding the data in one process (graphs emptied by a delete
+   * are named too). False: list graphs with `graphNames`. Virtuoso binds
+   * nothing there, and the cluster store's replicas would disagree (one
+   * made from a snapshot holds no emptied graph, one that applied the
+   * delete still names it).
+   */
+  readonly graphPatternNamesGraphs: boolean;
+}
+
 export interface QuadStore {
+  /** What kind of store this is (`StoreCapabilities`). */
+  readonly capabilities: StoreCapabilities;
   /** SELECT: the bindings, in the query's order. */
   select(query: Sparql, scope?: QueryScope): Promise<Binding[]>;
   /**
@@ -268,18 +305,20 @@ export interface QuadStore {
    * is one state of that graph, and if that state is older than a write, the
    * write's move comes after the read began: a cache that keeps an answer
    * under the revisions it read before asking finds it stale. Per process:
-   * on the remote store, writes made by other instances move it once
-   * `syncRevisions` has seen them.
+   * where `capabilities.otherInstancesWrite`, writes made by other
+   * instances move it once `syncRevisions` has seen them.
    */
   revision(graph: string): number;
   /**
    * Brings `revision()` of these graphs up to date with writes made by
-   * other service instances on the same engine (the remote store: one
-   * query for the engine's generation of each graph). Called by the read
-   * cache before it answers from a kept value. Absent when the store has
-   * no other writers (the embedded store: one process per data directory).
+   * other service instances (the remote store: one query for the engine's
+   * generation of each graph; the cluster store: its replica caught up to
+   * the log's head). Called by the read cache before it answers from a
+   * kept value, when `capabilities.otherInstancesWrite`; where no other
+   * instance writes (the embedded store) it has nothing to do and resolves
+   * at once.
    */
-  syncRevisions?(graphs: readonly string[]): Promise<void>;
+  syncRevisions(graphs: readonly string[]): Promise<void>;
   /**
    * This service instance's lease, when several instances may share the
    * store (the remote store): lifecycle commands are claimed under it

@@ -4,7 +4,7 @@ import { startTestServer, removeDir, bearer, seedWorkspace, type TestServer } fr
 import { tinyPackage } from '../helpers/packages.js';
 import { publish, waitForCommand } from '../helpers/lifecycle.js';
 import { createExtension, installMatrices, supportMatrixTurtle } from '../helpers/installs.js';
-import { OxigraphStore } from '../../src/store/embedded/oxigraph-store.js';
+import type { DurableStore } from '../../src/store/embedded/durable.js';
 import { ApiKeyService } from '../../src/auth/api-keys.js';
 import { sparql, iri, raw } from '../../src/rdf/sparql.js';
 
@@ -332,7 +332,7 @@ describe('invariants under racing requests: the order of an extension\'s changes
     expect(ext.active).to.equal(true);
     const store = t.server.services.store;
     // The engine in process: the embedded store's, or the cluster store's replica (which applies every write in the log's order).
-    const raw = (store instanceof ClusterStore ? store.replica : store as OxigraphStore).raw;
+    const raw = store instanceof ClusterStore ? store.replica.raw : (store as DurableStore).raw;
     const x = t.server.services.graphs.resource('extension', ext.id);
     const graph = t.server.services.graphs.extensions(ws.id);
     // After every write, the extension's label and updatedAt as they are now (read synchronously, in the write's tick).

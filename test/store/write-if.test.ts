@@ -3,7 +3,7 @@ import { readdir, readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { OxigraphStore } from '../../src/store/embedded/oxigraph-store.js';
 import { openDurableStore } from '../../src/store/embedded/durable.js';
-import { WriteRefusedError, type WriteOp } from '../../src/store/store.js';
+import { WriteRefusedError, type QuadStore, type WriteOp } from '../../src/store/store.js';
 import { tempDir, content } from './helpers.js';
 import { sparql, raw, literal } from '../../src/rdf/sparql.js';
 
@@ -24,7 +24,7 @@ describe('store: conditional writes (writeIf)', () => {
   };
   const aliasFree = (alias: string) => ({ ask: sparql`ASK { GRAPH <urn:g> { ?c <urn:alias> ${literal(alias)} } }`, expect: false });
   const claim = (alias: string, n: number): WriteOp[] => [{ kind: 'update', sparql: sparql`INSERT DATA { GRAPH <urn:g> { <urn:c:${raw(String(n))}> <urn:alias> ${literal(alias)} } }`, graphs: ['urn:g'] }];
-  const holders = async (store: OxigraphStore, alias: string) =>
+  const holders = async (store: QuadStore, alias: string) =>
     (await store.select(sparql`SELECT ?c WHERE { GRAPH <urn:g> { ?c <urn:alias> ${literal(alias)} } }`)).map((b) => b.c!.value);
 
   it('applies when the condition holds and answers true; otherwise applies nothing, tells no listener and answers false', async () => {

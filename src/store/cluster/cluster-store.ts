@@ -9,7 +9,7 @@ import { ExclusiveSections } from '../sections.js';
 import { InstanceLease } from '../instance-lease.js';
 import {
   StoreUnavailableError, WriteRefusedError, declaredGraphs, opsWithTexts, writeWithReplacesExpanded,
-  type Binding, type JournalOp, type QuadStore, type QueryScope, type StoreHealth, type WriteCondition, type WriteInput, type WriteOp,
+  type Binding, type JournalOp, type QuadStore, type QueryScope, type StoreCapabilities, type StoreHealth, type WriteCondition, type WriteInput, type WriteOp,
 } from '../store.js';
 import { literal, sparql, sparqlFragment, type Sparql, type SparqlFragment } from '../../rdf/sparql.js';
 import { Graphs, SERVICE_STREAM } from '../../rdf/graphs.js';
@@ -64,6 +64,8 @@ const DEFAULT_BASE = 'https://workspaces.local/';
  *   probes until it answers again.
  */
 export class ClusterStore implements QuadStore {
+  /** Every instance appends to the log; replicas made from a snapshot name no emptied graph (`StoreCapabilities`). */
+  readonly capabilities: StoreCapabilities = { otherInstancesWrite: true, durable: true, graphPatternNamesGraphs: false };
   /** The replica: every write of every instance, applied in the log's order. */
   readonly replica: OxigraphStore;
   /** Seq of each stream the replica holds (absent: none of its records). */

@@ -9,7 +9,8 @@ import { RecordReplayer } from './replay.js';
 import { JOURNAL_FILE, splitRecord } from '../journal-records.js';
 import { listSnapshots, loadLatestSnapshot, removeSnapshotsExcept, writeSnapshot, type WrittenSnapshot } from './snapshot.js';
 import { snapshotInWorker } from './snapshot-in-worker.js';
-import type { StoreHealth, WriteCondition, WriteOp } from '../store.js';
+import { opsWithTexts, type Binding, type QueryScope, type QuadStore, type StoreCapabilities, type StoreHealth, type WriteCondition, type WriteInput, type WriteOp } from '../store.js';
+import type { Sparql } from '../../rdf/sparql.js';
 
 export { journalFileName };
 import { ChangedGraphs, graphsWrittenBy, type GraphSources, type SnapshotCoverage, type WrittenGraphs } from './snapshot-coverage.js';
@@ -186,8 +187,18 @@ async function writeMarker(dataDir: string): Promise<void> {
   await fsyncDir(dataDir);
 }
 
-/** The embedded store made durable by a journal, snapshots and a directory lock. */
-export class DurableStore extends OxigraphStore implements SnapshotCoverage {
+/**
+ * The embedded store made durable by a journal, snapshots and a directory
+ * lock. It holds the engine (`OxigraphStore`, the journal as its sink) and
+ * hands it reads and writes; what it adds is the data directory's files:
+ * writes wait while a snapshot dumps the engine (`appendBlocked`), which
+ * graphs the newest snapshot still holds as they are (`SnapshotCoverage`),
+ * automatic snapshots, and the lock.
+ */
+export class DurableStore implements QuadStore, SnapshotCoverage {
+  readonly capabilities: StoreCapabilities = { otherInstancesWrite: false, durable: true, graphPatternNamesGraphs: true };
+  /** The engine: answers reads, journals writes (its sink) and applies them. */
+  private readonly engine: OxigraphStore;
   private closed = false;
   /** The newest snapshot file (TriG) and the graphs written since it was taken. */
   private coverage: { file: string; seq: number; changed: ChangedGraphs } | undefined;
@@ -218,13 +229,86 @@ export class DurableStore extends OxigraphStore implements SnapshotCoverage {
     snapshot?: { file: string; seq: number; changed: ChangedGraphs },
     skipped: Iterable<number> = [],
   ) {
-    super(raw, journal);
+    this.engine = new OxigraphStore(raw, journal, {
+      durability: { appendBlocked: () => this.writeGate, appliedSeq: replayInfo.lastSeq, skipped },
+    });
     this.coverage = snapshot;
-    this.appliedSeq = replayInfo.lastSeq;
-    for (const seq of skipped) this.skippedSeqs.add(seq);
   }
 
-  protected override async writeChecked(ops: WriteOp[], condition: WriteCondition | null): Promise<boolean> {
+  /** The engine's store (tests read it in a write's tick). */
+  get raw(): oxigraph.Store {
+    return this.engine.raw;
+  }
+
+  get version(): number {
+    return this.engine.version;
+  }
+
+  select(query: Sparql, scope?: QueryScope): Promise<Binding[]> {
+    return this.engine.select(query, scope);
+  }
+
+  selectIris(query: Sparql, variable: string, scope?: QueryScope): Promise<string[]> {
+    return this.engine.selectIris(query, variable, scope);
+  }
+
+  ask(query: Sparql, scope?: QueryScope): Promise<boolean> {
+    return this.engine.ask(query, scope);
+  }
+
+  construct(query: Sparql, scope?: QueryScope): Promise<string> {
+    return this.engine.construct(query, scope);
+  }
+
+  queryRaw(query: Sparql, resultsFormat: string, scope?: QueryScope): Promise<string | boolean> {
+    return this.engine.queryRaw(query, resultsFormat, scope);
+  }
+
+  dumpGraph(graph: string): Promise<string> {
+    return this.engine.dumpGraph(graph);
+  }
+
+  graphNames(): Promise<string[]> {
+    return this.engine.graphNames();
+  }
+
+  size(): Promise<number> {
+    return this.engine.size();
+  }
+
+  isEmpty(): Promise<boolean> {
+    return this.engine.isEmpty();
+  }
+
+  revision(graph: string): number {
+    return this.engine.revision(graph);
+  }
+
+  syncRevisions(): Promise<void> {
+    return this.engine.syncRevisions();
+  }
+
+  exclusive<T>(key: string, fn: () => Promise<T>): Promise<T> {
+    return this.engine.exclusive(key, fn);
+  }
+
+  onWrite(listener: (graphs: ReadonlySet<string>) => void): () => void {
+    return this.engine.onWrite(listener);
+  }
+
+  async write(ops: WriteInput[]): Promise<void> {
+    await this.writeChecked(opsWithTexts(ops), null);
+  }
+
+  writeIf(condition: WriteCondition, ops: WriteInput[]): Promise<boolean> {
+    return this.writeChecked(opsWithTexts(ops), condition);
+  }
+
+  update(sparql: Sparql, graphs: readonly string[]): Promise<void> {
+    return this.write([{ kind: 'update', sparql, graphs }]);
+  }
+
+  private async writeChecked(ops: WriteOp[], condition: WriteCondition | null): Promise<boolean> {
     if (this.closed) throw new Error('store is closed');
     // A snapshot is reading the store piece by piece: changes wait until it has it all.
     while (this.writeGate) await this.writeGate;
@@ -235,17 +319,13 @@ export class DurableStore extends OxigraphStore implements SnapshotCoverage {
       this.nextCoverage?.add(graphs);
     }
     this.inFlight.add(written);
-    const durable = super.writeChecked(ops, condition); // checked and queued to the journal (a conditional write: once its condition is asked)
+    const durable = this.engine.writeOps(ops, condition); // checked and queued to the journal (a conditional write: once its condition is asked)
     this.maybeAutoSnapshot();
     try {
       return await durable;
     } finally {
       this.inFlight.delete(written);
     }
-  }
-
-  protected override appendBlocked(): Promise<void> | null {
-    return this.writeGate;
   }
 
   // Neither this nor `graphSources` waits for a snapshot under way: a worker
@@ -268,16 +348,11 @@ export class DurableStore extends OxigraphStore implements SnapshotCoverage {
         dir: this.dataDir,
         afterSeq: coverage?.seq ?? 0,
         // Applied (or skipped), not merely durable: whether a conditional record applied is known from here on.
-        throughSeq: this.appliedSeq,
+        throughSeq: this.engine.appliedSeq,
         graphs: graphs.filter((g) => !unchanged.includes(g)),
-        skipped: this.skippedBetween(coverage?.seq ?? 0, this.appliedSeq),
+        skipped: this.engine.skippedBetween(coverage?.seq ?? 0, this.engine.appliedSeq),
       },
     };
-  }
-
-  /** The records in `(afterSeq, throughSeq]` skipped when they applied (a condition that did not hold). */
-  private skippedBetween(afterSeq: number, throughSeq: number): number[] {
-    return [...this.skippedSeqs].filter((seq) => seq > afterSeq && seq <= throughSeq);
   }
 
   /** Writable while the journal can be written (see `Journal`: what makes it writable again). */
@@ -354,7 +429,7 @@ export class DurableStore extends OxigraphStore implements SnapshotCoverage {
     });
     let seq: number;
     try {
-      await this.appliedSoFar();
+      await this.engine.appliedSoFar();
       await this.journal.idle();
       seq = this.journal.lastSeq;
       if (seq === this.snapshotSeq) return;
@@ -374,14 +449,14 @@ export class DurableStore extends OxigraphStore implements SnapshotCoverage {
         openGate();
         await rotated;
         // Every record through `seq` is applied or skipped, and the skipped ones after the snapshot it starts from are all known here.
-        const skipped = this.skippedBetween(how.from?.seq ?? 0, seq);
+        const skipped = this.engine.skippedBetween(how.from?.seq ?? 0, seq);
         written = await snapshotInWorker({ dir: this.dataDir, from: how.from, seq, expectedQuads, skipped });
       }
       this.snapshotBytes = written.bytes;
       await rotated;
       this.coverage = { file: written.file, seq, changed: changedAfter };
       // Records the snapshot holds the outcome of are never replayed by a reader again.
-      for (const skipped of this.skippedSeqs) if (skipped <= seq) this.skippedSeqs.delete(skipped);
+      this.engine.forgetSkippedThrough(seq);
     } finally {
       openGate();
       this.nextCoverage = undefined;
@@ -428,12 +503,12 @@ export class DurableStore extends OxigraphStore implements SnapshotCoverage {
   }
 
   /** Waits for a running snapshot, flushes and closes the journal, releases the lock. Idempotent. */
-  override async close(): Promise<void> {
+  async close(): Promise<void> {
     if (this.closed) return;
     this.closed = true;
     try {
       await this.snapshotChain;
-      await super.close();
+      await this.engine.close();
     } finally {
       await this.lock.release();
     }

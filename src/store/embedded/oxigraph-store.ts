@@ -5,7 +5,7 @@ import { assertDeclared, checkGraphsFromEnv } from '../declared-graphs.js';
 import { checkLoadsOffThread } from './load-check.js';
 import { blankNodeSafeSlices } from '../ntriples-slices.js';
 import { withScratchStore } from '../scratch.js';
-import { WriteRefusedError, declaredGraphs, opsWithTexts, writeWithReplacesExpanded, type WriteInput, type Binding, type QuadStore, type QueryScope, type JournalOp, type RdfFormat, type StoredOp, type WriteCondition, type WriteOp } from '../store.js';
+import { WriteRefusedError, declaredGraphs, opsWithTexts, writeWithReplacesExpanded, type WriteInput, type Binding, type QuadStore, type StoreCapabilities, type QueryScope, type JournalOp, type RdfFormat, type StoredOp, type WriteCondition, type WriteOp } from '../store.js';
 import { iri, sparql, trustedSparql, type Sparql } from '../../rdf/sparql.js';
 
 /**
@@ -19,6 +19,19 @@ export interface WriteSink {
   append(ops: readonly JournalOp[]): Promise<void>;
   readonly lastSeq: number;
   close(): Promise<void>;
+}
+
+/**
+ * What a store that makes the engine durable (`DurableStore`, which holds
+ * an `OxigraphStore` and gives it the journal as its sink) tells it.
+ */
+export interface DurabilityHooks {
+  /** While appends must wait (a snapshot is dumping the store), what to wait for; null when a write may append now. */
+  appendBlocked(): Promise<void> | null;
+  /** Seq of the last journal record the engine already holds (replayed at open). */
+  appliedSeq: number;
+  /** Records up to `appliedSeq` whose condition did not hold when they were replayed. */
+  skipped: Iterable<number>;
 }
 
 /**
@@ -227,8 +240,12 @@ export function answerKey(kind: string, query: string, scope?: QueryScope): stri
 /**
  * The embedded store: Oxigraph in memory. With a sink, each write is durable
  * when its promise resolves; without one it is a plain in-memory store.
+ * `DurableStore` holds one with the journal as its sink (and `durability`
+ * hooks): it adds the journal's files, snapshots and the directory lock.
  */
 export class OxigraphStore implements QuadStore {
+  /** One process writes it; durable when it has a sink (the journal). */
+  readonly capabilities: StoreCapabilities;
   private versionCounter = 0;
   private readonly listeners = new Set<(graphs: ReadonlySet<string>) => void>();
   private readonly revisions = new GraphRevisions();
@@ -249,10 +266,14 @@ export class OxigraphStore implements QuadStore {
   constructor(
     readonly raw: oxigraph.Store = new oxigraph.Store(),
     private readonly sink?: WriteSink,
-    options: { readDelay?: boolean; checkGraphs?: boolean } = {},
+    options: { readDelay?: boolean; checkGraphs?: boolean; durability?: DurabilityHooks } = {},
   ) {
     this.readDelay = options.readDelay ?? readDelayFromEnv();
     this.checkGraphs = options.checkGraphs ?? checkGraphsFromEnv();
+    this.appendBlocked = options.durability ? () => options.durability!.appendBlocked() : () => null;
+    this.appliedThrough = options.durability?.appliedSeq ?? 0;
+    for (const seq of options.durability?.skipped ?? []) this.skippedSeqs.add(seq);
+    this.capabilities = { otherInstancesWrite: false, durable: sink !== undefined, graphPatternNamesGraphs: true };
   }
 
   /**
@@ -372,11 +393,26 @@ export class OxigraphStore implements QuadStore {
    * skipped; `DurableStore` tells readers outside this thread (query
    * workers replaying the journal) which records to leave out.
    */
-  protected appliedSeq = 0;
-  protected readonly skippedSeqs = new Set<number>();
+  private appliedThrough = 0;
+  private readonly skippedSeqs = new Set<number>();
+
+  /** Seq of the last journal record applied or skipped (every record up to it is one or the other). */
+  get appliedSeq(): number {
+    return this.appliedThrough;
+  }
+
+  /** The records in `(afterSeq, throughSeq]` skipped when they applied (a condition that did not hold). */
+  skippedBetween(afterSeq: number, throughSeq: number): number[] {
+    return [...this.skippedSeqs].filter((seq) => seq > afterSeq && seq <= throughSeq);
+  }
+
+  /** Forgets the skipped records up to `seq` (a snapshot holds their outcome: no reader replays them again). */
+  forgetSkippedThrough(seq: number): void {
+    for (const skipped of this.skippedSeqs) if (skipped <= seq) this.skippedSeqs.delete(skipped);
+  }
 
   /** Resolves once every write made so far has been applied (or has failed). */
-  protected async appliedSoFar(): Promise<void> {
+  async appliedSoFar(): Promise<void> {
     for (let tail = this.applyTail; ; tail = this.applyTail) {
       await tail;
       if (tail === this.applyTail) return;
@@ -384,11 +420,11 @@ export class OxigraphStore implements QuadStore {
   }
 
   async write(ops: WriteInput[]): Promise<void> {
-    await this.writeChecked(opsWithTexts(ops), null);
+    await this.writeOps(opsWithTexts(ops), null);
   }
 
   writeIf(condition: WriteCondition, ops: WriteInput[]): Promise<boolean> {
-    return this.writeChecked(opsWithTexts(ops), condition);
+    return this.writeOps(opsWithTexts(ops), condition);
   }
 
   /**
@@ -404,18 +440,17 @@ export class OxigraphStore implements QuadStore {
    * While appends must wait (a snapshot is dumping the store: see
    * `DurableStore`), what to wait for; null when a write may append now.
    */
-  protected appendBlocked(): Promise<void> | null {
-    return null;
-  }
+  private readonly appendBlocked: () => Promise<void> | null;
 
   /**
    * A write, or a conditional one. Writes are journaled first and applied
    * after their fsync, in journal order. A conditional write is journaled
    * with its condition and the condition asked when it applies (below); a
    * condition without ops is asked once every write journaled before it is
-   * applied.
+   * applied. The ops' load data is text (`opsWithTexts`); a conditional
+   * write resolves whether it applied, any other true.
    */
-  protected async writeChecked(given: WriteOp[], condition: WriteCondition | null): Promise<boolean> {
+  async writeOps(given: WriteOp[], condition: WriteCondition | null): Promise<boolean> {
     if (given.length === 0 && !condition) return true;
     if (this.checkGraphs) assertDeclared(given, condition?.ask);
     return writeWithReplacesExpanded(given, (ops) => this.writeExpanded(ops, condition, given));
@@ -464,7 +499,7 @@ export class OxigraphStore implements QuadStore {
     // remembered as skipped (`skippedSeqs`).
     const record: readonly JournalOp[] = condition ? [{ kind: 'condition', ask: condition.ask, expect: condition.expect }, ...ops] : ops;
     const durable = this.sink ? this.sink.append(record) : Promise.resolve();
-    const seq = this.sink ? this.sink.lastSeq : this.appliedSeq + 1;
+    const seq = this.sink ? this.sink.lastSeq : this.appliedThrough + 1;
     let applied = true;
     const turn = this.applyTail.then(async () => {
       await durable;
@@ -474,7 +509,7 @@ export class OxigraphStore implements QuadStore {
       } else {
         this.apply(calls, touched);
       }
-      this.appliedSeq = seq;
+      this.appliedThrough = seq;
     });
     this.applyTail = turn.catch(() => {});
     await turn;
@@ -528,7 +563,7 @@ export class OxigraphStore implements QuadStore {
         }
         const record: readonly JournalOp[] = condition ? [{ kind: 'condition', ask: condition.ask, expect: condition.expect }, ...ops] : ops;
         const durable = this.sink ? this.sink.append(record) : Promise.resolve();
-        const seq = this.sink ? this.sink.lastSeq : this.appliedSeq + 1;
+        const seq = this.sink ? this.sink.lastSeq : this.appliedThrough + 1;
         release();
         await durable;
         journaled = true;
@@ -546,7 +581,7 @@ export class OxigraphStore implements QuadStore {
         } else {
           await this.publish(calls, touched);
         }
-        this.appliedSeq = seq;
+        this.appliedThrough = seq;
       } catch (err) {
         if (!journaled) for (const graph of loaded) this.raw.update(sparql`DROP SILENT GRAPH ${iri(graph)}`);
         throw err;
@@ -683,6 +718,11 @@ export class OxigraphStore implements QuadStore {
 
   revision(graph: string): number {
     return this.revisions.get(graph);
+  }
+
+  /** No other instance writes this store: its revisions are always up to date. */
+  syncRevisions(): Promise<void> {
+    return Promise.resolve();
   }
 
   dumpGraph(graph: string): Promise<string> {

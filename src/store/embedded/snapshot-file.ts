@@ -2,10 +2,11 @@ import { createHash } from 'node:crypto';
 import { closeSync, fstatSync, openSync, readSync } from 'node:fs';
 
 /*
- * Reading a snapshot file (its format: `snapshot.ts`) in bounded memory,
- * checking its header, end line and checksum on the way. Kept apart from
- * the engine so that a worker thread can check a file's checksum without
- * loading the engine.
+ * Reading a snapshot file (its format: `snapshot.ts`) in bounded memory:
+ * whole, checking its header, end line and checksum on the way, or the
+ * blocks of some graphs (`snapshotGraphBlocks`). The one reader of the
+ * format outside `snapshot.ts`. Kept apart from the engine so that a worker
+ * thread can check a file's checksum without loading the engine.
  */
 
 const HEADER_V1 = /^# wsm-snapshot v1 seq=(\d+) sha256=([0-9a-f]{64})$/;
@@ -91,11 +92,74 @@ export async function verifySnapshot(file: string): Promise<string | undefined> 
   return state.problem;
 }
 
-
 /** Reads a snapshot through and checks its header, end line and checksum, synchronously (in a worker thread); returns the problem, or undefined when it is sound. */
 export function snapshotFileProblem(file: string): string | undefined {
   const state: SnapshotReadState = {};
   // eslint-disable-next-line @typescript-eslint/no-unused-vars
   for (const _ of snapshotChunks(file, state)) { /* hashing only */ }
   return state.problem;
+}
+
+/**
+ * The blocks of `graphs` in a snapshot file (v2, TriG: `snapshot.ts` writes
+ * each graph as a block of a `<name> {` line, N-Triples lines and a `}`
+ * line), as TriG text in pieces of at most a few MiB, for an engine to
+ * load in one parse: the file is read in bounded steps and every other
+ * block skipped. The file was checked when it was written; its blocks hold
+ * what Oxigraph dumped. A query worker loads a view's graphs so, without
+ * the service's store (docs/slash-commands.md). Throws when the file
+ * cannot be read or ends inside a block.
+ */
+export function* snapshotGraphBlocks(file: string, graphs: ReadonlySet<string>): Generator<string> {
+  const fd = openSync(file, 'r');
+  try {
+    const buffer = Buffer.alloc(READ_CHUNK_BYTES);
+    const decoder = new TextDecoder('utf-8');
+    let text = '';
+    /** Inside a block (and whether it is wanted), or between blocks. */
+    let inside = false;
+    let keep = false;
+    for (let position = 0; ;) {
+      const read = readSync(fd, buffer, 0, READ_CHUNK_BYTES, position);
+      position += read;
+      const end = read === 0;
+      text += end ? decoder.decode() : decoder.decode(buffer.subarray(0, read), { stream: true });
+      let at = 0;
+      const out: string[] = [];
+      for (;;) {
+        if (inside) {
+          // Up to the block's closing line, or up to the last whole line read.
+          const close = text.startsWith('}\n', at) ? at - 1 : text.indexOf('\n}\n', at);
+          if (close !== -1) {
+            if (keep) out.push(text.slice(at, close + 3));
+            inside = false;
+            at = close + 3;
+            continue;
+          }
+          const last = text.lastIndexOf('\n');
+          if (last >= at) {
+            if (keep) out.push(text.slice(at, last + 1));
+            at = last + 1;
+          }
+          break;
+        }
+        // Between blocks: the header, the default graph's triples, a block's opening line, the end line.
+        const newline = text.indexOf('\n', at);
+        if (newline === -1) break;
+        const line = text.slice(at, newline + 1);
+        at = newline + 1;
+        if (line.startsWith('<') && line.endsWith('> {\n')) {
+          inside = true;
+          keep = graphs.has(line.slice(1, -4));
+          if (keep) out.push(line);
+        }
+      }
+      text = text.slice(at);
+      if (out.length > 0) yield out.join('');
+      if (end) break;
+    }
+    if (inside) throw new Error(`snapshot ${file} ends inside a graph block`);
+  } finally {
+    closeSync(fd);
+  }
 }

@@ -1,6 +1,6 @@
 import { parentPort, workerData } from 'node:worker_threads';
 import oxigraph from 'oxigraph';
-import { journalPayloads, loadText, payloadOps, type PayloadOp } from '../journal-records.js';
+import { readJournalRecords, type JournalReadOp } from '../journal-records.js';
 import { coalesceUpdates, conditionHolds } from './oxigraph-store.js';
 import { RecordReplayer } from './replay.js';
 import { loadSnapshot, writeSnapshot } from './snapshot.js';
@@ -40,18 +40,17 @@ const port = parentPort;
 if (!port) throw new Error('the snapshot worker must run in a worker thread');
 giveWayToTheEventLoop();
 
-type ReplayOp = Exclude<PayloadOp, { kind: 'condition' }>;
+type ReplayOp = Exclude<JournalReadOp, { kind: 'condition' }>;
+type ReplayRecord = { seq: number; file: string; writes: ReplayOp[] };
 
 async function run(job: SnapshotJob): Promise<SnapshotJobReply> {
   const raw = job.from ? loadSnapshot(job.from.file, job.from.seq) : new oxigraph.Store();
   const skipped = job.skipped ? new Set(job.skipped) : null;
-  const replayer = new RecordReplayer<{ seq: number; payload: Buffer; file: string; writes: ReplayOp[] }>(raw, (r) => applyWrites(raw, r));
-  for (const { seq, payload, file } of journalPayloads(job.dir, job.from?.seq ?? 0, job.seq)) {
-    if (skipped?.has(seq)) continue;
-    const ops = payloadOps(payload, file, seq);
+  const replayer = new RecordReplayer<ReplayRecord>(raw, (r) => applyWrites(raw, r));
+  for (const { seq, file, ops } of readJournalRecords(job.dir, job.from?.seq ?? 0, job.seq, { skip: skipped ?? [] })) {
     const condition = ops[0]?.kind === 'condition' ? ops[0] : null;
     const writes = ops.filter((op): op is ReplayOp => op.kind !== 'condition');
-    const record = { seq, payload, file, writes };
+    const record = { seq, file, writes };
     // Known to have applied (or without a condition): held to be joined with the records after it.
     if ((skipped || !condition) && replayer.hold(record, writes as unknown as StoredOp[])) continue;
     replayer.flush();
@@ -67,11 +66,11 @@ async function run(job: SnapshotJob): Promise<SnapshotJobReply> {
 }
 
 /** A record's writes, applied as `replayRecord` in durable.ts applies them: updates run together, a load's text is read in pieces. */
-function applyWrites(raw: oxigraph.Store, { seq, payload, file, writes }: { seq: number; payload: Buffer; file: string; writes: ReplayOp[] }): void {
+function applyWrites(raw: oxigraph.Store, { seq, file, writes }: ReplayRecord): void {
   for (const op of coalesceUpdates(writes as unknown as StoredOp[]) as unknown as ReplayOp[]) {
     try {
       if (op.kind === 'update') raw.update(op.sparql);
-      else raw.load(loadText(payload, op.data), { format: op.format, to_graph_name: oxigraph.namedNode(op.graph) });
+      else raw.load(op.text(), { format: op.format, to_graph_name: oxigraph.namedNode(op.graph) });
     } catch (err) {
       throw new Error(`journal ${file}: record ${seq} does not replay: ${(err as Error).message}`, { cause: err });
     }

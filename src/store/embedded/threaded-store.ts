@@ -5,7 +5,7 @@ import { countStoreThreadStop, observeFsync } from '../../metrics.js';
 import { ExclusiveSections } from '../sections.js';
 import { GraphRevisions } from '../revisions.js';
 import { MAX_KEPT_ANSWERS, MAX_KEPT_ROWS, answerKey, readDelayFromEnv } from './oxigraph-store.js';
-import { StoreUnavailableError, WriteRefusedError, declaredGraphs, type Binding, type QuadStore, type QueryScope, type StoreHealth, type WriteCondition, type WriteInput } from '../store.js';
+import { StoreUnavailableError, WriteRefusedError, declaredGraphs, type Binding, type QuadStore, type QueryScope, type StoreCapabilities, type StoreHealth, type WriteCondition, type WriteInput } from '../store.js';
 import { fromThreadError, type StoreAnswer, type StoreArgs, type StoreCall, type StoreMessage, type StoreRequest, type StoreRequestOf, type StoreThreadData } from './store-thread.js';
 import type { GraphSources, SnapshotCoverage } from './snapshot-coverage.js';
 import type { Sparql } from '../../rdf/sparql.js';
@@ -83,6 +83,8 @@ const MAX_RESTART_MS = 60_000;
 const spawnStoreThread = (data: StoreThreadData): Worker => spawnModuleWorker(new URL('./store-worker.ts', import.meta.url), undefined, data);
 
 export class ThreadedStore implements QuadStore, SnapshotCoverage {
+  /** The durable store, written by this process alone. */
+  readonly capabilities: StoreCapabilities = { otherInstancesWrite: false, durable: true, graphPatternNamesGraphs: true };
   /** Resolves once the store's thread has opened the store. */
   readonly opened: Promise<void>;
   private readonly pending = new Map<number, Pending>();
@@ -413,6 +415,11 @@ export class ThreadedStore implements QuadStore, SnapshotCoverage {
 
   revision(graph: string): number {
     return this.revisions.get(graph);
+  }
+
+  /** No other instance writes this store: its revisions are always up to date. */
+  syncRevisions(): Promise<void> {
+    return Promise.resolve();
   }
 
   onWrite(listener: (graphs: ReadonlySet<string>) => void): () => void {

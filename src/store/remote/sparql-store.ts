@@ -3,7 +3,7 @@ import sparqljs from 'sparqljs';
 import { ExclusiveSections } from '../sections.js';
 import { GraphRevisions } from '../revisions.js';
 import { assertDeclared, checkGraphsFromEnv } from '../declared-graphs.js';
-import { WriteRefusedError, declaredGraphs, opsWithTexts, writeWithReplacesExpanded, type WriteInput, type Binding, type QuadStore, type QueryScope, type StoreHealth, type WriteCondition, type WriteOp } from '../store.js';
+import { WriteRefusedError, declaredGraphs, opsWithTexts, writeWithReplacesExpanded, type WriteInput, type Binding, type QuadStore, type QueryScope, type StoreCapabilities, type StoreHealth, type WriteCondition, type WriteOp } from '../store.js';
 import { InstanceLease } from '../instance-lease.js';
 import type { EngineRequest } from './engine-request.js';
 import { EngineError, READ_COMMITTED, SparqlClient, insertOperations, isDeadlock, type SparqlEndpointOptions } from './sparql-client.js';
@@ -42,6 +42,8 @@ const MAX_CALL_BYTES = 512 * 1024;
  * every engine.
  */
 export class SparqlStore implements QuadStore {
+  /** Several instances share the engine; which graphs a `GRAPH ?g { }` names depends on the engine (Virtuoso: none). */
+  readonly capabilities: StoreCapabilities = { otherInstancesWrite: true, durable: true, graphPatternNamesGraphs: false };
   private readonly client: SparqlClient;
   private versionCounter = 0;
   private readonly listeners = new Set<(graphs: ReadonlySet<string>) => void>();

@@ -23,6 +23,8 @@ export interface ContractBackend {
   name: string;
   /** What an acknowledged write changed is there, whole, after the store is opened again. */
   durable: boolean;
+  /** Other service instances may write the same data (its `capabilities` must say so, `contract-capabilities.test.ts`). */
+  otherInstancesWrite: boolean;
   /** Called in a `before`: skips the backend's tests when it cannot run here (and fails under CI). */
   available?(ctx: Mocha.Context): void;
   /** A fresh, empty store in a place of its own. */
@@ -84,6 +86,7 @@ export const BACKENDS: ContractBackend[] = [
     id: 'memory',
     name: 'embedded in memory',
     durable: false,
+    otherInstancesWrite: false,
     create: async () => {
       const store = new OxigraphStore();
       return {
@@ -98,18 +101,21 @@ export const BACKENDS: ContractBackend[] = [
     id: 'embedded',
     name: 'embedded (event loop)',
     durable: true,
+    otherInstancesWrite: false,
     create: inDirectory((dir) => openDurableStore(dir)),
   },
   {
     id: 'threaded',
     name: 'embedded (store thread)',
     durable: true,
+    otherInstancesWrite: false,
     create: inDirectory((dir) => openThreadedStore(dir, { restartMs: 50 }), crashThread),
   },
   {
     id: 'remote',
     name: 'remote SPARQL engine',
     durable: true,
+    otherInstancesWrite: true,
     // Named in WSM_TEST_BACKENDS (`npm run test:remote`), a missing engine fails under CI; otherwise it skips.
     available: (ctx) => {
       if (chosen()?.includes('remote') || remoteSettings()) requireRemote(ctx);
@@ -146,6 +152,7 @@ export const BACKENDS: ContractBackend[] = [
     id: 'cluster',
     name: 'cluster (journal in PostgreSQL, in-memory replica)',
     durable: true,
+    otherInstancesWrite: true,
     // Named in WSM_TEST_BACKENDS (`npm run test:cluster`), a missing PostgreSQL fails under CI; otherwise it skips.
     available: (ctx) => {
       if (chosen()?.includes('cluster') || postgresUrl()) requirePostgres(ctx);
