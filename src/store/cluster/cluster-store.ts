@@ -351,10 +351,11 @@ export class ClusterStore implements QuadStore {
           if (!holds()) return false;
           if (expanded.length === 0) return true;
           const record: JournalOp[] = condition ? [{ kind: 'condition', ask: condition.ask, expect: condition.expect }, ...expanded] : expanded;
-          // The same record in each stream it changes, at that stream's next seq (each row checks on its own).
+          // The same record in each stream it changes, at that stream's next seq (each row checks on its own), with one commit time.
+          const at = Date.now();
           rows = changes.map((stream) => {
             const seq = this.appliedSeq(stream) + 1;
-            return { stream, seq, record: encodeRecord(seq, record) };
+            return { stream, seq, record: encodeRecord(seq, record, at) };
           });
           const expected: Heads = new Map([...checks].map((stream) => [stream, this.appliedSeq(stream)]));
           await this.log.append(rows, expected, read === 'any');
