@@ -8,11 +8,15 @@ import { stat } from 'node:fs/promises';
 import { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { parseArgs } from 'node:util';
+import { z } from 'zod';
 
 export const TRANSFER_USAGE = `  backup <dir>                  copy the data directory (WSM_DATA_DIR) of a running or stopped embedded
                                 service into the new or empty <dir>, consistent at one journal record
-  restore <dir> [--to-seq N]    fill the new or empty WSM_DATA_DIR from the backup in <dir>; with
-                                --to-seq, the store as of journal record N (inside the backup's journal)
+  restore <dir> [--to-seq N | --to-time T]
+                                fill the new or empty WSM_DATA_DIR from the backup in <dir>; with
+                                --to-seq, the store as of journal record N (inside the backup's journal);
+                                with --to-time, as of the last record committed at or before T
+                                (ISO 8601 with a zone: 2026-12-04T15:30:00Z, 2026-12-04T16:30:00+01:00)
   export <workspace> [options]  save a workspace of a running service (N-Quads; --trig for TriG)
       --out FILE                to FILE (default: standard output); FILE.gz is written gzip'ed
   import <file> [options]       make a workspace of an export on a running service (system administrators)
@@ -36,19 +40,40 @@ export async function backupCommand(args: string[], dataDir: string, fail: Fail)
   }
 }
 
+/**
+ * An ISO 8601 date and time with its zone (`Z` or an offset), checked by
+ * zod (a 31st of February or 24:30 is refused); digits past the millisecond
+ * are dropped (records carry milliseconds). Null when `text` is not one.
+ */
+export function parseIsoTime(text: string): Date | null {
+  if (!z.iso.datetime({ offset: true }).safeParse(text).success) return null;
+  const ms = Date.parse(text);
+  return Number.isNaN(ms) ? null : new Date(ms);
+}
+
 export async function restoreCommand(args: string[], dataDir: string, fail: Fail): Promise<void> {
   const { restore, BackupError } = await import('./store/embedded/backup.js');
   const { values, positionals } = parseArgs({ args, allowPositionals: true, options: { 'to-seq': { type: 'string' }, 'to-time': { type: 'string' } } });
-  if (positionals.length !== 1) fail('usage: wsm restore <dir> [--to-seq N]');
-  if (values['to-time'] !== undefined) fail('--to-time is not supported: journal records carry no time; give --to-seq N (docs/backup.md)');
-  let toSeq: number | undefined;
+  if (positionals.length !== 1) fail('usage: wsm restore <dir> [--to-seq N | --to-time T]');
+  if (values['to-seq'] !== undefined && values['to-time'] !== undefined) fail('give --to-seq or --to-time, not both');
+  let to: { seq: number } | { time: Date } | undefined;
   if (values['to-seq'] !== undefined) {
-    toSeq = Number(values['to-seq']);
-    if (!/^\d+$/.test(values['to-seq']) || !Number.isSafeInteger(toSeq)) fail(`--to-seq takes a journal record number, not "${values['to-seq']}"`);
+    const seq = Number(values['to-seq']);
+    if (!/^\d+$/.test(values['to-seq']) || !Number.isSafeInteger(seq)) fail(`--to-seq takes a journal record number, not "${values['to-seq']}"`);
+    to = { seq };
+  }
+  if (values['to-time'] !== undefined) {
+    const time = parseIsoTime(values['to-time']);
+    if (!time) fail(`--to-time takes an ISO 8601 date and time with its zone, such as 2026-12-04T15:30:00Z or 2026-12-04T16:30:00+01:00, not "${values['to-time']}"`);
+    to = { time };
   }
   try {
-    const last = await restore(positionals[0]!, dataDir, toSeq);
-    process.stdout.write(`Restored ${positionals[0]} into ${dataDir}, as of journal record ${last}. Start the service with WSM_DATA_DIR=${dataDir}.\n`);
+    const restored = await restore(positionals[0]!, dataDir, to);
+    const committed = restored.at !== undefined ? ` (committed at ${new Date(restored.at).toISOString()})` : '';
+    const later = to && 'time' in to && to.time.getTime() > Date.parse(restored.backupAt)
+      ? ` ${to.time.toISOString()} is after the backup was taken (${restored.backupAt}): writes made after that are not in it.`
+      : '';
+    process.stdout.write(`Restored ${positionals[0]} into ${dataDir}, as of journal record ${restored.seq}${committed}.${later} Start the service with WSM_DATA_DIR=${dataDir}.\n`);
   } catch (err) {
     if (err instanceof BackupError) fail(err.message, 1);
     throw err;

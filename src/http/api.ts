@@ -383,7 +383,8 @@ export class ApiRegistry {
       type: 'object',
       properties: {
         success: { const: false },
-        error: { type: 'object', properties: { code: { type: 'string' }, message: { type: 'string' }, details: { type: 'object' } }, required: ['code', 'message'] },
+        // `details` holds fields that vary by error: any JSON object (not an object without fields, which is how a generated client reads `{type: object}`).
+        error: { type: 'object', properties: { code: { type: 'string' }, message: { type: 'string' }, details: { type: 'object', additionalProperties: true } }, required: ['code', 'message'] },
       },
       required: ['success', 'error'],
     };
@@ -411,12 +412,14 @@ export class ApiRegistry {
           Object.entries(anonymous || route.responses[401] ? route.responses : { ...route.responses, 401: UNAUTHORIZED }).map(([status, spec]) => {
             const code = Number(status);
             const content: Record<string, unknown> = {};
-            if (code < 300) {
+            // A success answered only in other media types (an export, an archive, SPARQL results) has no JSON envelope.
+            const onlyOtherTypes = !spec.data && (spec.mediaTypes?.length ?? 0) > 0;
+            if (code >= 300) {
+              content['application/json'] = { schema: errorSchema };
+            } else if (!onlyOtherTypes) {
               content['application/json'] = {
                 schema: { type: 'object', properties: { success: { const: true }, data: spec.data ? toSchema(spec.data, 'output') : {} }, required: ['success', 'data'] },
               };
-            } else {
-              content['application/json'] = { schema: errorSchema };
             }
             // Parsed as JSON by clients (a JSON-LD document is an object); the other types are text.
             for (const media of spec.mediaTypes ?? []) content[media] = { schema: media.endsWith('+json') ? { type: 'object', additionalProperties: true } : { type: 'string' } };
@@ -425,7 +428,8 @@ export class ApiRegistry {
         ),
       };
       if (route.body) {
-        operation.requestBody = { required: false, content: { 'application/json': { schema: toSchema(route.body, 'input') } } };
+        // Required when an empty object does not do (a field must be given), so a typed client cannot leave it out.
+        operation.requestBody = { required: !route.body.safeParse({}).success, content: { 'application/json': { schema: toSchema(route.body, 'input') } } };
       } else if (route.multipart) {
         const properties: Record<string, unknown> = { [route.multipart.file]: { type: 'string', format: 'binary', description: route.multipart.description } };
         for (const field of route.multipart.fields ?? []) properties[field] = { type: 'string' };

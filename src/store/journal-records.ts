@@ -13,8 +13,17 @@ import type { ConditionOp, RdfFormat, StoredOp, WriteOp } from './store.js';
  *   [0, 4)    u32  payload length in bytes
  *   [4, 12)   8 bytes checksum: first 8 bytes of sha256(length ‖ seq ‖ payload)
  *   [12, 20)  u64  sequence number (1, 2, 3, ... over the whole history)
- *   [20, ..)  payload: UTF-8 JSON of the WriteOp[] of one write; a conditional
- *             write's list starts with its ConditionOp (`{ kind: 'condition', ask, expect }`)
+ *   [20, ..)  payload: UTF-8 JSON of one write, in one of two forms told apart
+ *             by its first byte:
+ *               `{"at":<ms>,"ops":[...]}`  the write's ops and the time its record
+ *                                          was committed (ms since 1970, UTC)
+ *               `[...]`                    the ops alone (records written before
+ *                                          records carried their time; still read)
+ *             The ops are the WriteOp[] of the write; a conditional write's list
+ *             starts with its ConditionOp (`{ kind: 'condition', ask, expect }`).
+ *
+ * The time sits inside the payload, so the checksum covers it and the header
+ * (and every reader that walks records by their header) is unchanged.
  */
 export const HEADER_BYTES = 20;
 
@@ -49,6 +58,38 @@ function isConditionOp(value: unknown): value is ConditionOp {
 /** A record's payload: write ops, the first of which may be the write's condition. */
 export function isRecordPayload(value: unknown): value is Array<StoredOp | ConditionOp> {
   return Array.isArray(value) && value.every((op, i) => isWriteOp(op) || (i === 0 && isConditionOp(op)));
+}
+
+/** A decoded payload: its ops, and its commit time when the record has one. */
+export interface RecordContents {
+  ops: Array<StoredOp | ConditionOp>;
+  /** When the record was committed (ms since 1970); absent in records from before records carried it. */
+  at?: number;
+}
+
+/** A parsed payload (either form, see the layout above), or undefined when it is neither. */
+export function recordContents(value: unknown): RecordContents | undefined {
+  if (isRecordPayload(value)) return { ops: value };
+  if (typeof value !== 'object' || value === null) return undefined;
+  const { at, ops } = value as Record<string, unknown>;
+  if (!Number.isSafeInteger(at) || !isRecordPayload(ops)) return undefined;
+  return { ops, at: at as number };
+}
+
+const TIMED_PREFIX = Buffer.from('{"at":');
+
+/**
+ * The commit time of a record from the first bytes of its payload, without
+ * parsing the rest (a record can hold tens of megabytes); undefined for a
+ * record without one (the older form).
+ */
+export function recordTime(payload: Buffer): number | undefined {
+  if (!payload.subarray(0, TIMED_PREFIX.length).equals(TIMED_PREFIX)) return undefined;
+  let end = TIMED_PREFIX.length;
+  while (end < payload.length && end < TIMED_PREFIX.length + 20 && payload[end]! >= 0x30 && payload[end]! <= 0x39) end++;
+  if (end === TIMED_PREFIX.length || payload[end] !== 0x2c) return undefined;
+  const at = Number(payload.toString('latin1', TIMED_PREFIX.length, end));
+  return Number.isSafeInteger(at) ? at : undefined;
 }
 
 /** A record's condition (its first op, when it has one) and its write ops. */
@@ -180,11 +221,15 @@ export function payloadOps(payload: Buffer, file: string, seq: number): PayloadO
     if (payload[at] !== char.charCodeAt(0)) throw refuse(`expected ${char} at byte ${at}`);
     at++;
   };
-  const ops: PayloadOp[] = [];
-  try {
+  /** The ops array that starts at `at`, read up to its closing bracket. */
+  const readOps = (): PayloadOp[] => {
+    const ops: PayloadOp[] = [];
     expect('[');
     skipSpace();
-    if (payload[at] === 0x5d) return ops;
+    if (payload[at] === 0x5d) {
+      at++;
+      return ops;
+    }
     for (;;) {
       expect('{');
       const fields: Record<string, unknown> = {};
@@ -221,6 +266,30 @@ export function payloadOps(payload: Buffer, file: string, seq: number): PayloadO
       expect(']');
       return ops;
     }
+  };
+  try {
+    skipSpace();
+    // The older form: the ops array alone.
+    if (payload[at] !== 0x7b) return readOps();
+    // `{"at": <ms>, "ops": [...]}`: fields other than the ops are skipped.
+    expect('{');
+    let ops: PayloadOp[] | undefined;
+    for (;;) {
+      skipSpace();
+      const keyEnd = valueEnd(payload, at);
+      const key = json(at, keyEnd);
+      at = keyEnd;
+      expect(':');
+      skipSpace();
+      if (key === 'ops') ops = readOps();
+      else at = valueEnd(payload, at);
+      skipSpace();
+      if (payload[at] === 0x2c) { at++; continue; }
+      break;
+    }
+    expect('}');
+    if (!ops) throw refuse('no "ops"');
+    return ops;
   } catch (err) {
     if (err instanceof JournalGapError) throw err;
     throw refuse((err as Error).message);

@@ -5,13 +5,20 @@ import { fsyncDir } from './fsutil.js';
 import { observeFsync } from '../metrics.js';
 import type { WriteSink } from './embedded/oxigraph-store.js';
 import { StoreUnavailableError, type ConditionOp, type JournalOp, type StoredOp } from './store.js';
-import { HEADER_BYTES, checksum, isRecordPayload, lengthAndSeqBytes } from './journal-records.js';
+import { HEADER_BYTES, checksum, lengthAndSeqBytes, recordContents } from './journal-records.js';
 
 // Record layout: see `journal-records.ts`.
 
-/** Encodes one journal record: the bytes appended to the file for one write. */
-export function encodeRecord(seq: number, ops: readonly JournalOp[]): Buffer {
-  const payload = Buffer.from(JSON.stringify(ops), 'utf8');
+/** The payload's JSON up to its ops array (which follows), and after it. */
+const timedOpen = (at: number) => `{"at":${at},"ops":`;
+const TIMED_CLOSE = '}';
+
+/**
+ * Encodes one journal record: the bytes appended to the file for one write,
+ * committed at `at` (ms since 1970).
+ */
+export function encodeRecord(seq: number, ops: readonly JournalOp[], at: number = Date.now()): Buffer {
+  const payload = Buffer.from(`${timedOpen(at)}${JSON.stringify(ops)}${TIMED_CLOSE}`, 'utf8');
   const record = Buffer.allocUnsafe(HEADER_BYTES + payload.length);
   record.writeUInt32LE(payload.length, 0);
   checksum(lengthAndSeqBytes(payload.length, seq), payload).copy(record, 4);
@@ -43,14 +50,14 @@ const nextTurn = () => new Promise<void>((resolve) => setImmediate(resolve));
  * The record is returned as its pieces, in order (never copied into one
  * buffer): the journal writes them one after another.
  */
-export async function encodeRecordInSlices(seq: number, ops: readonly JournalOp[]): Promise<Buffer[]> {
+export async function encodeRecordInSlices(seq: number, ops: readonly JournalOp[], at: number = Date.now()): Promise<Buffer[]> {
   let turnAt = performance.now();
   const turnIfDue = async () => {
     if (performance.now() - turnAt < ENCODE_TURN_MS) return;
     await nextTurn();
     turnAt = performance.now();
   };
-  const pieces: Buffer[] = [Buffer.from('[')];
+  const pieces: Buffer[] = [Buffer.from(`${timedOpen(at)}[`)];
   for (const [i, op] of ops.entries()) {
     if (i > 0) pieces.push(Buffer.from(','));
     if (op.kind !== 'load' || op.data.length <= ENCODE_SLICE_CHARS) {
@@ -69,7 +76,7 @@ export async function encodeRecordInSlices(seq: number, ops: readonly JournalOp[
     }
     pieces.push(Buffer.from('"}'));
   }
-  pieces.push(Buffer.from(']'));
+  pieces.push(Buffer.from(`]${TIMED_CLOSE}`));
   const length = pieces.reduce((n, p) => n + p.length, 0);
   const hash = createHash('sha256').update(lengthAndSeqBytes(length, seq));
   for (const piece of pieces) {
@@ -91,6 +98,8 @@ export interface JournalRecord {
    * (replay needs none); a conditional write's record starts with its condition.
    */
   ops: Array<StoredOp | ConditionOp>;
+  /** When the record was committed (ms since 1970); absent in records from before records carried their time. */
+  at?: number;
 }
 
 /** What scanning a journal buffer found. */
@@ -137,16 +146,17 @@ export function scanJournal(bytes: Buffer): JournalScan {
     if (previousSeq !== undefined && seq !== previousSeq + 1) {
       return { records, validBytes: offset, problem: `${at}: sequence ${seq} does not follow ${previousSeq}` };
     }
-    let ops: unknown;
+    let parsed: unknown;
     try {
-      ops = JSON.parse(payload.toString('utf8'));
+      parsed = JSON.parse(payload.toString('utf8'));
     } catch {
       return { records, validBytes: offset, problem: `${at}: payload is not JSON` };
     }
-    if (!isRecordPayload(ops)) {
+    const contents = recordContents(parsed);
+    if (!contents) {
       return { records, validBytes: offset, problem: `${at}: payload is not a list of write ops` };
     }
-    records.push({ seq, ops });
+    records.push({ seq, ...contents });
     previousSeq = seq;
     offset += HEADER_BYTES + length;
   }
@@ -379,6 +389,8 @@ export class Journal implements WriteSink {
   private probing = false;
   private probeWait: number;
   private nextProbeAt = 0;
+  /** Commit time given to the last record: never goes back, so records' times follow their order. */
+  private lastAt = 0;
 
   private constructor(
     private handle: FileHandle,
@@ -466,7 +478,8 @@ export class Journal implements WriteSink {
     // A large record (an install) is encoded in slices; its place in the queue is taken now.
     const large = ops.some((op) => op.kind === 'load' && op.data.length > ENCODE_SLICE_CHARS);
     const seq = ++this.seq;
-    const bytes = large ? encodeRecordInSlices(seq, ops) : encodeRecord(seq, ops);
+    const at = this.lastAt = Math.max(Date.now(), this.lastAt);
+    const bytes = large ? encodeRecordInSlices(seq, ops, at) : encodeRecord(seq, ops, at);
     this.appends++;
     this.fileBytes += Buffer.isBuffer(bytes) ? bytes.length : ops.reduce((n, op) => n + (op.kind === 'load' ? op.data.length : op.kind === 'update' ? op.sparql.length : op.ask.length), 0);
     return new Promise<void>((resolve, reject) => {

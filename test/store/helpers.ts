@@ -3,6 +3,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { openDurableStore, type DurableStore, type DurableStoreOptions } from '../../src/store/embedded/durable.js';
 import { sparql, iri, integer, type Sparql } from '../../src/rdf/sparql.js';
+import { HEADER_BYTES, checksum, lengthAndSeqBytes } from '../../src/store/journal-records.js';
+import type { JournalOp } from '../../src/store/store.js';
 
 /** A fresh temporary data directory, removed by `cleanup()`. */
 export async function tempDir(): Promise<{ dir: string; cleanup: () => Promise<void> }> {
@@ -45,3 +47,16 @@ export function content(store: DurableStore): string[] {
 
 /** Store content with blank node labels (which a load renames) made uniform. */
 export const shape = (lines: string[]): string[] => lines.map((l) => l.replace(/_:[0-9a-z]+/g, '_:b')).sort();
+
+/**
+ * A journal record in the older form, as the service wrote it before records
+ * carried their commit time: the payload is the ops array alone.
+ */
+export function untimedRecord(seq: number, ops: readonly JournalOp[]): Buffer {
+  const payload = Buffer.from(JSON.stringify(ops), 'utf8');
+  const header = Buffer.alloc(HEADER_BYTES);
+  header.writeUInt32LE(payload.length, 0);
+  checksum(lengthAndSeqBytes(payload.length, seq), payload).copy(header, 4);
+  header.writeBigUInt64LE(BigInt(seq), 12);
+  return Buffer.concat([header, payload]);
+}

@@ -1,6 +1,7 @@
 import { expect } from 'chai';
-import { ENCODE_SLICE_CHARS, encodeRecord, encodeRecordInSlices } from '../../src/store/journal.js';
-import { HEADER_BYTES, loadText, payloadOps, JournalGapError } from '../../src/store/journal-records.js';
+import { ENCODE_SLICE_CHARS, encodeRecord, encodeRecordInSlices, scanJournal } from '../../src/store/journal.js';
+import { HEADER_BYTES, loadText, payloadOps, recordTime, JournalGapError } from '../../src/store/journal-records.js';
+import { untimedRecord } from './helpers.js';
 import { updateOp, type WriteOp } from '../../src/store/store.js';
 import { sparql } from '../../src/rdf/sparql.js';
 
@@ -61,8 +62,29 @@ describe('journal records: ops read out of a payload, loads piece by piece', () 
     expect([...loadText(payload, load.data)].join('')).to.equal(data);
   });
 
+  it('reads a record\'s commit time, and a record of the older form (no time) as before', async () => {
+    const at = Date.UTC(2026, 11, 6, 22, 41, 5, 123);
+    const load = { kind: 'load' as const, graph: 'urn:g:b', format: 'text/turtle' as const, data: '<urn:a> <urn:b> "é" .\n' };
+    const ops: WriteOp[] = [update, load];
+    const timed = encodeRecord(2, ops, at);
+    const older = untimedRecord(1, ops);
+    expect(Buffer.concat(await encodeRecordInSlices(2, ops, at)).equals(timed)).to.equal(true);
+    expect(recordTime(payloadOf(timed))).to.equal(at);
+    expect(recordTime(payloadOf(older))).to.equal(undefined);
+    for (const record of [older, timed]) {
+      const read = payloadOps(payloadOf(record), 'journal', 1);
+      expect(read.map((op) => op.kind)).to.deep.equal(['update', 'load']);
+      const text = read[1]!;
+      if (text.kind !== 'load') throw new Error('not a load');
+      expect([...loadText(payloadOf(record), text.data)].join('')).to.equal(load.data);
+    }
+    const scan = scanJournal(Buffer.concat([older, timed]));
+    expect(scan.problem).to.equal(undefined);
+    expect(scan.records).to.deep.equal([{ seq: 1, ops }, { seq: 2, ops, at }]);
+  });
+
   it('refuses a payload that is not write ops', () => {
-    for (const text of ['{"kind":"update"}', '[{"kind":"load","graph":"urn:g"}]', '[{"kind":"update","sparql":"x"', 'not json']) {
+    for (const text of ['{"kind":"update"}', '{"at":1,"opz":[]}', '[{"kind":"load","graph":"urn:g"}]', '[{"kind":"update","sparql":"x"', 'not json']) {
       expect(() => payloadOps(Buffer.from(text), 'journal', 3)).to.throw(JournalGapError);
     }
   });

@@ -217,11 +217,13 @@ describe('journal: a large record is encoded in slices', () => {
       { kind: 'load', graph: 'urn:g:big', format: 'application/n-triples', data },
       { kind: 'load', graph: 'urn:g:small', format: 'application/n-triples', data: '<urn:a> <urn:b> "c" .\n' },
     ];
-    const sliced = Buffer.concat(await encodeRecordInSlices(42, ops));
-    expect(sliced.equals(encodeRecord(42, ops))).to.equal(true);
+    const at = Date.UTC(2026, 11, 6, 12, 0, 0, 250);
+    const sliced = Buffer.concat(await encodeRecordInSlices(42, ops, at));
+    expect(sliced.equals(encodeRecord(42, ops, at))).to.equal(true);
     const scan = scanJournal(sliced);
     expect(scan.records).to.have.length(1);
     expect(scan.records[0]!.seq).to.equal(42);
+    expect(scan.records[0]!.at).to.equal(at);
     expect(scan.records[0]!.ops).to.deep.equal(ops);
   });
 });

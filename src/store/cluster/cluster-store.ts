@@ -353,10 +353,11 @@ export class ClusterStore implements QuadStore {
           if (!holds()) return false;
           if (expanded.length === 0) return true;
           const record: JournalOp[] = condition ? [{ kind: 'condition', ask: condition.ask, expect: condition.expect }, ...expanded] : expanded;
-          // The same record in each stream it changes, at that stream's next seq (each row checks on its own).
+          // The same record in each stream it changes, at that stream's next seq (each row checks on its own), with one commit time.
+          const at = Date.now();
           rows = changes.map((stream) => {
             const seq = this.appliedSeq(stream) + 1;
-            return { stream, seq, record: encodeRecord(seq, record) };
+            return { stream, seq, record: encodeRecord(seq, record, at) };
           });
           // A write whose reads could not be named checks every stream this replica holds (a stream it does not hold yet moves its head: caught up, then held).
           const checked = read === 'any' ? new Set([...checks, ...this.applied.keys()]) : checks;

@@ -18,7 +18,7 @@ import { createHash } from 'node:crypto';
 import { closeSync, constants, fstatSync, openSync, readSync, readdirSync, type Dirent } from 'node:fs';
 import { mkdir, open, readFile, readdir, rename, rm, stat, writeFile } from 'node:fs/promises';
 import { join, relative } from 'node:path';
-import { HEADER_BYTES, JOURNAL_FILE, checksum, lengthAndSeqBytes } from '../journal-records.js';
+import { HEADER_BYTES, JOURNAL_FILE, checksum, lengthAndSeqBytes, recordTime } from '../journal-records.js';
 import { fsyncDir } from '../fsutil.js';
 
 export const MANIFEST = 'manifest.json';
@@ -34,6 +34,12 @@ export interface BackupManifest {
   /** The last journal record in the backup: the store as of this record. */
   seq: number;
   snapshotSeq: number;
+  /**
+   * When the snapshot's last record (`snapshotSeq`) was committed, when the
+   * data directory still held it with its time: the earliest point
+   * `restore --to-time` can go back to. Absent in older backups.
+   */
+  snapshotAt?: string;
   files: Array<{ path: string; bytes: number; sha256: string }>;
 }
 
@@ -60,23 +66,64 @@ function list(dataDir: string): Listed {
   return { snapshot, journals: journals.slice(first) };
 }
 
-/** Where the whole records of a journal file end, and the last one's seq (reading through `fd`). */
-function wholeRecords(fd: number, upToSeq = Infinity): { bytes: number; lastSeq: number | null } {
+/**
+ * The whole records of a journal file (read through `fd`) from its start up
+ * to the first one that is cut short or fails its checksum: each one's seq,
+ * commit time (absent in older records) and the byte where it ends.
+ */
+function* wholeRecordsOf(fd: number): Generator<{ seq: number; at: number | undefined; end: number }> {
   const header = Buffer.alloc(HEADER_BYTES);
   let position = 0;
-  let lastSeq: number | null = null;
   for (;;) {
-    if (readSync(fd, header, 0, HEADER_BYTES, position) < HEADER_BYTES) break;
+    if (readSync(fd, header, 0, HEADER_BYTES, position) < HEADER_BYTES) return;
     const length = header.readUInt32LE(0);
     const seq = Number(header.readBigUInt64LE(12));
-    if (seq > upToSeq) break;
     const payload = Buffer.allocUnsafe(length);
-    if (readSync(fd, payload, 0, length, position + HEADER_BYTES) < length) break;
-    if (!checksum(lengthAndSeqBytes(length, seq), payload).equals(header.subarray(4, 12))) break;
+    if (readSync(fd, payload, 0, length, position + HEADER_BYTES) < length) return;
+    if (!checksum(lengthAndSeqBytes(length, seq), payload).equals(header.subarray(4, 12))) return;
     position += HEADER_BYTES + length;
-    lastSeq = seq;
+    yield { seq, at: recordTime(payload), end: position };
   }
-  return { bytes: position, lastSeq };
+}
+
+/** Where the whole records of a journal file up to `upToSeq` end, and the last one's seq (reading through `fd`). */
+function wholeRecords(fd: number, upToSeq = Infinity): { bytes: number; lastSeq: number | null } {
+  let bytes = 0;
+  let lastSeq: number | null = null;
+  for (const record of wholeRecordsOf(fd)) {
+    if (record.seq > upToSeq) break;
+    bytes = record.end;
+    lastSeq = record.seq;
+  }
+  return { bytes, lastSeq };
+}
+
+/**
+ * The commit time of record `seq` in the data directory's journal files
+ * (its snapshot's last record, which a backup does not copy): undefined
+ * when no file holds it whole, it has no time, or the file is gone.
+ */
+function recordTimeIn(dataDir: string, seq: number): number | undefined {
+  if (seq === 0) return undefined;
+  const holder = readdirSync(dataDir)
+    .flatMap((name) => {
+      const m = JOURNAL_FILE.exec(name);
+      return m && Number(m[1]) <= seq ? [{ name, firstSeq: Number(m[1]) }] : [];
+    })
+    .sort((a, b) => b.firstSeq - a.firstSeq)[0];
+  if (!holder) return undefined;
+  let fd: number;
+  try {
+    fd = openSync(join(dataDir, holder.name), constants.O_RDONLY);
+  } catch {
+    return undefined;
+  }
+  try {
+    for (const record of wholeRecordsOf(fd)) if (record.seq === seq) return record.at;
+    return undefined;
+  } finally {
+    closeSync(fd);
+  }
 }
 
 /** Copies `bytes` bytes of `fd` to `target`; their SHA-256. */
@@ -180,7 +227,12 @@ export async function backup(dataDir: string, target: string): Promise<BackupMan
       }
     }
   }
-  const manifest: BackupManifest = { format: FORMAT, createdAt: new Date().toISOString(), seq, snapshotSeq: listed.snapshot?.seq ?? 0, files };
+  const snapshotSeq = listed.snapshot?.seq ?? 0;
+  const snapshotAt = recordTimeIn(dataDir, snapshotSeq);
+  const manifest: BackupManifest = {
+    format: FORMAT, createdAt: new Date().toISOString(), seq, snapshotSeq,
+    ...(snapshotAt !== undefined ? { snapshotAt: new Date(snapshotAt).toISOString() } : {}), files,
+  };
   // Written last, whole or not at all: its presence is what makes the backup complete.
   await writeFile(join(target, `${MANIFEST}.tmp`), `${JSON.stringify(manifest, null, 2)}\n`, { flush: true });
   await rename(join(target, `${MANIFEST}.tmp`), join(target, MANIFEST));
@@ -220,19 +272,112 @@ export async function verifyBackup(source: string): Promise<BackupManifest> {
   return manifest;
 }
 
+const iso = (ms: number) => new Date(ms).toISOString();
+
+/**
+ * The last journal record of the backup in `source` committed at or before
+ * `time`: the records are walked in order up to the first one committed
+ * after it. Refused (`BackupError`, saying why) when the backup cannot tell:
+ * `time` is before its snapshot, or records without a commit time (written
+ * before records carried one) lie where the answer would be.
+ */
+export function seqAtTime(source: string, manifest: BackupManifest, time: Date): { seq: number; at?: number } {
+  const t = time.getTime();
+  const when = time.toISOString();
+  const snapshotSeq = manifest.snapshotSeq;
+  const useSeq = `give --to-seq N instead (N from ${snapshotSeq}, the snapshot, to ${manifest.seq})`;
+  // Every record of the backup was committed before the backup ended.
+  if (t >= Date.parse(manifest.createdAt)) return { seq: manifest.seq };
+  const journals = manifest.files
+    .flatMap((f) => {
+      const m = JOURNAL_FILE.exec(f.path);
+      return m ? [{ path: f.path, firstSeq: Number(m[1]) }] : [];
+    })
+    .sort((a, b) => a.firstSeq - b.firstSeq);
+  let snapshotAt = manifest.snapshotAt !== undefined ? Date.parse(manifest.snapshotAt) : undefined;
+  let found: { seq: number; at?: number } | undefined;
+  let untimed: { first: number; last: number } | undefined;
+  let after: { seq: number; at: number } | undefined;
+  walk: for (const journal of journals) {
+    const fd = openSync(join(source, journal.path), constants.O_RDONLY);
+    try {
+      for (const { seq, at } of wholeRecordsOf(fd)) {
+        if (seq > manifest.seq) break walk;
+        if (seq === snapshotSeq && at !== undefined) snapshotAt = at;
+        if (seq <= snapshotSeq) continue;
+        if (at === undefined) {
+          untimed = { first: untimed?.first ?? seq, last: seq };
+        } else if (at <= t) {
+          // Records are in commit order: the ones without a time before this one were committed before it.
+          found = { seq, at };
+          untimed = undefined;
+        } else {
+          after = { seq, at };
+          break walk;
+        }
+      }
+    } finally {
+      closeSync(fd);
+    }
+  }
+  if (untimed) {
+    throw new BackupError(
+      `journal records ${untimed.first} to ${untimed.last} of this backup carry no commit time (a version of the service that did not record it wrote them), ` +
+        `so whether they were committed before ${when} cannot be told` +
+        (found ? `; the last record known to be committed by then is ${found.seq} (at ${iso(found.at!)})` : '') +
+        (after ? `, and record ${after.seq} was committed after it (at ${iso(after.at)})` : '') +
+        `: ${useSeq}`,
+    );
+  }
+  if (found) return found;
+  // No record after the snapshot was committed by `time`: the store was as of the snapshot, if the snapshot was by then.
+  if (snapshotAt !== undefined && snapshotAt <= t) return { seq: snapshotSeq, at: snapshotAt };
+  const first = after ? `journal record ${after.seq}, the first after the backup's snapshot, was committed at ${iso(after.at)}` : '';
+  if (snapshotSeq === 0) {
+    throw new BackupError(`${when} is before the backup's first write (${first}): the store held nothing then`);
+  }
+  if (snapshotAt !== undefined) {
+    throw new BackupError(`${when} is before the backup's snapshot (journal record ${snapshotSeq}, committed at ${iso(snapshotAt)}): the backup holds no earlier state of the store`);
+  }
+  throw new BackupError(
+    `${when} may be before the backup's snapshot (journal record ${snapshotSeq}): ${first ? `${first}, and ` : ''}` +
+      `when the snapshot's own last record was committed is not in the backup (it carries no time, or was no longer in the data directory), ` +
+      `so the backup cannot show the store as of ${when}; the earliest state it holds is --to-seq ${snapshotSeq}`,
+  );
+}
+
+/** Where a restore stops: a journal record, or the last record committed at or before a time. */
+export type RestorePoint = { seq: number } | { time: Date };
+
+/** What a restore put in place: the store as of journal record `seq`. */
+export interface Restored {
+  seq: number;
+  /** That record's commit time, when the restore went by time and the record has one. */
+  at?: number;
+  /** When the backup was taken (its manifest's `createdAt`). */
+  backupAt: string;
+}
+
 /**
  * Fills the empty (or new) data directory `dataDir` from the backup in
- * `source`; with `toSeq`, the store as of that journal record (at least
- * the backup's snapshot, at most its last record). Answers the last seq.
+ * `source`; with `to`, the store as of that journal record (at least the
+ * backup's snapshot, at most its last record) or as of the last record
+ * committed at or before that time (`seqAtTime`).
  */
-export async function restore(source: string, dataDir: string, toSeq?: number): Promise<number> {
+export async function restore(source: string, dataDir: string, to?: RestorePoint): Promise<Restored> {
   const manifest = await verifyBackup(source);
-  if (toSeq !== undefined && (toSeq < manifest.snapshotSeq || toSeq > manifest.seq)) {
-    throw new BackupError(`--to-seq ${toSeq} is outside this backup: it holds the store from record ${manifest.snapshotSeq} (its snapshot) to record ${manifest.seq}`);
+  let point: { seq: number; at?: number } = { seq: manifest.seq };
+  if (to && 'seq' in to) {
+    if (to.seq < manifest.snapshotSeq || to.seq > manifest.seq) {
+      throw new BackupError(`--to-seq ${to.seq} is outside this backup: it holds the store from record ${manifest.snapshotSeq} (its snapshot) to record ${manifest.seq}`);
+    }
+    point = { seq: to.seq };
+  } else if (to) {
+    point = seqAtTime(source, manifest, to.time);
   }
   if (!(await emptyOrMissing(dataDir))) throw new BackupError(`${dataDir} is not empty: a restore fills only a new or empty data directory`);
   await mkdir(dataDir, { recursive: true });
-  const last = toSeq ?? manifest.seq;
+  const last = point.seq;
   try {
     for (const file of manifest.files) {
       const journal = JOURNAL_FILE.exec(file.path);
@@ -253,5 +398,5 @@ export async function restore(source: string, dataDir: string, toSeq?: number): 
     for (const name of await readdir(dataDir)) await rm(join(dataDir, name), { recursive: true, force: true });
     throw err;
   }
-  return last;
+  return { ...point, backupAt: manifest.createdAt };
 }
