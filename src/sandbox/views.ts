@@ -54,7 +54,7 @@ export class WorkspaceViews {
   async workspaceGraphs(workspaceId: string): Promise<string[]> {
     const prefix = this.graphs.workspacePrefix(workspaceId);
     // The remote store (Virtuoso answers `GRAPH ?g { }` with no graph): its own listing, which leaves out its staging graphs.
-    if (this.store.syncRevisions) return (await this.store.graphNames()).filter((g) => g.startsWith(prefix)).sort();
+    if (this.store.syncRevisions) return (await this.store.graphNames(prefix)).filter((g) => g.startsWith(prefix)).sort();
     const rows = await this.store.select(sparql`SELECT DISTINCT ?g WHERE { GRAPH ?g { } FILTER(STRSTARTS(STR(?g), ${literal(prefix)})) }`);
     return rows.map((r) => r.g!.value).sort();
   }
