@@ -189,8 +189,22 @@ export function serviceMetrics(sources: ServiceSources): client.Registry {
 /** The cluster store's figures: residency (workspaces held, loads, evictions) and catch-up lag. */
 function clusterMetrics(registry: client.Registry, cluster: NonNullable<ServiceSources['cluster']>): void {
   new client.Gauge({
+    name: 'wsm_cluster_catch_up_lag_records',
+    help: 'Records committed in PostgreSQL that this instance\'s replica has not yet applied (or passed over, for workspaces it does not hold)',
+    registers: [registry],
+    async collect() {
+      try {
+        this.set(await cluster.lagRecords());
+      } catch {
+        // PostgreSQL out of reach: /health says so; the gauge keeps its last value.
+      }
+    },
+  });
+  // Residency is on from the store's opening, or never.
+  if (!cluster.residency()) return;
+  new client.Gauge({
     name: 'wsm_cluster_resident_workspaces',
-    help: 'Workspaces whose graphs this instance holds (WSM_CLUSTER_RESIDENT_QUADS; without it every workspace is held and this is not set)',
+    help: 'Workspaces whose graphs this instance holds (with WSM_CLUSTER_RESIDENT_QUADS; without it every workspace is held and this is not shown)',
     registers: [registry],
     collect() {
       const figures = cluster.residency();
@@ -213,18 +227,6 @@ function clusterMetrics(registry: client.Registry, cluster: NonNullable<ServiceS
       },
     });
   }
-  new client.Gauge({
-    name: 'wsm_cluster_catch_up_lag_records',
-    help: 'Records committed in PostgreSQL that this instance\'s replica has not yet applied (or passed over, for workspaces it does not hold)',
-    registers: [registry],
-    async collect() {
-      try {
-        this.set(await cluster.lagRecords());
-      } catch {
-        // PostgreSQL out of reach: /health says so; the gauge keeps its last value.
-      }
-    },
-  });
 }
 
 /** The Prometheus text of the process-wide and the service's metrics. */

@@ -348,26 +348,33 @@ export class ClusterStore implements QuadStore {
       const evicted: string[] = [];
       for (const { stream, usedAt } of residency.evictable()) {
         if (now - usedAt < residency.idleMs) break;
-        await this.evictLocked(stream);
-        evicted.push(stream);
+        if (await this.evictLocked(stream)) evicted.push(stream);
       }
       const loaded = () => [...residency.loadedQuads.values()].reduce((a, b) => a + b, 0);
       if (options.count) this.serviceQuads = Math.max(0, this.replica.raw.size - loaded());
       for (const { stream } of residency.evictable()) {
         if (this.serviceQuads + loaded() <= residency.budgetQuads) break;
-        await this.evictLocked(stream);
-        evicted.push(stream);
+        if (await this.evictLocked(stream)) evicted.push(stream);
       }
       return evicted;
     });
   }
 
-  /** Under the apply lock: the stream's graphs dropped from the replica (through the store: revisions move); its records are passed over from now on. */
-  private async evictLocked(stream: string): Promise<void> {
+  /**
+   * Under the apply lock: the stream's graphs dropped from the replica
+   * (through the store: revisions move); its records are passed over from
+   * now on. Not while a read that began uses it (false then). It stops
+   * being held before its graphs go, so a read that begins meanwhile loads
+   * it again (after this, under the apply lock) rather than read it going.
+   */
+  private async evictLocked(stream: string): Promise<boolean> {
+    const residency = this.residency!;
+    if (residency.pinned(stream) || !residency.holds(stream)) return false;
+    residency.remove(stream);
+    residency.evictions++;
     const drop = namedGraphsOf(this.replica.raw).filter((g) => this.graphs.streamOf(g) === stream);
     if (drop.length > 0) await this.replica.write(drop.map(dropGraph));
-    this.residency!.remove(stream);
-    this.residency!.evictions++;
+    return true;
   }
 
   get version(): number {

@@ -208,6 +208,11 @@ export class Residency {
     };
   }
 
+  /** Whether a read under way uses the stream. */
+  pinned(stream: string): boolean {
+    return this.everything > 0 || this.pins.has(stream);
+  }
+
   /** Held streams that may be let go now, least recently used first. */
   evictable(): Array<{ stream: string; usedAt: number }> {
     if (this.everything > 0) return [];
