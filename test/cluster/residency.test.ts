@@ -1,4 +1,5 @@
 import { expect } from 'chai';
+import pg from 'pg';
 import { openClusterStore } from '../../src/store/cluster/open.js';
 import type { ClusterStore } from '../../src/store/cluster/cluster-store.js';
 import { updateOp, type WriteOp } from '../../src/store/store.js';
@@ -19,6 +20,15 @@ const triples = (graph: string, n: number, from = 0): WriteOp => ({
 });
 const insertInto = (graph: string, n: number): WriteOp =>
   updateOp(sparql`INSERT DATA { GRAPH ${iri(graph)} { ${iri(`https://example.org/s${n}`)} ${iri(P)} ${integer(n)} } }`, [graph]);
+const sql = async (url: string, text: string) => {
+  const client = new pg.Client({ connectionString: url });
+  await client.connect();
+  try {
+    return (await client.query(text)).rows as Array<Record<string, string>>;
+  } finally {
+    await client.end();
+  }
+};
 const countIn = async (store: ClusterStore, graph: string) =>
   Number((await store.select(sparql`SELECT (COUNT(*) AS ?n) WHERE { GRAPH ${iri(graph)} { ?s ?p ?o } }`))[0]!.n!.value);
 
@@ -150,6 +160,20 @@ describe('cluster store: residency', function () {
     expect(await countIn(r, graphs.system)).to.equal(6);
     expect(r.holds('ws:a')).to.equal(true);
     expect(await countIn(r, graphs.iam('a'))).to.equal(6);
+  });
+
+  it('a snapshot is stored whole and split by stream; a workspace loads from its part, or from the whole snapshot when it has no parts', async () => {
+    const writer = await openStore();
+    for (const ws of ['a', 'b']) await writer.write([triples(graphs.iam(ws), 10), triples(graphs.packages(ws), 3)]);
+    await writer.write([insertInto(graphs.system, 1)]);
+    await writer.snapshot(true);
+    const rows = await sql(url, 'SELECT stream, quads FROM wsm_snapshots ORDER BY stream');
+    expect(rows.map((r) => `${r.stream}:${r.quads}`)).to.deep.equal(['replica:27', 'service:1', 'ws:a:13', 'ws:b:13']);
+    const r = await openStore({ quads: 1_000_000 });
+    expect(await countIn(r, graphs.packages('a'))).to.equal(3);
+    await sql(url, "DELETE FROM wsm_snapshots WHERE stream <> 'replica'");
+    expect(await countIn(r, graphs.iam('b'))).to.equal(10);
+    expect(r.residencyStats()!.loads).to.equal(2);
   });
 
   it('a snapshot stored by a store holding only some workspaces holds every workspace; a store opened on it reads them all', async () => {

@@ -15,7 +15,7 @@ import { iri, literal, raw, sparql, sparqlFragment, type Sparql, type SparqlFrag
 import { Graphs, SERVICE_STREAM } from '../../rdf/graphs.js';
 import { CHANNEL, HeadMovedError, LogCorruptError, PgArchives, PgLog, type Append, type Heads, type StoredRecord } from './log.js';
 import { graphsReadBy, graphsReadByWrite, type GraphsRead } from './read-graphs.js';
-import { Residency, ResidencyRetry, byWrite, graphsChangedByRecord, materialize, namedGraphsOf, streamsReadByRecord } from './residency.js';
+import { Residency, ResidencyRetry, byWrite, dumpByStream, graphsChangedByRecord, materialize, namedGraphsOf, streamsReadByRecord } from './residency.js';
 import { freeStore } from '../scratch.js';
 /** Records read from PostgreSQL per query while catching up. */
 const CATCH_UP_BATCH = 256;
@@ -806,15 +806,19 @@ export class ClusterStore implements QuadStore {
       await this.snapshotBuilt();
       return;
     }
-    const dump = await this.applyLock.run('apply', async () => ({
-      heads: this.appliedHeads(),
-      total: this.appliedTotal,
-      quads: this.replica.raw.size,
-      data: Buffer.from(this.replica.raw.dump({ format: 'application/n-quads' }), 'utf8'),
-      bytesAfter: this.bytesSinceSnapshot,
-    }));
+    const dump = await this.applyLock.run('apply', async () => {
+      const parts = dumpByStream(this.replica.raw, this.graphs);
+      return {
+        heads: this.appliedHeads(),
+        total: this.appliedTotal,
+        quads: [...parts.values()].reduce((n, part) => n + part.quads, 0),
+        data: Buffer.concat([...parts.values()].map((part) => part.data)),
+        parts,
+        bytesAfter: this.bytesSinceSnapshot,
+      };
+    });
     if (dump.total <= this.snapshotSeq) return;
-    this.snapshotSeq = await this.log.putSnapshot(dump.heads, dump.quads, dump.data);
+    this.snapshotSeq = await this.log.putSnapshot(dump.heads, dump.quads, dump.data, dump.parts);
     this.bytesSinceSnapshot -= dump.bytesAfter;
     this.options.onInfo(`snapshot of ${dump.quads} quads (${dump.heads.size} streams, ${dump.total} records in all) stored in PostgreSQL`);
   }
@@ -837,15 +841,14 @@ export class ClusterStore implements QuadStore {
         if (err instanceof ResidencyRetry && attempt < 3) continue;
         throw err;
       }
-      let data: Buffer;
-      let quads: number;
+      let parts;
       try {
-        quads = built.store.size;
-        data = Buffer.from(built.store.dump({ format: 'application/n-quads' }), 'utf8');
+        parts = dumpByStream(built.store, this.graphs);
       } finally {
         freeStore(built.store);
       }
-      this.snapshotSeq = await this.log.putSnapshot(upto, quads, data);
+      const quads = [...parts.values()].reduce((n, part) => n + part.quads, 0);
+      this.snapshotSeq = await this.log.putSnapshot(upto, quads, Buffer.concat([...parts.values()].map((part) => part.data)), parts);
       this.bytesSinceSnapshot = await this.log.bytesAfter(upto);
       this.options.onInfo(`snapshot of ${quads} quads (${upto.size} streams, ${total} records in all, built from the previous snapshot and ${built.records} writes) stored in PostgreSQL`);
       return;

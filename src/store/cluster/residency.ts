@@ -7,7 +7,7 @@ import { freeStore } from '../scratch.js';
 import type { StoredOp, WriteOp } from '../store.js';
 import { SERVICE_STREAM, type Graphs } from '../../rdf/graphs.js';
 import { graphsReadByWrite } from './read-graphs.js';
-import type { Heads, PgLog, StoredRecord } from './log.js';
+import type { Heads, PgLog, SnapshotPart, StoredRecord } from './log.js';
 
 /*
  * Residency (docs/cluster.md, "Residency"): with a budget, an instance
@@ -118,7 +118,17 @@ export async function materialize(log: PgLog, graphs: Graphs, wanted: ReadonlySe
   }
   const store = new oxigraph.Store();
   try {
-    if (snapshot && [...closure].some((s) => (base.get(s) ?? 0) > 0)) {
+    const fromSnapshot = [...closure].filter((s) => (base.get(s) ?? 0) > 0);
+    if (snapshot && fromSnapshot.length > 0 && await log.snapshotHasParts(snapshot.seq)) {
+      // The parts of the streams wanted (a stream without a part had no quad then).
+      for (const stream of fromSnapshot) {
+        const part = await log.snapshotPart(snapshot.seq, stream);
+        if (!part) continue;
+        if (!createHash('sha256').update(part.data).digest().equals(part.sha256)) throw new Error(`the part of ${stream} of snapshot ${snapshot.seq} in PostgreSQL fails its checksum`);
+        store.load(part.data.toString('utf8'), { format: 'application/n-quads', no_transaction: true });
+      }
+    } else if (snapshot && fromSnapshot.length > 0) {
+      // A snapshot stored without parts: the whole of it, filtered.
       const stored = await log.snapshot(snapshot.seq);
       if (!stored) throw new ResidencyRetry(`snapshot ${snapshot.seq} was dropped meanwhile`);
       if (!createHash('sha256').update(stored.data).digest().equals(stored.sha256)) throw new Error(`snapshot ${snapshot.seq} in PostgreSQL fails its checksum`);
@@ -134,6 +144,30 @@ export async function materialize(log: PgLog, graphs: Graphs, wanted: ReadonlySe
     freeStore(store);
     throw err;
   }
+}
+
+/**
+ * A store's quads split by stream, as N-Quads (each graph dumped as
+ * N-Triples, one triple a line, its name put before each line's final
+ * dot); the parts of a snapshot, whose concatenation is the whole.
+ */
+export function dumpByStream(store: oxigraph.Store, graphs: Graphs): Map<string, SnapshotPart> {
+  const texts = new Map<string, string[]>();
+  const counts = new Map<string, number>();
+  const add = (stream: string, text: string, quads: number) => {
+    if (!texts.has(stream)) texts.set(stream, []);
+    texts.get(stream)!.push(text);
+    counts.set(stream, (counts.get(stream) ?? 0) + quads);
+  };
+  const defaults = store.dump({ format: 'application/n-triples', from_graph_name: oxigraph.defaultGraph() });
+  if (defaults.length > 0) add(SERVICE_STREAM, defaults, defaults.split('\n').length - 1);
+  for (const g of namedGraphsOf(store)) {
+    const lines = store.dump({ format: 'application/n-triples', from_graph_name: oxigraph.namedNode(g) }).split('\n');
+    lines.pop();
+    const suffix = `<${g}> .`;
+    add(graphs.streamOf(g), `${lines.map((line) => line.slice(0, -1) + suffix).join('\n')}\n`, lines.length);
+  }
+  return new Map([...texts].map(([stream, parts]) => [stream, { quads: counts.get(stream)!, data: Buffer.from(parts.join(''), 'utf8') }]));
 }
 
 /** The named graphs a store holds. */
