@@ -668,7 +668,9 @@ export class ClusterStore implements QuadStore {
             const seq = this.appliedSeq(stream) + 1;
             return { stream, seq, record: encodeRecord(seq, record) };
           });
-          const expected: Heads = new Map([...checks].map((stream) => [stream, this.appliedSeq(stream)]));
+          // A write whose reads cannot be named is checked against every head: each at the seq the replica holds.
+          const expected: Heads = read === 'any' ? new Map([...this.applied, ...[...checks].map((stream): [string, number] => [stream, this.appliedSeq(stream)])])
+            : new Map([...checks].map((stream) => [stream, this.appliedSeq(stream)]));
           await this.log.append(rows, expected, read === 'any');
           for (const row of rows) this.bytesSinceSnapshot += row.record.length;
         } catch (err) {
