@@ -2,12 +2,13 @@ import { expect } from 'chai';
 import pg from 'pg';
 import { openClusterStore } from '../../src/store/cluster/open.js';
 import type { ClusterStore } from '../../src/store/cluster/cluster-store.js';
-import { updateOp, type WriteOp } from '../../src/store/store.js';
+import { StoreUnavailableError, updateOp, type WriteOp } from '../../src/store/store.js';
 import { Graphs } from '../../src/rdf/graphs.js';
 import { integer, iri, sparql } from '../../src/rdf/sparql.js';
 import { freshClusterUrl, requirePostgres } from '../helpers/cluster.js';
 import { bearer, removeDir, seedWorkspace, startTestServer, tempDir, type TestServer } from '../helpers/server.js';
 import { sample } from '../helpers/metrics.js';
+import { cuttableProxy } from '../helpers/proxy.js';
 
 const BASE = 'https://residency.example/';
 const graphs = new Graphs(BASE);
@@ -160,6 +161,35 @@ describe('cluster store: residency', function () {
     expect(await countIn(r, graphs.system)).to.equal(6);
     expect(r.holds('ws:a')).to.equal(true);
     expect(await countIn(r, graphs.iam('a'))).to.equal(6);
+  });
+
+  it('PostgreSQL out of reach: a held workspace answers, one not held fails as unavailable (nothing to load it from), and loads once PostgreSQL is back', async () => {
+    const writer = await openStore();
+    for (const ws of ['a', 'b']) await writer.write([insertInto(graphs.iam(ws), 1)]);
+    const proxy = await cuttableProxy(new URL(url));
+    const through = new URL(url);
+    through.port = String(proxy.port);
+    try {
+      const r = await openClusterStore(through.toString(), { snapshotAfterBytes: 1 << 30, probeMs: 100, baseIri: BASE, residency: { quads: 1_000_000, idleMs: 3_600_000 } });
+      open.push(r);
+      expect(await countIn(r, graphs.iam('a'))).to.equal(1);
+      await proxy.cut();
+      expect(await countIn(r, graphs.iam('a'))).to.equal(1);
+      let failure: unknown;
+      try {
+        await countIn(r, graphs.iam('b'));
+      } catch (err) {
+        failure = err;
+      }
+      expect(failure).to.be.instanceOf(StoreUnavailableError);
+      expect((failure as Error).message).to.match(/does not hold cannot be loaded/);
+      expect(r.holds('ws:b')).to.equal(false);
+      await proxy.restore();
+      for (let i = 0; i < 200 && !r.health().writable; i++) await new Promise((res) => setTimeout(res, 50));
+      expect(await countIn(r, graphs.iam('b'))).to.equal(1);
+    } finally {
+      await proxy.close();
+    }
   });
 
   it('a snapshot is stored whole and split by stream; a workspace loads from its part, or from the whole snapshot when it has no parts', async () => {
