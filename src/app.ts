@@ -46,6 +46,7 @@ import { signInApiRoutes } from './sign-in/api-routes.js';
 import { SecretsService } from './secrets/service.js';
 import { secretsRoutes } from './secrets/routes.js';
 import type { SecretKeyring } from './secrets/crypto.js';
+import { ClusterStore } from './store/cluster/cluster-store.js';
 
 /** Everything the areas need, built once in `createServices`. */
 export interface Services {
@@ -192,10 +193,12 @@ export function createApp(services: Services): RequestListener {
     res.json({ success: true, data: { status: 'ok' } });
   });
 
+  const store = services.store;
   const metrics = serviceMetrics({
     quads: () => services.store.size(),
     storeVersion: () => services.store.version,
     sandbox: () => services.sandbox.stats(),
+    ...(store instanceof ClusterStore ? { cluster: { residency: () => store.residencyStats(), lagRecords: () => store.lagRecords() } } : {}),
   });
   app.get('/metrics', (req, res, next) => {
     authenticate(req).then(async (auth) => {

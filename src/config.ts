@@ -69,9 +69,17 @@ export const configSchema = z.object({
   WSM_SPARQL_DIALECT: z.enum(['standard', 'virtuoso']).default('standard'),
   /** With `sparql` or `cluster`: milliseconds an instance's lease on the lifecycle commands it runs lasts unless renewed. */
   WSM_LEASE_MS: z.coerce.number().int().min(500).max(3_600_000).default(30_000),
+  /**
+   * With `cluster`: quads past which an instance lets go of the workspaces it used least recently (docs/cluster.md,
+   * "Residency"). Unset: every instance holds every workspace.
+   */
+  WSM_CLUSTER_RESIDENT_QUADS: z.coerce.number().int().min(1000, 'must be at least 1000 quads').optional(),
+  /** With WSM_CLUSTER_RESIDENT_QUADS: seconds after which a workspace no read or write used is let go. */
+  WSM_CLUSTER_IDLE_SECONDS: z.coerce.number().int().min(1).max(86_400).default(600),
   /** The key that seals secret values at rest, a file outside the data directory (docs/secrets.md). */
   WSM_SECRETS_KEY_FILE: z.string().min(1).optional(),
 }).superRefine((c, ctx) => {
+  if (c.WSM_CLUSTER_RESIDENT_QUADS !== undefined && c.WSM_STORE !== 'cluster') ctx.addIssue({ code: 'custom', path: ['WSM_CLUSTER_RESIDENT_QUADS'], message: 'applies only with WSM_STORE=cluster' });
   if (c.WSM_STORE === 'cluster' && !c.WSM_POSTGRES_URL) ctx.addIssue({ code: 'custom', path: ['WSM_POSTGRES_URL'], message: 'is required when WSM_STORE=cluster' });
   if (c.WSM_STORE !== 'sparql') return;
   for (const key of ['WSM_SPARQL_QUERY_URL', 'WSM_SPARQL_UPDATE_URL'] as const) {

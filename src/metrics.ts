@@ -97,6 +97,11 @@ export interface ServiceSources {
   /** A counter bumped on every write, so an unchanged store is never counted again. */
   storeVersion(): number;
   sandbox(): { workers: number; timeouts: number; synced: Record<'knowledge' | 'all', number> };
+  /** The cluster store (docs/cluster.md): its residency's counts (undefined without a budget) and how many records its replica is behind. */
+  cluster?: {
+    residency(): { residentWorkspaces: number; loads: number; evictions: number } | undefined;
+    lagRecords(): Promise<number>;
+  };
   /** Shortest time between two counts of the quads. Default 60 s. */
   quadsRefreshMs?: number;
   /** The clock (ms), Date.now unless a test gives its own. */
@@ -177,7 +182,51 @@ export function serviceMetrics(sources: ServiceSources): client.Registry {
       timeoutsSeen = total;
     },
   });
+  if (sources.cluster) clusterMetrics(registry, sources.cluster);
   return registry;
+}
+
+/** The cluster store's figures: residency (workspaces held, loads, evictions) and catch-up lag. */
+function clusterMetrics(registry: client.Registry, cluster: NonNullable<ServiceSources['cluster']>): void {
+  new client.Gauge({
+    name: 'wsm_cluster_catch_up_lag_records',
+    help: 'Records committed in PostgreSQL that this instance\'s replica has not yet applied (or passed over, for workspaces it does not hold)',
+    registers: [registry],
+    async collect() {
+      try {
+        this.set(await cluster.lagRecords());
+      } catch {
+        // PostgreSQL out of reach: /health says so; the gauge keeps its last value.
+      }
+    },
+  });
+  // Residency is on from the store's opening, or never.
+  if (!cluster.residency()) return;
+  new client.Gauge({
+    name: 'wsm_cluster_resident_workspaces',
+    help: 'Workspaces whose graphs this instance holds (with WSM_CLUSTER_RESIDENT_QUADS; without it every workspace is held and this is not shown)',
+    registers: [registry],
+    collect() {
+      const figures = cluster.residency();
+      if (figures) this.set(figures.residentWorkspaces);
+    },
+  });
+  const seen = { loads: 0, evictions: 0 };
+  for (const [key, name, help] of [
+    ['loads', 'wsm_cluster_workspace_loads_total', 'Workspaces this instance loaded on first use (from the newest snapshot and the records after it)'],
+    ['evictions', 'wsm_cluster_workspace_evictions_total', 'Workspaces this instance let go, idle or over WSM_CLUSTER_RESIDENT_QUADS'],
+  ] as const) {
+    new client.Counter({
+      name,
+      help,
+      registers: [registry],
+      collect() {
+        const total = cluster.residency()?.[key] ?? 0;
+        if (total > seen[key]) this.inc(total - seen[key]);
+        seen[key] = total;
+      },
+    });
+  }
 }
 
 /** The Prometheus text of the process-wide and the service's metrics. */

@@ -56,8 +56,8 @@ export class WorkspaceViews {
   /** Names of every graph of the workspace (its records included). */
   async workspaceGraphs(workspaceId: string): Promise<string[]> {
     const prefix = this.graphs.workspacePrefix(workspaceId);
-    // The remote store (Virtuoso answers `GRAPH ?g { }` with no graph) and the cluster store: their own listing, which leaves out their own graphs.
-    if (!this.store.capabilities.graphPatternNamesGraphs) return (await this.store.graphNames()).filter((g) => g.startsWith(prefix)).sort();
+    // The remote store (Virtuoso answers `GRAPH ?g { }` with no graph) and the cluster store: their own listing (the cluster's loads only the workspace named), which leaves out their own graphs.
+    if (!this.store.capabilities.graphPatternNamesGraphs) return (await this.store.graphNames(prefix)).filter((g) => g.startsWith(prefix)).sort();
     const rows = await this.store.select(sparql`SELECT DISTINCT ?g WHERE { GRAPH ?g { } FILTER(STRSTARTS(STR(?g), ${literal(prefix)})) }`);
     return rows.map((r) => r.g!.value).sort();
   }

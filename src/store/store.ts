@@ -274,8 +274,12 @@ export interface QuadStore {
    * in an engine reached over HTTP (the remote store) has it.
    */
   graphDumpRequest?(graph: string): Promise<EngineRequest>;
-  /** Names of all named graphs holding at least one quad. */
-  graphNames(): Promise<string[]>;
+  /**
+   * Names of all named graphs holding at least one quad. `prefix`: the
+   * caller keeps only the names under it (a store may then list only
+   * those: the cluster store with residency loads only that workspace).
+   */
+  graphNames(prefix?: string): Promise<string[]>;
   /** Number of quads in the store (may visit every quad: not for a hot path). */
   size(): Promise<number>;
   /** Whether the store holds no quad of the service (stops at the first one found). */

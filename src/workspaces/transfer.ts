@@ -67,7 +67,7 @@ export class WorkspaceTransfer {
   /** Writes the workspace to `out` as `type`; resolves once the last byte was handed to it (the caller ends it). */
   async exportTo(workspace: Workspace, type: ExportType, out: Writable): Promise<void> {
     const prefix = this.graphs.workspacePrefix(workspace.id);
-    const names = (await this.store.graphNames()).filter((g) => g.startsWith(prefix)).sort();
+    const names = (await this.store.graphNames(prefix)).filter((g) => g.startsWith(prefix)).sort();
     const write = async (text: string): Promise<void> => {
       if (text && !out.write(text)) await drained(out);
     };

@@ -16,7 +16,13 @@ const LEASE_MS = 5000;
  * comes from PostgreSQL), one registry directory; one more instance runs as
  * a child process so it can be killed.
  */
-describe('three service instances on one PostgreSQL (WSM_STORE=cluster)', function () {
+const variants: Array<[string, Record<string, string>]> = [
+  ['', {}],
+  // Every workspace let go a second after its last use, or at once past the budget (docs/cluster.md, "Residency").
+  [', each holding only the workspaces in use', { WSM_CLUSTER_RESIDENT_QUADS: '1000', WSM_CLUSTER_IDLE_SECONDS: '1' }],
+];
+
+for (const [variant, extra] of variants) describe(`three service instances on one PostgreSQL (WSM_STORE=cluster)${variant}`, function () {
   this.timeout(600_000);
   let url: string;
   const dirs: string[] = [];
@@ -28,6 +34,7 @@ describe('three service instances on one PostgreSQL (WSM_STORE=cluster)', functi
   const env = () => ({
     WSM_STORE: 'cluster', WSM_POSTGRES_URL: url, WSM_LEASE_MS: String(LEASE_MS),
     WSM_REGISTRY: path.join(dirs[0]!, 'registry'), WSM_LOG_LEVEL: process.env.WSM_TEST_LOG_LEVEL ?? 'error',
+    ...extra,
   });
 
   before(async function () {

@@ -37,6 +37,28 @@ describe('config', () => {
     });
   }
 
+  describe('cluster residency (WSM_CLUSTER_RESIDENT_QUADS)', () => {
+    const cluster = { WSM_STORE: 'cluster', WSM_POSTGRES_URL: 'postgres://wsm@127.0.0.1:5432/wsm' };
+    it('takes a number of quads and an idle time in seconds (600 by default); unset, every workspace is held', () => {
+      const config = loadConfig({ ...cluster, WSM_CLUSTER_RESIDENT_QUADS: '2000000' });
+      expect(config.WSM_CLUSTER_RESIDENT_QUADS).to.equal(2_000_000);
+      expect(config.WSM_CLUSTER_IDLE_SECONDS).to.equal(600);
+      expect(loadConfig(cluster).WSM_CLUSTER_RESIDENT_QUADS).to.equal(undefined);
+    });
+    for (const [name, value, message] of [
+      ['WSM_CLUSTER_RESIDENT_QUADS', 'lots', /Invalid setting WSM_CLUSTER_RESIDENT_QUADS="lots"/],
+      ['WSM_CLUSTER_RESIDENT_QUADS', '10', /Invalid setting WSM_CLUSTER_RESIDENT_QUADS="10": must be at least 1000 quads/],
+      ['WSM_CLUSTER_IDLE_SECONDS', '0', /Invalid setting WSM_CLUSTER_IDLE_SECONDS="0"/],
+    ] as const) {
+      it(`stops on ${name}=${value} with a message naming the setting`, () => {
+        expect(() => loadConfig({ ...cluster, WSM_CLUSTER_RESIDENT_QUADS: '5000', [name]: value })).to.throw(ConfigError, message);
+      });
+    }
+    it('stops when set without the cluster store', () => {
+      expect(() => loadConfig({ WSM_CLUSTER_RESIDENT_QUADS: '5000' })).to.throw(ConfigError, /WSM_CLUSTER_RESIDENT_QUADS="5000": applies only with WSM_STORE=cluster/);
+    });
+  });
+
   describe('remote store (WSM_STORE=sparql)', () => {
     const urls = { WSM_SPARQL_QUERY_URL: 'http://127.0.0.1:8890/sparql', WSM_SPARQL_UPDATE_URL: 'http://127.0.0.1:8890/sparql' };
 

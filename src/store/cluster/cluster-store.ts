@@ -8,13 +8,15 @@ import { assertDeclared, checkGraphsFromEnv } from '../declared-graphs.js';
 import { ExclusiveSections } from '../sections.js';
 import { InstanceLease } from '../instance-lease.js';
 import {
-  StoreUnavailableError, WriteRefusedError, declaredGraphs, opsWithTexts, writeWithReplacesExpanded,
+  DEFAULT_GRAPH, StoreUnavailableError, WriteRefusedError, declaredGraphs, opsWithTexts, updateOp, writeWithReplacesExpanded,
   type Binding, type JournalOp, type QuadStore, type QueryScope, type StoreCapabilities, type StoreHealth, type WriteCondition, type WriteInput, type WriteOp,
 } from '../store.js';
-import { literal, sparql, sparqlFragment, type Sparql, type SparqlFragment } from '../../rdf/sparql.js';
+import { iri, literal, raw, sparql, sparqlFragment, type Sparql, type SparqlFragment } from '../../rdf/sparql.js';
 import { Graphs, SERVICE_STREAM } from '../../rdf/graphs.js';
 import { CHANNEL, HeadMovedError, LogCorruptError, PgArchives, PgLog, type Append, type Heads, type StoredRecord } from './log.js';
-import { graphsReadByWrite } from './read-graphs.js';
+import { graphsReadBy, graphsReadByWrite, type GraphsRead } from './read-graphs.js';
+import { Residency, ResidencyRetry, byWrite, dumpByStream, graphsChangedByRecord, materialize, namedGraphsOf, streamsReadByRecord } from './residency.js';
+import { freeStore } from '../scratch.js';
 /** Records read from PostgreSQL per query while catching up. */
 const CATCH_UP_BATCH = 256;
 
@@ -27,10 +29,23 @@ export interface ClusterStoreOptions {
   probeMs?: number;
   onWarning?: (message: string) => void;
   onInfo?: (message: string) => void;
+  /**
+   * Residency (WSM_CLUSTER_RESIDENT_QUADS, docs/cluster.md "Residency"):
+   * quads past which the least recently used workspaces are let go, and
+   * milliseconds after which an unused workspace is let go. Absent: the
+   * instance holds every stream.
+   */
+  residency?: { quads: number; idleMs: number };
 }
 
 /** The options with their defaults filled in. */
-export type ClusterStoreSettings = Required<Omit<ClusterStoreOptions, 'baseIri'>> & Pick<ClusterStoreOptions, 'baseIri'>;
+export type ClusterStoreSettings = Required<Omit<ClusterStoreOptions, 'baseIri' | 'residency'>> & Pick<ClusterStoreOptions, 'baseIri' | 'residency'>;
+
+/** What /metrics shows of residency. */
+export interface ResidencyStats { residentWorkspaces: number; loads: number; evictions: number }
+
+/** Parsed reads kept (the graphs an unscoped query reads), by text. */
+const READS_KEPT = 512;
 
 /** What opening the store found; for logs and tests. */
 export interface ClusterOpenInfo { snapshotSeq: number; snapshotQuads: number; recordsReplayed: number; streams: number; millis: number }
@@ -93,6 +108,16 @@ export class ClusterStore implements QuadStore {
   instance: InstanceLease | undefined;
   /** The hosted registry's archives, in PostgreSQL: every instance serves every published version. */
   readonly archives: PgArchives;
+  /** Which workspace streams the replica holds (docs/cluster.md, "Residency"); absent: every stream. */
+  private residency: Residency | undefined;
+  /** The graphs unscoped reads read, by text (residency only). */
+  private readonly readsKept = new Map<string, GraphsRead>();
+  /** Quads of what is held besides the workspaces loaded (the service's graphs), as last counted. */
+  private serviceQuads = 0;
+  private residencyTimer: NodeJS.Timeout | undefined;
+  private enforcing: Promise<void> | null = null;
+  /** Records replayed at open that change graphs of a stream they are not in (written by the one-stream layout): loading a stream cannot find them. */
+  private foreignRecords = false;
 
   constructor(
     raw: oxigraph.Store,
@@ -122,32 +147,270 @@ export class ClusterStore implements QuadStore {
     return new Map(this.applied);
   }
 
+  private setApplied(stream: string, seq: number): void {
+    this.appliedTotal += seq - (this.applied.get(stream) ?? 0);
+    this.applied.set(stream, seq);
+  }
+
+  /** Whether the replica holds `stream` (without residency: every stream). */
+  holds(stream: string): boolean {
+    return !this.residency || this.residency.holds(stream);
+  }
+
+  /** The workspace streams held, least recently used first (residency only; else empty). */
+  residentStreams(): string[] {
+    return this.residency?.streams() ?? [];
+  }
+
+  /** Residency's counts for /metrics; undefined without residency. */
+  residencyStats(): ResidencyStats | undefined {
+    const r = this.residency;
+    return r ? { residentWorkspaces: r.streams().length, loads: r.loads, evictions: r.evictions } : undefined;
+  }
+
+  /** Records committed in PostgreSQL that the replica has neither applied nor passed over (one head lookup). */
+  async lagRecords(): Promise<number> {
+    return Math.max(0, await this.log.headsTotal() - this.appliedTotal);
+  }
+
+  /**
+   * Starts residency once the store is open (`openClusterStore`): the
+   * replica lets go of every workspace (a snapshot is stored first when
+   * records replayed at open change graphs outside their streams, so that
+   * loading a stream never needs them) and holds the service's graphs.
+   */
+  async startResidency(): Promise<void> {
+    const settings = this.options.residency;
+    if (!settings || this.residency) return;
+    if (this.foreignRecords) await this.snapshot(true);
+    await this.applyLock.run('apply', async () => {
+      const drop = namedGraphsOf(this.replica.raw).filter((g) => this.graphs.streamOf(g) !== SERVICE_STREAM);
+      if (drop.length > 0) await this.replica.write(drop.map(dropGraph));
+      this.residency = new Residency(settings.quads, settings.idleMs);
+      this.serviceQuads = this.replica.raw.size;
+    });
+    const every = Math.max(1000, Math.min(60_000, Math.floor(settings.idleMs / 2)));
+    this.residencyTimer = setInterval(() => { this.enforceResidency({ count: true }).catch(this.warnResidency); }, every);
+    this.residencyTimer.unref();
+  }
+
+  private readonly warnResidency = (err: unknown): void => {
+    if (!this.closed) this.options.onWarning(`letting go of workspaces failed: ${err instanceof Error ? err.message : String(err)}`);
+  };
+
+  /** The streams a read touches: its scope's, else those of the graphs its text reads (parsed once per text); 'all' when it cannot name them. */
+  private streamsOfRead(query: string, scope?: QueryScope): Set<string> | 'all' {
+    const graphs = new Set<string>([...(scope?.defaultGraphs ?? []), ...(scope?.namedGraphs ?? [])]);
+    if (!(scope?.defaultGraphs && scope.namedGraphs)) {
+      let read = this.readsKept.get(query);
+      if (read === undefined) {
+        read = query.length > READ_PARSE_LIMIT ? 'any' : graphsReadBy(query);
+        if (this.readsKept.size >= READS_KEPT) this.readsKept.delete(this.readsKept.keys().next().value!);
+        this.readsKept.set(query, read);
+      }
+      if (read === 'any') return 'all';
+      for (const g of read) graphs.add(g);
+    }
+    return new Set([...graphs].map((g) => this.graphs.streamOf(g)));
+  }
+
+  /** Streams among `streams` (or among every stream with records) that the replica does not hold. */
+  private missing(streams: ReadonlySet<string> | 'all'): Set<string> {
+    const all = streams === 'all' ? [...this.applied].filter(([, seq]) => seq > 0).map(([s]) => s) : streams;
+    return new Set([...all].filter((s) => !this.holds(s)));
+  }
+
+  /** Runs `read` once the replica holds every stream it touches (loading those it lacks); none of them is let go while it runs. */
+  private async reading<T>(streams: Set<string> | 'all', read: () => Promise<T>): Promise<T> {
+    await this.fresh();
+    const residency = this.residency;
+    if (!residency) return read();
+    const unpin = residency.pin(streams);
+    try {
+      if (this.missing(streams).size > 0) {
+        if (this.unavailable) throw this.unavailableError('a workspace this instance does not hold cannot be loaded');
+        try {
+          await this.applyLock.run('apply', () => this.ensureLocked(streams));
+        } catch (err) {
+          this.markUnavailable(err);
+          throw this.unavailableError('a workspace this instance does not hold cannot be loaded');
+        }
+        this.scheduleResidency();
+      }
+      residency.touch(streams === 'all' ? residency.streams() : streams);
+      return await read();
+    } finally {
+      unpin();
+    }
+  }
+
+  /** Under the apply lock: caught up, then the streams the replica lacks loaded at the heads it caught up to. */
+  private async ensureLocked(streams: ReadonlySet<string> | 'all'): Promise<void> {
+    for (let attempt = 1; ; attempt++) {
+      const { upto } = await this.catchUpLocked();
+      const missing = this.missing(streams);
+      if (missing.size === 0) return;
+      try {
+        await this.loadLocked(missing, upto, false);
+        return;
+      } catch (err) {
+        if (!(err instanceof ResidencyRetry) || attempt >= 3) throw err;
+      }
+    }
+  }
+
+  /**
+   * Under the apply lock: `streams` built at the cut `upto` (`materialize`)
+   * and put in the replica in place of what it held of them (through the
+   * store, so revisions move and read caches let go). Streams not held
+   * become held. With `all`, every stream is at `upto` afterwards (the
+   * others passed over).
+   */
+  private async loadLocked(streams: ReadonlySet<string>, upto: Heads, all: boolean): Promise<void> {
+    const residency = this.residency!;
+    const built = await materialize(this.log, this.graphs, streams, upto);
+    const quads = new Map<string, number>();
+    try {
+      const have = namedGraphsOf(this.replica.raw).filter((g) => streams.has(this.graphs.streamOf(g)));
+      const ops: WriteOp[] = [];
+      const made = new Set<string>();
+      for (const g of namedGraphsOf(built.store)) {
+        const stream = this.graphs.streamOf(g);
+        if (!streams.has(stream)) continue;
+        const data = built.store.dump({ format: 'application/n-triples', from_graph_name: oxigraph.namedNode(g) });
+        quads.set(stream, (quads.get(stream) ?? 0) + countLines(data));
+        ops.push({ kind: 'load', graph: g, format: 'application/n-triples', data, replace: true });
+        made.add(g);
+      }
+      for (const g of have) if (!made.has(g)) ops.push(dropGraph(g));
+      if (streams.has(SERVICE_STREAM)) {
+        const data = built.store.dump({ format: 'application/n-triples', from_graph_name: oxigraph.defaultGraph() });
+        ops.push(updateOp(sparql`DROP SILENT DEFAULT`, [DEFAULT_GRAPH]));
+        if (data.length > 0) ops.push(updateOp(sparql`INSERT DATA { ${raw(data)} }`, [DEFAULT_GRAPH]));
+      }
+      if (ops.length > 0) await this.replica.write(ops);
+    } finally {
+      freeStore(built.store);
+    }
+    for (const [stream, seq] of all ? upto : [...streams].map((s) => [s, upto.get(s) ?? 0] as const)) this.setApplied(stream, seq);
+    for (const stream of streams) {
+      if (stream === SERVICE_STREAM || residency.holds(stream)) continue;
+      residency.add(stream, quads.get(stream) ?? 0);
+      residency.loads++;
+    }
+  }
+
+  /**
+   * A record being caught up reads (or may change) a stream the replica
+   * lacks: every stream held and those are built again at the heads now
+   * (`loadLocked`), since the record must be applied on the state of what
+   * it reads as of when it was appended.
+   */
+  private async resyncLocked(lacking: ReadonlySet<string>): Promise<Heads> {
+    for (let attempt = 1; ; attempt++) {
+      const upto = await this.log.heads();
+      try {
+        await this.loadLocked(new Set([SERVICE_STREAM, ...this.residentStreams(), ...lacking]), upto, true);
+        return upto;
+      } catch (err) {
+        if (!(err instanceof ResidencyRetry) || attempt >= 3) throw err;
+      }
+    }
+  }
+
+  /** The streams a record to catch up reads or changes that the replica does not hold (residency), beside the ones it is in. */
+  private lackedBy(rows: readonly StoredRecord[]): Set<string> {
+    const { ops } = splitRecord(rows[0]!.ops);
+    const lacking = new Set<string>();
+    const read = streamsReadByRecord(this.graphs, ops);
+    const changed = graphsChangedByRecord(ops);
+    const everyStream = [...this.applied.keys()];
+    for (const s of read === 'any' ? everyStream : read) if (!this.holds(s)) lacking.add(s);
+    if (changed === 'any') for (const s of everyStream) if (!this.holds(s)) lacking.add(s);
+    return lacking;
+  }
+
+  private scheduleResidency(): void {
+    if (!this.residency || this.enforcing || this.closed) return;
+    this.enforcing = this.enforceResidency().then(() => undefined, this.warnResidency).finally(() => { this.enforcing = null; });
+  }
+
+  /**
+   * Lets go of the workspaces unused for the idle time, then of the least
+   * recently used while the replica holds more quads than the budget (not
+   * those a read under way uses). The quads held are counted (`count`: the
+   * idle timer) or estimated: the service's as last counted plus each
+   * workspace's as loaded. Answers the streams let go.
+   */
+  async enforceResidency(options: { count?: boolean; now?: number } = {}): Promise<string[]> {
+    const residency = this.residency;
+    if (!residency || this.closed) return [];
+    const now = options.now ?? Date.now();
+    return this.applyLock.run('apply', async () => {
+      const evicted: string[] = [];
+      for (const { stream, usedAt } of residency.evictable()) {
+        if (now - usedAt < residency.idleMs) break;
+        if (await this.evictLocked(stream)) evicted.push(stream);
+      }
+      const loaded = () => [...residency.loadedQuads.values()].reduce((a, b) => a + b, 0);
+      if (options.count) this.serviceQuads = Math.max(0, this.replica.raw.size - loaded());
+      for (const { stream } of residency.evictable()) {
+        if (this.serviceQuads + loaded() <= residency.budgetQuads) break;
+        if (await this.evictLocked(stream)) evicted.push(stream);
+      }
+      return evicted;
+    });
+  }
+
+  /**
+   * Under the apply lock: the stream's graphs dropped from the replica
+   * (through the store: revisions move); its records are passed over from
+   * now on. Not while a read that began uses it (false then). It stops
+   * being held before its graphs go, so a read that begins meanwhile loads
+   * it again (after this, under the apply lock) rather than read it going.
+   */
+  private async evictLocked(stream: string): Promise<boolean> {
+    const residency = this.residency!;
+    if (residency.pinned(stream) || !residency.holds(stream)) return false;
+    residency.remove(stream);
+    residency.evictions++;
+    const drop = namedGraphsOf(this.replica.raw).filter((g) => this.graphs.streamOf(g) === stream);
+    if (drop.length > 0) await this.replica.write(drop.map(dropGraph));
+    return true;
+  }
+
   get version(): number {
     return this.replica.version;
   }
 
   select(query: Sparql, scope?: QueryScope): Promise<Binding[]> {
-    return this.fresh().then(() => this.replica.select(query, scope));
+    if (!this.residency) return this.fresh().then(() => this.replica.select(query, scope));
+    return this.reading(this.streamsOfRead(query, scope), () => this.replica.select(query, scope));
   }
 
   selectIris(query: Sparql, variable: string, scope?: QueryScope): Promise<string[]> {
-    return this.fresh().then(() => this.replica.selectIris(query, variable, scope));
+    if (!this.residency) return this.fresh().then(() => this.replica.selectIris(query, variable, scope));
+    return this.reading(this.streamsOfRead(query, scope), () => this.replica.selectIris(query, variable, scope));
   }
 
   ask(query: Sparql, scope?: QueryScope): Promise<boolean> {
-    return this.fresh().then(() => this.replica.ask(query, scope));
+    if (!this.residency) return this.fresh().then(() => this.replica.ask(query, scope));
+    return this.reading(this.streamsOfRead(query, scope), () => this.replica.ask(query, scope));
   }
 
   construct(query: Sparql, scope?: QueryScope): Promise<string> {
-    return this.fresh().then(() => this.replica.construct(query, scope));
+    if (!this.residency) return this.fresh().then(() => this.replica.construct(query, scope));
+    return this.reading(this.streamsOfRead(query, scope), () => this.replica.construct(query, scope));
   }
 
   queryRaw(query: Sparql, resultsFormat: string, scope?: QueryScope): Promise<string | boolean> {
-    return this.fresh().then(() => this.replica.queryRaw(query, resultsFormat, scope));
+    if (!this.residency) return this.fresh().then(() => this.replica.queryRaw(query, resultsFormat, scope));
+    return this.reading(this.streamsOfRead(query, scope), () => this.replica.queryRaw(query, resultsFormat, scope));
   }
 
   dumpGraph(graph: string): Promise<string> {
-    return this.fresh().then(() => this.replica.dumpGraph(graph));
+    if (!this.residency) return this.fresh().then(() => this.replica.dumpGraph(graph));
+    return this.reading(new Set([this.graphs.streamOf(graph)]), () => this.replica.dumpGraph(graph));
   }
 
   /** The store's own graphs (`<base>store/...`: instance leases), known once the lease started; left out of the service's graphs. */
@@ -157,30 +420,51 @@ export class ClusterStore implements QuadStore {
     return this.ownPrefix ? sparqlFragment`FILTER(!STRSTARTS(STR(?g), ${literal(this.ownPrefix)}))` : sparqlFragment``;
   }
 
-  async graphNames(): Promise<string[]> {
-    const rows = await this.select(sparql`SELECT DISTINCT ?g WHERE { GRAPH ?g { ?s ?p ?o } ${this.serviceGraphFilter()} }`);
-    return rows.map((b) => b.g!.value);
+  /**
+   * With residency, `prefix` (a workspace's graphs' prefix) loads only that
+   * workspace; without one every stream is loaded.
+   */
+  async graphNames(prefix?: string): Promise<string[]> {
+    const query = sparql`SELECT DISTINCT ?g WHERE { GRAPH ?g { ?s ?p ?o } ${this.serviceGraphFilter()} }`;
+    const names = (rows: Binding[]) => rows.map((b) => b.g!.value).filter((g) => prefix === undefined || g.startsWith(prefix));
+    if (!this.residency) return names(await this.select(query));
+    const stream = prefix === undefined ? SERVICE_STREAM : this.graphs.streamOf(`${prefix}x`);
+    const streams = stream === SERVICE_STREAM ? 'all' as const : new Set([stream]);
+    return this.reading(streams, async () => names(await this.replica.select(query)));
   }
 
-  /** Quads of the service's graphs (the store's own records left out, as `graphNames` does). */
+  /** Quads of the service's graphs (the store's own records left out, as `graphNames` does); with residency, of the graphs this instance holds. */
   async size(): Promise<number> {
+    if (this.residency) {
+      await this.fresh();
+      return this.ownPrefix ? this.countOn(this.replica) : this.replica.size();
+    }
     if (!this.ownPrefix) return this.fresh().then(() => this.replica.size());
-    const rows = await this.select(sparql`SELECT (COUNT(*) AS ?n) WHERE { { ?s ?p ?o } UNION { GRAPH ?g { ?s ?p ?o } ${this.serviceGraphFilter()} } }`);
+    return this.countOn(this);
+  }
+
+  private async countOn(store: Pick<QuadStore, 'select'>): Promise<number> {
+    const rows = await store.select(sparql`SELECT (COUNT(*) AS ?n) WHERE { { ?s ?p ?o } UNION { GRAPH ?g { ?s ?p ?o } ${this.serviceGraphFilter()} } }`);
     return Number(rows[0]?.n?.value ?? 0);
   }
 
   /** Whether the store holds no quad of the service: an instance's lease record does not count (the first start's check). */
   async isEmpty(): Promise<boolean> {
-    return !await this.ask(sparql`ASK { { ?s ?p ?o } UNION { GRAPH ?g { ?s ?p ?o } ${this.serviceGraphFilter()} } }`);
+    const query = sparql`ASK { { ?s ?p ?o } UNION { GRAPH ?g { ?s ?p ?o } ${this.serviceGraphFilter()} } }`;
+    if (!this.residency) return !await this.ask(query);
+    await this.fresh();
+    // A workspace with records is data, held or not.
+    return this.missing('all').size === 0 && !await this.replica.ask(query);
   }
 
   revision(graph: string): number {
     return this.replica.revision(graph);
   }
 
-  /** The read caches' hook: the replica caught up to the head, so revisions moved by other instances' writes have moved here. */
-  syncRevisions(): Promise<void> {
-    return this.fresh();
+  /** The read caches' hook: the replica caught up to the head, so revisions moved by other instances' writes have moved here (with residency: the graphs' workspaces loaded, so their revisions move). */
+  syncRevisions(graphs?: readonly string[]): Promise<void> {
+    if (!this.residency || !graphs) return this.fresh();
+    return this.reading(new Set(graphs.map((g) => this.graphs.streamOf(g))), () => Promise.resolve());
   }
 
   onWrite(listener: (graphs: ReadonlySet<string>) => void): () => void {
@@ -255,9 +539,11 @@ export class ClusterStore implements QuadStore {
    * `replay` applies to the bare replica (at open); otherwise through the
    * store, so revisions and listeners see it.
    */
-  private async catchUpLocked(replay = false): Promise<number> {
+  private async catchUpLocked(replay = false): Promise<{ applied: number; upto: Heads }> {
     const upto = await this.log.heads();
     let applied = 0;
+    // Residency: the records of streams not held are passed over (their seq remembered as applied).
+    if (this.residency) for (const [stream, seq] of upto) if (!this.holds(stream) && seq > this.appliedSeq(stream)) this.setApplied(stream, seq);
     for (;;) {
       let rows = await this.log.recordsBetween(this.applied, upto, CATCH_UP_BATCH);
       const full = rows.length === CATCH_UP_BATCH;
@@ -267,14 +553,15 @@ export class ClusterStore implements QuadStore {
         const whole = rows.filter((r) => r.gseq !== last);
         if (whole.length > 0) rows = whole;
       }
-      for (let i = 0; i < rows.length;) {
-        let j = i + 1;
-        while (j < rows.length && rows[j]!.gseq === rows[i]!.gseq) j++;
-        await this.applyWrite(rows.slice(i, j), replay);
+      for (const write of byWrite(rows)) {
+        if (this.residency) {
+          const lacking = this.lackedBy(write);
+          if (lacking.size > 0) return { applied, upto: await this.resyncLocked(lacking) };
+        }
+        await this.applyWrite(write, replay);
         applied++;
-        i = j;
       }
-      if (!full) return applied;
+      if (!full) return { applied, upto };
     }
   }
 
@@ -286,8 +573,19 @@ export class ClusterStore implements QuadStore {
     }
     const { condition, ops } = splitRecord(rows[0]!.ops);
     const given = ops as WriteOp[];
+    if (this.options.residency && !this.residency && !this.foreignRecords) {
+      const changed = graphsChangedByRecord(ops);
+      const streams = new Set(rows.map((r) => r.stream));
+      this.foreignRecords = changed === 'any' || [...changed].some((g) => !streams.has(this.graphs.streamOf(g)));
+    }
     try {
-      if (replay) replayOnto(this.replica.raw, rows[0]!);
+      if (this.residency) {
+        // Without its condition: it held when the record was appended (docs/cluster.md, "Residency"), and the replica may lack what it reads.
+        await this.replica.write(given);
+        const changed = graphsChangedByRecord(ops);
+        const foreign = changed === 'any' ? [] : [...changed].filter((g) => !this.holds(this.graphs.streamOf(g)));
+        if (foreign.length > 0) await this.replica.write(foreign.map(dropGraph));
+      } else if (replay) replayOnto(this.replica.raw, rows[0]!);
       else if (condition) await this.replica.writeIf({ ask: condition.ask as Sparql, expect: condition.expect }, given);
       else await this.replica.write(given);
     } finally {
@@ -301,7 +599,7 @@ export class ClusterStore implements QuadStore {
 
   /** At open: the records after the snapshot, applied to the bare replica; answers how many writes. */
   replay(): Promise<number> {
-    return this.applyLock.run('apply', () => this.catchUpLocked(true));
+    return this.applyLock.run('apply', async () => (await this.catchUpLocked(true)).applied);
   }
 
   /**
@@ -336,6 +634,20 @@ export class ClusterStore implements QuadStore {
     const checks = new Set(changes);
     if (read !== 'any') for (const g of read) checks.add(this.graphs.streamOf(g));
     return this.applyLock.run('apply', async () => {
+      if (this.residency) {
+        // What the write changes and reads is held first: its condition is asked on the replica.
+        const needed = read === 'any' ? 'all' as const : checks;
+        if (this.missing(needed).size > 0) {
+          if (this.unavailable) throw this.unavailableError();
+          try {
+            await this.ensureLocked(needed);
+          } catch (err) {
+            this.markUnavailable(err);
+            throw this.unavailableError();
+          }
+        }
+        this.residency.touch(needed === 'all' ? this.residency.streams() : needed);
+      }
       // First at the replica's seqs, without asking: the append fails if any of them is not the head.
       let atHead = false;
       let behind = false;
@@ -359,9 +671,9 @@ export class ClusterStore implements QuadStore {
             const seq = this.appliedSeq(stream) + 1;
             return { stream, seq, record: encodeRecord(seq, record, at) };
           });
-          // A write whose reads could not be named checks every stream this replica holds (a stream it does not hold yet moves its head: caught up, then held).
-          const checked = read === 'any' ? new Set([...checks, ...this.applied.keys()]) : checks;
-          const expected: Heads = new Map([...checked].map((stream) => [stream, this.appliedSeq(stream)]));
+          // A write whose reads cannot be named is checked against every head: each at the seq the replica holds.
+          const expected: Heads = read === 'any' ? new Map([...this.applied, ...[...checks].map((stream): [string, number] => [stream, this.appliedSeq(stream)])])
+            : new Map([...checks].map((stream) => [stream, this.appliedSeq(stream)]));
           await this.log.append(rows, expected, read === 'any');
           for (const row of rows) this.bytesSinceSnapshot += row.record.length;
         } catch (err) {
@@ -383,15 +695,15 @@ export class ClusterStore implements QuadStore {
           this.maybeSnapshot();
         }
       }
-    });
+    }).finally(() => this.scheduleResidency());
   }
 
   private retryAfterSeconds(): number {
     return Math.max(1, Math.ceil(this.options.probeMs / 1000));
   }
 
-  private unavailableError(): StoreUnavailableError {
-    const error = new StoreUnavailableError(`the cluster's journal (PostgreSQL, WSM_POSTGRES_URL) cannot be written: ${this.unavailable?.reason ?? 'unknown'}`, undefined);
+  private unavailableError(what = 'the cluster\'s journal (PostgreSQL, WSM_POSTGRES_URL) cannot be written'): StoreUnavailableError {
+    const error = new StoreUnavailableError(`${what}: ${this.unavailable?.reason ?? 'unknown'}`, undefined);
     error.retryAfterSeconds = this.retryAfterSeconds();
     return error;
   }
@@ -438,7 +750,7 @@ export class ClusterStore implements QuadStore {
       const colon = payload.lastIndexOf(':');
       const stream = colon > 0 ? payload.slice(0, colon) : undefined;
       const seq = payload.slice(colon + 1);
-      if (stream !== undefined && Number(seq) > this.appliedSeq(stream)) this.catchUp().catch((err: unknown) => this.markUnavailable(err));
+      if (stream !== undefined && Number(seq) > this.appliedSeq(stream) && this.holds(stream)) this.catchUp().catch((err: unknown) => this.markUnavailable(err));
     });
     const lost = () => {
       if (this.listener !== client) return;
@@ -488,28 +800,69 @@ export class ClusterStore implements QuadStore {
    * holds (dumped under the apply lock, sent after it); records every kept
    * snapshot holds are pruned, per stream.
    */
-  async snapshot(): Promise<void> {
+  async snapshot(force = false): Promise<void> {
     const newest = (await this.log.snapshots())[0];
     if (newest && newest.seq > this.snapshotSeq) {
       this.snapshotSeq = newest.seq;
       this.bytesSinceSnapshot = await this.log.bytesAfter(newest.heads);
-      if (this.bytesSinceSnapshot < this.options.snapshotAfterBytes) return;
+      if (this.bytesSinceSnapshot < this.options.snapshotAfterBytes && !force) return;
     }
-    const dump = await this.applyLock.run('apply', async () => ({
-      heads: this.appliedHeads(),
-      total: this.appliedTotal,
-      quads: this.replica.raw.size,
-      data: Buffer.from(this.replica.raw.dump({ format: 'application/n-quads' }), 'utf8'),
-      bytesAfter: this.bytesSinceSnapshot,
-    }));
+    if (this.residency) {
+      await this.snapshotBuilt();
+      return;
+    }
+    const dump = await this.applyLock.run('apply', async () => {
+      const parts = dumpByStream(this.replica.raw, this.graphs);
+      return {
+        heads: this.appliedHeads(),
+        total: this.appliedTotal,
+        quads: [...parts.values()].reduce((n, part) => n + part.quads, 0),
+        data: Buffer.concat([...parts.values()].map((part) => part.data)),
+        parts,
+        bytesAfter: this.bytesSinceSnapshot,
+      };
+    });
     if (dump.total <= this.snapshotSeq) return;
-    this.snapshotSeq = await this.log.putSnapshot(dump.heads, dump.quads, dump.data);
+    this.snapshotSeq = await this.log.putSnapshot(dump.heads, dump.quads, dump.data, dump.parts);
     this.bytesSinceSnapshot -= dump.bytesAfter;
     this.options.onInfo(`snapshot of ${dump.quads} quads (${dump.heads.size} streams, ${dump.total} records in all) stored in PostgreSQL`);
   }
 
+  /**
+   * Residency: the replica holds only some streams, so the snapshot is
+   * built apart, as a load is (`materialize`): every stream at the heads
+   * now, from the newest snapshot and the records after it. It costs a
+   * copy of the whole data while it is built.
+   */
+  private async snapshotBuilt(): Promise<void> {
+    for (let attempt = 1; ; attempt++) {
+      const upto = await this.log.heads();
+      const total = [...upto.values()].reduce((a, b) => a + b, 0);
+      if (total <= this.snapshotSeq) return;
+      let built;
+      try {
+        built = await materialize(this.log, this.graphs, new Set(upto.keys()), upto);
+      } catch (err) {
+        if (err instanceof ResidencyRetry && attempt < 3) continue;
+        throw err;
+      }
+      let parts;
+      try {
+        parts = dumpByStream(built.store, this.graphs);
+      } finally {
+        freeStore(built.store);
+      }
+      const quads = [...parts.values()].reduce((n, part) => n + part.quads, 0);
+      this.snapshotSeq = await this.log.putSnapshot(upto, quads, Buffer.concat([...parts.values()].map((part) => part.data)), parts);
+      this.bytesSinceSnapshot = await this.log.bytesAfter(upto);
+      this.options.onInfo(`snapshot of ${quads} quads (${upto.size} streams, ${total} records in all, built from the previous snapshot and ${built.records} writes) stored in PostgreSQL`);
+      return;
+    }
+  }
+
   async close(): Promise<void> {
     if (this.closed) return;
+    clearInterval(this.residencyTimer);
     await this.instance?.close().catch(() => undefined);
     this.closed = true;
     clearTimeout(this.probeTimer);
@@ -521,6 +874,19 @@ export class ClusterStore implements QuadStore {
     await this.applyLock.run('apply', () => Promise.resolve());
     await this.log.pool.end();
   }
+}
+
+/** Texts longer than this are not parsed for the graphs they read: the read loads every stream (as `read-graphs.ts` for writes). */
+const READ_PARSE_LIMIT = 64 * 1024;
+
+function dropGraph(graph: string): WriteOp {
+  return updateOp(sparql`DROP SILENT GRAPH ${iri(graph)}`, [graph]);
+}
+
+function countLines(text: string): number {
+  let n = 0;
+  for (let i = text.indexOf('\n'); i >= 0; i = text.indexOf('\n', i + 1)) n++;
+  return n;
 }
 
 /** Applies a record to a store being opened (no listener, no cache yet); false when its condition did not hold. */

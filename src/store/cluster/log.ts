@@ -16,7 +16,8 @@ import type { ArchiveFiles } from '../../registry/archives.js';
  *                  changes or reads
  *   wsm_snapshots  ('replica', n) -> the whole replica as N-Quads, with its
  *                  quad count, sha256 and the seq of each stream it holds
- *                  (`heads`); n is the sum of those seqs
+ *                  (`heads`); n is the sum of those seqs. (<stream>, n):
+ *                  the same snapshot's graphs of one stream (residency)
  *   wsm_archives   sha256 -> bytes: the hosted registry's archives
  *   wsm_shared     name -> value: what every instance must agree on (the
  *                  token issuer's key, the journal's layout)
@@ -91,6 +92,9 @@ export type Heads = Map<string, number>;
 
 /** One snapshot as listed: its number (the sum of its heads) and the seq of each stream it holds. */
 export interface SnapshotEntry { seq: number; heads: Heads }
+
+/** The graphs of one stream in a snapshot, as N-Quads. */
+export interface SnapshotPart { quads: number; data: Buffer }
 
 /** One snapshot as stored. */
 export interface StoredSnapshot extends SnapshotEntry { quads: number; data: Buffer; sha256: Buffer }
@@ -459,6 +463,20 @@ export class PgLog {
     return rows.map((r) => ({ seq: Number(r.seq), heads: headsOf(r.heads) }));
   }
 
+  /** The part of snapshot `seq` that holds `stream`'s graphs, if that snapshot was stored with parts. */
+  async snapshotPart(seq: number, stream: string): Promise<(SnapshotPart & { sha256: Buffer }) | undefined> {
+    const { rows } = await this.pool.query<{ quads: string; data: Buffer; sha256: Buffer }>(
+      'SELECT quads, data, sha256 FROM wsm_snapshots WHERE stream = $1 AND seq = $2', [stream, seq]);
+    const row = rows[0];
+    return row ? { quads: Number(row.quads), data: row.data, sha256: row.sha256 } : undefined;
+  }
+
+  /** Whether snapshot `seq` was stored with a part per stream. */
+  async snapshotHasParts(seq: number): Promise<boolean> {
+    const { rows } = await this.pool.query('SELECT 1 FROM wsm_snapshots WHERE stream <> $1 AND seq = $2 LIMIT 1', [REPLICA_SNAPSHOT, seq]);
+    return rows.length > 0;
+  }
+
   async snapshot(seq: number): Promise<StoredSnapshot | undefined> {
     const { rows } = await this.pool.query<{ seq: string; quads: string; data: Buffer; sha256: Buffer; heads: Record<string, number> }>(
       'SELECT seq, quads, data, sha256, heads FROM wsm_snapshots WHERE stream = $1 AND seq = $2', [REPLICA_SNAPSHOT, seq]);
@@ -472,15 +490,23 @@ export class PgLog {
    * snapshot but the two newest and, per stream, the records both of those
    * hold.
    */
-  async putSnapshot(heads: Heads, quads: number, data: Buffer): Promise<number> {
+  async putSnapshot(heads: Heads, quads: number, data: Buffer, parts: ReadonlyMap<string, SnapshotPart> = new Map()): Promise<number> {
     const sha256 = createHash('sha256').update(data).digest();
     const seq = [...heads.values()].reduce((a, b) => a + b, 0);
     await this.inTransaction(async (client) => {
-      await client.query('INSERT INTO wsm_snapshots (stream, seq, quads, sha256, data, heads) VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT DO NOTHING',
+      const { rowCount } = await client.query('INSERT INTO wsm_snapshots (stream, seq, quads, sha256, data, heads) VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT DO NOTHING',
         [REPLICA_SNAPSHOT, seq, quads, sha256, data, jsonOf(heads)]);
+      // The same snapshot split by stream (residency loads one stream from its part): with the snapshot, or not at all.
+      if (rowCount === 1) {
+        for (const [stream, part] of parts) {
+          await client.query('INSERT INTO wsm_snapshots (stream, seq, quads, sha256, data, heads) VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT DO NOTHING',
+            [stream, seq, part.quads, createHash('sha256').update(part.data).digest(), part.data, jsonOf(heads)]);
+        }
+      }
       const { rows } = await client.query<{ seq: string }>('SELECT seq FROM wsm_snapshots WHERE stream = $1 ORDER BY seq DESC LIMIT 2', [REPLICA_SNAPSHOT]);
       if (rows.length < 2) return;
-      await client.query('DELETE FROM wsm_snapshots WHERE stream = $1 AND seq < $2', [REPLICA_SNAPSHOT, Number(rows[1]!.seq)]);
+      // Snapshots and their parts.
+      await client.query('DELETE FROM wsm_snapshots WHERE seq < $1', [Number(rows[1]!.seq)]);
       // Per stream, behind what both kept snapshots hold (a stream one of them lacks keeps all its records).
       await client.query(`DELETE FROM wsm_journal j USING (
           SELECT h.key AS stream, min(h.value::bigint) AS seq FROM wsm_snapshots s, jsonb_each_text(s.heads) h

@@ -92,6 +92,7 @@ export async function openClusterStore(url: string, options: ClusterStoreOptions
     await store.startListening();
     // Records appended between the replay and LISTEN.
     await store.catchUp();
+    await store.startResidency();
     opts.onInfo(`cluster store opened: snapshot ${snapshotSeq} (${info.snapshotQuads} quads), ${info.recordsReplayed} writes replayed, ${info.streams} streams, ${info.millis} ms`);
     return store;
   } catch (err) {

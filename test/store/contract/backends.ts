@@ -178,6 +178,31 @@ export const BACKENDS: ContractBackend[] = [
       };
     },
   },
+  {
+    id: 'cluster-resident',
+    name: 'cluster with residency (each graph a workspace of its own, a budget of one quad: every workspace let go after each use)',
+    durable: true,
+    otherInstancesWrite: true,
+    available: (ctx) => {
+      if (chosen()?.includes('cluster-resident')) requirePostgres(ctx);
+      else ctx.skip();
+    },
+    create: async () => {
+      const url = await freshClusterUrl();
+      const open = () => openClusterStore(url, { snapshotAfterBytes: 1 << 30, probeMs: 100, baseIri: BASE, residency: { quads: 1, idleMs: 1000 } });
+      let store: QuadStore = await open();
+      return {
+        get store() { return store; },
+        graph: (name) => `${BASE}workspaces/${name.replace(/\//g, '-')}/g`,
+        restart: async () => {
+          await store.close();
+          store = await open();
+          return store;
+        },
+        dispose: () => store.close(),
+      };
+    },
+  },
 ];
 
 /** The backends `WSM_TEST_BACKENDS` names, or undefined for all of them. */

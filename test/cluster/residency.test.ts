@@ -1,0 +1,285 @@
+import { expect } from 'chai';
+import pg from 'pg';
+import { openClusterStore } from '../../src/store/cluster/open.js';
+import type { ClusterStore } from '../../src/store/cluster/cluster-store.js';
+import { StoreUnavailableError, updateOp, type WriteOp } from '../../src/store/store.js';
+import { Graphs } from '../../src/rdf/graphs.js';
+import { integer, iri, sparql } from '../../src/rdf/sparql.js';
+import { freshClusterUrl, requirePostgres } from '../helpers/cluster.js';
+import { bearer, removeDir, seedWorkspace, startTestServer, tempDir, type TestServer } from '../helpers/server.js';
+import { sample } from '../helpers/metrics.js';
+import { cuttableProxy } from '../helpers/proxy.js';
+
+const BASE = 'https://residency.example/';
+const graphs = new Graphs(BASE);
+const P = 'https://example.org/p';
+const COPY = 'https://example.org/copy';
+/** `n` triples `<s{from+i}> p i` into `graph`, as one load. */
+const triples = (graph: string, n: number, from = 0): WriteOp => ({
+  kind: 'load', graph, format: 'application/n-triples',
+  data: Array.from({ length: n }, (_, i) => `<https://example.org/s${from + i}> <${P}> "${from + i}"^^<http://www.w3.org/2001/XMLSchema#integer> .\n`).join(''),
+});
+const insertInto = (graph: string, n: number): WriteOp =>
+  updateOp(sparql`INSERT DATA { GRAPH ${iri(graph)} { ${iri(`https://example.org/s${n}`)} ${iri(P)} ${integer(n)} } }`, [graph]);
+const sql = async (url: string, text: string) => {
+  const client = new pg.Client({ connectionString: url });
+  await client.connect();
+  try {
+    return (await client.query(text)).rows as Array<Record<string, string>>;
+  } finally {
+    await client.end();
+  }
+};
+const countIn = async (store: ClusterStore, graph: string) =>
+  Number((await store.select(sparql`SELECT (COUNT(*) AS ?n) WHERE { GRAPH ${iri(graph)} { ?s ?p ?o } }`))[0]!.n!.value);
+
+/**
+ * Residency (docs/cluster.md, "Residency"): with a budget, a store holds
+ * the service's graphs and the workspaces in use, loads a workspace on first
+ * use and lets go of the least recently used past the budget or when idle.
+ */
+describe('cluster store: residency', function () {
+  this.timeout(300_000);
+  let url: string;
+  const open: ClusterStore[] = [];
+  const openStore = async (residency?: { quads: number; idleMs?: number }) => {
+    const store = await openClusterStore(url, {
+      snapshotAfterBytes: 1 << 30, probeMs: 100, baseIri: BASE,
+      ...(residency ? { residency: { quads: residency.quads, idleMs: residency.idleMs ?? 3_600_000 } } : {}),
+    });
+    open.push(store);
+    return store;
+  };
+
+  before(function () { requirePostgres(this); });
+  beforeEach(async () => { url = await freshClusterUrl(); });
+  afterEach(async () => {
+    for (const store of open.splice(0)) await store.close();
+  });
+
+  it('a workspace not touched is not held; its first read loads it from the snapshot and the records after it, and answers as a store holding everything', async () => {
+    const writer = await openStore();
+    await writer.write([triples(graphs.iam('a'), 50), triples(graphs.packages('b'), 20), insertInto(graphs.system, 1)]);
+    await writer.snapshot(true);
+    await writer.write([insertInto(graphs.iam('a'), 100), insertInto(graphs.iam('a'), 101)]);
+    await writer.write([insertInto(graphs.packages('b'), 200)]);
+
+    const r = await openStore({ quads: 1_000_000 });
+    expect(r.residentStreams()).to.deep.equal([]);
+    expect(r.holds('service') && !r.holds('ws:a') && !r.holds('ws:b')).to.equal(true);
+    // The service's graphs are held; no workspace quad is.
+    expect(r.replica.raw.size).to.equal(1);
+    expect(await countIn(r, graphs.system)).to.equal(1);
+    expect(r.residentStreams()).to.deep.equal([]);
+
+    expect(await countIn(r, graphs.iam('a'))).to.equal(52);
+    expect(r.residentStreams()).to.deep.equal(['ws:a']);
+    expect(r.residencyStats()).to.deep.equal({ residentWorkspaces: 1, loads: 1, evictions: 0 });
+    // A scoped read names its graphs by its scope.
+    const scoped = await r.select(sparql`SELECT (COUNT(*) AS ?n) WHERE { ?s ?p ?o }`, { defaultGraphs: [graphs.packages('b')], namedGraphs: [] });
+    expect(Number(scoped[0]!.n!.value)).to.equal(21);
+    expect(r.residentStreams()).to.deep.equal(['ws:a', 'ws:b']);
+    const lines = (text: string) => text.split('\n').sort();
+    expect(lines(await r.dumpGraph(graphs.packages('b')))).to.deep.equal(lines(await writer.dumpGraph(graphs.packages('b'))));
+    // Writes by another store to a held workspace are caught up as before.
+    await writer.write([insertInto(graphs.iam('a'), 102)]);
+    expect(await countIn(r, graphs.iam('a'))).to.equal(53);
+    expect(await r.lagRecords()).to.equal(0);
+  });
+
+  it('records of workspaces not held are passed over; a write over the service and such a workspace leaves only the service\'s part; the workspace, loaded, has both', async () => {
+    const writer = await openStore();
+    const r = await openStore({ quads: 1_000_000 });
+    const both = updateOp(sparql`INSERT DATA { GRAPH ${iri(graphs.system)} { ${iri('https://example.org/ws')} ${iri(P)} 1 } GRAPH ${iri(graphs.iam('x'))} { ${iri('https://example.org/ws')} ${iri(P)} 2 } }`,
+      [graphs.system, graphs.iam('x')]);
+    await writer.write([insertInto(graphs.iam('x'), 1)]);
+    await writer.write([both]);
+    expect(await countIn(r, graphs.system)).to.equal(1);
+    expect(r.appliedSeq('ws:x'), 'passed over up to the head').to.equal(2);
+    expect(r.holds('ws:x')).to.equal(false);
+    expect(r.replica.raw.size, 'the workspace\'s part of the write left out').to.equal(1);
+    expect(await countIn(r, graphs.iam('x'))).to.equal(2);
+    expect(r.holds('ws:x')).to.equal(true);
+  });
+
+  it('a write to a workspace not held loads it first: its condition is asked on the workspace\'s data', async () => {
+    const writer = await openStore();
+    await writer.write([insertInto(graphs.iam('a'), 1)]);
+    const r = await openStore({ quads: 1_000_000 });
+    const present = { ask: sparql`ASK { GRAPH ${iri(graphs.iam('a'))} { ${iri('https://example.org/s1')} ?p ?o } }`, expect: true };
+    expect(await r.writeIf(present, [insertInto(graphs.iam('a'), 2)])).to.equal(true);
+    expect(r.residentStreams()).to.deep.equal(['ws:a']);
+    expect(await countIn(writer, graphs.iam('a'))).to.equal(2);
+    // A new workspace: nothing to load, held from its first write.
+    await r.write([insertInto(graphs.iam('new'), 1)]);
+    expect(r.residentStreams()).to.deep.equal(['ws:a', 'ws:new']);
+  });
+
+  it('over the budget the least recently used workspace is let go; read again, it is loaded again with the writes another store made meanwhile', async () => {
+    const writer = await openStore();
+    for (const ws of ['a', 'b', 'c']) await writer.write([triples(graphs.iam(ws), 400)]);
+    const r = await openStore({ quads: 1000 });
+    expect(await countIn(r, graphs.iam('a'))).to.equal(400);
+    expect(await countIn(r, graphs.iam('b'))).to.equal(400);
+    expect(await countIn(r, graphs.iam('a'))).to.equal(400); // a is now the most recent
+    expect(await countIn(r, graphs.iam('c'))).to.equal(400);
+    await r.enforceResidency();
+    expect(r.residentStreams(), 'b, least recently used, let go').to.deep.equal(['ws:a', 'ws:c']);
+    expect(r.residencyStats()).to.deep.equal({ residentWorkspaces: 2, loads: 3, evictions: 1 });
+    expect(r.replica.raw.size).to.equal(800);
+
+    await writer.write([insertInto(graphs.iam('b'), 1000)]);
+    await writer.write([insertInto(graphs.iam('b'), 1001)]);
+    expect(await countIn(r, graphs.iam('b'))).to.equal(402);
+    await r.enforceResidency();
+    expect(r.residentStreams()).to.deep.equal(['ws:c', 'ws:b']);
+    expect(r.residencyStats()).to.deep.equal({ residentWorkspaces: 2, loads: 4, evictions: 2 });
+  });
+
+  it('idle workspaces are let go; a read over every graph (GRAPH ?g) loads every workspace', async () => {
+    const writer = await openStore();
+    for (const ws of ['a', 'b']) await writer.write([insertInto(graphs.iam(ws), 1)]);
+    const r = await openStore({ quads: 1_000_000, idleMs: 60_000 });
+    const rows = await r.select(sparql`SELECT DISTINCT ?g WHERE { GRAPH ?g { ?s ?p ?o } }`);
+    expect(rows.map((b) => b.g!.value).sort()).to.deep.equal([graphs.iam('a'), graphs.iam('b')]);
+    expect(r.residentStreams().sort()).to.deep.equal(['ws:a', 'ws:b']);
+    expect(await r.enforceResidency({ now: Date.now() + 1000 })).to.deep.equal([]);
+    expect((await r.enforceResidency({ now: Date.now() + 61_000 })).sort()).to.deep.equal(['ws:a', 'ws:b']);
+    expect(r.residentStreams()).to.deep.equal([]);
+    expect(await r.graphNames(graphs.workspacePrefix('b'))).to.deep.equal([graphs.iam('b')]);
+    expect(r.residentStreams()).to.deep.equal(['ws:b']);
+  });
+
+  it('a record caught up that reads a workspace not held is applied on that workspace\'s data (the workspace is loaded first)', async () => {
+    const writer = await openStore();
+    await writer.write([triples(graphs.iam('a'), 5)]);
+    const r = await openStore({ quads: 1_000_000 });
+    expect(await countIn(r, graphs.system)).to.equal(0);
+    // A write to the service's graphs whose WHERE reads workspace a.
+    await writer.write([insertInto(graphs.iam('a'), 7)]);
+    await writer.write([updateOp(sparql`INSERT { GRAPH ${iri(graphs.system)} { ?s ${iri(COPY)} ?o } } WHERE { GRAPH ${iri(graphs.iam('a'))} { ?s ${iri(P)} ?o } }`, [graphs.system])]);
+    expect(await countIn(r, graphs.system)).to.equal(6);
+    expect(r.holds('ws:a')).to.equal(true);
+    expect(await countIn(r, graphs.iam('a'))).to.equal(6);
+  });
+
+  it('PostgreSQL out of reach: a held workspace answers, one not held fails as unavailable (nothing to load it from), and loads once PostgreSQL is back', async () => {
+    const writer = await openStore();
+    for (const ws of ['a', 'b']) await writer.write([insertInto(graphs.iam(ws), 1)]);
+    const proxy = await cuttableProxy(new URL(url));
+    const through = new URL(url);
+    through.port = String(proxy.port);
+    try {
+      const r = await openClusterStore(through.toString(), { snapshotAfterBytes: 1 << 30, probeMs: 100, baseIri: BASE, residency: { quads: 1_000_000, idleMs: 3_600_000 } });
+      open.push(r);
+      expect(await countIn(r, graphs.iam('a'))).to.equal(1);
+      await proxy.cut();
+      expect(await countIn(r, graphs.iam('a'))).to.equal(1);
+      let failure: unknown;
+      try {
+        await countIn(r, graphs.iam('b'));
+      } catch (err) {
+        failure = err;
+      }
+      expect(failure).to.be.instanceOf(StoreUnavailableError);
+      expect((failure as Error).message).to.match(/does not hold cannot be loaded/);
+      expect(r.holds('ws:b')).to.equal(false);
+      await proxy.restore();
+      for (let i = 0; i < 200 && !r.health().writable; i++) await new Promise((res) => setTimeout(res, 50));
+      expect(await countIn(r, graphs.iam('b'))).to.equal(1);
+    } finally {
+      await proxy.close();
+    }
+  });
+
+  it('a snapshot is stored whole and split by stream; a workspace loads from its part, or from the whole snapshot when it has no parts', async () => {
+    const writer = await openStore();
+    for (const ws of ['a', 'b']) await writer.write([triples(graphs.iam(ws), 10), triples(graphs.packages(ws), 3)]);
+    await writer.write([insertInto(graphs.system, 1)]);
+    await writer.snapshot(true);
+    const rows = await sql(url, 'SELECT stream, quads FROM wsm_snapshots ORDER BY stream');
+    expect(rows.map((r) => `${r.stream}:${r.quads}`)).to.deep.equal(['replica:27', 'service:1', 'ws:a:13', 'ws:b:13']);
+    const r = await openStore({ quads: 1_000_000 });
+    expect(await countIn(r, graphs.packages('a'))).to.equal(3);
+    await sql(url, "DELETE FROM wsm_snapshots WHERE stream <> 'replica'");
+    expect(await countIn(r, graphs.iam('b'))).to.equal(10);
+    expect(r.residencyStats()!.loads).to.equal(2);
+  });
+
+  it('a snapshot stored by a store holding only some workspaces holds every workspace; a store opened on it reads them all', async () => {
+    const writer = await openStore();
+    for (const ws of ['a', 'b']) await writer.write([triples(graphs.iam(ws), 10)]);
+    const r = await openStore({ quads: 1_000_000 });
+    await writer.write([insertInto(graphs.iam('b'), 50)]);
+    expect(await countIn(r, graphs.iam('a'))).to.equal(10);
+    await r.snapshot(true);
+    await writer.write([insertInto(graphs.iam('a'), 51)]);
+    const fresh = await openStore();
+    expect(fresh.info.snapshotQuads).to.equal(21);
+    expect(await countIn(fresh, graphs.iam('a'))).to.equal(11);
+    expect(await countIn(fresh, graphs.iam('b'))).to.equal(11);
+    // And a workspace loaded from that snapshot.
+    const later = await openStore({ quads: 1_000_000 });
+    expect(await countIn(later, graphs.iam('b'))).to.equal(11);
+  });
+});
+
+describe('service instances with residency (WSM_CLUSTER_RESIDENT_QUADS)', function () {
+  this.timeout(300_000);
+  const dirs: string[] = [];
+  const servers: TestServer[] = [];
+  const metrics = async (t: TestServer, token: string) => {
+    const res = await t.http.get('/metrics').set(bearer(token));
+    expect(res.status).to.equal(200);
+    return res.text;
+  };
+
+  before(function () { requirePostgres(this); });
+  after(async () => {
+    for (const t of servers.splice(0)) await t.close();
+    for (const dir of dirs.splice(0)) removeDir(dir);
+  });
+
+  it('an instance loads a workspace on first use, lets it go when idle, and read again sees the writes another instance made meanwhile; /metrics counts', async () => {
+    const url = await freshClusterUrl();
+    const env = { WSM_STORE: 'cluster', WSM_POSTGRES_URL: url };
+    dirs.push(tempDir(), tempDir());
+    const a = await startTestServer(env, dirs[0]);
+    servers.push(a);
+    const { tokens } = await seedWorkspace(a, 'acme');
+    const late = await a.token('late-member');
+    expect((await a.http.get('/api/v1/workspaces').set(bearer(late))).status).to.equal(200);
+    const b = await startTestServer({ ...env, WSM_CLUSTER_RESIDENT_QUADS: '1000', WSM_CLUSTER_IDLE_SECONDS: '1' }, dirs[1]);
+    servers.push(b);
+
+    // Polls /metrics of b until `done` holds (the idle check runs every second).
+    const until = async (done: (text: string) => boolean, what: string) => {
+      const deadline = Date.now() + 60_000;
+      for (let text = await metrics(b, tokens.root); ; text = await metrics(b, tokens.root)) {
+        if (done(text)) return text;
+        if (Date.now() > deadline) throw new Error(`${what}:\n${text}`);
+        await new Promise((r) => setTimeout(r, 200));
+      }
+    };
+    const figure = (text: string, name: string) => sample(text, `wsm_cluster_${name}`);
+    expect(await metrics(a, tokens.root), 'not set without a budget').not.to.match(/^wsm_cluster_resident_workspaces /m);
+    // The start's sweep of unfinished commands reads every workspace (docs/cluster.md): idle after it, they are let go.
+    let text = await until((t) => /^wsm_cluster_resident_workspaces 0$/m.test(t), 'workspaces still held after the start');
+    expect(text).to.match(/^wsm_cluster_catch_up_lag_records \d+$/m);
+    let loads = figure(text, 'workspace_loads_total');
+
+    expect((await b.http.get('/api/v1/workspaces/acme').set(bearer(tokens.owner))).status).to.equal(200);
+    text = await metrics(b, tokens.root);
+    expect(figure(text, 'workspace_loads_total'), 'loaded on first use').to.be.above(loads);
+    expect((await b.http.get('/api/v1/workspaces/acme').set(bearer(tokens.outsider))).status).to.be.oneOf([403, 404]);
+    expect((await a.http.put('/api/v1/workspaces/acme/members/acme-outsider').set(bearer(tokens.owner)).send({})).status).to.equal(200);
+    expect((await b.http.get('/api/v1/workspaces/acme').set(bearer(tokens.outsider))).status).to.equal(200);
+
+    const evictions = figure(text, 'workspace_evictions_total');
+    text = await until((t) => figure(t, 'workspace_evictions_total') > evictions && /^wsm_cluster_resident_workspaces 0$/m.test(t), 'no workspace let go when idle');
+    loads = figure(text, 'workspace_loads_total');
+    expect((await a.http.put('/api/v1/workspaces/acme/members/late-member').set(bearer(tokens.owner)).send({})).status).to.equal(200);
+    expect((await b.http.get('/api/v1/workspaces/acme').set(bearer(late))).status, 'the write made while it was not held').to.equal(200);
+    expect(figure(await metrics(b, tokens.root), 'workspace_loads_total')).to.be.above(loads);
+  });
+});
