@@ -1,5 +1,7 @@
-import { setMaxListeners } from 'node:events';
-import { api, figure, percentile, serviceWithWorkspace, waitForCommand, type Figure } from '../lib.js';
+import { spawn } from 'node:child_process';
+import path from 'node:path';
+import readline from 'node:readline';
+import { api, figure, percentile, ROOT, serviceWithWorkspace, waitForCommand, type Figure } from '../lib.js';
 import { matrixArchive, matrixTurtle, packageArchive } from '../data.js';
 
 /**
@@ -19,6 +21,9 @@ import { matrixArchive, matrixTurtle, packageArchive } from '../data.js';
  * - `event-streams`: 2,000 Server-Sent Event streams of one member on the
  *   events of an install while it runs, none of them read (slow readers);
  *   beyond the cap per user (`WSM_MAX_EVENT_STREAMS`) they are answered 429.
+ *   They are opened by a process of their own (bench/stream-opener.ts), as
+ *   the load generator runs apart: opened here, their 2,000 connections held
+ *   this process's event loop, the one that sends and times the samples.
  * More attacks plug in as entries of `ATTACKS` (an attack gets the running
  * service and resolves when it is done).
  */
@@ -64,12 +69,33 @@ function nestedBlankNodes(name: string, depth: number): Promise<Buffer> {
   return matrixArchive(name, '1.0.0', uri, turtle);
 }
 
+/** A process of its own that opens the attack's event streams (bench/stream-opener.ts), started before sampling. */
+function streamOpener(ctx: AttackContext): { open(streamPath: string, count: number): Promise<Record<string, number>>; close(): Promise<void> } {
+  const child = spawn(process.execPath, ['--import', 'tsx', path.join(ROOT, 'bench/stream-opener.ts')], {
+    cwd: ROOT, env: { ...process.env, BENCH_URL: ctx.url, BENCH_TOKEN: ctx.token }, stdio: ['pipe', 'pipe', 'inherit'],
+  });
+  const answers = readline.createInterface({ input: child.stdout! });
+  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
+  return {
+    open: (streamPath, count) => new Promise((resolve, reject) => {
+      answers.once('line', (line) => resolve((JSON.parse(line) as { statuses: Record<string, number> }).statuses));
+      child.once('exit', (code) => reject(new Error(`the stream opener exited (${code}) before answering`)));
+      child.stdin!.write(`open ${streamPath} ${count}\n`);
+    }),
+    close: async () => {
+      child.stdin!.write('close\n');
+      await exited;
+    },
+  };
+}
+
 /**
- * Starts an install of `archive` and opens `streams` event streams on its
- * command without reading them; resolves once the install finished and the
- * streams are closed. Answers how many streams were refused (429).
+ * Starts an install of `archive` and has `opener` open `streams` event
+ * streams on its command without reading them; resolves once the install
+ * finished and the streams are closed. Answers how many streams were
+ * refused (429).
  */
-async function streamsDuringInstall(ctx: AttackContext, archive: Buffer, streams: number): Promise<number> {
+async function streamsDuringInstall(ctx: AttackContext, archive: Buffer, streams: number, opener: ReturnType<typeof streamOpener>): Promise<number> {
   const started = performance.now();
   const form = new FormData();
   form.append('file', new Blob([new Uint8Array(archive)], { type: 'application/gzip' }), 'streams.tgz');
@@ -77,14 +103,13 @@ async function streamsDuringInstall(ctx: AttackContext, archive: Buffer, streams
   const body = await res.json() as { data?: { id?: string } };
   if (res.status !== 202 || !body.data?.id) throw new Error(`install answered ${res.status}`);
   const commandId = body.data.id;
-  const abort = new AbortController();
-  setMaxListeners(streams + 10, abort.signal);
-  const opened = await Promise.all(Array.from({ length: streams }, () => fetch(`${ctx.url}/api/v1/packages/${ctx.slug}/commands/${commandId}/events`, {
-    headers: { Authorization: `Bearer ${ctx.token}`, Accept: 'text/event-stream' }, signal: abort.signal,
-  }).then((r) => r.status, () => 0)));
-  await waitForCommand(ctx.url, ctx.token, ctx.slug, commandId, started, 20);
-  abort.abort();
-  return opened.filter((status) => status === 429).length;
+  try {
+    const statuses = await opener.open(`/api/v1/packages/${ctx.slug}/commands/${commandId}/events`, streams);
+    await waitForCommand(ctx.url, ctx.token, ctx.slug, commandId, started, 20);
+    return statuses['429'] ?? 0;
+  } finally {
+    await opener.close();
+  }
 }
 
 export const ATTACKS: Attack[] = [
@@ -115,9 +140,10 @@ export const ATTACKS: Attack[] = [
     name: 'event-streams', title: '2,000 unread event streams of one member on a 100,000-triple install',
     prepare: async (ctx) => {
       const archive = await largeArchive('streams', 100_000);
+      const opener = streamOpener(ctx);
       return async () => {
         const streams = Number(process.env.BENCH_STREAMS ?? 2_000);
-        const refused = await streamsDuringInstall(ctx, archive, streams);
+        const refused = await streamsDuringInstall(ctx, archive, streams, opener);
         if (refused < streams - 100) throw new Error(`only ${refused} of ${streams} streams were refused: the cap per user did not hold`);
       };
     },
