@@ -221,6 +221,32 @@ export function payloadOps(payload: Buffer, file: string, seq: number): PayloadO
     if (payload[at] !== char.charCodeAt(0)) throw refuse(`expected ${char} at byte ${at}`);
     at++;
   };
+  /**
+   * The object that starts at `at`, read up to its closing brace: for each
+   * field, `value(key)` is called with `at` on the field's value and reads
+   * past it.
+   */
+  const readObject = (value: (key: string) => void): void => {
+    expect('{');
+    skipSpace();
+    if (payload[at] === 0x7d) {
+      at++;
+      return;
+    }
+    for (;;) {
+      skipSpace();
+      const keyEnd = valueEnd(payload, at);
+      const key = String(json(at, keyEnd));
+      at = keyEnd;
+      expect(':');
+      skipSpace();
+      value(key);
+      skipSpace();
+      if (payload[at] === 0x2c) { at++; continue; }
+      break;
+    }
+    expect('}');
+  };
   /** The ops array that starts at `at`, read up to its closing bracket. */
   const readOps = (): PayloadOp[] => {
     const ops: PayloadOp[] = [];
@@ -231,28 +257,14 @@ export function payloadOps(payload: Buffer, file: string, seq: number): PayloadO
       return ops;
     }
     for (;;) {
-      expect('{');
       const fields: Record<string, unknown> = {};
       let data: { start: number; end: number } | undefined;
-      skipSpace();
-      if (payload[at] !== 0x7d) {
-        for (;;) {
-          skipSpace();
-          const keyEnd = valueEnd(payload, at);
-          const key = json(at, keyEnd);
-          at = keyEnd;
-          expect(':');
-          skipSpace();
-          const end = valueEnd(payload, at);
-          if (key === 'data' && payload[at] === QUOTE) data = { start: at + 1, end: end - 1 };
-          else fields[String(key)] = json(at, end);
-          at = end;
-          skipSpace();
-          if (payload[at] === 0x2c) { at++; continue; }
-          break;
-        }
-      }
-      expect('}');
+      readObject((key) => {
+        const end = valueEnd(payload, at);
+        if (key === 'data' && payload[at] === QUOTE) data = { start: at + 1, end: end - 1 };
+        else fields[key] = json(at, end);
+        at = end;
+      });
       const op = data ? { ...fields, data: '' } : fields;
       // A conditional write's record starts with its condition.
       if (ops.length === 0 && isConditionOp(op)) {
@@ -272,22 +284,11 @@ export function payloadOps(payload: Buffer, file: string, seq: number): PayloadO
     // The older form: the ops array alone.
     if (payload[at] !== 0x7b) return readOps();
     // `{"at": <ms>, "ops": [...]}`: fields other than the ops are skipped.
-    expect('{');
     let ops: PayloadOp[] | undefined;
-    for (;;) {
-      skipSpace();
-      const keyEnd = valueEnd(payload, at);
-      const key = json(at, keyEnd);
-      at = keyEnd;
-      expect(':');
-      skipSpace();
+    readObject((key) => {
       if (key === 'ops') ops = readOps();
       else at = valueEnd(payload, at);
-      skipSpace();
-      if (payload[at] === 0x2c) { at++; continue; }
-      break;
-    }
-    expect('}');
+    });
     if (!ops) throw refuse('no "ops"');
     return ops;
   } catch (err) {
