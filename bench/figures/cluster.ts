@@ -1,5 +1,4 @@
 import { spawnSync } from 'node:child_process';
-import { randomBytes } from 'node:crypto';
 import os from 'node:os';
 import path from 'node:path';
 import pg from 'pg';
@@ -12,6 +11,7 @@ import { openClusterStore } from '../../src/store/cluster/open.js';
 import { updateOp } from '../../src/store/store.js';
 import { Graphs } from '../../src/rdf/graphs.js';
 import { integer, iri, sparql } from '../../src/rdf/sparql.js';
+import { freshClusterUrl } from '../../test/helpers/cluster.js';
 
 /**
  * The cluster store (`WSM_STORE=cluster`, journal and snapshots in
@@ -41,21 +41,6 @@ import { integer, iri, sparql } from '../../src/rdf/sparql.js';
 const PAIRS = 3;
 const WINDOW_S = 3;
 const SIDE = ['reads', 'writes', 'install'] as const;
-
-/** A new schema in the database of `base`; the URL that makes it the cluster's (through search_path). */
-async function freshClusterUrl(base: string): Promise<string> {
-  const schema = `bench_${randomBytes(6).toString('hex')}`;
-  const client = new pg.Client({ connectionString: base });
-  await client.connect();
-  try {
-    await client.query(`CREATE SCHEMA ${schema}`);
-  } finally {
-    await client.end();
-  }
-  const u = new URL(base);
-  u.searchParams.set('options', `-c search_path=${schema}`);
-  return u.toString();
-}
 
 const progress = (line: string) => process.stderr.write(`cluster: ${line} (load average ${os.loadavg()[0]!.toFixed(1)})\n`);
 
