@@ -1,11 +1,10 @@
 import { expect } from 'chai';
-import pg from 'pg';
 import { openClusterStore } from '../../src/store/cluster/open.js';
 import type { ClusterStore } from '../../src/store/cluster/cluster-store.js';
 import { StoreUnavailableError, updateOp, type WriteOp } from '../../src/store/store.js';
 import { Graphs } from '../../src/rdf/graphs.js';
 import { integer, iri, sparql } from '../../src/rdf/sparql.js';
-import { freshClusterUrl, requirePostgres } from '../helpers/cluster.js';
+import { freshClusterUrl, requirePostgres, sqlAt } from '../helpers/cluster.js';
 import { bearer, removeDir, seedWorkspace, startTestServer, tempDir, type TestServer } from '../helpers/server.js';
 import { sample } from '../helpers/metrics.js';
 import { cuttableProxy } from '../helpers/proxy.js';
@@ -21,15 +20,6 @@ const triples = (graph: string, n: number, from = 0): WriteOp => ({
 });
 const insertInto = (graph: string, n: number): WriteOp =>
   updateOp(sparql`INSERT DATA { GRAPH ${iri(graph)} { ${iri(`https://example.org/s${n}`)} ${iri(P)} ${integer(n)} } }`, [graph]);
-const sql = async (url: string, text: string) => {
-  const client = new pg.Client({ connectionString: url });
-  await client.connect();
-  try {
-    return (await client.query(text)).rows as Array<Record<string, string>>;
-  } finally {
-    await client.end();
-  }
-};
 const countIn = async (store: ClusterStore, graph: string) =>
   Number((await store.select(sparql`SELECT (COUNT(*) AS ?n) WHERE { GRAPH ${iri(graph)} { ?s ?p ?o } }`))[0]!.n!.value);
 
@@ -197,11 +187,11 @@ describe('cluster store: residency', function () {
     for (const ws of ['a', 'b']) await writer.write([triples(graphs.iam(ws), 10), triples(graphs.packages(ws), 3)]);
     await writer.write([insertInto(graphs.system, 1)]);
     await writer.snapshot(true);
-    const rows = await sql(url, 'SELECT stream, quads FROM wsm_snapshots ORDER BY stream');
+    const rows = await sqlAt(url, 'SELECT stream, quads FROM wsm_snapshots ORDER BY stream');
     expect(rows.map((r) => `${r.stream}:${r.quads}`)).to.deep.equal(['replica:27', 'service:1', 'ws:a:13', 'ws:b:13']);
     const r = await openStore({ quads: 1_000_000 });
     expect(await countIn(r, graphs.packages('a'))).to.equal(3);
-    await sql(url, "DELETE FROM wsm_snapshots WHERE stream <> 'replica'");
+    await sqlAt(url, "DELETE FROM wsm_snapshots WHERE stream <> 'replica'");
     expect(await countIn(r, graphs.iam('b'))).to.equal(10);
     expect(r.residencyStats()!.loads).to.equal(2);
   });

@@ -1,12 +1,11 @@
 import { expect } from 'chai';
-import pg from 'pg';
 import { openClusterStore } from '../../src/store/cluster/open.js';
 import type { ClusterStore } from '../../src/store/cluster/cluster-store.js';
 import { StoreUnavailableError, updateOp } from '../../src/store/store.js';
 import { encodeRecord } from '../../src/store/journal.js';
 import { HEADER_BYTES } from '../../src/store/journal-records.js';
 import { integer, iri, sparql } from '../../src/rdf/sparql.js';
-import { freshClusterUrl, requirePostgres } from '../helpers/cluster.js';
+import { freshClusterUrl, requirePostgres, sqlAt } from '../helpers/cluster.js';
 import { cuttableProxy } from '../helpers/proxy.js';
 import { runWsm } from '../helpers/cli.js';
 import { bearer, removeDir, seedWorkspace, startTestServer, tempDir } from '../helpers/server.js';
@@ -24,15 +23,7 @@ describe('cluster store (WSM_STORE=cluster) on PostgreSQL', function () {
     open.push(store);
     return store;
   };
-  const sql = async (text: string, values: unknown[] = []) => {
-    const client = new pg.Client({ connectionString: url });
-    await client.connect();
-    try {
-      return (await client.query(text, values)).rows as Array<Record<string, unknown>>;
-    } finally {
-      await client.end();
-    }
-  };
+  const sql = (text: string, values: unknown[] = []) => sqlAt(url, text, values);
 
   before(function () { requirePostgres(this); });
   beforeEach(async () => { url = await freshClusterUrl(); });

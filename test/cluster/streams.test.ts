@@ -1,5 +1,4 @@
 import { expect } from 'chai';
-import pg from 'pg';
 import { openClusterStore } from '../../src/store/cluster/open.js';
 import type { ClusterStore } from '../../src/store/cluster/cluster-store.js';
 import { HeadMovedError } from '../../src/store/cluster/log.js';
@@ -8,7 +7,7 @@ import { updateOp, type WriteOp } from '../../src/store/store.js';
 import { encodeRecord } from '../../src/store/journal.js';
 import { Graphs } from '../../src/rdf/graphs.js';
 import { integer, iri, sparql } from '../../src/rdf/sparql.js';
-import { freshClusterUrl, requirePostgres } from '../helpers/cluster.js';
+import { freshClusterUrl, requirePostgres, sqlAt } from '../helpers/cluster.js';
 import { bearer, removeDir, seedWorkspace, startTestServer, type TestServer } from '../helpers/server.js';
 
 const BASE = 'https://streams.example/';
@@ -68,15 +67,7 @@ describe('cluster store: a journal stream per workspace', function () {
     open.push(store);
     return store;
   };
-  const sql = async (text: string, values: unknown[] = []) => {
-    const client = new pg.Client({ connectionString: url });
-    await client.connect();
-    try {
-      return (await client.query(text, values)).rows as Array<Record<string, string>>;
-    } finally {
-      await client.end();
-    }
-  };
+  const sql = (text: string, values: unknown[] = []) => sqlAt(url, text, values);
   const streamRows = async (stream: string) =>
     (await sql('SELECT seq, gseq FROM wsm_journal WHERE stream = $1 ORDER BY seq', [stream])).map((r) => ({ seq: Number(r.seq), gseq: Number(r.gseq) }));
 

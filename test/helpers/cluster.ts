@@ -41,6 +41,17 @@ export async function freshClusterUrl(base = postgresUrl()): Promise<string> {
   return withSchema(base, schema);
 }
 
+/** The rows of one statement run on its own connection to the cluster at `url` (a test's look into the tables). */
+export async function sqlAt(url: string, text: string, values: unknown[] = []): Promise<Array<Record<string, string>>> {
+  const client = new pg.Client({ connectionString: url });
+  await client.connect();
+  try {
+    return (await client.query(text, values)).rows as Array<Record<string, string>>;
+  } finally {
+    await client.end();
+  }
+}
+
 export function withSchema(url: string, schema: string): string {
   const u = new URL(url);
   u.searchParams.set('options', `-c search_path=${schema}`);
