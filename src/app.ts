@@ -47,6 +47,7 @@ import { SecretsService } from './secrets/service.js';
 import { secretsRoutes } from './secrets/routes.js';
 import type { SecretKeyring } from './secrets/crypto.js';
 import { ClusterStore } from './store/cluster/cluster-store.js';
+import { inReadSession } from './store/read-session.js';
 
 /** Everything the areas need, built once in `createServices`. */
 export interface Services {
@@ -198,7 +199,7 @@ export function createApp(services: Services): RequestListener {
     quads: () => services.store.size(),
     storeVersion: () => services.store.version,
     sandbox: () => services.sandbox.stats(),
-    ...(store instanceof ClusterStore ? { cluster: { residency: () => store.residencyStats(), lagRecords: () => store.lagRecords() } } : {}),
+    ...(store instanceof ClusterStore ? { cluster: { residency: () => store.residencyStats(), lagRecords: () => store.lagRecords(), counts: () => ({ headLookups: store.headLookups, headConflicts: store.headConflicts }) } } : {}),
   });
   app.get('/metrics', (req, res, next) => {
     authenticate(req).then(async (auth) => {
@@ -247,7 +248,7 @@ export function createApp(services: Services): RequestListener {
       else fail(err);
     };
   };
-  return (incoming, outgoing) => {
+  const listener: RequestListener = (incoming, outgoing) => {
     setSecurityHeaders(outgoing);
     const found = dispatcher.find(incoming);
     if (!found) {
@@ -268,4 +269,8 @@ export function createApp(services: Services): RequestListener {
     const done = finish(req, res);
     logRequest(req, res, () => countRequest(req, res, () => dispatcher.run(found, req, res, done)));
   };
+  // A store whose replica may lag behind other instances checks the log before reading: once per request
+  // (src/store/read-session.ts). Only there: the session's context costs every promise a little.
+  if (!(services.store instanceof ClusterStore)) return listener;
+  return (incoming, outgoing) => { inReadSession(() => listener(incoming, outgoing)); };
 }

@@ -101,6 +101,8 @@ export interface ServiceSources {
   cluster?: {
     residency(): { residentWorkspaces: number; loads: number; evictions: number } | undefined;
     lagRecords(): Promise<number>;
+    /** Head lookups made before reads (one per request at most, shared by concurrent ones) and appends refused because a head moved. */
+    counts(): { headLookups: number; headConflicts: number };
   };
   /** Shortest time between two counts of the quads. Default 60 s. */
   quadsRefreshMs?: number;
@@ -200,6 +202,22 @@ function clusterMetrics(registry: client.Registry, cluster: NonNullable<ServiceS
       }
     },
   });
+  const counted = { headLookups: 0, headConflicts: 0 };
+  for (const [key, name, help] of [
+    ['headLookups', 'wsm_cluster_head_lookups_total', 'Lookups of the journal\'s heads in PostgreSQL before reads (at most one per request; concurrent requests share one)'],
+    ['headConflicts', 'wsm_cluster_head_conflicts_total', 'Appends refused because another instance had moved a head they were checked against (the write caught up and was tried again)'],
+  ] as const) {
+    new client.Counter({
+      name,
+      help,
+      registers: [registry],
+      collect() {
+        const total = cluster.counts()[key];
+        if (total > counted[key]) this.inc(total - counted[key]);
+        counted[key] = total;
+      },
+    });
+  }
   // Residency is on from the store's opening, or never.
   if (!cluster.residency()) return;
   new client.Gauge({

@@ -5,6 +5,7 @@ import { StoreUnavailableError, updateOp } from '../../src/store/store.js';
 import { encodeRecord } from '../../src/store/journal.js';
 import { HEADER_BYTES } from '../../src/store/journal-records.js';
 import { integer, iri, sparql } from '../../src/rdf/sparql.js';
+import { inReadSession } from '../../src/store/read-session.js';
 import { freshClusterUrl, requirePostgres, sqlAt } from '../helpers/cluster.js';
 import { cuttableProxy } from '../helpers/proxy.js';
 import { runWsm } from '../helpers/cli.js';
@@ -43,6 +44,27 @@ describe('cluster store (WSM_STORE=cluster) on PostgreSQL', function () {
     expect(results.filter(Boolean)).to.have.length(1);
     expect(await count(a)).to.equal(21);
     expect(await count(b)).to.equal(21);
+  });
+
+  it('a read session (one request) checks the heads once for all its reads, and still sees every write made before it began', async () => {
+    const [a, b] = [await openStore(), await openStore()];
+    await b.write([insert(1)]);
+    const before = a.headLookups;
+    const counts = await inReadSession(async () => {
+      const seen = [await count(a), await count(a), await count(a)];
+      await a.write([insert(2)]);
+      seen.push(await count(a));
+      return seen;
+    });
+    expect(counts, 'the write made through another store before the session, then its own write').to.deep.equal([1, 1, 1, 2]);
+    expect(a.headLookups - before, 'one lookup for the session').to.equal(1);
+    const outside = a.headLookups;
+    await count(a);
+    await count(a);
+    expect(a.headLookups - outside, 'outside a session, a lookup per read').to.equal(2);
+    // A new session checks again: a write made through the other store since is seen.
+    await b.write([insert(3)]);
+    expect(await inReadSession(() => count(a))).to.equal(3);
   });
 
   it('a new store loads the newest snapshot and the records after it; records behind the older kept snapshot are pruned', async () => {
@@ -148,6 +170,34 @@ describe('cluster store (WSM_STORE=cluster) on PostgreSQL', function () {
     } finally {
       await t.close();
       await proxy.close();
+      removeDir(t.dataDir);
+    }
+  });
+
+  it('the service checks the heads once per request: /metrics counts the lookups, and a request of several reads adds one', async () => {
+    const t = await startTestServer({ WSM_STORE: 'cluster', WSM_POSTGRES_URL: url });
+    try {
+      const { tokens } = await seedWorkspace(t, 'acme');
+      const admin = await t.token('admin', { systemAdmin: true });
+      const lookups = async () => {
+        const res = await t.http.get('/metrics').set(bearer(admin));
+        expect(res.status).to.equal(200);
+        const line = /^wsm_cluster_head_lookups_total (\d+)$/m.exec(res.text);
+        expect(line, 'the counter is shown').to.not.equal(null);
+        return Number(line![1]);
+      };
+      const deltas: number[] = [];
+      for (let attempt = 0; attempt < 3; attempt++) {
+        const before = await lookups();
+        // The bearer token's user, the membership, then the workspace: several reads, one request.
+        expect((await t.http.get('/api/v1/workspaces/acme').set(bearer(tokens.owner))).status).to.equal(200);
+        deltas.push(await lookups() - before);
+      }
+      // The request's one lookup and the second /metrics request's own (its authentication reads); a background
+      // task (the lease's renewal, the sweep of commands) may add some to an attempt, so the smallest is compared.
+      expect(Math.min(...deltas), `lookups per attempt: ${deltas.join(', ')}`).to.equal(2);
+    } finally {
+      await t.close();
       removeDir(t.dataDir);
     }
   });

@@ -17,6 +17,7 @@ import { CHANNEL, HeadMovedError, LogCorruptError, PgArchives, PgLog, type Appen
 import { graphsReadBy, graphsReadByWrite, type GraphsRead } from './read-graphs.js';
 import { Residency, ResidencyRetry, byWrite, dumpByStream, graphsChangedByRecord, materialize, namedGraphsOf, streamsReadByRecord } from './residency.js';
 import { freeStore } from '../scratch.js';
+import { sessionCheck } from '../read-session.js';
 /** Records read from PostgreSQL per query while catching up. */
 const CATCH_UP_BATCH = 256;
 
@@ -105,6 +106,8 @@ export class ClusterStore implements QuadStore {
   private snapshotting = false;
   /** Appends that found a head they checked moved by another instance (each then caught up and tried again). */
   headConflicts = 0;
+  /** Head lookups made by `fresh()` (reads' checks), for /metrics. */
+  headLookups = 0;
   instance: InstanceLease | undefined;
   /** The hosted registry's archives, in PostgreSQL: every instance serves every published version. */
   readonly archives: PgArchives;
@@ -497,9 +500,15 @@ export class ClusterStore implements QuadStore {
    * Resolves once the replica holds every record committed before the call
    * (one head lookup; every call made while a lookup is under way shares
    * the next one). While PostgreSQL cannot be reached, at once: reads
-   * answer from the replica as it is.
+   * answer from the replica as it is. Within a read session (an HTTP
+   * request, src/store/read-session.ts) the session's first lookup serves
+   * its later reads.
    */
   fresh(): Promise<void> {
+    return sessionCheck(this, this.lookup);
+  }
+
+  private readonly lookup = (): Promise<void> => {
     if (this.unavailable || this.closed) return Promise.resolve();
     if (!this.checkRunning) return this.startCheck();
     this.checkQueued ??= this.checkRunning.then(() => {
@@ -507,7 +516,7 @@ export class ClusterStore implements QuadStore {
       return this.startCheck();
     });
     return this.checkQueued;
-  }
+  };
 
   private startCheck(): Promise<void> {
     const run: Promise<void> = this.checkHead().finally(() => {
@@ -518,6 +527,7 @@ export class ClusterStore implements QuadStore {
   }
 
   private async checkHead(): Promise<void> {
+    this.headLookups++;
     try {
       // Heads only grow and the replica holds only committed records: equal sums mean nothing moved.
       if (await this.log.headsTotal() > this.appliedTotal) await this.catchUp();
