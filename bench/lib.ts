@@ -201,8 +201,11 @@ export async function spawnTs(script: string, args: string[], env: Record<string
  * given to the service only: `--cpu-prof --cpu-prof-dir=DIR` profiles the
  * service under a figure's load (the profile is written when it stops).
  */
+/** The store a bench's shell set (`WSM_STORE=cluster` printed by `npm run postgres`) never reaches a service: a figure says which store it runs on. */
+const storeSettingsCleared = Object.fromEntries(Object.keys(process.env).filter((k) => /^WSM_(STORE|POSTGRES_URL|SPARQL_|CLUSTER_)/.test(k)).map((k) => [k, undefined]));
+
 export const startService = async (dataDir: string, env: Record<string, string> = {}, timeoutMs = 120_000) =>
-  spawnTs('src/cli.ts', ['serve'], { WSM_LOG_LEVEL: undefined, WSM_REGISTRY: undefined, WSM_DATA_DIR: dataDir, ...await serviceStore(dataDir), ...env },
+  spawnTs('src/cli.ts', ['serve'], { ...storeSettingsCleared, WSM_LOG_LEVEL: undefined, WSM_REGISTRY: undefined, WSM_DATA_DIR: dataDir, ...await serviceStore(dataDir), ...env },
     '/health', timeoutMs, (process.env.BENCH_SERVICE_NODE_ARGS ?? '').split(' ').filter(Boolean));
 
 /** Settings of the store a started service runs on, by its data directory; none: the embedded store. */
