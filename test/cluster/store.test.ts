@@ -1,7 +1,8 @@
 import { expect } from 'chai';
 import { openClusterStore } from '../../src/store/cluster/open.js';
 import type { ClusterStore } from '../../src/store/cluster/cluster-store.js';
-import { StoreUnavailableError, updateOp } from '../../src/store/store.js';
+import { StoreUnavailableError, WriteRefusedError, updateOp } from '../../src/store/store.js';
+import { LARGE_WRITE_CHARS } from '../../src/store/embedded/oxigraph-store.js';
 import { encodeRecord } from '../../src/store/journal.js';
 import { HEADER_BYTES } from '../../src/store/journal-records.js';
 import { integer, iri, sparql } from '../../src/rdf/sparql.js';
@@ -67,9 +68,34 @@ describe('cluster store (WSM_STORE=cluster) on PostgreSQL', function () {
     expect(await inReadSession(() => count(a))).to.equal(3);
   });
 
+  it('a large write into empty graphs (a first install) is checked by the replica before it is appended: refused, nothing is appended; accepted, another store reads it whole', async () => {
+    const [a, b] = [await openStore(), await openStore()];
+    const M = 'https://workspaces.local/workspaces/w1/matrices/m1';
+    let data = '';
+    for (let i = 0; data.length <= LARGE_WRITE_CHARS * 2; i++) data += `<urn:s:${i}> <urn:p> "line ${i} of a large load" .\n`;
+    const lines = data.split('\n').length - 1;
+    const load = (text: string) => [{ kind: 'load' as const, replace: true, graph: M, format: 'application/n-triples' as const, data: text }];
+    const inM = async (store: ClusterStore) => Number((await store.select(sparql`SELECT (COUNT(*) AS ?n) WHERE { GRAPH ${iri(M)} { ?s ?p ?o } }`))[0]!.n!.value);
+    const records = async () => Number((await sql('SELECT count(*) AS n FROM wsm_journal'))[0]!.n);
+    const before = await records();
+    const refused = await a.write(load(`${data}<http://example.org/a%zz> <urn:p> "refused" .\n`)).then(() => null, (err: unknown) => err);
+    expect(refused).to.be.instanceOf(WriteRefusedError);
+    expect(await records(), 'nothing appended').to.equal(before);
+    expect(await inM(a), 'nothing left in the replica').to.equal(0);
+    expect(a.health().writable, 'a refused write is not an outage').to.equal(true);
+    await a.write(load(data));
+    expect(await records()).to.equal(before + 1);
+    expect(await inM(a)).to.equal(lines);
+    expect(await inM(b)).to.equal(lines);
+  });
+
   it('a new store loads the newest snapshot and the records after it; records behind the older kept snapshot are pruned', async () => {
     const a = await openStore({ snapshotAfterBytes: 2000 });
-    for (let n = 0; n < 60; n++) await a.write([insert(n)]);
+    for (let n = 0; n < 30; n++) await a.write([insert(n)]);
+    // Past 2,000 bytes of records the store takes one by itself (built in a worker thread, so a moment later).
+    for (let i = 0; i < 300 && (await sql('SELECT seq FROM wsm_snapshots')).length === 0; i++) await new Promise((r) => setTimeout(r, 100));
+    expect(await sql('SELECT seq FROM wsm_snapshots'), 'an automatic snapshot').to.not.have.length(0);
+    for (let n = 30; n < 60; n++) await a.write([insert(n)]);
     await a.snapshot();
     const snapshots = await sql("SELECT seq FROM wsm_snapshots WHERE stream = 'replica' ORDER BY seq");
     expect(await sql("SELECT DISTINCT seq FROM wsm_snapshots ORDER BY seq"), 'parts go with their snapshot').to.deep.equal(snapshots);

@@ -3,7 +3,6 @@ import type pg from 'pg';
 import { encodeRecord, type JournalRecord } from '../journal.js';
 import { splitRecord } from '../journal-records.js';
 import { OxigraphStore, LARGE_WRITE_CHARS, applyOp, checkOnScratch, coalesceUpdates, conditionHolds, loadBytes } from '../embedded/oxigraph-store.js';
-import { checkLoadsOffThread } from '../embedded/load-check.js';
 import { assertDeclared, checkGraphsFromEnv } from '../declared-graphs.js';
 import { ExclusiveSections } from '../sections.js';
 import { InstanceLease } from '../instance-lease.js';
@@ -15,9 +14,17 @@ import { iri, literal, raw, sparql, sparqlFragment, type Sparql, type SparqlFrag
 import { Graphs, SERVICE_STREAM } from '../../rdf/graphs.js';
 import { CHANNEL, HeadMovedError, LogCorruptError, PgArchives, PgLog, type Append, type Heads, type StoredRecord } from './log.js';
 import { graphsReadBy, graphsReadByWrite, type GraphsRead } from './read-graphs.js';
-import { Residency, ResidencyRetry, byWrite, dumpByStream, graphsChangedByRecord, materialize, namedGraphsOf, streamsReadByRecord } from './residency.js';
+import { Residency, ResidencyRetry, byWrite, graphsChangedByRecord, materialize, namedGraphsOf, streamsReadByRecord } from './residency.js';
 import { freeStore } from '../scratch.js';
 import { sessionCheck } from '../read-session.js';
+import { snapshotInWorker } from './snapshot-in-worker.js';
+/** An error of a write after it committed (a listener's): passed to the caller as it is, never taken for an append that failed. */
+class CommittedError extends Error {
+  constructor(override readonly cause: unknown) {
+    super('committed');
+  }
+}
+
 /** Records read from PostgreSQL per query while catching up. */
 const CATCH_UP_BATCH = 256;
 
@@ -125,6 +132,8 @@ export class ClusterStore implements QuadStore {
   constructor(
     raw: oxigraph.Store,
     readonly log: PgLog,
+    /** WSM_POSTGRES_URL: the snapshot worker connects on its own. */
+    private readonly url: string,
     private readonly listen: () => Promise<pg.Client>,
     readonly info: ClusterOpenInfo,
     snapshotHeads: Heads,
@@ -614,29 +623,25 @@ export class ClusterStore implements QuadStore {
 
   /**
    * Everything the write will send is checked before it is appended (a
-   * refusal appends nothing): updates on an empty scratch store, the loads
-   * of a large write in worker threads.
+   * refusal appends nothing): updates on an empty scratch store. A large
+   * write's loads are checked by the replica when it is made
+   * (`OxigraphStore.writeOps` with a commit): loaded ahead, hidden, into
+   * graphs that are empty (a first install), or in worker threads.
    */
-  private async checkOps(ops: WriteOp[]): Promise<void> {
+  private checkOps(ops: WriteOp[]): void {
     const calls = coalesceUpdates(ops);
-    if (loadBytes(ops) <= LARGE_WRITE_CHARS) {
-      checkOnScratch(calls, 0);
-      return;
-    }
-    checkOnScratch(calls.filter((op) => op.kind === 'update'), 0);
-    const loads = ops.flatMap((op, index) => (op.kind === 'load' ? [{ index, format: op.format, data: op.data }] : []));
-    const refused = await checkLoadsOffThread(loads.map(({ format, data }) => ({ format, data })));
-    if (refused) throw new WriteRefusedError(loads[refused.index]!.index, refused.message);
+    checkOnScratch(loadBytes(ops) <= LARGE_WRITE_CHARS ? calls : calls.filter((op) => op.kind === 'update'), 0);
   }
 
   private async writeChecked(given: WriteOp[], condition: WriteCondition | null): Promise<boolean> {
     if (given.length === 0 && !condition) return true;
     if (this.closed) throw new Error('store is closed');
     if (this.checkGraphs) assertDeclared(given, condition?.ask);
-    const expanded = await writeWithReplacesExpanded(given, async (ops) => {
-      await this.checkOps(ops);
-      return ops;
+    const expanded = await writeWithReplacesExpanded(given, (ops) => {
+      this.checkOps(ops);
+      return Promise.resolve(ops);
     });
+    const large = loadBytes(expanded) > LARGE_WRITE_CHARS;
     // The streams the write changes, and those whose heads it must find unmoved: the ones it changes and the ones it reads.
     const changes = [...new Set([...declaredGraphs(expanded)].map((g) => this.graphs.streamOf(g)))].sort();
     if (changes.length === 0) changes.push(SERVICE_STREAM);
@@ -674,19 +679,38 @@ export class ClusterStore implements QuadStore {
           }
           if (!holds()) return false;
           if (expanded.length === 0) return true;
-          const record: JournalOp[] = condition ? [{ kind: 'condition', ask: condition.ask, expect: condition.expect }, ...expanded] : expanded;
           // The same record in each stream it changes, at that stream's next seq (each row checks on its own), with one commit time.
-          const at = Date.now();
-          rows = changes.map((stream) => {
-            const seq = this.appliedSeq(stream) + 1;
-            return { stream, seq, record: encodeRecord(seq, record, at) };
-          });
-          // A write whose reads cannot be named is checked against every head: each at the seq the replica holds.
-          const expected: Heads = read === 'any' ? new Map([...this.applied, ...[...checks].map((stream): [string, number] => [stream, this.appliedSeq(stream)])])
-            : new Map([...checks].map((stream) => [stream, this.appliedSeq(stream)]));
-          await this.log.append(rows, expected, read === 'any');
-          for (const row of rows) this.bytesSinceSnapshot += row.record.length;
+          const append = async (record: readonly JournalOp[]): Promise<Append[]> => {
+            const at = Date.now();
+            const appended = changes.map((stream) => {
+              const seq = this.appliedSeq(stream) + 1;
+              return { stream, seq, record: encodeRecord(seq, record, at) };
+            });
+            // A write whose reads cannot be named is checked against every head: each at the seq the replica holds.
+            const expected: Heads = read === 'any' ? new Map([...this.applied, ...[...checks].map((stream): [string, number] => [stream, this.appliedSeq(stream)])])
+              : new Map([...checks].map((stream) => [stream, this.appliedSeq(stream)]));
+            await this.log.append(appended, expected, read === 'any');
+            for (const row of appended) this.bytesSinceSnapshot += row.record.length;
+            return appended;
+          };
+          if (large) {
+            // The replica checks the loads (once: into empty graphs ahead, hidden) and calls `append` before applying.
+            let committed: Append[] | null = null;
+            try {
+              return await this.replica.writeOps(given, condition, async (record) => { committed = await append(record); });
+            } catch (err) {
+              if (!committed) throw err;
+              // Committed: as below, a listener's error is reported, the record counted as applied.
+              throw new CommittedError(err);
+            } finally {
+              if (committed) this.countApplied(committed);
+            }
+          }
+          const record: JournalOp[] = condition ? [{ kind: 'condition', ask: condition.ask, expect: condition.expect }, ...expanded] : expanded;
+          rows = await append(record);
         } catch (err) {
+          if (err instanceof CommittedError) throw err.cause;
+          if (err instanceof WriteRefusedError) throw err;
           if (err instanceof HeadMovedError) {
             this.headConflicts++;
             behind = true;
@@ -700,12 +724,17 @@ export class ClusterStore implements QuadStore {
         try {
           return condition ? await this.replica.writeIf(condition, given) : (await this.replica.write(given), true);
         } finally {
-          for (const row of rows) this.applied.set(row.stream, row.seq);
-          this.appliedTotal += rows.length;
-          this.maybeSnapshot();
+          this.countApplied(rows);
         }
       }
     }).finally(() => this.scheduleResidency());
+  }
+
+  /** A write of this instance, committed: the replica holds its rows. */
+  private countApplied(rows: readonly Append[]): void {
+    for (const row of rows) this.applied.set(row.stream, row.seq);
+    this.appliedTotal += rows.length;
+    this.maybeSnapshot();
   }
 
   private retryAfterSeconds(): number {
@@ -794,84 +823,62 @@ export class ClusterStore implements QuadStore {
 
   /**
    * Past `snapshotAfterBytes` of records since the newest snapshot, the
-   * instance whose write crossed it stores a snapshot of its replica (unless
-   * another instance stored a newer one meanwhile).
+   * instance whose write crossed it stores a snapshot (unless another
+   * instance stored a newer one meanwhile).
    */
   private maybeSnapshot(): void {
     if (this.snapshotting || this.bytesSinceSnapshot < this.options.snapshotAfterBytes) return;
     this.snapshotting = true;
     this.snapshot()
-      .catch((err: unknown) => this.options.onWarning(`snapshot to PostgreSQL failed: ${err instanceof Error ? err.message : String(err)}`))
+      .catch((err: unknown) => { if (!this.closed) this.options.onWarning(`snapshot to PostgreSQL failed: ${err instanceof Error ? err.message : String(err)}`); })
       .finally(() => { this.snapshotting = false; });
   }
 
   /**
-   * Stores a snapshot of the whole replica with the seq of each stream it
-   * holds (dumped under the apply lock, sent after it); records every kept
-   * snapshot holds are pruned, per stream.
+   * Stores a snapshot of every stream at the heads, with the seq of each
+   * (built in a worker thread, below); records every kept snapshot holds
+   * are pruned, per stream.
    */
-  async snapshot(force = false): Promise<void> {
+  snapshot(force = false): Promise<void> {
+    // One at a time: a second one started while the first is built would build the same.
+    const run = this.snapshots.catch(() => undefined).then(() => this.snapshotNow(force));
+    this.snapshots = run;
+    return run;
+  }
+
+  private snapshots: Promise<void> = Promise.resolve();
+  /** Aborted at close: stops a snapshot's worker. */
+  private readonly closing = new AbortController();
+
+  private async snapshotNow(force: boolean): Promise<void> {
     const newest = (await this.log.snapshots())[0];
     if (newest && newest.seq > this.snapshotSeq) {
       this.snapshotSeq = newest.seq;
       this.bytesSinceSnapshot = await this.log.bytesAfter(newest.heads);
       if (this.bytesSinceSnapshot < this.options.snapshotAfterBytes && !force) return;
     }
-    if (this.residency) {
-      await this.snapshotBuilt();
-      return;
-    }
-    const dump = await this.applyLock.run('apply', async () => {
-      const parts = dumpByStream(this.replica.raw, this.graphs);
-      return {
-        heads: this.appliedHeads(),
-        total: this.appliedTotal,
-        quads: [...parts.values()].reduce((n, part) => n + part.quads, 0),
-        data: Buffer.concat([...parts.values()].map((part) => part.data)),
-        parts,
-        bytesAfter: this.bytesSinceSnapshot,
-      };
-    });
-    if (dump.total <= this.snapshotSeq) return;
-    this.snapshotSeq = await this.log.putSnapshot(dump.heads, dump.quads, dump.data, dump.parts);
-    this.bytesSinceSnapshot -= dump.bytesAfter;
-    this.options.onInfo(`snapshot of ${dump.quads} quads (${dump.heads.size} streams, ${dump.total} records in all) stored in PostgreSQL`);
+    await this.snapshotBuilt();
   }
 
   /**
-   * Residency: the replica holds only some streams, so the snapshot is
-   * built apart, as a load is (`materialize`): every stream at the heads
-   * now, from the newest snapshot and the records after it. It costs a
-   * copy of the whole data while it is built.
+   * The snapshot is built apart, as a residency load is (`materialize`):
+   * every stream at the heads now, from the newest snapshot and the records
+   * after it, in a worker thread with connections of its own, so the event
+   * loop neither dumps nor sends anything (a replica of a million quads
+   * took seconds of it) and writes go on meanwhile. It costs a copy of the
+   * whole data in that thread while it is built.
    */
   private async snapshotBuilt(): Promise<void> {
-    for (let attempt = 1; ; attempt++) {
-      const upto = await this.log.heads();
-      const total = [...upto.values()].reduce((a, b) => a + b, 0);
-      if (total <= this.snapshotSeq) return;
-      let built;
-      try {
-        built = await materialize(this.log, this.graphs, new Set(upto.keys()), upto);
-      } catch (err) {
-        if (err instanceof ResidencyRetry && attempt < 3) continue;
-        throw err;
-      }
-      let parts;
-      try {
-        parts = dumpByStream(built.store, this.graphs);
-      } finally {
-        freeStore(built.store);
-      }
-      const quads = [...parts.values()].reduce((n, part) => n + part.quads, 0);
-      this.snapshotSeq = await this.log.putSnapshot(upto, quads, Buffer.concat([...parts.values()].map((part) => part.data)), parts);
-      this.bytesSinceSnapshot = await this.log.bytesAfter(upto);
-      this.options.onInfo(`snapshot of ${quads} quads (${upto.size} streams, ${total} records in all, built from the previous snapshot and ${built.records} writes) stored in PostgreSQL`);
-      return;
-    }
+    const built = await snapshotInWorker({ url: this.url, baseIri: this.graphs.base, knownSeq: this.snapshotSeq }, this.closing.signal);
+    if (!built.stored) return;
+    this.snapshotSeq = Math.max(this.snapshotSeq, built.seq);
+    this.bytesSinceSnapshot = built.bytesAfter;
+    this.options.onInfo(`snapshot of ${built.quads} quads (${built.streams} streams, built from the previous snapshot and ${built.records} writes) stored in PostgreSQL`);
   }
 
   async close(): Promise<void> {
     if (this.closed) return;
+    this.closing.abort();
     clearInterval(this.residencyTimer);
     await this.instance?.close().catch(() => undefined);
     this.closed = true;

@@ -85,7 +85,7 @@ export async function openClusterStore(url: string, options: ClusterStoreOptions
       await client.connect();
       return client;
     };
-    const store = new ClusterStore(raw, log, listen, info, heads, 0, opts);
+    const store = new ClusterStore(raw, log, url, listen, info, heads, 0, opts);
     info.recordsReplayed = await store.replay();
     info.streams = store.appliedHeads().size;
     info.millis = Math.round(performance.now() - started);

@@ -21,6 +21,9 @@ export interface WriteSink {
   close(): Promise<void>;
 }
 
+/** Makes one write's record durable (`OxigraphStore.writeOps`); a rejection leaves nothing of the write. */
+export type Commit = (record: readonly JournalOp[]) => Promise<void>;
+
 /**
  * What a store that makes the engine durable (`DurableStore`, which holds
  * an `OxigraphStore` and gives it the journal as its sink) tells it.
@@ -449,14 +452,27 @@ export class OxigraphStore implements QuadStore {
    * condition without ops is asked once every write journaled before it is
    * applied. The ops' load data is text (`opsWithTexts`); a conditional
    * write resolves whether it applied, any other true.
+   *
+   * `commit`, when given, makes this one write durable in place of the
+   * sink: it is called with the write's record once the write is checked
+   * (a large write's leading loads loaded ahead, hidden), and the write is
+   * applied once it resolves; when it throws, nothing of the write stays
+   * and the error is the write's. The cluster store appends to PostgreSQL
+   * this way, so a first install's data is parsed once, by the engine.
    */
-  async writeOps(given: WriteOp[], condition: WriteCondition | null): Promise<boolean> {
+  async writeOps(given: WriteOp[], condition: WriteCondition | null, commit?: Commit): Promise<boolean> {
     if (given.length === 0 && !condition) return true;
     if (this.checkGraphs) assertDeclared(given, condition?.ask);
-    return writeWithReplacesExpanded(given, (ops) => this.writeExpanded(ops, condition, given));
+    return writeWithReplacesExpanded(given, (ops) => this.writeExpanded(ops, condition, given, commit));
   }
 
-  private async writeExpanded(ops: WriteOp[], condition: WriteCondition | null, given: readonly WriteOp[]): Promise<boolean> {
+  /** The record's durability: the given commit, else the sink's append, else none. */
+  private durable(record: readonly JournalOp[], commit: Commit | undefined): Promise<void> {
+    if (commit) return commit(record);
+    return this.sink ? this.sink.append(record) : Promise.resolve();
+  }
+
+  private async writeExpanded(ops: WriteOp[], condition: WriteCondition | null, given: readonly WriteOp[], commit: Commit | undefined): Promise<boolean> {
     // Everything the write will send is checked before anything else, on an
     // empty scratch store (consecutive updates run as one SPARQL request,
     // which Oxigraph applies atomically; a load is atomic on its own). A
@@ -468,7 +484,7 @@ export class OxigraphStore implements QuadStore {
     if (!large) checkOnScratch(calls, 0);
     else {
       checkOnScratch(calls.filter((op) => op.kind === 'update'), 0);
-      return this.writeLarge(ops, calls, condition, leadingReplaces(given));
+      return this.writeLarge(ops, calls, condition, leadingReplaces(given), commit);
     }
     const touched = declaredGraphs(ops);
     if (condition && ops.length === 0) {
@@ -498,8 +514,8 @@ export class OxigraphStore implements QuadStore {
     // it gives the same outcome; a record whose condition failed is
     // remembered as skipped (`skippedSeqs`).
     const record: readonly JournalOp[] = condition ? [{ kind: 'condition', ask: condition.ask, expect: condition.expect }, ...ops] : ops;
-    const durable = this.sink ? this.sink.append(record) : Promise.resolve();
-    const seq = this.sink ? this.sink.lastSeq : this.appliedThrough + 1;
+    const durable = this.durable(record, commit);
+    const seq = this.sink && !commit ? this.sink.lastSeq : this.appliedThrough + 1;
     let applied = true;
     const turn = this.applyTail.then(async () => {
       await durable;
@@ -533,7 +549,7 @@ export class OxigraphStore implements QuadStore {
    * loads are loaded into throwaway stores in worker threads
    * (`checkLoadsOffThread`), and published after the journal.
    */
-  private async writeLarge(ops: WriteOp[], calls: WriteOp[], condition: WriteCondition | null, lead: LeadLoad[] | null): Promise<boolean> {
+  private async writeLarge(ops: WriteOp[], calls: WriteOp[], condition: WriteCondition | null, lead: LeadLoad[] | null, commit: Commit | undefined): Promise<boolean> {
     await this.untilAppendMayGo();
     let release!: () => void;
     const slot: Promise<void> = new Promise<void>((resolve) => {
@@ -562,8 +578,8 @@ export class OxigraphStore implements QuadStore {
           if (refused) throw new WriteRefusedError(loads[refused.index]!.index, refused.message);
         }
         const record: readonly JournalOp[] = condition ? [{ kind: 'condition', ask: condition.ask, expect: condition.expect }, ...ops] : ops;
-        const durable = this.sink ? this.sink.append(record) : Promise.resolve();
-        const seq = this.sink ? this.sink.lastSeq : this.appliedThrough + 1;
+        const durable = this.durable(record, commit);
+        const seq = this.sink && !commit ? this.sink.lastSeq : this.appliedThrough + 1;
         release();
         await durable;
         journaled = true;
