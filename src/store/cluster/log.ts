@@ -162,6 +162,23 @@ SELECT setval('wsm_order', greatest((SELECT max(gseq) FROM wsm_journal), 1));
 INSERT INTO wsm_heads (stream, seq) SELECT stream, max(seq) FROM wsm_journal GROUP BY stream ON CONFLICT DO NOTHING;
 UPDATE wsm_snapshots SET heads = jsonb_build_object(stream, seq), stream = '${REPLICA_SNAPSHOT}' WHERE heads IS NULL;`;
 
+/**
+ * Records and snapshots compressed with lz4 rather than PostgreSQL's default
+ * pglz, where the server has it (PostgreSQL 14 on, built with lz4, as
+ * Debian's is): a 10 MB install record was inserted in 212-369 ms against
+ * 313-593 ms, and read back faster, for a sixth more bytes stored. Values
+ * stored before keep their compression. Elsewhere nothing changes.
+ */
+const COMPRESSION = `
+DO $$
+BEGIN
+  IF (SELECT attcompression FROM pg_attribute WHERE attrelid = 'wsm_journal'::regclass AND attname = 'record') <> 'l' THEN
+    ALTER TABLE wsm_journal ALTER COLUMN record SET COMPRESSION lz4;
+    ALTER TABLE wsm_snapshots ALTER COLUMN data SET COMPRESSION lz4;
+  END IF;
+EXCEPTION WHEN OTHERS THEN NULL;
+END $$;`;
+
 /** Rows every append and snapshot of this layout fills. */
 const REQUIRED = `
 ALTER TABLE wsm_journal ALTER COLUMN gseq SET NOT NULL;
@@ -237,6 +254,7 @@ export class PgLog {
         throw new LogLayoutError(`the journal in PostgreSQL has layout ${layout}, written by a later version of the service; this one knows layout ${LAYOUT}: run the later version`);
       }
       await client.query(SCHEMA);
+      await client.query(COMPRESSION);
       if (layout < LAYOUT) await client.query(UPGRADE_FROM_1);
       if (layout < LAYOUT || fresh) await client.query(REQUIRED);
       await client.query("INSERT INTO wsm_shared (name, value) VALUES ('journal-layout', $1) ON CONFLICT (name) DO UPDATE SET value = EXCLUDED.value", [String(LAYOUT)]);
