@@ -199,7 +199,7 @@ export function createApp(services: Services): RequestListener {
     quads: () => services.store.size(),
     storeVersion: () => services.store.version,
     sandbox: () => services.sandbox.stats(),
-    ...(store instanceof ClusterStore ? { cluster: { residency: () => store.residencyStats(), lagRecords: () => store.lagRecords(), counts: () => ({ headLookups: store.headLookups, headConflicts: store.headConflicts }) } } : {}),
+    ...(store instanceof ClusterStore ? { cluster: { residency: () => store.residencyStats(), lagRecords: () => store.lagRecords(), counts: () => ({ headLookups: store.headLookups, headConflicts: store.headConflicts, ...store.appends }) } } : {}),
   });
   app.get('/metrics', (req, res, next) => {
     authenticate(req).then(async (auth) => {

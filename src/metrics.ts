@@ -102,7 +102,7 @@ export interface ServiceSources {
     residency(): { residentWorkspaces: number; loads: number; evictions: number } | undefined;
     lagRecords(): Promise<number>;
     /** Head lookups made before reads (one per request at most, shared by concurrent ones) and appends refused because a head moved. */
-    counts(): { headLookups: number; headConflicts: number };
+    counts(): { headLookups: number; headConflicts: number; commits: number; writes: number };
   };
   /** Shortest time between two counts of the quads. Default 60 s. */
   quadsRefreshMs?: number;
@@ -202,10 +202,12 @@ function clusterMetrics(registry: client.Registry, cluster: NonNullable<ServiceS
       }
     },
   });
-  const counted = { headLookups: 0, headConflicts: 0 };
+  const counted = { headLookups: 0, headConflicts: 0, commits: 0, writes: 0 };
   for (const [key, name, help] of [
     ['headLookups', 'wsm_cluster_head_lookups_total', 'Lookups of the journal\'s heads in PostgreSQL before reads (at most one per request; concurrent requests share one)'],
     ['headConflicts', 'wsm_cluster_head_conflicts_total', 'Appends refused because another instance had moved a head they were checked against (the write caught up and was tried again)'],
+    ['commits', 'wsm_cluster_appends_total', 'Appends this instance committed to the journal in PostgreSQL (one commit each)'],
+    ['writes', 'wsm_cluster_appended_writes_total', 'Writes those appends held: more than the appends when writes to one workspace shared a commit'],
   ] as const) {
     new client.Counter({
       name,

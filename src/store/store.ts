@@ -181,7 +181,19 @@ export type StoredOp =
  * (which is where the live store asked it too, so replay gives the same
  * outcome). Records without one apply unconditionally.
  */
-export interface ConditionOp { kind: 'condition'; ask: string; expect: boolean }
+export interface ConditionOp {
+  kind: 'condition';
+  ask: string;
+  expect: boolean;
+  /**
+   * Asked only where the record applies, never before it was appended (the
+   * cluster store's writes sharing one commit, docs/cluster.md "Writes"):
+   * the record is of one stream and the condition reads only that stream's
+   * graphs, so every replica asks it on the same state. Absent: the
+   * condition held when the record was appended.
+   */
+  late?: true;
+}
 
 /** What one journal record holds: optionally a condition, then the write's ops. */
 export type JournalOp = WriteOp | ConditionOp;

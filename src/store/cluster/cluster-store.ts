@@ -18,6 +18,14 @@ import { Residency, ResidencyRetry, byWrite, graphsChangedByRecord, materialize,
 import { freeStore } from '../scratch.js';
 import { sessionCheck } from '../read-session.js';
 import { snapshotInWorker } from './snapshot-in-worker.js';
+/** A write waiting to be appended with others to its stream (`ClusterStore.committedTogether`). */
+interface Together {
+  given: WriteOp[];
+  expanded: WriteOp[];
+  condition: WriteCondition | null;
+  settle(outcome: boolean | Error): void;
+}
+
 /** An error of a write after it committed (a listener's): passed to the caller as it is, never taken for an append that failed. */
 class CommittedError extends Error {
   constructor(override readonly cause: unknown) {
@@ -115,6 +123,8 @@ export class ClusterStore implements QuadStore {
   headConflicts = 0;
   /** Head lookups made by `fresh()` (reads' checks), for /metrics. */
   headLookups = 0;
+  /** Appends committed by this instance, and the writes (records) they held: writes sharing a commit make fewer appends. */
+  appends = { commits: 0, writes: 0 };
   instance: InstanceLease | undefined;
   /** The hosted registry's archives, in PostgreSQL: every instance serves every published version. */
   readonly archives: PgArchives;
@@ -599,8 +609,10 @@ export class ClusterStore implements QuadStore {
     }
     try {
       if (this.residency) {
-        // Without its condition: it held when the record was appended (docs/cluster.md, "Residency"), and the replica may lack what it reads.
-        await this.replica.write(given);
+        // Without its condition: it held when the record was appended (docs/cluster.md, "Residency"), and the replica may lack what it reads;
+        // but a condition asked only where it applies reads only this stream, which is held.
+        if (condition?.late) await this.replica.writeIf({ ask: condition.ask as Sparql, expect: condition.expect }, given);
+        else await this.replica.write(given);
         const changed = graphsChangedByRecord(ops);
         const foreign = changed === 'any' ? [] : [...changed].filter((g) => !this.holds(this.graphs.streamOf(g)));
         if (foreign.length > 0) await this.replica.write(foreign.map(dropGraph));
@@ -648,6 +660,12 @@ export class ClusterStore implements QuadStore {
     const read = graphsReadByWrite(expanded, condition?.ask);
     const checks = new Set(changes);
     if (read !== 'any') for (const g of read) checks.add(this.graphs.streamOf(g));
+    // A write to one stream that reads only that stream shares a commit with the ones made meanwhile (below).
+    const only = changes.length === 1 ? changes[0]! : undefined;
+    if (only && !large && !this.residency && expanded.length > 0 && read !== 'any' && checks.size === 1
+      && (!condition || conditionHolds(this.replica.raw, condition))) {
+      return this.committedTogether(only, { given, expanded, condition });
+    }
     return this.applyLock.run('apply', async () => {
       if (this.residency) {
         // What the write changes and reads is held first: its condition is asked on the replica.
@@ -690,6 +708,8 @@ export class ClusterStore implements QuadStore {
             const expected: Heads = read === 'any' ? new Map([...this.applied, ...[...checks].map((stream): [string, number] => [stream, this.appliedSeq(stream)])])
               : new Map([...checks].map((stream) => [stream, this.appliedSeq(stream)]));
             await this.log.append(appended, expected, read === 'any');
+            this.appends.commits++;
+            this.appends.writes++;
             for (const row of appended) this.bytesSinceSnapshot += row.record.length;
             return appended;
           };
@@ -728,6 +748,86 @@ export class ClusterStore implements QuadStore {
         }
       }
     }).finally(() => this.scheduleResidency());
+  }
+
+  /** Writes to one stream waiting for the apply lock, by stream: they are appended together. */
+  private readonly together = new Map<string, Together[]>();
+
+  /**
+   * Group commit: writes to one stream that read no other are appended
+   * together, one statement and one commit for all the writes queued while
+   * the instance's previous append was under way, each a record of its own.
+   * Their conditions are not asked before: each is appended with its
+   * condition marked to be asked where it applies (`late`), in the
+   * stream's order, which every replica follows, so every replica gives
+   * the same outcome (the condition reads only that stream's graphs). A
+   * condition that fails leaves a record that changes nothing. The caller
+   * asked the condition first on the replica, so records that would change
+   * nothing are rare: a condition failing there goes the usual way.
+   */
+  private committedTogether(stream: string, write: Omit<Together, 'settle'>): Promise<boolean> {
+    return new Promise<boolean>((resolve, reject) => {
+      const entry: Together = { ...write, settle: (outcome) => (outcome instanceof Error ? reject(outcome) : resolve(outcome)) };
+      const queued = this.together.get(stream);
+      if (queued) {
+        queued.push(entry);
+        return;
+      }
+      this.together.set(stream, [entry]);
+      this.applyLock.run('apply', () => this.appendTogether(stream)).catch((err: unknown) => {
+        for (const w of this.together.get(stream) ?? []) w.settle(err instanceof Error ? err : new Error(String(err)));
+      }).finally(() => this.scheduleResidency());
+    });
+  }
+
+  /** Under the apply lock: the writes queued for `stream`, appended in one statement, then applied in order. */
+  private async appendTogether(stream: string): Promise<void> {
+    const writes = this.together.get(stream) ?? [];
+    this.together.delete(stream);
+    let records: Append[] = [];
+    for (let behind = false; ;) {
+      if (this.unavailable) {
+        const error = this.unavailableError();
+        for (const w of writes) w.settle(error);
+        return;
+      }
+      try {
+        if (behind) await this.catchUpLocked();
+        const base = this.appliedSeq(stream);
+        const at = Date.now();
+        records = writes.map((w, i) => {
+          const ops: JournalOp[] = w.condition ? [{ kind: 'condition', ask: w.condition.ask, expect: w.condition.expect, late: true }, ...w.expanded] : w.expanded;
+          return { stream, seq: base + 1 + i, record: encodeRecord(base + 1 + i, ops, at) };
+        });
+        await this.log.appendMany(stream, base, records.map((r) => r.record));
+        this.appends.commits++;
+        this.appends.writes += records.length;
+        for (const r of records) this.bytesSinceSnapshot += r.record.length;
+        break;
+      } catch (err) {
+        if (err instanceof HeadMovedError) {
+          this.headConflicts++;
+          behind = true;
+          continue;
+        }
+        this.markUnavailable(err);
+        const error = this.unavailableError();
+        for (const w of writes) w.settle(error);
+        return;
+      }
+    }
+    // Committed: each applied in order, its condition asked here as on every replica.
+    for (const [i, w] of writes.entries()) {
+      try {
+        w.settle(w.condition ? await this.replica.writeIf(w.condition, w.given) : (await this.replica.write(w.given), true));
+      } catch (err) {
+        w.settle(err instanceof Error ? err : new Error(String(err)));
+      } finally {
+        this.applied.set(stream, records[i]!.seq);
+        this.appliedTotal++;
+      }
+    }
+    this.maybeSnapshot();
   }
 
   /** A write of this instance, committed: the replica holds its rows. */

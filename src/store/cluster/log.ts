@@ -336,9 +336,21 @@ export class PgLog {
    */
   async append(rows: readonly Append[], expected: Heads, all: boolean): Promise<number> {
     const first = rows[0];
+    if (!first) return this.appendOnce(rows, expected, all);
+    return this.retryingOutcome(first, () => this.appendOnce(rows, expected, all));
+  }
+
+  /**
+   * Runs `once` (an append whose first row is `first`) and, when its
+   * connection dropped while it ran, settles its outcome by that row: the
+   * same bytes there, committed; no row, tried again; another record, a
+   * head conflict; no answer within `outcomeWaitMs`,
+   * `CommitOutcomeUnknownError`.
+   */
+  private async retryingOutcome(first: Append, once: () => Promise<number>): Promise<number> {
     let uncertainSince: number | undefined;
     for (;;) {
-      if (uncertainSince !== undefined && first) {
+      if (uncertainSince !== undefined) {
         let found: { record: Buffer; gseq: number } | undefined;
         try {
           found = await this.recordAt(first.stream, first.seq);
@@ -353,19 +365,53 @@ export class PgLog {
         }
       }
       try {
-        return await this.appendOnce(rows, expected, all);
+        return await once();
       } catch (err) {
         if (err instanceof NotSentError) {
           // Nothing was sent: a first try did not happen; after an unknown outcome, the wait goes on.
           if (uncertainSince === undefined) throw err.cause;
-          await this.waitForOutcome(first!, uncertainSince, err.cause);
+          await this.waitForOutcome(first, uncertainSince, err.cause);
           continue;
         }
-        if (err instanceof HeadMovedError || err instanceof LogCorruptError || !outcomeUnknown(err) || !first) throw err;
+        if (err instanceof HeadMovedError || err instanceof LogCorruptError || !outcomeUnknown(err)) throw err;
         uncertainSince ??= Date.now();
         await this.waitForOutcome(first, uncertainSince, err);
       }
     }
+  }
+
+  /**
+   * Several writes to one stream, each a record of its own (its own gseq,
+   * in order), appended in one statement at `at + 1`, `at + 2`, ... once
+   * the head is `at`: one round trip and one commit for them all. The
+   * outcome of a statement whose connection dropped is settled as
+   * `append`'s, by the first row (the rows commit together).
+   */
+  async appendMany(stream: string, at: number, records: readonly Buffer[]): Promise<void> {
+    if (records.length === 1) {
+      await this.append([{ stream, seq: at + 1, record: records[0]! }], new Map([[stream, at]]), false);
+      return;
+    }
+    await this.retryingOutcome({ stream, seq: at + 1, record: records[0]! }, async () => {
+      const { rows } = await this.withClient((client) => client.query<{ seq: string }>({
+        name: 'wsm-append-many',
+        text: `WITH head AS (
+                 INSERT INTO wsm_heads (stream, seq) VALUES ($1, $2::bigint + cardinality($3::bytea[])) ON CONFLICT (stream) DO UPDATE SET seq = EXCLUDED.seq WHERE wsm_heads.seq = $2
+                 RETURNING stream
+               ), appended AS (
+                 INSERT INTO wsm_journal (stream, seq, gseq, record)
+                 SELECT head.stream, $2::bigint + r.i, nextval('wsm_order'), r.record FROM head, unnest($3::bytea[]) WITH ORDINALITY AS r(record, i) ORDER BY r.i
+                 RETURNING stream, seq
+               )
+               SELECT seq, pg_notify('${CHANNEL}', stream || ':' || seq) FROM appended`,
+        values: [stream, at, records],
+      })).catch((err: unknown) => {
+        if (RACE_CODES.has((err as { code?: string }).code ?? '')) throw new HeadMovedError(stream);
+        throw err;
+      });
+      if (rows.length !== records.length) throw new HeadMovedError(stream);
+      return 0;
+    });
   }
 
   /** The record at (stream, seq) and its write's gseq, if any. */

@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto';
 import oxigraph from 'oxigraph';
 import { splitRecord } from '../journal-records.js';
-import { applyOp, coalesceUpdates } from '../embedded/oxigraph-store.js';
+import { applyOp, coalesceUpdates, conditionHolds } from '../embedded/oxigraph-store.js';
 import { graphsChangedBy } from '../declared-graphs.js';
 import { freeStore } from '../scratch.js';
 import type { StoredOp, WriteOp } from '../store.js';
@@ -138,7 +138,12 @@ export async function materialize(log: PgLog, graphs: Graphs, wanted: ReadonlySe
       }
     }
     const writes = byWrite(rows);
-    for (const write of writes) for (const op of coalesceUpdates(splitRecord(write[0]!.ops).ops)) applyOp(store, op);
+    for (const write of writes) {
+      const { condition, ops } = splitRecord(write[0]!.ops);
+      // A condition asked only where the record applies reads only the record's stream, built here up to it.
+      if (condition?.late && !conditionHolds(store, condition)) continue;
+      for (const op of coalesceUpdates(ops)) applyOp(store, op);
+    }
     return { store, streams: closure, records: writes.length };
   } catch (err) {
     freeStore(store);
