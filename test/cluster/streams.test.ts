@@ -2,7 +2,7 @@ import { expect } from 'chai';
 import { openClusterStore } from '../../src/store/cluster/open.js';
 import type { ClusterStore } from '../../src/store/cluster/cluster-store.js';
 import { HeadMovedError } from '../../src/store/cluster/log.js';
-import { graphsReadBy, graphsReadByWrite } from '../../src/store/cluster/read-graphs.js';
+import { graphsReadBy, graphsReadByWrite, literalsBlanked } from '../../src/store/cluster/read-graphs.js';
 import { updateOp, type WriteOp } from '../../src/store/store.js';
 import { encodeRecord } from '../../src/store/journal.js';
 import { Graphs } from '../../src/rdf/graphs.js';
@@ -75,6 +75,21 @@ describe('cluster store: a journal stream per workspace', function () {
   beforeEach(async () => { url = await freshClusterUrl(); });
   afterEach(async () => {
     for (const store of open.splice(0)) await store.close();
+  });
+
+  it('texts differing only in their literals share one reading; literals are found in every quote form, and a comment or an unended literal keeps the text whole', () => {
+    expect(literalsBlanked('ASK { GRAPH <urn:g> { ?c <urn:alias> "b-12" } }')).to.equal('ASK { GRAPH <urn:g> { ?c <urn:alias> "" } }');
+    expect(literalsBlanked(String.raw`INSERT DATA { <urn:s> <urn:p> 'it\'s', "a \"q\"", """x "y" z""""", '''l
+m''' }`)).to.equal(`INSERT DATA { <urn:s> <urn:p> '', "", """""", '''''' }`);
+    expect(literalsBlanked('SELECT * { <urn:a#b> <urn:p> "x" }'), 'a # inside an IRI').to.equal('SELECT * { <urn:a#b> <urn:p> "" }');
+    expect(literalsBlanked('SELECT * { ?s ?p ?o } # "a comment"')).to.equal(undefined);
+    expect(literalsBlanked('SELECT * { ?s ?p "unended }')).to.equal(undefined);
+    const ask = (graph: string, alias: string) => `ASK { GRAPH <${graph}> { ?c <urn:alias> "${alias}" } }`;
+    expect([...graphsReadBy(ask('urn:g1', 'a')) as Set<string>]).to.deep.equal(['urn:g1']);
+    expect([...graphsReadBy(ask('urn:g1', 'b')) as Set<string>], 'the same kind of text, another literal').to.deep.equal(['urn:g1']);
+    expect([...graphsReadBy(ask('urn:g2', 'b')) as Set<string>], 'another graph is another text').to.deep.equal(['urn:g2']);
+    expect(graphsReadBy('ASK { GRAPH ?g { ?c <urn:alias> "a" } }')).to.equal('any');
+    expect(graphsReadBy('ASK { GRAPH ?g { ?c <urn:alias> "b" } }')).to.equal('any');
   });
 
   it('graphs map to streams: a workspace\'s graphs (and its sealed secret values) to ws:<id>, every other graph to service', () => {

@@ -555,6 +555,29 @@ export class ClusterStore implements QuadStore {
     }
   }
 
+  /**
+   * The highest seq of each stream this instance has sent an append for:
+   * a notice of it is this instance's own (or, when that append lost a
+   * race, the winner's, which the loser catches up to itself). Notices
+   * only hasten catch-up; reads check the heads whatever they say.
+   */
+  private readonly ownAppends = new Map<string, number>();
+  /** A catch-up asked for by notices and not yet begun: notices arriving meanwhile share it. */
+  private noticed: Promise<void> | null = null;
+
+  private catchUpSoon(): void {
+    if (this.noticed) return;
+    this.noticed = this.applyLock.run('apply', async () => {
+      // Begun: a notice from now on may be of a record committed after the heads this one reads.
+      this.noticed = null;
+      await this.catchUpLocked();
+    }).catch((err: unknown) => this.markUnavailable(err));
+  }
+
+  private noteAppending(rows: readonly Append[]): void {
+    for (const row of rows) if (row.seq > (this.ownAppends.get(row.stream) ?? 0)) this.ownAppends.set(row.stream, row.seq);
+  }
+
   /** Applies every record committed after the replica's last one. */
   catchUp(): Promise<void> {
     return this.applyLock.run('apply', async () => { await this.catchUpLocked(); });
@@ -707,6 +730,7 @@ export class ClusterStore implements QuadStore {
             // A write whose reads cannot be named is checked against every head: each at the seq the replica holds.
             const expected: Heads = read === 'any' ? new Map([...this.applied, ...[...checks].map((stream): [string, number] => [stream, this.appliedSeq(stream)])])
               : new Map([...checks].map((stream) => [stream, this.appliedSeq(stream)]));
+            this.noteAppending(appended);
             await this.log.append(appended, expected, read === 'any');
             this.appends.commits++;
             this.appends.writes++;
@@ -799,6 +823,7 @@ export class ClusterStore implements QuadStore {
           const ops: JournalOp[] = w.condition ? [{ kind: 'condition', ask: w.condition.ask, expect: w.condition.expect, late: true }, ...w.expanded] : w.expanded;
           return { stream, seq: base + 1 + i, record: encodeRecord(base + 1 + i, ops, at) };
         });
+        this.noteAppending(records);
         await this.log.appendMany(stream, base, records.map((r) => r.record));
         this.appends.commits++;
         this.appends.writes += records.length;
@@ -889,7 +914,8 @@ export class ClusterStore implements QuadStore {
       const colon = payload.lastIndexOf(':');
       const stream = colon > 0 ? payload.slice(0, colon) : undefined;
       const seq = payload.slice(colon + 1);
-      if (stream !== undefined && Number(seq) > this.appliedSeq(stream) && this.holds(stream)) this.catchUp().catch((err: unknown) => this.markUnavailable(err));
+      // This instance's own appends are applied by their writer: their notices would only queue empty catch-ups behind its next writes.
+      if (stream !== undefined && Number(seq) > Math.max(this.appliedSeq(stream), this.ownAppends.get(stream) ?? 0) && this.holds(stream)) this.catchUpSoon();
     });
     const lost = () => {
       if (this.listener !== client) return;

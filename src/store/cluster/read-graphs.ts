@@ -51,6 +51,81 @@ export function graphsReadByWrite(ops: readonly WriteOp[], conditionAsk: string 
 
 /** The graphs a query or an update reads (never the graphs an update only writes), or `'any'`. */
 export function graphsReadBy(text: string): GraphsRead {
+  const key = literalsBlanked(text) ?? text;
+  const kept = readsKept.get(key);
+  if (kept !== undefined) {
+    // Most recently used last.
+    readsKept.delete(key);
+    readsKept.set(key, kept);
+    return kept === 'any' ? 'any' : new Set(kept);
+  }
+  const read = parsedReads(text);
+  readsKept.set(key, read === 'any' ? 'any' : new Set(read));
+  if (readsKept.size > READS_KEPT) readsKept.delete(readsKept.keys().next().value!);
+  return read;
+}
+
+/**
+ * What `graphsReadBy` found, by text with its string literals' contents
+ * left out (`literalsBlanked`): a literal never names a graph, so the
+ * texts of one kind of write (a slash command's alias check, for each
+ * alias) share one parse. Parsing with sparqljs was the largest part of a
+ * small write's time on the cluster store.
+ */
+const readsKept = new Map<string, GraphsRead>();
+const READS_KEPT = 1024;
+
+const IRI_REF = /<[^<>"{}|^`\\\x00-\x20]*>/y;
+
+/**
+ * The text with the content of every string literal left out (`"b-12"` →
+ * `""`, in each of the four quote forms), or undefined when it cannot be
+ * done safely: a comment (`#`, outside IRIs and literals) or a literal
+ * that does not end. IRIs are skipped whole, so a quote or `#` inside one
+ * is not taken for a literal or a comment.
+ */
+export function literalsBlanked(text: string): string | undefined {
+  let out = '';
+  let copied = 0;
+  for (let i = 0; i < text.length;) {
+    const c = text[i]!;
+    if (c === '<') {
+      IRI_REF.lastIndex = i;
+      const iri = IRI_REF.exec(text);
+      i += iri ? iri[0].length : 1;
+      continue;
+    }
+    if (c === '#') return undefined;
+    if (c !== '"' && c !== "'") {
+      i++;
+      continue;
+    }
+    const long = text.startsWith(c.repeat(3), i);
+    const quote = long ? c.repeat(3) : c;
+    let j = i + quote.length;
+    for (;;) {
+      if (j >= text.length) return undefined;
+      const d = text[j]!;
+      if (d === '\\') {
+        j += 2;
+        continue;
+      }
+      if (!long && (d === '\n' || d === '\r')) return undefined;
+      if (text.startsWith(quote, j)) {
+        // A long literal may end with one or two quotes of its own before its closing three.
+        if (long) while (text[j + 3] === c) j++;
+        break;
+      }
+      j++;
+    }
+    out += text.slice(copied, i) + quote + quote;
+    i = j + quote.length;
+    copied = i;
+  }
+  return out + text.slice(copied);
+}
+
+function parsedReads(text: string): GraphsRead {
   let parsed: sparqljs.SparqlQuery;
   try {
     parsed = parser.parse(text.replace(/[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/g, '\uFFFD'));
