@@ -4,6 +4,7 @@ import type { ClusterStore } from '../../src/store/cluster/cluster-store.js';
 import { StoreUnavailableError, updateOp, type WriteOp } from '../../src/store/store.js';
 import { Graphs } from '../../src/rdf/graphs.js';
 import { integer, iri, sparql } from '../../src/rdf/sparql.js';
+import { encodeRecord } from '../../src/store/journal.js';
 import { freshClusterUrl, requirePostgres, sqlAt } from '../helpers/cluster.js';
 import { bearer, removeDir, seedWorkspace, startTestServer, tempDir, type TestServer } from '../helpers/server.js';
 import { sample } from '../helpers/metrics.js';
@@ -194,6 +195,51 @@ describe('cluster store: residency', function () {
     await sqlAt(url, "DELETE FROM wsm_snapshots WHERE stream <> 'replica'");
     expect(await countIn(r, graphs.iam('b'))).to.equal(10);
     expect(r.residencyStats()!.loads).to.equal(2);
+  });
+
+  it('a store opened with residency reads the service\'s part of the snapshot and the service\'s records only; workspaces load from their parts', async () => {
+    const writer = await openStore();
+    for (const ws of ['a', 'b']) await writer.write([triples(graphs.iam(ws), 10)]);
+    await writer.write([insertInto(graphs.system, 1), insertInto(graphs.system, 2)]);
+    await writer.snapshot(true);
+    await writer.write([insertInto(graphs.iam('a'), 100)]);
+    await writer.write([insertInto(graphs.system, 3)]);
+    // The whole snapshot unreadable, and a record of workspace b after it damaged: neither is read at start.
+    await sqlAt(url, "UPDATE wsm_snapshots SET data = 'not n-quads' WHERE stream = 'replica'");
+    await writer.write([insertInto(graphs.iam('b'), 101)]);
+    await sqlAt(url, "UPDATE wsm_journal SET record = 'damaged' WHERE stream = 'ws:b'");
+    const r = await openStore({ quads: 1_000_000 });
+    expect(r.info.snapshotQuads, 'the service\'s part').to.equal(2);
+    expect(r.info.recordsReplayed, 'the service\'s record after the snapshot').to.equal(1);
+    expect(r.residentStreams()).to.deep.equal([]);
+    expect(r.replica.raw.size).to.equal(3);
+    expect(await countIn(r, graphs.system)).to.equal(3);
+    expect(await countIn(r, graphs.iam('a'))).to.equal(11);
+    expect(r.residentStreams()).to.deep.equal(['ws:a']);
+    // Loading b reads its damaged record: refused, as a damaged record is.
+    let failure: unknown;
+    try {
+      await countIn(r, graphs.iam('b'));
+    } catch (err) {
+      failure = err;
+    }
+    expect(failure).to.be.instanceOf(StoreUnavailableError);
+    expect(r.holds('ws:b')).to.equal(false);
+  });
+
+  it('a store opened with residency on records of the one-stream layout after the snapshot loads the whole snapshot, and answers as one holding everything', async () => {
+    const writer = await openStore();
+    await writer.write([triples(graphs.iam('a'), 4), insertInto(graphs.system, 1)]);
+    await writer.snapshot(true);
+    // A record in the service stream alone that changes a workspace's graph, as the one-stream layout appended them.
+    await writer.write([insertInto(graphs.system, 2)]);
+    const seq = Number((await sqlAt(url, "SELECT seq FROM wsm_heads WHERE stream = 'service'"))[0]!.seq) + 1;
+    await sqlAt(url, "INSERT INTO wsm_journal (stream, seq, gseq, record) VALUES ('service', $1, nextval('wsm_order'), $2)", [seq, encodeRecord(seq, [insertInto(graphs.iam('a'), 50)], Date.now())]);
+    await sqlAt(url, "UPDATE wsm_heads SET seq = $1 WHERE stream = 'service'", [seq]);
+    const r = await openStore({ quads: 1_000_000 });
+    expect(r.info.snapshotQuads, 'the whole snapshot').to.equal(5);
+    expect(r.residentStreams()).to.deep.equal([]);
+    expect(await countIn(r, graphs.iam('a'))).to.equal(5);
   });
 
   it('a snapshot stored by a store holding only some workspaces holds every workspace; a store opened on it reads them all', async () => {

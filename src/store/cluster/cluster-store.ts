@@ -9,7 +9,7 @@ import { ExclusiveSections } from '../sections.js';
 import { InstanceLease } from '../instance-lease.js';
 import {
   DEFAULT_GRAPH, StoreUnavailableError, WriteRefusedError, declaredGraphs, opsWithTexts, updateOp, writeWithReplacesExpanded,
-  type Binding, type JournalOp, type QuadStore, type QueryScope, type StoreCapabilities, type StoreHealth, type WriteCondition, type WriteInput, type WriteOp,
+  type Binding, type JournalOp, type QuadStore, type StoredOp, type QueryScope, type StoreCapabilities, type StoreHealth, type WriteCondition, type WriteInput, type WriteOp,
 } from '../store.js';
 import { iri, literal, raw, sparql, sparqlFragment, type Sparql, type SparqlFragment } from '../../rdf/sparql.js';
 import { Graphs, SERVICE_STREAM } from '../../rdf/graphs.js';
@@ -118,6 +118,8 @@ export class ClusterStore implements QuadStore {
   private enforcing: Promise<void> | null = null;
   /** Records replayed at open that change graphs of a stream they are not in (written by the one-stream layout): loading a stream cannot find them. */
   private foreignRecords = false;
+  /** The replay at open runs on the service's part of the snapshot alone (`holdServiceOnly`). */
+  private serviceOnlyReplay = false;
 
   constructor(
     raw: oxigraph.Store,
@@ -181,17 +183,40 @@ export class ClusterStore implements QuadStore {
    */
   async startResidency(): Promise<void> {
     const settings = this.options.residency;
-    if (!settings || this.residency) return;
-    if (this.foreignRecords) await this.snapshot(true);
-    await this.applyLock.run('apply', async () => {
-      const drop = namedGraphsOf(this.replica.raw).filter((g) => this.graphs.streamOf(g) !== SERVICE_STREAM);
-      if (drop.length > 0) await this.replica.write(drop.map(dropGraph));
-      this.residency = new Residency(settings.quads, settings.idleMs);
-      this.serviceQuads = this.replica.raw.size;
-    });
+    if (!settings || this.residencyTimer) return;
+    if (!this.residency) {
+      if (this.foreignRecords) await this.snapshot(true);
+      await this.applyLock.run('apply', async () => {
+        const drop = namedGraphsOf(this.replica.raw).filter((g) => this.graphs.streamOf(g) !== SERVICE_STREAM);
+        if (drop.length > 0) await this.replica.write(drop.map(dropGraph));
+        this.residency = new Residency(settings.quads, settings.idleMs);
+        this.serviceQuads = this.replica.raw.size;
+      });
+    }
     const every = Math.max(1000, Math.min(60_000, Math.floor(settings.idleMs / 2)));
     this.residencyTimer = setInterval(() => { this.enforceResidency({ count: true }).catch(this.warnResidency); }, every);
     this.residencyTimer.unref();
+  }
+
+  /**
+   * At open, before the replay, on a replica made of the service's part of
+   * the snapshot alone (`openClusterStore`): residency from the first, so
+   * the replay passes over the records of workspace streams. A replayed
+   * record that changes graphs of a stream it is not in (the one-stream
+   * layout) stops the replay with `ServiceOnlyRefused`: the store is then
+   * opened whole.
+   */
+  holdServiceOnly(): void {
+    const settings = this.options.residency;
+    if (!settings) return;
+    this.residency = new Residency(settings.quads, settings.idleMs);
+    this.serviceQuads = this.replica.raw.size;
+    this.serviceOnlyReplay = true;
+  }
+
+  /** After a replay of the service's records only: the bytes of every stream's records since the snapshot (when to take the next one). */
+  setBytesSinceSnapshot(bytes: number): void {
+    this.bytesSinceSnapshot = bytes;
   }
 
   private readonly warnResidency = (err: unknown): void => {
@@ -578,6 +603,7 @@ export class ClusterStore implements QuadStore {
       const streams = new Set(rows.map((r) => r.stream));
       this.foreignRecords = changed === 'any' || [...changed].some((g) => !streams.has(this.graphs.streamOf(g)));
     }
+    if (replay && this.serviceOnlyReplay) await this.refuseForeign(rows, ops);
     try {
       if (this.residency) {
         // Without its condition: it held when the record was appended (docs/cluster.md, "Residency"), and the replica may lack what it reads.
@@ -595,6 +621,16 @@ export class ClusterStore implements QuadStore {
         this.bytesSinceSnapshot += row.bytes;
       }
     }
+  }
+
+  /** Replaying on the service's graphs alone: a record changing graphs of a stream its write has no row in (the one-stream layout) cannot be passed over. */
+  private async refuseForeign(rows: readonly StoredRecord[], ops: readonly StoredOp[]): Promise<void> {
+    const changed = graphsChangedByRecord(ops);
+    if (changed === 'any') throw new ServiceOnlyRefused();
+    const outside = new Set([...changed].map((g) => this.graphs.streamOf(g)).filter((s) => !rows.some((r) => r.stream === s)));
+    if (outside.size === 0) return;
+    const rowsOfWrite = await this.log.streamsOfWrite(rows[0]!.gseq);
+    if ([...outside].some((s) => !rowsOfWrite.has(s))) throw new ServiceOnlyRefused();
   }
 
   /** At open: the records after the snapshot, applied to the bare replica; answers how many writes. */
@@ -873,6 +909,14 @@ export class ClusterStore implements QuadStore {
     // Writes under way finish before the pool goes.
     await this.applyLock.run('apply', () => Promise.resolve());
     await this.log.pool.end();
+  }
+}
+
+/** A record replayed at open changes graphs of a stream it is not in: the store cannot open on the service's graphs alone. */
+export class ServiceOnlyRefused extends Error {
+  constructor() {
+    super('a record after the snapshot changes graphs of a stream it is not in');
+    this.name = 'ServiceOnlyRefused';
   }
 }
 
