@@ -15,7 +15,7 @@ import { iri, literal, raw, sparql, sparqlFragment, type Sparql, type SparqlFrag
 import { Graphs, SERVICE_STREAM } from '../../rdf/graphs.js';
 import { CHANNEL, HeadMovedError, LogCorruptError, PgArchives, PgLog, type Append, type Heads, type StoredRecord } from './log.js';
 import { graphsReadBy, graphsReadByWrite, type GraphsRead } from './read-graphs.js';
-import { Residency, ResidencyRetry, byWrite, dumpByStream, graphsChangedByRecord, materialize, namedGraphsOf, streamsReadByRecord } from './residency.js';
+import { Residency, ResidencyRetry, byWrite, dumpByStream, graphsChangedByRecord, materialize, namedGraphsOf, opsForHeld, streamsReadByRecord } from './residency.js';
 import { freeStore } from '../scratch.js';
 /** Records read from PostgreSQL per query while catching up. */
 const CATCH_UP_BATCH = 256;
@@ -345,7 +345,7 @@ export class ClusterStore implements QuadStore {
 
   /** The streams a record to catch up reads or changes that the replica does not hold (residency), beside the ones it is in. */
   private lackedBy(rows: readonly StoredRecord[]): Set<string> {
-    const { ops } = splitRecord(rows[0]!.ops);
+    const ops = opsForHeld(splitRecord(rows[0]!.ops).ops, this.graphs, (s) => this.holds(s));
     const lacking = new Set<string>();
     const read = streamsReadByRecord(this.graphs, ops);
     const changed = graphsChangedByRecord(ops);
@@ -607,8 +607,10 @@ export class ClusterStore implements QuadStore {
     try {
       if (this.residency) {
         // Without its condition: it held when the record was appended (docs/cluster.md, "Residency"), and the replica may lack what it reads.
-        await this.replica.write(given);
-        const changed = graphsChangedByRecord(ops);
+        // Only the ops changing what is held (`opsForHeld`).
+        const held = opsForHeld(ops, this.graphs, (s) => this.holds(s));
+        if (held.length > 0) await this.replica.write(held as WriteOp[]);
+        const changed = graphsChangedByRecord(held);
         const foreign = changed === 'any' ? [] : [...changed].filter((g) => !this.holds(this.graphs.streamOf(g)));
         if (foreign.length > 0) await this.replica.write(foreign.map(dropGraph));
       } else if (replay) replayOnto(this.replica.raw, rows[0]!);
