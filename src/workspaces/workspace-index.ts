@@ -1,4 +1,4 @@
-import type { QuadStore } from '../store/store.js';
+import { updateOp, type QuadStore, type WriteOp } from '../store/store.js';
 import type { Graphs } from '../rdf/graphs.js';
 import { prefixes } from '../rdf/vocab.js';
 import { fragmentOf, iri, literal, sparql, sparqlFragment, type Sparql } from '../rdf/sparql.js';
@@ -16,6 +16,9 @@ import { fragmentOf, iri, literal, sparql, sparqlFragment, type Sparql } from '.
  *       each lifecycle command whose status is pending or in progress (a
  *       superset: the sweep of unfinished commands reads the `packages`
  *       graphs of the workspaces listed here, not every workspace's)
+ *   <installation> wsm:autoUpdate true ; wsm:workspace <workspace>
+ *       each package installation that updates itself (a superset, read
+ *       as the unfinished commands are, by each auto-update round)
  *   <base>index a wsm:WorkspaceIndex
  *       the index was built (`ensureWorkspaceIndex`)
  *
@@ -59,6 +62,29 @@ export function commandEntryOp(graphs: Graphs, workspaceId: string, commandIri: 
   return unfinished ? sparql`INSERT DATA { ${entry} }` : sparql`DELETE DATA { ${entry} }`;
 }
 
+/** The index entry of a package installation: listed while it updates itself (`autoUpdate`), removed otherwise (an op reading only the index). */
+export function autoUpdateEntryOp(graphs: Graphs, workspaceId: string, installationIri: string, on: boolean): WriteOp {
+  const index = iri(graphs.index);
+  const text = on
+    ? sparql`${prefixes}INSERT DATA { GRAPH ${index} { ${iri(installationIri)} wsm:autoUpdate true ; wsm:workspace ${iri(graphs.resource('workspace', workspaceId))} } }`
+    : sparql`${prefixes}DELETE WHERE { GRAPH ${index} { ${iri(installationIri)} ?p ?o } }`;
+  return updateOp(text, [graphs.index]);
+}
+
+/** Index entries for the installations of `workspaceId`'s `packages` graph that update themselves, as the write leaves it. */
+export function indexAutoUpdateOp(graphs: Graphs, workspaceId: string): Sparql {
+  const ws = iri(graphs.resource('workspace', workspaceId));
+  return sparql`INSERT { GRAPH ${iri(graphs.index)} { ?p wsm:autoUpdate true ; wsm:workspace ${ws} } }
+    WHERE { GRAPH ${iri(graphs.packages(workspaceId))} { ?p a wsm:PackageInstallation ; wsm:autoUpdate true ; wsm:workspace ${ws} } }`;
+}
+
+/** The workspaces (ids) the index lists an installation that updates itself in. */
+export async function workspacesWithAutoUpdate(store: QuadStore, graphs: Graphs): Promise<string[]> {
+  const rows = await store.select(sparql`${prefixes}SELECT DISTINCT ?wsId WHERE {
+    GRAPH ${iri(graphs.index)} { ?p wsm:autoUpdate true ; wsm:workspace ?ws } GRAPH ${iri(graphs.system)} { ?ws a wsm:Workspace ; wsm:id ?wsId } }`);
+  return rows.map((b) => b.wsId!.value);
+}
+
 /** The workspaces (ids) the index lists an unfinished command in. */
 export async function workspacesWithUnfinished(store: QuadStore, graphs: Graphs): Promise<string[]> {
   const rows = await store.select(sparql`${prefixes}SELECT DISTINCT ?wsId WHERE {
@@ -92,6 +118,10 @@ export async function ensureWorkspaceIndex(store: QuadStore, graphs: Graphs, was
         GRAPH ${iri(graphs.system)} { ?ws a wsm:Workspace ; wsm:id ?wsId }
         BIND (IRI(CONCAT(${workspaces}, STR(?wsId), "/packages")) AS ?g)
         GRAPH ?g { ?c a wsm:LifecycleCommand ; wsm:status ?status ; wsm:workspace ?ws . FILTER (?status IN ("pending", "in_progress")) } } ;
+      INSERT { GRAPH ${index} { ?p wsm:autoUpdate true ; wsm:workspace ?ws } } WHERE {
+        GRAPH ${iri(graphs.system)} { ?ws a wsm:Workspace ; wsm:id ?wsId }
+        BIND (IRI(CONCAT(${workspaces}, STR(?wsId), "/packages")) AS ?g)
+        GRAPH ?g { ?p a wsm:PackageInstallation ; wsm:autoUpdate true ; wsm:workspace ?ws } } ;
       ${fragmentOf(mark)}`,
     graphs: [graphs.index],
   }]);
