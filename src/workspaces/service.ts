@@ -313,12 +313,14 @@ export class WorkspaceService {
       throw conflict('The workspace owner can only be removed from the workspace by a system administrator; ownership is not transferable');
     }
     const iam = iri(this.graphs.iam(workspace.id));
-    const p = iri(this.principalIri(this.userPrincipalId(workspace.id, user.id)));
+    const principal = this.principalIri(this.userPrincipalId(workspace.id, user.id));
+    const p = iri(principal);
     const condition = { ask: sparql`${prefixes}ASK { GRAPH ${iam} { ${p} a wsm:Principal } ${fragmentOf(this.keepsAnAdministrator(workspace, user.id))} }`, expect: true };
+    // The index of workspaces' entry goes in an op of its own, reading the index only (see putMemberOnce).
+    const unindexed = updateOp(sparql`${prefixes}${fragmentOf(unindexMemberOp(this.graphs, principal))}`, [this.graphs.index]);
     const applied = await this.store.writeIf(condition, [{ kind: 'update', sparql: sparql`${prefixes}
       DELETE WHERE { GRAPH ${iam} { ?a wsm:principal ${p} ; ?ap ?ao } } ;
-      DELETE WHERE { GRAPH ${iam} { ${p} ?pp ?po } }`, graphs: [this.graphs.iam(workspace.id)] },
-    updateOp(sparql`${prefixes}${fragmentOf(unindexMemberOp(this.graphs, this.principalIri(this.userPrincipalId(workspace.id, user.id))))}`, [this.graphs.index])]);
+      DELETE WHERE { GRAPH ${iam} { ${p} ?pp ?po } }`, graphs: [this.graphs.iam(workspace.id)] }, unindexed]);
     return applied ? undefined : NOT_APPLIED;
   }
 
