@@ -9,7 +9,7 @@ import { NOT_APPLIED, untilApplied } from '../store/conditional.js';
 import type { AuthContext } from '../auth/context.js';
 import type { User, UserProfile, UserService } from '../users/service.js';
 import { GraphCache } from '../store/graph-cache.js';
-import { indexMemberOp, unindexMemberOp } from './workspace-index.js';
+import { indexBuiltOp, indexMemberOp, unindexMemberOp } from './workspace-index.js';
 
 export interface Workspace {
   id: string;
@@ -146,7 +146,8 @@ export class WorkspaceService {
                  ${iri(this.assignmentIri(assignmentId))} a wsm:RoleAssignment ; wsm:id ${literal(assignmentId)} ;
                    wsm:role ${iri(this.roleIri(roleId))} ; wsm:principal ${iri(this.principalIri(principalId))} ; wsm:createdAt ${t} .
                } } ;
-      ${fragmentOf(indexMemberOp(this.graphs, id, this.principalIri(principalId), this.users.userIri(owner.id)))}`, graphs: [this.graphs.system, this.graphs.iam(id), this.graphs.index] }]);
+      ${fragmentOf(indexMemberOp(this.graphs, id, this.principalIri(principalId), this.users.userIri(owner.id)))} ;
+      ${fragmentOf(indexBuiltOp(this.graphs))}`, graphs: [this.graphs.system, this.graphs.iam(id), this.graphs.index] }]);
     if (!applied) throw conflict(`A workspace with slug "${input.slug}" already exists`);
     const created = await this.find(id);
     if (!created) throw new Error(`workspace ${id} was written but cannot be read back`);

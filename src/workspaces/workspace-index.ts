@@ -32,6 +32,17 @@ import { fragmentOf, iri, literal, sparql, sparqlFragment, type Sparql } from '.
  * without loading it.
  */
 
+/**
+ * Marks the index built: in the write creating a workspace (or importing
+ * one) too, so a store whose first start found it empty, and whose
+ * bootstrap wrote nothing, has its index marked with its first workspace
+ * (a store with data from before the index was built it at its start).
+ */
+export function indexBuiltOp(graphs: Graphs): Sparql {
+  const index = iri(graphs.index);
+  return sparql`INSERT DATA { GRAPH ${index} { ${index} a wsm:WorkspaceIndex } }`;
+}
+
 /** Index entries for the principals of `workspaceId`'s `iam` graph as the write leaves them (an update reading that graph: after the write's loads or inserts). */
 export function indexMembersOp(graphs: Graphs, workspaceId: string): Sparql {
   const ws = iri(graphs.resource('workspace', workspaceId));
@@ -98,15 +109,17 @@ export async function workspacesWithUnfinished(store: QuadStore, graphs: Graphs)
  * being there, so instances starting together build it once. An empty
  * store is left empty (the first start's check, `bootstrap`): `'empty'`;
  * called again after the bootstrap with `wasEmpty`, it only marks the index
- * built (what the bootstrap wrote indexed itself). True when it built it.
+ * built (what the bootstrap wrote indexed itself), unless the store is
+ * still empty. True when it built it.
  */
 export async function ensureWorkspaceIndex(store: QuadStore, graphs: Graphs, wasEmpty = false): Promise<boolean | 'empty'> {
   const index = iri(graphs.index);
   const marker = sparql`${prefixes}ASK { GRAPH ${index} { ${index} a wsm:WorkspaceIndex } }`;
   if (await store.ask(marker)) return false;
-  const mark = sparql`INSERT DATA { GRAPH ${index} { ${index} a wsm:WorkspaceIndex } }`;
-  if (wasEmpty) return store.writeIf({ ask: marker, expect: false }, [{ kind: 'update', sparql: sparql`${prefixes}${fragmentOf(mark)}`, graphs: [graphs.index] }]);
+  const mark = indexBuiltOp(graphs);
+  // A store still empty stays so (its next start is a first start too).
   if (await store.isEmpty()) return 'empty';
+  if (wasEmpty) return store.writeIf({ ask: marker, expect: false }, [{ kind: 'update', sparql: sparql`${prefixes}${fragmentOf(mark)}`, graphs: [graphs.index] }]);
   const workspaces = literal(`${graphs.base}workspaces/`);
   return store.writeIf({ ask: marker, expect: false }, [{
     kind: 'update',
