@@ -41,7 +41,8 @@ import { freshClusterUrl } from '../../test/helpers/cluster.js';
  * with its quad count, which no store opening without residency accepts.
  */
 
-const GB_BYTEA = 900 * 1024 * 1024;
+/** The largest whole snapshot stored (below PostgreSQL's 1 GB `bytea` limit). */
+const WHOLE_LIMIT_BYTES = 900 * 1024 * 1024;
 const BASE = 'https://workspaces.local/';
 const OWNER = 'bench-owner';
 const progress = (line: string) => process.stderr.write(`cluster start: ${line} (load average ${os.loadavg()[0]!.toFixed(1)})\n`);
@@ -96,7 +97,7 @@ async function populate(postgresUrl: string, workspaces: number, quads: number):
     await put('service', partText('service', -1));
     for (let i = 0; i < workspaces; i++) await put(workspaceStream(ids[i]!), partText(workspaceStream(ids[i]!), i));
     const { rows } = await client.query<{ bytes: string }>('SELECT sum(octet_length(data)) AS bytes FROM wsm_snapshots WHERE seq = $1', [seq]);
-    whole = Number(rows[0]!.bytes) <= GB_BYTEA;
+    whole = Number(rows[0]!.bytes) <= WHOLE_LIMIT_BYTES;
     if (whole) {
       await client.query(`INSERT INTO wsm_snapshots (stream, seq, quads, sha256, data, heads)
         SELECT 'replica', $1, $2, sha256(whole), whole, $3::jsonb FROM (SELECT string_agg(data, ''::bytea ORDER BY stream) AS whole FROM wsm_snapshots WHERE seq = $1) w`,
