@@ -10,6 +10,7 @@ import { publicJwks } from './sign-in/keys.js';
 import { openStore, type StoreTestOptions } from './store/open.js';
 import type { QuadStore } from './store/store.js';
 import { bootstrap, type BootstrapResult } from './bootstrap.js';
+import { ensureWorkspaceIndex } from './workspaces/workspace-index.js';
 import { loadSecretsKey } from './secrets/key-file.js';
 
 export interface RunningServer {
@@ -42,9 +43,13 @@ export async function startServer(config: Config, logger: Logger, options: { sto
     throw err;
   });
   const services = createServices({ config, logger, store, verify, secretsKey });
+  // The index of workspaces, built once on a store written before it (src/workspaces/workspace-index.ts).
+  const indexed = await ensureWorkspaceIndex(store, services.graphs);
+  if (indexed === true) logger.info('built the index of workspaces (members, unfinished commands)');
   // Commands cut off by the previous process's stop are failed ("interrupted") before anything else runs.
   await services.packages.runner.recover();
   const boot = await bootstrap(services);
+  if (indexed === 'empty') await ensureWorkspaceIndex(store, services.graphs, true);
   const signInKeys = await services.signIn.prepare();
   const stopAutoUpdate = services.packages.startAutoUpdate(config.WSM_AUTO_UPDATE_INTERVAL);
   services.closers.push(() => services.packages.runner.stop(), stopAutoUpdate);

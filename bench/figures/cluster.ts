@@ -12,6 +12,7 @@ import { updateOp } from '../../src/store/store.js';
 import { Graphs } from '../../src/rdf/graphs.js';
 import { integer, iri, sparql } from '../../src/rdf/sparql.js';
 import { freshClusterUrl } from '../../test/helpers/cluster.js';
+import { clusterStart } from './cluster-start.js';
 
 /**
  * The cluster store (`WSM_STORE=cluster`, journal and snapshots in
@@ -31,11 +32,15 @@ import { freshClusterUrl } from '../../test/helpers/cluster.js';
  *    streams, no snapshot, then a second store opened on the same schema),
  *    against the same rows fetched bare (SELECT of every record, in the
  *    order of their writes).
+ * 4. Start with residency (`start`, bench/figures/cluster-start.ts): an
+ *    instance's start over many workspaces (time to /health, RSS), and a
+ *    fresh instance's first answer in a large workspace against the
+ *    embedded store's on the same data.
  *
  * PostgreSQL: started under a temporary directory with `npm run postgres`
  * and stopped at the end; or, with `WSM_BENCH_POSTGRES_URL`, that server
  * (a fresh schema per service; left running). `WSM_BENCH_CLUSTER_PARTS`
- * (`side`, `c5`, `catchup`; all by default) runs some parts only.
+ * (`side`, `c5`, `catchup`, `start`; all by default) runs some parts only.
  */
 
 const PAIRS = 3;
@@ -149,13 +154,14 @@ async function catchUp(postgres: Server): Promise<Figure[]> {
 }
 
 export async function run(): Promise<Figure[]> {
-  const parts = (process.env.WSM_BENCH_CLUSTER_PARTS ?? 'side,c5,catchup').split(',');
+  const parts = (process.env.WSM_BENCH_CLUSTER_PARTS ?? 'side,c5,catchup,start').split(',');
   const postgres = startPostgres();
   try {
     const figures: Figure[] = [];
     if (parts.includes('side')) figures.push(...await beside(postgres));
     if (parts.includes('c5')) { figures.push(...await c5(postgres)); progress('C5 against PostgreSQL measured'); }
     if (parts.includes('catchup')) { figures.push(...await catchUp(postgres)); progress('catch-up measured'); }
+    if (parts.includes('start')) figures.push(...await clusterStart(postgres.url));
     return figures;
   } finally {
     postgres.stop();

@@ -13,6 +13,7 @@ import type { CommandRunner, LifecycleCommand } from './commands.js';
 import type { PackageRecords } from './records.js';
 import type { PackageInstallation, PackageReads } from './reads.js';
 import type { Lifecycle } from './lifecycle.js';
+import { autoUpdateEntryOp, workspacesWithAutoUpdate } from '../workspaces/workspace-index.js';
 
 /** Auto-update (docs/packages.md, "Auto-update"): the P3 toggle and the periodic round that queues UPDATE commands. */
 export class AutoUpdate {
@@ -51,7 +52,7 @@ export class AutoUpdate {
       sparql`DELETE WHERE { GRAPH ${g} { ${p} wsm:autoUpdate ?a } }`,
       sparql`DELETE WHERE { GRAPH ${g} { ${p} wsm:pinned ?pinned } }`,
       sparql`INSERT DATA { GRAPH ${g} { ${p} wsm:autoUpdate ${boolean(autoUpdate)} ; wsm:pinned ${boolean(false)} } }`,
-    ])}`, graphs: [this.graphs.packages(workspace.id)] }]);
+    ])}`, graphs: [this.graphs.packages(workspace.id)] }, autoUpdateEntryOp(this.graphs, workspace.id, this.records.packageIri(rec.id), autoUpdate)]);
     if (!applied) return NOT_APPLIED;
     return this.reads.get(workspace, name);
   }
@@ -62,15 +63,19 @@ export class AutoUpdate {
    * (skipped while the package has an active command). Returns the queued commands.
    */
   async autoUpdateOnce(): Promise<LifecycleCommand[]> {
-    // Each workspace's own packages graph only (built from its id), never a graph a package wrote.
-    const rows = await this.store.select(sparql`${prefixes}SELECT ?wsId ?name WHERE {
-      GRAPH ${iri(this.graphs.system)} { ?ws a wsm:Workspace ; wsm:id ?wsId }
-      BIND (IRI(CONCAT(${literal(`${this.graphs.base}workspaces/`)}, STR(?wsId), "/packages")) AS ?g)
-      GRAPH ?g { ?p a wsm:PackageInstallation ; wsm:name ?name ; wsm:autoUpdate true ; wsm:registryPublisher ?pub ; wsm:workspace ?ws } }`);
+    // Each workspace's own packages graph only, never a graph a package wrote; only the workspaces the index of
+    // workspaces lists such an installation in (src/workspaces/workspace-index.ts), each read naming its graph.
+    const rows: Array<{ wsId: string; name: string }> = [];
+    for (const wsId of await workspacesWithAutoUpdate(this.store, this.graphs)) {
+      const found = await this.store.select(sparql`${prefixes}SELECT ?name WHERE {
+        GRAPH ${iri(this.graphs.system)} { ?ws a wsm:Workspace ; wsm:id ${literal(wsId)} }
+        GRAPH ${iri(this.graphs.packages(wsId))} { ?p a wsm:PackageInstallation ; wsm:name ?name ; wsm:autoUpdate true ; wsm:registryPublisher ?pub ; wsm:workspace ?ws } }`);
+      for (const b of found) rows.push({ wsId, name: req(b, 'name') });
+    }
     const queued: LifecycleCommand[] = [];
     for (const b of rows) {
-      const workspace = await this.workspaces.find(req(b, 'wsId'));
-      const name = req(b, 'name');
+      const workspace = await this.workspaces.find(b.wsId);
+      const name = b.name;
       if (!workspace || this.runner.active(workspace.id, name)) continue;
       const rec = await this.records.installed(workspace.id, name);
       if (!rec?.registryPublisher || !rec.registryName || !rec.autoUpdate || rec.pinned) continue;

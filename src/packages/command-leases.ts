@@ -150,7 +150,7 @@ export class CommandLeases {
         const now = this.now();
         const message = lease ? TAKEOVER_MESSAGE : RECOVERY_MESSAGE;
         const ops = [
-          this.commands.statusOp(workspaceId, commandId, 'failed', now, { errorMessage: message }),
+          ...this.commands.statusOps(workspaceId, commandId, 'failed', now, { errorMessage: message }),
           this.commands.eventOp(workspaceId, commandId, (await this.commands.lastSequence(workspaceId, commandId)) + 1, 'ERROR', message, now),
         ];
         if (lease) {

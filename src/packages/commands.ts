@@ -2,7 +2,7 @@ import { updateOp, type Binding, type QuadStore, type LoadData, type WriteInput,
 import type { Graphs } from '../rdf/graphs.js';
 import type { Logger } from '../logger.js';
 import { prefixes } from '../rdf/vocab.js';
-import { sparql, sparqlFragment, sequence, iri, literal, dateTime, integer, boolean, raw, type Sparql, type SparqlFragment } from '../rdf/sparql.js';
+import { sparql, sparqlFragment, fragmentOf, sequence, iri, literal, dateTime, integer, boolean, raw, type Sparql, type SparqlFragment } from '../rdf/sparql.js';
 import { newId } from '../rdf/ids.js';
 import { Clock } from '../rdf/clock.js';
 import { req, str, int, bool, time } from '../rdf/bindings.js';
@@ -11,6 +11,7 @@ import { countLifecycleCommand } from '../metrics.js';
 import type { InstanceLease } from '../store/instance-lease.js';
 import { CommandLeases, TakenOver } from './command-leases.js';
 import { CommandLog } from './command-log.js';
+import { commandEntryOp, workspacesWithUnfinished } from '../workspaces/workspace-index.js';
 
 /**
  * Lifecycle commands as RDF (docs/rdf-model.md "Packages graph") and the
@@ -294,13 +295,14 @@ export class CommandStore {
         wsm:version ${literal(input.version)} ; wsm:commandType ${literal(input.commandType)} ; wsm:status "pending" ;
         wsm:workspace ${iri(this.graphs.resource('workspace', input.workspaceId))} ;
         wsm:createdAt ${dateTime(input.now)} ; wsm:updatedAt ${dateTime(input.now)} .
-      ${raw(pkg)} } }`, [this.graphs.packages(input.workspaceId)]);
+      ${raw(pkg)} } } ;
+      ${fragmentOf(commandEntryOp(this.graphs, input.workspaceId, this.commandIri(input.id), true))}`, [this.graphs.packages(input.workspaceId), this.graphs.index]);
   }
 
-  /** Update op that sets status (and optionally error, report counts, package) of a command. */
-  statusOp(workspaceId: string, commandId: string, status: CommandStatus, now: string, extra: {
+  /** Update ops that set status (and optionally error, report counts, package) of a command. */
+  statusOps(workspaceId: string, commandId: string, status: CommandStatus, now: string, extra: {
     errorMessage?: string; report?: ValidationCounts; packageInstallationId?: string; commandType?: CommandType;
-  } = {}): WriteOp {
+  } = {}): WriteOp[] {
     const g = iri(this.graphs.packages(workspaceId));
     const c = iri(this.commandIri(commandId));
     const inserts: string[] = [sparql`${c} wsm:status ${literal(status)} ; wsm:updatedAt ${dateTime(now)} .`];
@@ -325,7 +327,11 @@ export class CommandStore {
       deletes.push('wsm:package');
     }
     const deleteOps = deletes.map((p) => sparql`DELETE WHERE { GRAPH ${g} { ${c} ${raw(p)} ?o } }`);
-    return updateOp(sparql`${prefixes}${sequence([...deleteOps, sparql`INSERT DATA { GRAPH ${g} { ${raw(inserts.join('\n'))} } }`])}`, [this.graphs.packages(workspaceId)]);
+    const set = updateOp(sparql`${prefixes}${sequence([...deleteOps, sparql`INSERT DATA { GRAPH ${g} { ${raw(inserts.join('\n'))} } }`])}`, [this.graphs.packages(workspaceId)]);
+    // The index of workspaces lists the command from its creation until it is finished (src/workspaces/workspace-index.ts):
+    // an op of its own, reading nothing, so that an instance not holding the workspace applies it without loading it.
+    if (ACTIVE.includes(status)) return [set];
+    return [set, updateOp(sparql`${prefixes}${fragmentOf(commandEntryOp(this.graphs, workspaceId, this.commandIri(commandId), false))}`, [this.graphs.index])];
   }
 
   /**
@@ -334,19 +340,27 @@ export class CommandStore {
    * is built from the workspace's id in the system graph), and only records
    * whose subject is the command IRI of their id and whose `wsm:workspace` is
    * that workspace: nothing a package wrote into a matrix or extension graph
-   * can pass for a command (issue 12).
+   * can pass for a command (issue 12). Only the workspaces the index of
+   * workspaces lists an unfinished command in are read, each on its own (a
+   * read naming its graphs: on the cluster store with residency it loads
+   * those workspaces only).
    */
   async unfinished(): Promise<Array<{ workspaceId: string; commandId: string; status: CommandStatus; subject: string; workspace: string; leaseOwner: string | null }>> {
-    const rows = await this.store.select(sparql`${prefixes}SELECT ?wsId ?ws ?c ?id ?status ?owner WHERE {
-      GRAPH ${iri(this.graphs.system)} { ?ws a wsm:Workspace ; wsm:id ?wsId }
-      BIND (IRI(CONCAT(${literal(`${this.graphs.base}workspaces/`)}, STR(?wsId), "/packages")) AS ?g)
-      GRAPH ?g { ?c a wsm:LifecycleCommand ; wsm:id ?id ; wsm:status ?status ; wsm:workspace ?ws .
-        FILTER (?status IN ("pending", "in_progress"))
-        OPTIONAL { ?c wsm:leaseOwner ?owner } } }`);
-    return rows.map((b) => ({
-      workspaceId: req(b, 'wsId'), commandId: req(b, 'id'), status: req(b, 'status') as CommandStatus,
-      subject: req(b, 'c'), workspace: req(b, 'ws'), leaseOwner: str(b, 'owner'),
-    }));
+    const out: Array<{ workspaceId: string; commandId: string; status: CommandStatus; subject: string; workspace: string; leaseOwner: string | null }> = [];
+    for (const wsId of await workspacesWithUnfinished(this.store, this.graphs)) {
+      const rows = await this.store.select(sparql`${prefixes}SELECT ?ws ?c ?id ?status ?owner WHERE {
+        GRAPH ${iri(this.graphs.system)} { ?ws a wsm:Workspace ; wsm:id ${literal(wsId)} }
+        GRAPH ${iri(this.graphs.packages(wsId))} { ?c a wsm:LifecycleCommand ; wsm:id ?id ; wsm:status ?status ; wsm:workspace ?ws .
+          FILTER (?status IN ("pending", "in_progress"))
+          OPTIONAL { ?c wsm:leaseOwner ?owner } } }`);
+      for (const b of rows) {
+        out.push({
+          workspaceId: wsId, commandId: req(b, 'id'), status: req(b, 'status') as CommandStatus,
+          subject: req(b, 'c'), workspace: req(b, 'ws'), leaseOwner: str(b, 'owner'),
+        });
+      }
+    }
+    return out;
   }
 
   /**
@@ -549,7 +563,7 @@ export class CommandRunner {
     try {
       if (this.stopped) throw new CommandFailure('The service stopped before this command started', 'Run the command again.');
       log.issue([
-        this.commands.statusOp(ws, id, 'in_progress', this.now()),
+        ...this.commands.statusOps(ws, id, 'in_progress', this.now()),
         log.eventOp('INFO', `${request.commandType} of package "${request.packageName}" version ${request.version} started`),
       ]);
       const result = await request.job(log.context);
@@ -563,7 +577,7 @@ export class CommandRunner {
       const done = await this.held(item, [
         ...log.reportOps(),
         ...result.ops,
-        this.commands.statusOp(ws, id, 'completed', this.now(), {
+        ...this.commands.statusOps(ws, id, 'completed', this.now(), {
           ...(report ? { report } : {}),
           ...(result.packageInstallationId ? { packageInstallationId: result.packageInstallationId } : {}),
           ...(result.commandType && result.commandType !== request.commandType ? { commandType: result.commandType } : {}),
@@ -606,7 +620,7 @@ export class CommandRunner {
     const report = log.reportCounts;
     const failedOps = (withReport: boolean): WriteInput[] => [
       ...(withReport ? log.reportOps() : []),
-      this.commands.statusOp(ws, id, 'failed', this.now(), { errorMessage: failure.message, ...(withReport && report ? { report } : {}) }),
+      ...this.commands.statusOps(ws, id, 'failed', this.now(), { errorMessage: failure.message, ...(withReport && report ? { report } : {}) }),
       log.eventOp('ERROR', message),
     ];
     // The status and events issued before go first (a failed one is what failed the command, maybe).

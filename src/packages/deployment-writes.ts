@@ -4,6 +4,7 @@ import { prefixes } from '../rdf/vocab.js';
 import { sparql, sequence, iri, literal, dateTime, integer, boolean, raw, join } from '../rdf/sparql.js';
 import type { WorkspaceService } from '../workspaces/service.js';
 import type { Manifest } from './manifest.js';
+import { autoUpdateEntryOp } from '../workspaces/workspace-index.js';
 import type { PackageRecords } from './records.js';
 
 /**
@@ -74,24 +75,27 @@ export class DeploymentWrites {
     pinned: boolean; dependsOn: string[];
     /** Kept on the record: its dependency ranges are checked when a package it depends on changes version. */
     manifest: Manifest;
-  }): WriteOp {
+  }): WriteOp[] {
     const g = iri(this.graphs.packages(workspaceId));
     const p = iri(this.records.packageIri(input.id));
     const registry = (input.registry ? sparql`${p} wsm:registryPublisher ${literal(input.registry.publisher)} ; wsm:registryName ${literal(input.registry.name)} ;
       wsm:pinned ${boolean(input.pinned)} .` : '')
       + input.dependsOn.map((d) => sparql`${p} wsm:dependsOn ${literal(d)} .`).join('\n');
-    return updateOp(sparql`${prefixes}${sequence([
+    return [updateOp(sparql`${prefixes}${sequence([
       sparql`DELETE WHERE { GRAPH ${g} { ${p} ?pp ?o } }`,
       sparql`INSERT DATA { GRAPH ${g} { ${p} a wsm:PackageInstallation ; wsm:id ${literal(input.id)} ; wsm:name ${literal(input.name)} ;
         wsm:currentVersion ${literal(input.version)} ; wsm:autoUpdate ${boolean(input.registry ? input.autoUpdate : false)} ;
         wsm:workspace ${iri(this.graphs.resource('workspace', workspaceId))} ; wsm:createdAt ${dateTime(input.createdAt)} ; wsm:updatedAt ${dateTime(input.now)} ;
         wsm:manifest ${literal(JSON.stringify(input.manifest))} .
         ${raw(registry)} } }`,
-    ])}`, [this.graphs.packages(workspaceId)]);
+    ])}`, [this.graphs.packages(workspaceId)]),
+    // The index of workspaces lists it while it updates itself (src/workspaces/workspace-index.ts).
+    autoUpdateEntryOp(this.graphs, workspaceId, this.records.packageIri(input.id), input.registry !== null && input.autoUpdate)];
   }
 
   /** Removes the record of a package installation. */
-  dropInstallationRecord(workspaceId: string, packageId: string): WriteOp {
-    return updateOp(sparql`${prefixes}DELETE WHERE { GRAPH ${iri(this.graphs.packages(workspaceId))} { ${iri(this.records.packageIri(packageId))} ?p ?o } }`, [this.graphs.packages(workspaceId)]);
+  dropInstallationRecord(workspaceId: string, packageId: string): WriteOp[] {
+    return [updateOp(sparql`${prefixes}DELETE WHERE { GRAPH ${iri(this.graphs.packages(workspaceId))} { ${iri(this.records.packageIri(packageId))} ?p ?o } }`, [this.graphs.packages(workspaceId)]),
+      autoUpdateEntryOp(this.graphs, workspaceId, this.records.packageIri(packageId), false)];
   }
 }

@@ -155,7 +155,7 @@ export class Deployment {
     if (gone.roles.length || gone.principals.length) {
       await ctx.event('WARNING', `${plural(gone.roles.length, 'role')} and ${plural(gone.principals.length, 'agent principal')} no longer exist; their role assignments are removed`);
     }
-    ops.push(await this.writeInstallationRecord(ws, packageId, m, opts, now));
+    ops.push(...await this.writeInstallationRecord(ws, packageId, m, opts, now));
     ops.push(...plan.extensionOps, ...declarationOps);
     const tripleCount = plan.deployed.reduce((n, p) => n + p.tripleCount, 0);
     await ctx.event('INFO', `Writing ${plural(plan.deployed.length, 'matrix graph')} (${plural(tripleCount, 'triple')}) and ${plural(plan.deployed.length, 'derived graph')} in one atomic write`);
@@ -177,7 +177,7 @@ export class Deployment {
     const ops: WriteOp[] = [
       ...this.removeMatrices(plan),
       ...gone.ops,
-      this.writes.dropInstallationRecord(ws, installation.id),
+      ...this.writes.dropInstallationRecord(ws, installation.id),
       ...this.deactivateExtensions(plan),
       ...(this.secrets ? await this.secrets.undeployOps(ws, name) : []),
     ];
@@ -433,7 +433,7 @@ export class Deployment {
   }
 
   /** The package's installation record; an update keeps the createdAt of the installed one. */
-  private async writeInstallationRecord(ws: string, packageId: string, m: Manifest, opts: InstallOptions, now: string): Promise<WriteOp> {
+  private async writeInstallationRecord(ws: string, packageId: string, m: Manifest, opts: InstallOptions, now: string): Promise<WriteOp[]> {
     const existing = await this.records.installed(ws, m.name);
     return this.writes.installationRecord(ws, {
       id: packageId, name: m.name, version: m.version, registry: opts.registry, autoUpdate: opts.autoUpdate, createdAt: existing?.createdAt ?? now, now,

@@ -24,6 +24,7 @@ export interface GraphPlaces {
  *   <base>system                                   workspaces and users
  *   <base>registry                                 the hosted registry: publishers, packages, versions
  *   <base>sign-in                                  the OpenID provider's records and keys, passwords
+ *   <base>index                                    the index of workspaces: members, unfinished commands
  *   <base>workspaces/<ws>/iam                      memberships, principals, role assignments, built-in role
  *   <base>workspaces/<ws>/packages                 installations, matrices (records), lifecycle commands
  *   <base>workspaces/<ws>/commands/<cmd>           events of one lifecycle command
@@ -45,6 +46,8 @@ export class Graphs {
   get system(): string { return `${this.base}system`; }
   get registry(): string { return `${this.base}registry`; }
   get signIn(): string { return `${this.base}sign-in`; }
+  /** The index of workspaces: members, unfinished commands (src/workspaces/workspace-index.ts). */
+  get index(): string { return `${this.base}index`; }
   workspacePrefix(ws: string): string { return `${this.base}workspaces/${ws}/`; }
   iam(ws: string): string { return `${this.base}workspaces/${ws}/iam`; }
   packages(ws: string): string { return `${this.base}workspaces/${ws}/packages`; }

@@ -45,6 +45,8 @@ export const WSM = namespace('https://w3id.org/wsm/ns#', [
   'publishedAt', 'publishedBy', 'yanked', 'yankReason', 'providesMatrix', 'definesRole', 'dependsOn', 'pinned', 'parentCommand',
   // several instances on the remote store (docs/store.md, "Command leases", the cache rule)
   'leaseOwner', 'ServiceInstance', 'leaseExpiresAt', 'generation',
+  // the index of workspaces (src/workspaces/workspace-index.ts)
+  'WorkspaceIndex', 'unfinishedIn',
   // sign-in (docs/iam.md, "Signing in"): the OpenID provider's records, its keys, passwords
   'SignInRecord', 'SignInKeys', 'PasswordCredential', 'recordKind', 'payload', 'grantId', 'sessionUid', 'consumedAt', 'passwordHash',
   // variables and secrets (docs/secrets.md)

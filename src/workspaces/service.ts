@@ -1,4 +1,4 @@
-import type { QuadStore } from '../store/store.js';
+import { updateOp, type QuadStore } from '../store/store.js';
 import type { Graphs } from '../rdf/graphs.js';
 import { WSM, prefixes } from '../rdf/vocab.js';
 import { sparql, sequence, fragmentOf, iri, literal, dateTime, raw, type Sparql } from '../rdf/sparql.js';
@@ -9,6 +9,7 @@ import { NOT_APPLIED, untilApplied } from '../store/conditional.js';
 import type { AuthContext } from '../auth/context.js';
 import type { User, UserProfile, UserService } from '../users/service.js';
 import { GraphCache } from '../store/graph-cache.js';
+import { indexBuiltOp, indexMemberOp, unindexMemberOp } from './workspace-index.js';
 
 export interface Workspace {
   id: string;
@@ -104,10 +105,10 @@ export class WorkspaceService {
   list(auth: AuthContext): Promise<Workspace[]> {
     if (auth.systemAdmin) return this.query('', 'ORDER BY ?slug');
     const userIri = iri(this.users.userIri(this.users.idOf(auth.username)));
-    // The caller's principals first (a lookup by actor), as a subquery: joined the other way round,
-    // every workspace's principals are read.
-    return this.query('', 'ORDER BY ?slug', sparql`{ SELECT DISTINCT ?w WHERE { GRAPH ?iam { ?p wsm:actor ${userIri} ; a wsm:Principal ; wsm:workspace ?w }
-      GRAPH ${iri(this.graphs.system)} { ?w wsm:id ?wid } FILTER (?iam = IRI(CONCAT(${literal(`${this.graphs.base}workspaces/`)}, STR(?wid), "/iam"))) } }`);
+    // The caller's principals first (a lookup by actor in the index of workspaces, which mirrors each workspace's
+    // members: no workspace's graphs are read), as a subquery: joined the other way round, every principal is read.
+    return this.query('', 'ORDER BY ?slug', sparql`{ SELECT DISTINCT ?w WHERE { GRAPH ${iri(this.graphs.index)} { ?p wsm:actor ${userIri} ; wsm:workspace ?w }
+      GRAPH ${iri(this.graphs.system)} { ?w wsm:id ?wid } } }`);
   }
 
   /** Creates a workspace owned by `ownerUsername`, with its built-in role and the owner as administrator. */
@@ -144,7 +145,9 @@ export class WorkspaceService {
                    wsm:actor ${iri(this.users.userIri(owner.id))} ; wsm:workspace ${ws} ; wsm:createdAt ${t} .
                  ${iri(this.assignmentIri(assignmentId))} a wsm:RoleAssignment ; wsm:id ${literal(assignmentId)} ;
                    wsm:role ${iri(this.roleIri(roleId))} ; wsm:principal ${iri(this.principalIri(principalId))} ; wsm:createdAt ${t} .
-               } }`, graphs: [this.graphs.system, this.graphs.iam(id)] }]);
+               } } ;
+      ${fragmentOf(indexMemberOp(this.graphs, id, this.principalIri(principalId), this.users.userIri(owner.id)))} ;
+      ${fragmentOf(indexBuiltOp(this.graphs))}`, graphs: [this.graphs.system, this.graphs.iam(id), this.graphs.index] }]);
     if (!applied) throw conflict(`A workspace with slug "${input.slug}" already exists`);
     const created = await this.find(id);
     if (!created) throw new Error(`workspace ${id} was written but cannot be read back`);
@@ -267,6 +270,9 @@ export class WorkspaceService {
     const ops: Sparql[] = [sparql`INSERT { GRAPH ${iam} { ${p} a wsm:Principal ; wsm:id ${literal(principalId)} ; wsm:principalType "USER" ;
         wsm:actor ${iri(this.users.userIri(user.id))} ; wsm:workspace ${iri(this.workspaceIri(workspace.id))} ; wsm:createdAt ${dateTime(now)} . } }
       WHERE { VALUES ?condition { true } FILTER NOT EXISTS { GRAPH ${iam} { ${p} a wsm:Principal } } }`];
+    // The index of workspaces (src/workspaces/workspace-index.ts), as an op of its own reading nothing: an instance not
+    // holding the workspace applies it without loading the workspace.
+    const indexed = updateOp(sparql`${prefixes}${fragmentOf(indexMemberOp(this.graphs, workspace.id, this.principalIri(principalId), this.users.userIri(user.id)))}`, [this.graphs.index]);
     if (admin === true) {
       ops.push(sparql`INSERT { GRAPH ${iam} { ${a} a wsm:RoleAssignment ; wsm:id ${literal(this.assignmentId(workspace.id, roleId, principalId))} ;
         wsm:role ${iri(this.roleIri(roleId))} ; wsm:principal ${p} ; wsm:createdAt ${dateTime(now)} . } }
@@ -278,11 +284,11 @@ export class WorkspaceService {
       ops.push(sparql`DELETE WHERE { GRAPH ${iam} { ${a} ?p ?o } }`);
       // VALUES anchors the group: Virtuoso ignores the FILTERs of a group that has no pattern (docs/remote-store.md).
       const keeps = { ask: sparql`${prefixes}ASK { VALUES ?condition { true } ${fragmentOf(this.keepsAnAdministrator(workspace, user.id))} }`, expect: true };
-      if (!await this.store.writeIf(keeps, [{ kind: 'update', sparql: sparql`${prefixes}${sequence(ops)}`, graphs: [this.graphs.iam(workspace.id)] }])) return NOT_APPLIED;
+      if (!await this.store.writeIf(keeps, [{ kind: 'update', sparql: sparql`${prefixes}${sequence(ops)}`, graphs: [this.graphs.iam(workspace.id)] }, indexed])) return NOT_APPLIED;
       return user;
     }
     if (await this.isMember(workspace.id, user.id) && admin !== true) return user;
-    await this.store.update(sparql`${prefixes}${sequence(ops)}`, [this.graphs.iam(workspace.id)]);
+    await this.store.write([updateOp(sparql`${prefixes}${sequence(ops)}`, [this.graphs.iam(workspace.id)]), indexed]);
     return user;
   }
 
@@ -308,11 +314,14 @@ export class WorkspaceService {
       throw conflict('The workspace owner can only be removed from the workspace by a system administrator; ownership is not transferable');
     }
     const iam = iri(this.graphs.iam(workspace.id));
-    const p = iri(this.principalIri(this.userPrincipalId(workspace.id, user.id)));
+    const principal = this.principalIri(this.userPrincipalId(workspace.id, user.id));
+    const p = iri(principal);
     const condition = { ask: sparql`${prefixes}ASK { GRAPH ${iam} { ${p} a wsm:Principal } ${fragmentOf(this.keepsAnAdministrator(workspace, user.id))} }`, expect: true };
+    // The index of workspaces' entry goes in an op of its own, reading the index only (see putMemberOnce).
+    const unindexed = updateOp(sparql`${prefixes}${fragmentOf(unindexMemberOp(this.graphs, principal))}`, [this.graphs.index]);
     const applied = await this.store.writeIf(condition, [{ kind: 'update', sparql: sparql`${prefixes}
       DELETE WHERE { GRAPH ${iam} { ?a wsm:principal ${p} ; ?ap ?ao } } ;
-      DELETE WHERE { GRAPH ${iam} { ${p} ?pp ?po } }`, graphs: [this.graphs.iam(workspace.id)] }]);
+      DELETE WHERE { GRAPH ${iam} { ${p} ?pp ?po } }`, graphs: [this.graphs.iam(workspace.id)] }, unindexed]);
     return applied ? undefined : NOT_APPLIED;
   }
 

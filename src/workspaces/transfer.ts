@@ -19,7 +19,8 @@
 import type { Writable } from 'node:stream';
 import type { QuadStore, WriteInput } from '../store/store.js';
 import type { Graphs } from '../rdf/graphs.js';
-import { iri, join, literal, raw, sparql, sparqlFragment, type SparqlFragment } from '../rdf/sparql.js';
+import { iri, join, literal, raw, sequence, sparql, sparqlFragment, type SparqlFragment } from '../rdf/sparql.js';
+import { indexAutoUpdateOp, indexBuiltOp, indexMembersOp, indexUnfinishedOp } from './workspace-index.js';
 import { prefixes } from '../rdf/vocab.js';
 import { badRequest, conflict } from '../errors.js';
 import { spawnModuleWorker } from '../workers/spawn.js';
@@ -101,6 +102,8 @@ export class WorkspaceTransfer {
     const ops: WriteInput[] = [{ kind: 'load', graph: sys, format: 'application/n-triples',
       data: plan.workspaceRecord + newUsers.map((u) => plan.profiles[u]!).join('') }];
     for (const [graph, data] of Object.entries(plan.graphs)) ops.push({ kind: 'load', graph, format: 'application/n-triples', data });
+    // The index of workspaces: the imported workspace's members and unfinished commands, as loaded.
+    ops.push({ kind: 'update', sparql: sparql`${prefixes}${sequence([indexMembersOp(this.graphs, plan.workspaceId), indexUnfinishedOp(this.graphs, plan.workspaceId), indexAutoUpdateOp(this.graphs, plan.workspaceId), indexBuiltOp(this.graphs)])}`, graphs: [this.graphs.index] });
     const userIris = newUsers.map((u) => iri(this.users.userIri(this.users.idOf(u))));
     const taken = sparql`${prefixes}ASK {
       { GRAPH ${iri(sys)} { ?w wsm:slug ${literal(plan.slug)} } }

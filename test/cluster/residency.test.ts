@@ -1,9 +1,11 @@
+import { randomUUID } from 'node:crypto';
 import { expect } from 'chai';
 import { openClusterStore } from '../../src/store/cluster/open.js';
 import type { ClusterStore } from '../../src/store/cluster/cluster-store.js';
 import { StoreUnavailableError, updateOp, type WriteOp } from '../../src/store/store.js';
 import { Graphs } from '../../src/rdf/graphs.js';
 import { integer, iri, sparql } from '../../src/rdf/sparql.js';
+import { encodeRecord } from '../../src/store/journal.js';
 import { freshClusterUrl, requirePostgres, sqlAt } from '../helpers/cluster.js';
 import { bearer, removeDir, seedWorkspace, startTestServer, tempDir, type TestServer } from '../helpers/server.js';
 import { sample } from '../helpers/metrics.js';
@@ -153,6 +155,20 @@ describe('cluster store: residency', function () {
     expect(await countIn(r, graphs.iam('a'))).to.equal(6);
   });
 
+  it('a caught-up record whose op reading a workspace not held changes only that workspace applies its other ops without loading it', async () => {
+    const writer = await openStore();
+    await writer.write([triples(graphs.iam('a'), 3)]);
+    const r = await openStore({ quads: 1_000_000 });
+    await writer.write([
+      updateOp(sparql`INSERT { GRAPH ${iri(graphs.iam('a'))} { ?s ${iri(COPY)} ?o } } WHERE { GRAPH ${iri(graphs.iam('a'))} { ?s ${iri(P)} ?o } }`, [graphs.iam('a')]),
+      insertInto(graphs.system, 1),
+    ]);
+    expect(await countIn(r, graphs.system)).to.equal(1);
+    expect(r.holds('ws:a')).to.equal(false);
+    expect(r.residencyStats()!.loads).to.equal(0);
+    expect(await countIn(r, graphs.iam('a'))).to.equal(6);
+  });
+
   it('PostgreSQL out of reach: a held workspace answers, one not held fails as unavailable (nothing to load it from), and loads once PostgreSQL is back', async () => {
     const writer = await openStore();
     for (const ws of ['a', 'b']) await writer.write([insertInto(graphs.iam(ws), 1)]);
@@ -194,6 +210,51 @@ describe('cluster store: residency', function () {
     await sqlAt(url, "DELETE FROM wsm_snapshots WHERE stream <> 'replica'");
     expect(await countIn(r, graphs.iam('b'))).to.equal(10);
     expect(r.residencyStats()!.loads).to.equal(2);
+  });
+
+  it('a store opened with residency reads the service\'s part of the snapshot and the service\'s records only; workspaces load from their parts', async () => {
+    const writer = await openStore();
+    for (const ws of ['a', 'b']) await writer.write([triples(graphs.iam(ws), 10)]);
+    await writer.write([insertInto(graphs.system, 1), insertInto(graphs.system, 2)]);
+    await writer.snapshot(true);
+    await writer.write([insertInto(graphs.iam('a'), 100)]);
+    await writer.write([insertInto(graphs.system, 3)]);
+    // The whole snapshot unreadable, and a record of workspace b after it damaged: neither is read at start.
+    await sqlAt(url, "UPDATE wsm_snapshots SET data = 'not n-quads' WHERE stream = 'replica'");
+    await writer.write([insertInto(graphs.iam('b'), 101)]);
+    await sqlAt(url, "UPDATE wsm_journal SET record = 'damaged' WHERE stream = 'ws:b'");
+    const r = await openStore({ quads: 1_000_000 });
+    expect(r.info.snapshotQuads, 'the service\'s part').to.equal(2);
+    expect(r.info.recordsReplayed, 'the service\'s record after the snapshot').to.equal(1);
+    expect(r.residentStreams()).to.deep.equal([]);
+    expect(r.replica.raw.size).to.equal(3);
+    expect(await countIn(r, graphs.system)).to.equal(3);
+    expect(await countIn(r, graphs.iam('a'))).to.equal(11);
+    expect(r.residentStreams()).to.deep.equal(['ws:a']);
+    // Loading b reads its damaged record: refused, as a damaged record is.
+    let failure: unknown;
+    try {
+      await countIn(r, graphs.iam('b'));
+    } catch (err) {
+      failure = err;
+    }
+    expect(failure).to.be.instanceOf(StoreUnavailableError);
+    expect(r.holds('ws:b')).to.equal(false);
+  });
+
+  it('a store opened with residency on records of the one-stream layout after the snapshot loads the whole snapshot, and answers as one holding everything', async () => {
+    const writer = await openStore();
+    await writer.write([triples(graphs.iam('a'), 4), insertInto(graphs.system, 1)]);
+    await writer.snapshot(true);
+    // A record in the service stream alone that changes a workspace's graph, as the one-stream layout appended them.
+    await writer.write([insertInto(graphs.system, 2)]);
+    const seq = Number((await sqlAt(url, "SELECT seq FROM wsm_heads WHERE stream = 'service'"))[0]!.seq) + 1;
+    await sqlAt(url, "INSERT INTO wsm_journal (stream, seq, gseq, record) VALUES ('service', $1, nextval('wsm_order'), $2)", [seq, encodeRecord(seq, [insertInto(graphs.iam('a'), 50)], Date.now())]);
+    await sqlAt(url, "UPDATE wsm_heads SET seq = $1 WHERE stream = 'service'", [seq]);
+    const r = await openStore({ quads: 1_000_000 });
+    expect(r.info.snapshotQuads, 'the whole snapshot').to.equal(5);
+    expect(r.residentStreams()).to.deep.equal([]);
+    expect(await countIn(r, graphs.iam('a'))).to.equal(5);
   });
 
   it('a snapshot stored by a store holding only some workspaces holds every workspace; a store opened on it reads them all', async () => {
@@ -253,8 +314,7 @@ describe('service instances with residency (WSM_CLUSTER_RESIDENT_QUADS)', functi
     };
     const figure = (text: string, name: string) => sample(text, `wsm_cluster_${name}`);
     expect(await metrics(a, tokens.root), 'not set without a budget').not.to.match(/^wsm_cluster_resident_workspaces /m);
-    // The start's sweep of unfinished commands reads every workspace (docs/cluster.md): idle after it, they are let go.
-    let text = await until((t) => /^wsm_cluster_resident_workspaces 0$/m.test(t), 'workspaces still held after the start');
+    let text = await until((t) => /^wsm_cluster_resident_workspaces 0$/m.test(t), 'workspaces held after the start');
     expect(text).to.match(/^wsm_cluster_catch_up_lag_records \d+$/m);
     let loads = figure(text, 'workspace_loads_total');
 
@@ -271,5 +331,60 @@ describe('service instances with residency (WSM_CLUSTER_RESIDENT_QUADS)', functi
     expect((await a.http.put('/api/v1/workspaces/acme/members/late-member').set(bearer(tokens.owner)).send({})).status).to.equal(200);
     expect((await b.http.get('/api/v1/workspaces/acme').set(bearer(late))).status, 'the write made while it was not held').to.equal(200);
     expect(figure(await metrics(b, tokens.root), 'workspace_loads_total')).to.be.above(loads);
+  });
+
+  it('an instance started over many workspaces holds none after its start, nor after listing a user\'s workspaces or an auto-update round (read from the index of workspaces); an interrupted command is failed, loading its workspace only', async () => {
+    const url = await freshClusterUrl();
+    const env = { WSM_STORE: 'cluster', WSM_POSTGRES_URL: url };
+    dirs.push(tempDir(), tempDir(), tempDir());
+    const a = await startTestServer(env, dirs[0]);
+    servers.push(a);
+    const seeded = [];
+    for (let i = 0; i < 6; i++) seeded.push(await seedWorkspace(a, `ws${i}`));
+    const { root } = seeded[0]!.tokens;
+    const multi = await a.token('multi');
+    for (const i of [1, 3, 4]) expect((await a.http.put(`/api/v1/workspaces/ws${i}/members/multi`).set(bearer(seeded[i]!.tokens.owner)).send({})).status).to.equal(200);
+    // Removed again from one: the list follows.
+    expect((await a.http.delete('/api/v1/workspaces/ws3/members/multi').set(bearer(seeded[3]!.tokens.owner))).status).to.equal(200);
+    const slugs = async (t: TestServer, token: string) => {
+      const res = await t.http.get('/api/v1/workspaces').set(bearer(token));
+      expect(res.status).to.equal(200);
+      return (res.body.data as Array<{ slug: string }>).map((w) => w.slug);
+    };
+    expect(await slugs(a, multi)).to.deep.equal(['ws1', 'ws4']);
+    const resident = async (t: TestServer) => {
+      const text = await metrics(t, root);
+      return { held: sample(text, 'wsm_cluster_resident_workspaces'), loads: sample(text, 'wsm_cluster_workspace_loads_total') };
+    };
+
+    const residency = { WSM_CLUSTER_RESIDENT_QUADS: '1000000', WSM_CLUSTER_IDLE_SECONDS: '3600' };
+    const b = await startTestServer({ ...env, ...residency }, dirs[1]);
+    servers.push(b);
+    expect(await resident(b), 'after the start').to.deep.equal({ held: 0, loads: 0 });
+    expect(await slugs(b, multi)).to.deep.equal(['ws1', 'ws4']);
+    expect(await slugs(b, seeded[2]!.tokens.owner)).to.deep.equal(['ws2']);
+    expect(await slugs(b, seeded[2]!.tokens.outsider)).to.deep.equal([]);
+    expect(await slugs(b, root)).to.deep.equal(['ws0', 'ws1', 'ws2', 'ws3', 'ws4', 'ws5']);
+    // An auto-update round reads the workspaces with installations that update themselves: none here.
+    expect(await b.server.services.packages.autoUpdateOnce()).to.deep.equal([]);
+    expect(await resident(b), 'after listing workspaces and an auto-update round').to.deep.equal({ held: 0, loads: 0 });
+    // Added on another instance: listed here.
+    expect((await a.http.put('/api/v1/workspaces/ws5/members/multi').set(bearer(seeded[5]!.tokens.owner)).send({})).status).to.equal(200);
+    expect(await slugs(b, multi)).to.deep.equal(['ws1', 'ws4', 'ws5']);
+    expect(await resident(b)).to.deep.equal({ held: 0, loads: 0 });
+
+    // A command claimed by an instance that is gone, left pending in ws2: the next instance's start fails it.
+    const { commands } = a.server.services.packages;
+    const commandId = randomUUID();
+    await a.server.services.store.write([commands.createOp({
+      workspaceId: seeded[2]!.workspace.id, id: commandId, packageName: 'left-behind', version: '1.0.0', commandType: 'INSTALL',
+      packageInstallationId: null, now: new Date().toISOString(), leaseOwner: 'an-instance-that-stopped',
+    })]);
+    const c = await startTestServer({ ...env, ...residency }, dirs[2]);
+    servers.push(c);
+    const command = await c.http.get(`/api/v1/packages/ws2/commands/${commandId}`).set(bearer(seeded[2]!.tokens.owner));
+    expect(command.status).to.equal(200);
+    expect(command.body.data.status).to.equal('failed');
+    expect(await resident(c), 'only the workspace of the interrupted command').to.deep.equal({ held: 1, loads: 1 });
   });
 });

@@ -101,7 +101,7 @@ describe('P10 streams: the per-user cap and the shared reader', function () {
   };
   const addEvents = (ids: string[], sequence: number) => t.server.services.store.write(
     ids.map((id) => commands().eventOp(workspaceId, id, sequence, 'INFO', `step ${sequence} of ${id}`, now())));
-  const finish = (id: string) => t.server.services.store.write([commands().statusOp(workspaceId, id, 'completed', now())]);
+  const finish = (id: string) => t.server.services.store.write(commands().statusOps(workspaceId, id, 'completed', now()));
   const open = async (id: string, token: string) => {
     const s = await openStream(url(id), bearer(token));
     streams.push(s);

@@ -8,13 +8,13 @@ import { ExclusiveSections } from '../sections.js';
 import { InstanceLease } from '../instance-lease.js';
 import {
   DEFAULT_GRAPH, StoreUnavailableError, WriteRefusedError, declaredGraphs, opsWithTexts, updateOp, writeWithReplacesExpanded,
-  type Binding, type JournalOp, type QuadStore, type QueryScope, type StoreCapabilities, type StoreHealth, type WriteCondition, type WriteInput, type WriteOp,
+  type Binding, type JournalOp, type QuadStore, type StoredOp, type QueryScope, type StoreCapabilities, type StoreHealth, type WriteCondition, type WriteInput, type WriteOp,
 } from '../store.js';
 import { iri, literal, raw, sparql, sparqlFragment, type Sparql, type SparqlFragment } from '../../rdf/sparql.js';
 import { Graphs, SERVICE_STREAM } from '../../rdf/graphs.js';
 import { CHANNEL, HeadMovedError, LogCorruptError, PgArchives, PgLog, type Append, type Heads, type StoredRecord } from './log.js';
 import { graphsReadBy, graphsReadByWrite, type GraphsRead } from './read-graphs.js';
-import { Residency, ResidencyRetry, byWrite, graphsChangedByRecord, materialize, namedGraphsOf, streamsReadByRecord } from './residency.js';
+import { Residency, ResidencyRetry, byWrite, graphsChangedByRecord, materialize, namedGraphsOf, opsForHeld, streamsReadByRecord } from './residency.js';
 import { freeStore } from '../scratch.js';
 import { sessionCheck } from '../read-session.js';
 import { snapshotInWorker } from './snapshot-in-worker.js';
@@ -138,6 +138,8 @@ export class ClusterStore implements QuadStore {
   private enforcing: Promise<void> | null = null;
   /** Records replayed at open that change graphs of a stream they are not in (written by the one-stream layout): loading a stream cannot find them. */
   private foreignRecords = false;
+  /** The replay at open runs on the service's part of the snapshot alone (`holdServiceOnly`). */
+  private serviceOnlyReplay = false;
 
   constructor(
     raw: oxigraph.Store,
@@ -203,17 +205,40 @@ export class ClusterStore implements QuadStore {
    */
   async startResidency(): Promise<void> {
     const settings = this.options.residency;
-    if (!settings || this.residency) return;
-    if (this.foreignRecords) await this.snapshot(true);
-    await this.applyLock.run('apply', async () => {
-      const drop = namedGraphsOf(this.replica.raw).filter((g) => this.graphs.streamOf(g) !== SERVICE_STREAM);
-      if (drop.length > 0) await this.replica.write(drop.map(dropGraph));
-      this.residency = new Residency(settings.quads, settings.idleMs);
-      this.serviceQuads = this.replica.raw.size;
-    });
+    if (!settings || this.residencyTimer) return;
+    if (!this.residency) {
+      if (this.foreignRecords) await this.snapshot(true);
+      await this.applyLock.run('apply', async () => {
+        const drop = namedGraphsOf(this.replica.raw).filter((g) => this.graphs.streamOf(g) !== SERVICE_STREAM);
+        if (drop.length > 0) await this.replica.write(drop.map(dropGraph));
+        this.residency = new Residency(settings.quads, settings.idleMs);
+        this.serviceQuads = this.replica.raw.size;
+      });
+    }
     const every = Math.max(1000, Math.min(60_000, Math.floor(settings.idleMs / 2)));
     this.residencyTimer = setInterval(() => { this.enforceResidency({ count: true }).catch(this.warnResidency); }, every);
     this.residencyTimer.unref();
+  }
+
+  /**
+   * At open, before the replay, on a replica made of the service's part of
+   * the snapshot alone (`openClusterStore`): residency from the first, so
+   * the replay passes over the records of workspace streams. A replayed
+   * record that changes graphs of a stream it is not in (the one-stream
+   * layout) stops the replay with `ServiceOnlyRefused`: the store is then
+   * opened whole.
+   */
+  holdServiceOnly(): void {
+    const settings = this.options.residency;
+    if (!settings) return;
+    this.residency = new Residency(settings.quads, settings.idleMs);
+    this.serviceQuads = this.replica.raw.size;
+    this.serviceOnlyReplay = true;
+  }
+
+  /** After a replay of the service's records only: the bytes of every stream's records since the snapshot (when to take the next one). */
+  setBytesSinceSnapshot(bytes: number): void {
+    this.bytesSinceSnapshot = bytes;
   }
 
   private readonly warnResidency = (err: unknown): void => {
@@ -342,7 +367,7 @@ export class ClusterStore implements QuadStore {
 
   /** The streams a record to catch up reads or changes that the replica does not hold (residency), beside the ones it is in. */
   private lackedBy(rows: readonly StoredRecord[]): Set<string> {
-    const { ops } = splitRecord(rows[0]!.ops);
+    const ops = opsForHeld(splitRecord(rows[0]!.ops).ops, this.graphs, (s) => this.holds(s));
     const lacking = new Set<string>();
     const read = streamsReadByRecord(this.graphs, ops);
     const changed = graphsChangedByRecord(ops);
@@ -630,13 +655,18 @@ export class ClusterStore implements QuadStore {
       const streams = new Set(rows.map((r) => r.stream));
       this.foreignRecords = changed === 'any' || [...changed].some((g) => !streams.has(this.graphs.streamOf(g)));
     }
+    if (replay && this.serviceOnlyReplay) await this.refuseForeign(rows, ops);
     try {
       if (this.residency) {
         // Without its condition: it held when the record was appended (docs/cluster.md, "Residency"), and the replica may lack what it reads;
-        // but a condition asked only where it applies reads only this stream, which is held.
-        if (condition?.late) await this.replica.writeIf({ ask: condition.ask as Sparql, expect: condition.expect }, given);
-        else await this.replica.write(given);
-        const changed = graphsChangedByRecord(ops);
+        // but a condition asked only where it applies (`late`) reads only the record's one stream, which is held. Only the ops changing
+        // what is held (`opsForHeld`).
+        const held = opsForHeld(ops, this.graphs, (s) => this.holds(s));
+        if (held.length > 0) {
+          if (condition?.late) await this.replica.writeIf({ ask: condition.ask as Sparql, expect: condition.expect }, held as WriteOp[]);
+          else await this.replica.write(held as WriteOp[]);
+        }
+        const changed = graphsChangedByRecord(held);
         const foreign = changed === 'any' ? [] : [...changed].filter((g) => !this.holds(this.graphs.streamOf(g)));
         if (foreign.length > 0) await this.replica.write(foreign.map(dropGraph));
       } else if (replay) replayOnto(this.replica.raw, rows[0]!);
@@ -649,6 +679,16 @@ export class ClusterStore implements QuadStore {
         this.bytesSinceSnapshot += row.bytes;
       }
     }
+  }
+
+  /** Replaying on the service's graphs alone: a record changing graphs of a stream its write has no row in (the one-stream layout) cannot be passed over. */
+  private async refuseForeign(rows: readonly StoredRecord[], ops: readonly StoredOp[]): Promise<void> {
+    const changed = graphsChangedByRecord(ops);
+    if (changed === 'any') throw new ServiceOnlyRefused();
+    const outside = new Set([...changed].map((g) => this.graphs.streamOf(g)).filter((s) => !rows.some((r) => r.stream === s)));
+    if (outside.size === 0) return;
+    const rowsOfWrite = await this.log.streamsOfWrite(rows[0]!.gseq);
+    if ([...outside].some((s) => !rowsOfWrite.has(s))) throw new ServiceOnlyRefused();
   }
 
   /** At open: the records after the snapshot, applied to the bare replica; answers how many writes. */
@@ -1016,6 +1056,14 @@ export class ClusterStore implements QuadStore {
     // Writes under way finish before the pool goes.
     await this.applyLock.run('apply', () => Promise.resolve());
     await this.log.pool.end();
+  }
+}
+
+/** A record replayed at open changes graphs of a stream it is not in: the store cannot open on the service's graphs alone. */
+export class ServiceOnlyRefused extends Error {
+  constructor() {
+    super('a record after the snapshot changes graphs of a stream it is not in');
+    this.name = 'ServiceOnlyRefused';
   }
 }
 

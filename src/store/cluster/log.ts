@@ -520,6 +520,12 @@ export class PgLog {
     return rows.map((row) => ({ ...decodeRecord(row.stream, Number(row.seq), row.record), stream: row.stream, gseq: Number(row.gseq), bytes: row.record.length }));
   }
 
+  /** The streams the write of `gseq` has a row in. */
+  async streamsOfWrite(gseq: number): Promise<Set<string>> {
+    const { rows } = await this.pool.query<{ stream: string }>('SELECT stream FROM wsm_journal WHERE gseq = $1', [gseq]);
+    return new Set(rows.map((r) => r.stream));
+  }
+
   /** The snapshots of the replica, newest first. */
   async snapshots(): Promise<SnapshotEntry[]> {
     const { rows } = await this.pool.query<{ seq: string; heads: Record<string, number> }>(

@@ -2,8 +2,9 @@ import { createHash } from 'node:crypto';
 import oxigraph from 'oxigraph';
 import pg from 'pg';
 import { freeStore } from '../scratch.js';
-import { ClusterStore, type ClusterOpenInfo, type ClusterStoreOptions, type ClusterStoreSettings } from './cluster-store.js';
+import { ClusterStore, ServiceOnlyRefused, type ClusterOpenInfo, type ClusterStoreOptions, type ClusterStoreSettings } from './cluster-store.js';
 import { PgLog, type Heads } from './log.js';
+import { SERVICE_STREAM } from '../../rdf/graphs.js';
 
 /** The URL as logs may show it: no password. */
 export function redactedUrl(url: string): string {
@@ -60,6 +61,39 @@ async function loadSnapshot(log: PgLog, warn: (message: string) => void): Promis
 }
 
 /**
+ * Residency: the service's part of the newest snapshot whose part checks
+ * (its sha256 and quad count), loaded; undefined when that snapshot was
+ * stored without parts (the whole snapshot is loaded then).
+ */
+async function loadServicePart(log: PgLog, warn: (message: string) => void): Promise<{ raw: oxigraph.Store; seq: number; heads: Heads } | undefined> {
+  for (const { seq, heads } of await log.snapshots()) {
+    if (!await log.snapshotHasParts(seq)) return undefined;
+    const part = await log.snapshotPart(seq, SERVICE_STREAM);
+    const raw = new oxigraph.Store();
+    if (!part) return { raw, seq, heads };
+    if (!createHash('sha256').update(part.data).digest().equals(part.sha256)) {
+      warn(`the service's part of snapshot ${seq} in PostgreSQL fails its checksum: refused, trying an older one`);
+      freeStore(raw);
+      continue;
+    }
+    try {
+      raw.load(part.data.toString('utf8'), { format: 'application/n-quads', no_transaction: true });
+    } catch (err) {
+      freeStore(raw);
+      warn(`the service's part of snapshot ${seq} in PostgreSQL does not load (${(err as Error).message}): trying an older one`);
+      continue;
+    }
+    if (raw.size !== part.quads) {
+      warn(`the service's part of snapshot ${seq} holds ${raw.size} quads where ${part.quads} were stored: trying an older one`);
+      freeStore(raw);
+      continue;
+    }
+    return { raw, seq, heads };
+  }
+  return undefined;
+}
+
+/**
  * Opens the cluster store on PostgreSQL at `url`: creates the tables when
  * missing, loads the newest sound snapshot, replays the records after it
  * (each checked against its checksum: a damaged one stops the start),
@@ -77,23 +111,47 @@ export async function openClusterStore(url: string, options: ClusterStoreOptions
     throw new ClusterStartError(url, err);
   }
   try {
-    const { raw, seq: snapshotSeq, heads } = await loadSnapshot(log, opts.onWarning);
-    const info: ClusterOpenInfo = { snapshotSeq, snapshotQuads: raw.size, recordsReplayed: 0, streams: 0, millis: 0 };
     const listen = async () => {
       const client = new pg.Client({ connectionString: url, connectionTimeoutMillis: 5000 });
       client.on('error', () => undefined);
       await client.connect();
       return client;
     };
-    const store = new ClusterStore(raw, log, url, listen, info, heads, 0, opts);
-    info.recordsReplayed = await store.replay();
+    let store: ClusterStore | undefined;
+    let info: ClusterOpenInfo | undefined;
+    let part = '';
+    // Residency: the service's part of the snapshot and the service's records only (docs/cluster.md, "Residency").
+    const service = opts.residency ? await loadServicePart(log, opts.onWarning) : undefined;
+    if (service) {
+      info = { snapshotSeq: service.seq, snapshotQuads: service.raw.size, recordsReplayed: 0, streams: 0, millis: 0 };
+      const candidate = new ClusterStore(service.raw, log, url, listen, info, service.heads, 0, opts);
+      candidate.holdServiceOnly();
+      try {
+        info.recordsReplayed = await candidate.replay();
+        candidate.setBytesSinceSnapshot(await log.bytesAfter(service.heads));
+        store = candidate;
+        part = ' (its service part)';
+      } catch (err) {
+        freeStore(service.raw);
+        if (!(err instanceof ServiceOnlyRefused)) throw err;
+        opts.onInfo('records after the snapshot change graphs of streams they are not in (the one-stream layout): the whole snapshot is loaded');
+      }
+    }
+    if (!store) {
+      const { raw, seq: snapshotSeq, heads } = await loadSnapshot(log, opts.onWarning);
+      info = { snapshotSeq, snapshotQuads: raw.size, recordsReplayed: 0, streams: 0, millis: 0 };
+      store = new ClusterStore(raw, log, url, listen, info, heads, 0, opts);
+      info.recordsReplayed = await store.replay();
+    }
+    info = info!;
+    const snapshotSeq = info.snapshotSeq;
     info.streams = store.appliedHeads().size;
     info.millis = Math.round(performance.now() - started);
     await store.startListening();
     // Records appended between the replay and LISTEN.
     await store.catchUp();
     await store.startResidency();
-    opts.onInfo(`cluster store opened: snapshot ${snapshotSeq} (${info.snapshotQuads} quads), ${info.recordsReplayed} writes replayed, ${info.streams} streams, ${info.millis} ms`);
+    opts.onInfo(`cluster store opened: snapshot ${snapshotSeq}${part} (${info.snapshotQuads} quads), ${info.recordsReplayed} writes replayed, ${info.streams} streams, ${info.millis} ms`);
     return store;
   } catch (err) {
     await log.pool.end().catch(() => undefined);

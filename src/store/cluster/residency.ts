@@ -52,6 +52,20 @@ export function graphsChangedByRecord(ops: readonly StoredOp[]): Set<string> | '
   return out;
 }
 
+/**
+ * The ops of a record that change a graph of a stream held (or whose
+ * changes cannot be named). The others change only graphs the replica
+ * does not hold, so what they read does not matter: catching up applies
+ * neither them nor loads what they read (a later op reading what they
+ * changed reads a stream not held, which loads it).
+ */
+export function opsForHeld(ops: readonly StoredOp[], graphs: Graphs, holds: (stream: string) => boolean): StoredOp[] {
+  return ops.filter((op) => {
+    const changed = graphsChangedByRecord([op]);
+    return changed === 'any' || [...changed].some((g) => holds(graphs.streamOf(g)));
+  });
+}
+
 /** The streams a record reads (its ops' WHERE, ADD/COPY/MOVE sources; not its condition: see above), or 'any'. */
 export function streamsReadByRecord(graphs: Graphs, ops: readonly StoredOp[]): Set<string> | 'any' {
   const read = graphsReadByWrite(ops as WriteOp[], undefined);
