@@ -11,6 +11,7 @@ import { openStore, type StoreTestOptions } from './store/open.js';
 import type { QuadStore } from './store/store.js';
 import { bootstrap, type BootstrapResult } from './bootstrap.js';
 import { loadSecretsKey } from './secrets/key-file.js';
+import { ClusterStore } from './store/cluster/cluster-store.js';
 
 export interface RunningServer {
   url: string;
@@ -62,6 +63,8 @@ export async function startServer(config: Config, logger: Logger, options: { sto
   const url = `http://${host}:${port}`;
   // The provider's issuer is the public address, known once the server listens (a test server's port is chosen then).
   const issuer = config.WSM_PUBLIC_URL ?? url;
+  // Placement: other instances forward this one's workspaces' requests to the URL recorded with its leases.
+  if (store instanceof ClusterStore && store.placement) await store.placement.setUrl(config.WSM_CLUSTER_ADVERTISE_URL ?? url);
   services.signIn.start(issuer);
   services.closers.push(() => services.signIn.stop());
   if (signInKeys) localIssuer = { issuer, key: createLocalJWKSet(publicJwks(signInKeys)) };
