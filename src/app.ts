@@ -47,6 +47,7 @@ import { SecretsService } from './secrets/service.js';
 import { secretsRoutes } from './secrets/routes.js';
 import type { SecretKeyring } from './secrets/crypto.js';
 import { ClusterStore } from './store/cluster/cluster-store.js';
+import { placementRouter } from './http/placement-forward.js';
 
 /** Everything the areas need, built once in `createServices`. */
 export interface Services {
@@ -247,7 +248,7 @@ export function createApp(services: Services): RequestListener {
       else fail(err);
     };
   };
-  return (incoming, outgoing) => {
+  const listener: RequestListener = (incoming, outgoing) => {
     setSecurityHeaders(outgoing);
     const found = dispatcher.find(incoming);
     if (!found) {
@@ -268,4 +269,15 @@ export function createApp(services: Services): RequestListener {
     const done = finish(req, res);
     logRequest(req, res, () => countRequest(req, res, () => dispatcher.run(found, req, res, done)));
   };
+  // Placement (docs/cluster.md, "Placement"): a request naming a workspace another instance holds is forwarded there.
+  const routing = placementRouting(services);
+  if (!routing) return listener;
+  return (incoming, outgoing) => routing.route(incoming, outgoing, () => listener(incoming, outgoing));
+}
+
+/** With WSM_CLUSTER_PLACEMENT=lease, what sends a request to its workspace's owner; else undefined. */
+function placementRouting(services: Services): ReturnType<typeof placementRouter> | undefined {
+  const store = services.store;
+  if (!(store instanceof ClusterStore) || !store.placement) return undefined;
+  return placementRouter({ placement: store.placement, logger: services.logger, resolve: async (segment) => (await services.workspaces.find(segment))?.id });
 }

@@ -1,0 +1,177 @@
+import http, { type IncomingMessage, type ServerResponse } from 'node:http';
+import net from 'node:net';
+import { pipeline } from 'node:stream';
+import { workspaceStream } from '../rdf/graphs.js';
+import type { Placement } from '../store/cluster/placement.js';
+import type { Logger } from '../logger.js';
+
+/**
+ * Placement over HTTP (WSM_CLUSTER_PLACEMENT=lease, docs/cluster.md
+ * "Placement"): a request naming a workspace is served by the instance
+ * holding the lease on the workspace's stream. Any other instance forwards
+ * it there, marked with `HOP_HEADER` so that it is never forwarded again
+ * (the instance it reaches serves it: reads from its replica, and a write
+ * refused for want of the lease answers 503 with Retry-After rather than
+ * going round).
+ */
+
+/** Set on a forwarded request (the forwarding instance's id): served where it arrives. */
+export const HOP_HEADER = 'x-wsm-forwarded-by';
+/** Set on the answer to a forwarded request: the URL of the instance that served it. */
+export const SERVED_BY_HEADER = 'x-wsm-owner';
+
+/** Milliseconds to open a connection to the owner before it counts as unreachable (nothing sent then). */
+const CONNECT_TIMEOUT_MS = 2000;
+
+/** Areas whose second segment is not a workspace (as the balancer's rule, scripts/balancer.ts). */
+const NO_WORKSPACE = new Set(['registry', 'users']);
+
+/** The {workspace} segment a request names (the segment after `/api/v1/<area>/`, or after `/mcp/`), decoded; undefined when none. */
+export function workspaceSegment(url: string | undefined): string | undefined {
+  const path = (url ?? '/').split('?')[0]!;
+  const parts = path.split('/');
+  let segment: string | undefined;
+  if (parts[1] === 'api' && parts[2] === 'v1' && parts[3] && !NO_WORKSPACE.has(parts[3])) segment = parts[4];
+  else if (parts[1] === 'mcp') segment = parts[2];
+  if (!segment || (parts[3] === 'workspaces' && segment === 'import' && parts.length === 5)) return undefined;
+  try {
+    return decodeURIComponent(segment);
+  } catch {
+    return undefined;
+  }
+}
+
+/** Headers of one connection, not passed on (RFC 9110, section 7.6.1). */
+const HOP_BY_HOP = new Set(['connection', 'keep-alive', 'proxy-connection', 'upgrade', 'te', 'trailer', 'transfer-encoding']);
+
+export interface PlacementRouting {
+  placement: Placement;
+  /** The id of the workspace a segment names (slug or id), if there is one. */
+  resolve: (segment: string) => Promise<string | undefined>;
+  logger: Logger;
+}
+
+/** Counts for /metrics. */
+export interface ForwardStats { forwarded: number; takeovers: number; failed: number }
+
+/**
+ * The front of the server's request listener: `serve` when this instance
+ * serves the request, else the request is forwarded to the workspace's
+ * owner. An owner that cannot be reached (no connection: nothing was sent)
+ * or whose lease ended is taken over, and the request served here.
+ */
+export function placementRouter(routing: PlacementRouting): { route: (req: IncomingMessage, res: ServerResponse, serve: () => void) => void; stats: ForwardStats } {
+  const { placement, logger } = routing;
+  const stats: ForwardStats = { forwarded: 0, takeovers: 0, failed: 0 };
+
+  /** Where the request goes: undefined to serve it here, else the owner's URL and epoch. */
+  const decide = async (req: IncomingMessage): Promise<{ url: string; epoch: number; stream: string } | undefined> => {
+    if (req.headers[HOP_HEADER] !== undefined || req.headers.upgrade !== undefined) return undefined;
+    const segment = workspaceSegment(req.url);
+    if (segment === undefined) return undefined;
+    const id = await routing.resolve(segment);
+    if (id === undefined) return undefined;
+    const stream = workspaceStream(id);
+    if (placement.holds(stream)) {
+      placement.touch(stream);
+      return undefined;
+    }
+    for (let attempt = 0; attempt < 2; attempt++) {
+      const owner = await placement.owner(stream);
+      if (!owner?.live || owner.instance === placement.instance) {
+        // Free, ended or ours: taken on first use, so this instance serves the workspace from now on.
+        const got = await placement.acquire(stream);
+        if ('epoch' in got) return undefined;
+        continue;
+      }
+      // An owner that has not said where it listens yet (starting): served here (a write then answers 503).
+      return owner.url ? { url: owner.url, epoch: owner.epoch, stream } : undefined;
+    }
+    return undefined;
+  };
+
+  const route = (req: IncomingMessage, res: ServerResponse, serve: () => void): void => {
+    decide(req).then((target) => {
+      if (!target) return serve();
+      forward(req, res, target.url, placement.instance, logger, stats).then(async (sent) => {
+        if (sent) return;
+        // Nothing was sent: the owner is down (or cannot be reached). Its lease is taken over at the epoch seen, and the request served here.
+        const got = await placement.acquire(target.stream, target.epoch).catch(() => undefined);
+        if (got && 'epoch' in got) stats.takeovers++;
+        logger.warn({ stream: target.stream, owner: target.url, takenOver: Boolean(got && 'epoch' in got) }, 'the owner of a workspace could not be reached: serving its request here');
+        serve();
+      }, (err: unknown) => {
+        logger.error({ err }, 'forwarding a request to the owner of its workspace failed');
+        if (!res.headersSent) res.destroy();
+      });
+    }, (err: unknown) => {
+      // PostgreSQL cannot tell the owner (out of reach): served here, as the store answers (reads from the replica, writes 503).
+      logger.debug({ err }, 'the owner of the request\'s workspace could not be looked up: serving it here');
+      serve();
+    });
+  };
+  return { route, stats };
+}
+
+/**
+ * Sends `req` to the instance at `target` and streams its answer back.
+ * Resolves false when no connection could be made (nothing of the request
+ * was read or sent: it can be served elsewhere), true once the answer
+ * has been passed on (or the exchange failed after the request was sent:
+ * 502 when no answer had begun, its outcome unknown).
+ */
+function forward(req: IncomingMessage, res: ServerResponse, target: string, me: string, logger: Logger, stats: ForwardStats): Promise<boolean> {
+  const url = new URL(target);
+  const host = url.hostname.startsWith('[') ? url.hostname.slice(1, -1) : url.hostname;
+  const port = Number(url.port || 80);
+  return new Promise((resolve) => {
+    const socket = net.connect({ host, port });
+    const timer = setTimeout(() => socket.destroy(new Error('connect timeout')), CONNECT_TIMEOUT_MS);
+    const unreachable = (): void => {
+      clearTimeout(timer);
+      resolve(false);
+    };
+    socket.once('error', unreachable);
+    socket.once('connect', () => {
+      clearTimeout(timer);
+      socket.off('error', unreachable);
+      stats.forwarded++;
+      resolve(true);
+      const headers: Record<string, string | string[]> = {};
+      for (const [name, value] of Object.entries(req.headers)) if (value !== undefined && !HOP_BY_HOP.has(name)) headers[name] = value;
+      headers[HOP_HEADER] = me;
+      const from = req.socket.remoteAddress;
+      if (from) headers['x-forwarded-for'] = req.headers['x-forwarded-for'] ? `${String(req.headers['x-forwarded-for'])}, ${from}` : from;
+      if (req.headers['transfer-encoding'] !== undefined) headers['transfer-encoding'] = 'chunked';
+      const outgoing = http.request({ method: req.method, path: req.url, headers, createConnection: () => socket });
+      let ended = false;
+      const failed = (err: unknown): void => {
+        if (ended) return;
+        ended = true;
+        if (res.headersSent) {
+          res.destroy();
+          return;
+        }
+        stats.failed++;
+        logger.warn({ err, owner: target }, 'the owner of a workspace failed under a forwarded request');
+        const body = JSON.stringify({ success: false, error: { code: 'BAD_GATEWAY', message: 'The instance that holds this workspace did not answer. A change sent may or may not have been made: read before sending it again.' } });
+        res.writeHead(502, { 'Content-Type': 'application/json; charset=utf-8', 'Content-Length': Buffer.byteLength(body) }).end(body);
+      };
+      outgoing.on('response', (answer) => {
+        const raw: string[] = [];
+        for (let i = 0; i < answer.rawHeaders.length; i += 2) {
+          if (!HOP_BY_HOP.has(answer.rawHeaders[i]!.toLowerCase())) raw.push(answer.rawHeaders[i]!, answer.rawHeaders[i + 1]!);
+        }
+        raw.push(SERVED_BY_HEADER, target);
+        res.writeHead(answer.statusCode ?? 502, answer.statusMessage, raw);
+        // At once: an event stream's headers go before its first event.
+        res.flushHeaders();
+        pipeline(answer, res, (err) => { if (err) res.destroy(); });
+      });
+      // The client went away: so does the forwarded request.
+      res.on('close', () => { if (!res.writableFinished) outgoing.destroy(); });
+      pipeline(req, outgoing, (err) => { if (err) failed(err); });
+      outgoing.on('error', failed);
+    });
+  });
+}
