@@ -34,7 +34,7 @@ import { ApiKeyService } from './auth/api-keys.js';
 import { apiKeyRoutes } from './auth/routes.js';
 import { StatusPresenter } from './http/status-case.js';
 import { mcpRoutes } from './mcp/routes.js';
-import { renderMetrics, requestMetrics, serviceMetrics } from './metrics.js';
+import { renderMetrics, requestMetrics, serviceMetrics, type PlacementFigures } from './metrics.js';
 import path from 'node:path';
 import { DirectoryArchives } from './registry/archives.js';
 import { HostedRegistry } from './registry/hosted.js';
@@ -195,11 +195,13 @@ export function createApp(services: Services): RequestListener {
   });
 
   const store = services.store;
+  // Placement (docs/cluster.md, "Placement"): a request naming a workspace another instance holds is forwarded there.
+  const routing = placementRouting(services);
   const metrics = serviceMetrics({
     quads: () => services.store.size(),
     storeVersion: () => services.store.version,
     sandbox: () => services.sandbox.stats(),
-    ...(store instanceof ClusterStore ? { cluster: { residency: () => store.residencyStats(), lagRecords: () => store.lagRecords() } } : {}),
+    ...(store instanceof ClusterStore ? { cluster: { residency: () => store.residencyStats(), lagRecords: () => store.lagRecords(), placement: () => placementFigures(store, routing) } } : {}),
   });
   app.get('/metrics', (req, res, next) => {
     authenticate(req).then(async (auth) => {
@@ -269,10 +271,13 @@ export function createApp(services: Services): RequestListener {
     const done = finish(req, res);
     logRequest(req, res, () => countRequest(req, res, () => dispatcher.run(found, req, res, done)));
   };
-  // Placement (docs/cluster.md, "Placement"): a request naming a workspace another instance holds is forwarded there.
-  const routing = placementRouting(services);
   if (!routing) return listener;
   return (incoming, outgoing) => routing.route(incoming, outgoing, () => listener(incoming, outgoing));
+}
+
+function placementFigures(store: ClusterStore, routing: ReturnType<typeof placementRouter> | undefined): PlacementFigures | undefined {
+  if (!store.placement || !routing) return undefined;
+  return { ...store.placement.counts(), forwarded: routing.stats.forwarded, forwardFailures: routing.stats.failed };
 }
 
 /** With WSM_CLUSTER_PLACEMENT=lease, what sends a request to its workspace's owner; else undefined. */

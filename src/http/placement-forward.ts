@@ -52,7 +52,7 @@ export interface PlacementRouting {
 }
 
 /** Counts for /metrics. */
-export interface ForwardStats { forwarded: number; takeovers: number; failed: number }
+export interface ForwardStats { forwarded: number; failed: number }
 
 /**
  * The front of the server's request listener: `serve` when this instance
@@ -62,7 +62,7 @@ export interface ForwardStats { forwarded: number; takeovers: number; failed: nu
  */
 export function placementRouter(routing: PlacementRouting): { route: (req: IncomingMessage, res: ServerResponse, serve: () => void) => void; stats: ForwardStats } {
   const { placement, logger } = routing;
-  const stats: ForwardStats = { forwarded: 0, takeovers: 0, failed: 0 };
+  const stats: ForwardStats = { forwarded: 0, failed: 0 };
 
   /** Where the request goes: undefined to serve it here, else the owner's URL and epoch. */
   const decide = async (req: IncomingMessage): Promise<{ url: string; epoch: number; stream: string } | undefined> => {
@@ -91,24 +91,27 @@ export function placementRouter(routing: PlacementRouting): { route: (req: Incom
   };
 
   const route = (req: IncomingMessage, res: ServerResponse, serve: () => void): void => {
-    decide(req).then((target) => {
-      if (!target) return serve();
-      forward(req, res, target.url, placement.instance, logger, stats).then(async (sent) => {
-        if (sent) return;
-        // Nothing was sent: the owner is down (or cannot be reached). Its lease is taken over at the epoch seen, and the request served here.
-        const got = await placement.acquire(target.stream, target.epoch).catch(() => undefined);
-        if (got && 'epoch' in got) stats.takeovers++;
-        logger.warn({ stream: target.stream, owner: target.url, takenOver: Boolean(got && 'epoch' in got) }, 'the owner of a workspace could not be reached: serving its request here');
-        serve();
-      }, (err: unknown) => {
-        logger.error({ err }, 'forwarding a request to the owner of its workspace failed');
-        if (!res.headersSent) res.destroy();
+    const attempt = (left: number): void => {
+      decide(req).then((target) => {
+        if (!target) return serve();
+        return forward(req, res, target.url, placement.instance, logger, stats).then(async (sent) => {
+          if (sent) return;
+          // Nothing was sent: the owner is down (or cannot be reached). Its lease is taken over at the epoch seen, and the request served here.
+          const got = await placement.acquire(target.stream, target.epoch).catch(() => undefined);
+          const taken = got !== undefined && 'epoch' in got;
+          logger.warn({ stream: target.stream, owner: target.url, takenOver: taken }, 'the owner of a workspace could not be reached');
+          // Another instance took it over first: the request goes there (nothing of it was read yet).
+          if (!taken && got && left > 0) return attempt(left - 1);
+          serve();
+        });
+      }).catch((err: unknown) => {
+        // PostgreSQL cannot tell the owner (out of reach): served here, as the store answers (reads from the replica, writes 503).
+        logger.debug({ err }, 'the owner of the request\'s workspace could not be looked up: serving it here');
+        if (!res.headersSent && !req.readableDidRead) serve();
+        else res.destroy();
       });
-    }, (err: unknown) => {
-      // PostgreSQL cannot tell the owner (out of reach): served here, as the store answers (reads from the replica, writes 503).
-      logger.debug({ err }, 'the owner of the request\'s workspace could not be looked up: serving it here');
-      serve();
-    });
+    };
+    attempt(2);
   };
   return { route, stats };
 }
