@@ -84,6 +84,12 @@ export function placementRouter(routing: PlacementRouting): { route: (req: Incom
         if ('epoch' in got) return undefined;
         continue;
       }
+      // A previous process at this instance's own address (killed): taken over.
+      if (owner.url !== null && owner.url === placement.advertisedUrl) {
+        const got = await placement.acquire(stream, owner.epoch);
+        if ('epoch' in got) return undefined;
+        continue;
+      }
       // An owner that has not said where it listens yet (starting): served here (a write then answers 503).
       return owner.url ? { url: owner.url, epoch: owner.epoch, stream } : undefined;
     }

@@ -130,6 +130,24 @@ describe('cluster store: placement (leases on workspace streams, fencing in the 
     expect(await rows('ws:w1')).to.equal(2);
   });
 
+  it('a store at the address of a previous one that was killed holding leases takes them back at once (one epoch more); the previous one\'s appends are refused', async () => {
+    const a = await openStore();
+    await a.placement!.setUrl('http://127.0.0.1:8081');
+    await a.write([insertInto(graphs.iam('w1'), 1), insertInto(graphs.iam('w2'), 1)]);
+    const other = await openStore();
+    await other.placement!.setUrl('http://127.0.0.1:8082');
+    // The next process at the same address (the previous one never released its leases: killed).
+    const b = await openStore();
+    await b.placement!.setUrl('http://127.0.0.1:8081');
+    expect(b.placement!.streams().sort()).to.deep.equal(['ws:w1', 'ws:w2']);
+    expect(await ownerRow('ws:w1')).to.deep.equal({ instance: b.placement!.instance, epoch: 2 });
+    expect(other.placement!.streams()).to.deep.equal([]);
+    await b.write([insertInto(graphs.iam('w1'), 2)]);
+    expect(await refusal(a.write([insertInto(graphs.iam('w2'), 3)]))).to.be.instanceOf(NotOwnerError);
+    expect(a.placement!.counts().fenced).to.equal(1);
+    expect(await rows('ws:w2')).to.equal(1);
+  });
+
   it('a closing store releases its leases: another takes its workspaces at once; an idle lease is released at a renewal', async () => {
     const a = await openStore();
     const b = await openClusterStore(url, { snapshotAfterBytes: 1 << 30, probeMs: 100, baseIri: BASE, placement: { leaseMs: 60_000, idleMs: 1 } });

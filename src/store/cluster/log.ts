@@ -572,6 +572,22 @@ export class PgLog {
     return new Set(rows.map((r) => r.stream));
   }
 
+  /**
+   * Takes the leases recorded with `url` under another instance id: a
+   * previous process at this address (it stopped without releasing them:
+   * killed), since no two live instances take requests at one address.
+   * Answers the streams and their new epochs.
+   */
+  async adoptLeases(instance: string, url: string, ms: number): Promise<Map<string, number>> {
+    const { rows } = await this.pool.query<{ stream: string; epoch: string }>({
+      name: 'wsm-adopt-leases',
+      text: `UPDATE wsm_owners SET instance = $1, epoch = epoch + 1, expires_at = now() + $3 * interval '1 millisecond'
+             WHERE url = $2 AND instance <> $1 AND expires_at > now() RETURNING stream, epoch`,
+      values: [instance, url, ms],
+    });
+    return new Map(rows.map((r) => [r.stream, Number(r.epoch)]));
+  }
+
   /** Ends the leases `instance` holds at `epochs` now, so another instance takes the streams at once (their epochs stay, the next holder's is one more). */
   async releaseLeases(instance: string, epochs: ReadonlyMap<string, number>): Promise<void> {
     if (epochs.size === 0) return;

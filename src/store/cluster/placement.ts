@@ -81,6 +81,11 @@ export class Placement {
   /** The URL other instances forward this one's workspaces' requests to (known once the server listens); recorded with every lease. */
   async setUrl(url: string): Promise<void> {
     this.url = url;
+    // A previous process at this address was killed holding leases: they are this instance's now (no one else takes requests here).
+    const sent = performance.now();
+    const adopted = await this.log.adoptLeases(this.instance, url, this.options.leaseMs);
+    for (const [stream, epoch] of adopted) this.record(stream, epoch, sent);
+    if (adopted.size > 0) this.options.onWarning?.(`took back ${adopted.size} workspace lease(s) a previous process at ${url} held`);
     await this.renew();
   }
 
