@@ -20,6 +20,9 @@ export const HOP_HEADER = 'x-wsm-forwarded-by';
 /** Set on the answer to a forwarded request: the URL of the instance that served it. */
 export const SERVED_BY_HEADER = 'x-wsm-owner';
 
+/** Requests in a row forwarded from one other instance after which a workspace is released for it. */
+export const HANDOVER_AFTER = 8;
+
 /** Milliseconds to open a connection to the owner before it counts as unreachable (nothing sent then). */
 const CONNECT_TIMEOUT_MS = 2000;
 
@@ -52,7 +55,12 @@ export interface PlacementRouting {
 }
 
 /** Counts for /metrics. */
-export interface ForwardStats { forwarded: number; failed: number }
+export interface ForwardStats {
+  forwarded: number;
+  failed: number;
+  /** Workspaces released because their requests all came forwarded from one other instance. */
+  handovers: number;
+}
 
 /**
  * The front of the server's request listener: `serve` when this instance
@@ -62,44 +70,79 @@ export interface ForwardStats { forwarded: number; failed: number }
  */
 export function placementRouter(routing: PlacementRouting): { route: (req: IncomingMessage, res: ServerResponse, serve: () => void) => void; stats: ForwardStats } {
   const { placement, logger } = routing;
-  const stats: ForwardStats = { forwarded: 0, failed: 0 };
+  const stats: ForwardStats = { forwarded: 0, failed: 0, handovers: 0 };
 
-  /** Where the request goes: undefined to serve it here, else the owner's URL and epoch. */
-  const decide = async (req: IncomingMessage): Promise<{ url: string; epoch: number; stream: string } | undefined> => {
-    if (req.headers[HOP_HEADER] !== undefined || req.headers.upgrade !== undefined) return undefined;
+  /** Where the request goes: served here (with the workspace's stream, when it names one), or forwarded to the owner's URL. */
+  type Decision = { here: string | undefined } | { url: string; epoch: number; stream: string };
+  const decide = async (req: IncomingMessage): Promise<Decision> => {
+    if (req.headers.upgrade !== undefined) return { here: undefined };
     const segment = workspaceSegment(req.url);
-    if (segment === undefined) return undefined;
+    if (segment === undefined) return { here: undefined };
     const id = await routing.resolve(segment);
-    if (id === undefined) return undefined;
+    if (id === undefined) return { here: undefined };
     const stream = workspaceStream(id);
+    // Forwarded once already: served here, whoever holds the workspace.
+    if (req.headers[HOP_HEADER] !== undefined) return { here: stream };
     if (placement.holds(stream)) {
       placement.touch(stream);
-      return undefined;
+      return { here: stream };
     }
     for (let attempt = 0; attempt < 2; attempt++) {
       const owner = await placement.owner(stream);
       if (!owner?.live || owner.instance === placement.instance) {
         // Free, ended or ours: taken on first use, so this instance serves the workspace from now on.
         const got = await placement.acquire(stream);
-        if ('epoch' in got) return undefined;
+        if ('epoch' in got) return { here: stream };
         continue;
       }
       // A previous process at this instance's own address (killed): taken over.
       if (owner.url !== null && owner.url === placement.advertisedUrl) {
         const got = await placement.acquire(stream, owner.epoch);
-        if ('epoch' in got) return undefined;
+        if ('epoch' in got) return { here: stream };
         continue;
       }
       // An owner that has not said where it listens yet (starting): served here (a write then answers 503).
-      return owner.url ? { url: owner.url, epoch: owner.epoch, stream } : undefined;
+      return owner.url ? { url: owner.url, epoch: owner.epoch, stream } : { here: stream };
     }
-    return undefined;
+    return { here: stream };
+  };
+
+  /**
+   * Following the requests: a workspace whose last `HANDOVER_AFTER`
+   * requests all came forwarded from one other instance (the balancer sends
+   * them there) is released once none is under way here, so that instance
+   * takes it on its next request.
+   */
+  const streaks = new Map<string, { from: string; count: number }>();
+  const underWay = new Map<string, number>();
+  const served = (req: IncomingMessage, res: ServerResponse, stream: string | undefined, serve: () => void): void => {
+    if (stream === undefined) return serve();
+    const from = req.headers[HOP_HEADER];
+    const streak = streaks.get(stream);
+    if (typeof from !== 'string') streaks.delete(stream);
+    else if (streak?.from === from) streak.count++;
+    else streaks.set(stream, { from, count: 1 });
+    underWay.set(stream, (underWay.get(stream) ?? 0) + 1);
+    res.once('close', () => {
+      const left = (underWay.get(stream) ?? 1) - 1;
+      if (left > 0) {
+        underWay.set(stream, left);
+        return;
+      }
+      underWay.delete(stream);
+      const last = streaks.get(stream);
+      if (!last || last.count < HANDOVER_AFTER || !placement.holds(stream)) return;
+      streaks.delete(stream);
+      stats.handovers++;
+      placement.release([stream]).catch((err: unknown) => logger.warn({ err, stream }, 'releasing a workspace\'s lease for the instance its requests come from failed'));
+    });
+    serve();
   };
 
   const route = (req: IncomingMessage, res: ServerResponse, serve: () => void): void => {
     const attempt = (left: number): void => {
       decide(req).then((target) => {
-        if (!target) return serve();
+        if ('here' in target) return served(req, res, target.here, serve);
         return forward(req, res, target.url, placement.instance, logger, stats).then(async (sent) => {
           if (sent) return;
           // Nothing was sent: the owner is down (or cannot be reached). Its lease is taken over at the epoch seen, and the request served here.
@@ -108,7 +151,7 @@ export function placementRouter(routing: PlacementRouting): { route: (req: Incom
           logger.warn({ stream: target.stream, owner: target.url, takenOver: taken }, 'the owner of a workspace could not be reached');
           // Another instance took it over first: the request goes there (nothing of it was read yet).
           if (!taken && got && left > 0) return attempt(left - 1);
-          serve();
+          served(req, res, target.stream, serve);
         });
       }).catch((err: unknown) => {
         // PostgreSQL cannot tell the owner (out of reach): served here, as the store answers (reads from the replica, writes 503).

@@ -79,6 +79,8 @@ describe('three cluster instances behind the balancer (npm run balancer, HAProxy
     const env = {
       WSM_STORE: 'cluster', WSM_POSTGRES_URL: url.toString(),
       WSM_REGISTRY: path.join(dirs[0]!, 'registry'), WSM_LOG_LEVEL: process.env.WSM_TEST_LOG_LEVEL ?? 'error',
+      // WSM_TEST_CLUSTER_PLACEMENT=lease: the same with placement (docs/operations.md, "With placement").
+      ...(process.env.WSM_TEST_CLUSTER_PLACEMENT === 'lease' ? { WSM_CLUSTER_PLACEMENT: 'lease' } : {}),
     };
     const started = await Promise.allSettled(dirs.map((dir) => spawnInstance(env, dir)));
     for (const s of started) if (s.status === 'fulfilled') instances.push(s.value);

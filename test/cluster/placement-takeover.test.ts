@@ -89,10 +89,10 @@ describe('placement: an owner that dies or pauses is taken over; nothing acknowl
       await Promise.all(writers);
       process.stdout.write(`      (first write sent after the kill acknowledged ${Math.round(firstAfterKill)} ms after it; ${acknowledged.length} acknowledged, statuses other than 200: ${JSON.stringify(statuses.filter((s) => s !== 200))})\n`);
 
-      // Taken over by the two that stay (one epoch more, one of their URLs), and read alike on both.
+      // Taken over by the two that stay (an epoch more, or more when it moved on between them: one of their URLs), and read alike on both.
       for (const id of ids) {
         const row = (await ownerRow(id))!;
-        expect(row.epoch).to.equal(2);
+        expect(row.epoch).to.be.at.least(2);
         expect([instances[0]!.url, instances[1]!.url]).to.include(row.url);
       }
       for (const i of [0, 1]) {
