@@ -189,7 +189,7 @@ export function serviceMetrics(sources: ServiceSources): client.Registry {
 }
 
 /** What placement counts (docs/cluster.md, "Placement"). */
-export interface PlacementFigures { held: number; acquired: number; takeovers: number; fenced: number; released: number; forwarded: number; forwardFailures: number }
+export interface PlacementFigures { held: number; acquired: number; takeovers: number; fenced: number; released: number; forwarded: number; forwardFailures: number; handovers: number }
 
 /** Placement's gauge and counters, when it is on. */
 function placementMetrics(registry: client.Registry, figures: () => PlacementFigures | undefined): void {
@@ -208,6 +208,7 @@ function placementMetrics(registry: client.Registry, figures: () => PlacementFig
     ['released', 'wsm_cluster_leases_released_total', 'Workspace leases this instance let go (idle, the workspace let go, at close)'],
     ['forwarded', 'wsm_cluster_requests_forwarded_total', 'Requests this instance forwarded to the instance holding their workspace'],
     ['forwardFailures', 'wsm_cluster_forward_failures_total', 'Forwarded requests whose owner failed after the request was sent (answered 502)'],
+    ['handovers', 'wsm_cluster_lease_handovers_total', 'Workspace leases this instance released because their requests all came forwarded from one other instance'],
   ] as const) {
     new client.Counter({
       name,

@@ -51,6 +51,8 @@ export interface PlacementRouting {
   placement: Placement;
   /** The id of the workspace a segment names (slug or id), if there is one. */
   resolve: (segment: string) => Promise<string | undefined>;
+  /** Whether PostgreSQL can be used: while it cannot, every request is served where it arrives (reads from the replica, writes 503). */
+  available: () => boolean;
   logger: Logger;
 }
 
@@ -81,8 +83,8 @@ export function placementRouter(routing: PlacementRouting): { route: (req: Incom
     const id = await routing.resolve(segment);
     if (id === undefined) return { here: undefined };
     const stream = workspaceStream(id);
-    // Forwarded once already: served here, whoever holds the workspace.
-    if (req.headers[HOP_HEADER] !== undefined) return { here: stream };
+    // Forwarded once already, or no owner can be asked (PostgreSQL out of reach): served here, whoever holds the workspace.
+    if (req.headers[HOP_HEADER] !== undefined || !routing.available()) return { here: stream };
     if (placement.holds(stream)) {
       placement.touch(stream);
       return { here: stream };
