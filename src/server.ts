@@ -43,6 +43,11 @@ export async function startServer(config: Config, logger: Logger, options: { sto
     throw err;
   });
   const services = createServices({ config, logger, store, verify, secretsKey });
+  // Placement: a workspace whose lifecycle command runs here keeps its lease until the command has ended (its writes need it).
+  if (store instanceof ClusterStore && store.placement) {
+    const { runner } = services.packages;
+    store.placement.keep = (stream) => stream.startsWith('ws:') && runner.hasWork(stream.slice('ws:'.length));
+  }
   // Commands cut off by the previous process's stop are failed ("interrupted") before anything else runs.
   await services.packages.runner.recover();
   const boot = await bootstrap(services);

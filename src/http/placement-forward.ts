@@ -133,7 +133,7 @@ export function placementRouter(routing: PlacementRouting): { route: (req: Incom
       }
       underWay.delete(stream);
       const last = streaks.get(stream);
-      if (!last || last.count < HANDOVER_AFTER || !placement.holds(stream)) return;
+      if (!last || last.count < HANDOVER_AFTER || !placement.holds(stream) || placement.keep(stream)) return;
       streaks.delete(stream);
       stats.handovers++;
       placement.release([stream]).catch((err: unknown) => logger.warn({ err, stream }, 'releasing a workspace\'s lease for the instance its requests come from failed'));

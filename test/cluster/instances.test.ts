@@ -22,6 +22,7 @@ const variants: Array<[string, Record<string, string>]> = [
   [', each holding only the workspaces in use', { WSM_CLUSTER_RESIDENT_QUADS: '1000', WSM_CLUSTER_IDLE_SECONDS: '1' }],
   // Each workspace written only by the instance holding its lease, the others forwarding its requests there (docs/cluster.md, "Placement").
   [', each workspace placed on one of them', { WSM_CLUSTER_PLACEMENT: 'lease' }],
+  [', placed and resident', { WSM_CLUSTER_PLACEMENT: 'lease', WSM_CLUSTER_RESIDENT_QUADS: '1000', WSM_CLUSTER_IDLE_SECONDS: '1' }],
 ];
 
 for (const [variant, extra] of variants) describe(`three service instances on one PostgreSQL (WSM_STORE=cluster)${variant}`, function () {

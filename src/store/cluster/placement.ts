@@ -68,6 +68,12 @@ export class Placement {
   private renewing: Promise<void> | undefined;
   private closed = false;
   readonly stats: Omit<PlacementStats, 'held'> = { acquired: 0, takeovers: 0, fenced: 0, released: 0 };
+  /**
+   * Streams whose lease is not let go while this says so (work under way
+   * here that is not a request: a lifecycle command running in the
+   * workspace), whatever asks (idle, residency, a hand-over).
+   */
+  keep: (stream: string) => boolean = () => false;
 
   constructor(private readonly log: PgLog, readonly options: PlacementOptions) {}
 
@@ -185,7 +191,7 @@ export class Placement {
         const now = performance.now();
         const idle = new Map<string, number>();
         const keep = new Map<string, number>();
-        for (const [stream, held] of this.held) (now - held.usedAt >= this.options.idleMs ? idle : keep).set(stream, held.epoch);
+        for (const [stream, held] of this.held) (now - held.usedAt >= this.options.idleMs && !this.keep(stream) ? idle : keep).set(stream, held.epoch);
         if (idle.size > 0) await this.releaseEpochs(idle);
         const sent = performance.now();
         const renewed = await this.log.renewLeases(this.instance, keep, this.url, this.options.leaseMs);
@@ -209,7 +215,7 @@ export class Placement {
     const epochs = new Map<string, number>();
     for (const stream of streams) {
       const held = this.held.get(stream);
-      if (held) epochs.set(stream, held.epoch);
+      if (held && !this.keep(stream)) epochs.set(stream, held.epoch);
     }
     await this.releaseEpochs(epochs);
   }
