@@ -34,7 +34,7 @@ import { ApiKeyService } from './auth/api-keys.js';
 import { apiKeyRoutes } from './auth/routes.js';
 import { StatusPresenter } from './http/status-case.js';
 import { mcpRoutes } from './mcp/routes.js';
-import { renderMetrics, requestMetrics, serviceMetrics } from './metrics.js';
+import { renderMetrics, requestMetrics, serviceMetrics, type PlacementFigures } from './metrics.js';
 import path from 'node:path';
 import { DirectoryArchives } from './registry/archives.js';
 import { HostedRegistry } from './registry/hosted.js';
@@ -48,6 +48,7 @@ import { secretsRoutes } from './secrets/routes.js';
 import type { SecretKeyring } from './secrets/crypto.js';
 import { ClusterStore } from './store/cluster/cluster-store.js';
 import { inReadSession } from './store/read-session.js';
+import { placementRouter } from './http/placement-forward.js';
 
 /** Everything the areas need, built once in `createServices`. */
 export interface Services {
@@ -195,11 +196,13 @@ export function createApp(services: Services): RequestListener {
   });
 
   const store = services.store;
+  // Placement (docs/cluster.md, "Placement"): a request naming a workspace another instance holds is forwarded there.
+  const routing = placementRouting(services);
   const metrics = serviceMetrics({
     quads: () => services.store.size(),
     storeVersion: () => services.store.version,
     sandbox: () => services.sandbox.stats(),
-    ...(store instanceof ClusterStore ? { cluster: { residency: () => store.residencyStats(), lagRecords: () => store.lagRecords(), counts: () => ({ headLookups: store.headLookups, headConflicts: store.headConflicts, ...store.appends }) } } : {}),
+    ...(store instanceof ClusterStore ? { cluster: { residency: () => store.residencyStats(), lagRecords: () => store.lagRecords(), counts: () => ({ headLookups: store.headLookups, headConflicts: store.headConflicts, ...store.appends }), placement: () => placementFigures(store, routing) } } : {}),
   });
   app.get('/metrics', (req, res, next) => {
     authenticate(req).then(async (auth) => {
@@ -269,8 +272,25 @@ export function createApp(services: Services): RequestListener {
     const done = finish(req, res);
     logRequest(req, res, () => countRequest(req, res, () => dispatcher.run(found, req, res, done)));
   };
+  if (!(services.store instanceof ClusterStore)) return listener;
+  // Placement (docs/cluster.md): a request naming a workspace another instance holds goes there.
+  const routed: RequestListener = routing ? (incoming, outgoing) => routing.route(incoming, outgoing, () => listener(incoming, outgoing)) : listener;
   // A store whose replica may lag behind other instances checks the log before reading: once per request
   // (src/store/read-session.ts). Only there: the session's context costs every promise a little.
-  if (!(services.store instanceof ClusterStore)) return listener;
-  return (incoming, outgoing) => { inReadSession(() => listener(incoming, outgoing)); };
+  return (incoming, outgoing) => { inReadSession(() => routed(incoming, outgoing)); };
+}
+
+function placementFigures(store: ClusterStore, routing: ReturnType<typeof placementRouter> | undefined): PlacementFigures | undefined {
+  if (!store.placement || !routing) return undefined;
+  return { ...store.placement.counts(), forwarded: routing.stats.forwarded, forwardFailures: routing.stats.failed, handovers: routing.stats.handovers };
+}
+
+/** With WSM_CLUSTER_PLACEMENT=lease, what sends a request to its workspace's owner; else undefined. */
+function placementRouting(services: Services): ReturnType<typeof placementRouter> | undefined {
+  const store = services.store;
+  if (!(store instanceof ClusterStore) || !store.placement) return undefined;
+  return placementRouter({
+    placement: store.placement, logger: services.logger, available: () => store.health().writable,
+    resolve: async (segment) => (await services.workspaces.find(segment))?.id,
+  });
 }

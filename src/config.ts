@@ -74,12 +74,30 @@ export const configSchema = z.object({
    * "Residency"). Unset: every instance holds every workspace.
    */
   WSM_CLUSTER_RESIDENT_QUADS: z.coerce.number().int().min(1000, 'must be at least 1000 quads').optional(),
-  /** With WSM_CLUSTER_RESIDENT_QUADS: seconds after which a workspace no read or write used is let go. */
+  /** With WSM_CLUSTER_RESIDENT_QUADS: seconds after which a workspace no read or write used is let go; with WSM_CLUSTER_PLACEMENT=lease, after which its lease is released. */
   WSM_CLUSTER_IDLE_SECONDS: z.coerce.number().int().min(1).max(86_400).default(600),
+  /**
+   * With `cluster`: `lease` places each workspace on one instance through a lease kept in PostgreSQL (docs/cluster.md,
+   * "Placement"): only the holder writes the workspace, and other instances forward its requests there. `none`: every
+   * instance writes every workspace.
+   */
+  WSM_CLUSTER_PLACEMENT: z.enum(['none', 'lease']).default('none'),
+  /** With WSM_CLUSTER_PLACEMENT=lease: milliseconds a workspace's lease lasts unless renewed (renewed every third of it). */
+  WSM_CLUSTER_LEASE_MS: z.coerce.number().int().min(500).max(60_000).default(3000),
+  /**
+   * With WSM_CLUSTER_PLACEMENT=lease: the URL other instances forward this one's workspaces' requests to. Default: the
+   * address it listens on (`http://HOST:PORT`).
+   */
+  WSM_CLUSTER_ADVERTISE_URL: httpUrl.refine((v) => !v.endsWith('/') && !/[?#]/.test(v), 'must not end with a slash nor hold a query').optional(),
   /** The key that seals secret values at rest, a file outside the data directory (docs/secrets.md). */
   WSM_SECRETS_KEY_FILE: z.string().min(1).optional(),
 }).superRefine((c, ctx) => {
   if (c.WSM_CLUSTER_RESIDENT_QUADS !== undefined && c.WSM_STORE !== 'cluster') ctx.addIssue({ code: 'custom', path: ['WSM_CLUSTER_RESIDENT_QUADS'], message: 'applies only with WSM_STORE=cluster' });
+  if (c.WSM_CLUSTER_PLACEMENT !== 'none' && c.WSM_STORE !== 'cluster') ctx.addIssue({ code: 'custom', path: ['WSM_CLUSTER_PLACEMENT'], message: 'applies only with WSM_STORE=cluster' });
+  if (c.WSM_CLUSTER_ADVERTISE_URL !== undefined && c.WSM_CLUSTER_PLACEMENT !== 'lease') ctx.addIssue({ code: 'custom', path: ['WSM_CLUSTER_ADVERTISE_URL'], message: 'applies only with WSM_CLUSTER_PLACEMENT=lease' });
+  if (c.WSM_CLUSTER_PLACEMENT === 'lease' && !c.WSM_CLUSTER_ADVERTISE_URL && ['0.0.0.0', '::', '[::]'].includes(c.HOST)) {
+    ctx.addIssue({ code: 'custom', path: ['WSM_CLUSTER_ADVERTISE_URL'], message: `is required with WSM_CLUSTER_PLACEMENT=lease when HOST=${c.HOST} (every address): other instances forward requests to it` });
+  }
   if (c.WSM_STORE === 'cluster' && !c.WSM_POSTGRES_URL) ctx.addIssue({ code: 'custom', path: ['WSM_POSTGRES_URL'], message: 'is required when WSM_STORE=cluster' });
   if (c.WSM_STORE !== 'sparql') return;
   for (const key of ['WSM_SPARQL_QUERY_URL', 'WSM_SPARQL_UPDATE_URL'] as const) {

@@ -103,6 +103,8 @@ export interface ServiceSources {
     lagRecords(): Promise<number>;
     /** Head lookups made before reads (one per request at most, shared by concurrent ones) and appends refused because a head moved. */
     counts(): { headLookups: number; headConflicts: number; commits: number; writes: number };
+    /** Placement's counts (WSM_CLUSTER_PLACEMENT=lease); undefined without it. */
+    placement?(): PlacementFigures | undefined;
   };
   /** Shortest time between two counts of the quads. Default 60 s. */
   quadsRefreshMs?: number;
@@ -188,6 +190,41 @@ export function serviceMetrics(sources: ServiceSources): client.Registry {
   return registry;
 }
 
+/** What placement counts (docs/cluster.md, "Placement"). */
+export interface PlacementFigures { held: number; acquired: number; takeovers: number; fenced: number; released: number; forwarded: number; forwardFailures: number; handovers: number }
+
+/** Placement's gauge and counters, when it is on. */
+function placementMetrics(registry: client.Registry, figures: () => PlacementFigures | undefined): void {
+  if (!figures()) return;
+  new client.Gauge({
+    name: 'wsm_cluster_leases_held',
+    help: 'Workspaces whose lease this instance holds (WSM_CLUSTER_PLACEMENT=lease)',
+    registers: [registry],
+    collect() { this.set(figures()?.held ?? 0); },
+  });
+  const seen: Partial<Record<keyof PlacementFigures, number>> = {};
+  for (const [key, name, help] of [
+    ['acquired', 'wsm_cluster_leases_acquired_total', 'Workspace leases this instance took (first use, a free or ended lease, a takeover)'],
+    ['takeovers', 'wsm_cluster_lease_takeovers_total', 'Workspace leases taken over from an owner no connection could be made to while its lease ran'],
+    ['fenced', 'wsm_cluster_appends_fenced_total', 'Appends the log refused because this instance\'s lease had been taken over or had ended (nothing appended)'],
+    ['released', 'wsm_cluster_leases_released_total', 'Workspace leases this instance let go (idle, the workspace let go, at close)'],
+    ['forwarded', 'wsm_cluster_requests_forwarded_total', 'Requests this instance forwarded to the instance holding their workspace'],
+    ['forwardFailures', 'wsm_cluster_forward_failures_total', 'Forwarded requests whose owner failed after the request was sent (answered 502)'],
+    ['handovers', 'wsm_cluster_lease_handovers_total', 'Workspace leases this instance released because their requests all came forwarded from one other instance'],
+  ] as const) {
+    new client.Counter({
+      name,
+      help,
+      registers: [registry],
+      collect() {
+        const total = figures()?.[key] ?? 0;
+        if (total > (seen[key] ?? 0)) this.inc(total - (seen[key] ?? 0));
+        seen[key] = total;
+      },
+    });
+  }
+}
+
 /** The cluster store's figures: residency (workspaces held, loads, evictions) and catch-up lag. */
 function clusterMetrics(registry: client.Registry, cluster: NonNullable<ServiceSources['cluster']>): void {
   new client.Gauge({
@@ -220,6 +257,7 @@ function clusterMetrics(registry: client.Registry, cluster: NonNullable<ServiceS
       },
     });
   }
+  if (cluster.placement) placementMetrics(registry, () => cluster.placement!());
   // Residency is on from the store's opening, or never.
   if (!cluster.residency()) return;
   new client.Gauge({

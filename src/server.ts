@@ -12,6 +12,7 @@ import type { QuadStore } from './store/store.js';
 import { bootstrap, type BootstrapResult } from './bootstrap.js';
 import { ensureWorkspaceIndex } from './workspaces/workspace-index.js';
 import { loadSecretsKey } from './secrets/key-file.js';
+import { ClusterStore } from './store/cluster/cluster-store.js';
 
 export interface RunningServer {
   url: string;
@@ -46,6 +47,11 @@ export async function startServer(config: Config, logger: Logger, options: { sto
   // The index of workspaces, built once on a store written before it (src/workspaces/workspace-index.ts).
   const indexed = await ensureWorkspaceIndex(store, services.graphs);
   if (indexed === true) logger.info('built the index of workspaces (members, unfinished commands)');
+  // Placement: a workspace whose lifecycle command runs here keeps its lease until the command has ended (its writes need it).
+  if (store instanceof ClusterStore && store.placement) {
+    const { runner } = services.packages;
+    store.placement.keep = (stream) => stream.startsWith('ws:') && runner.hasWork(stream.slice('ws:'.length));
+  }
   // Commands cut off by the previous process's stop are failed ("interrupted") before anything else runs.
   await services.packages.runner.recover();
   const boot = await bootstrap(services);
@@ -67,6 +73,8 @@ export async function startServer(config: Config, logger: Logger, options: { sto
   const url = `http://${host}:${port}`;
   // The provider's issuer is the public address, known once the server listens (a test server's port is chosen then).
   const issuer = config.WSM_PUBLIC_URL ?? url;
+  // Placement: other instances forward this one's workspaces' requests to the URL recorded with its leases.
+  if (store instanceof ClusterStore && store.placement) await store.placement.setUrl(config.WSM_CLUSTER_ADVERTISE_URL ?? url);
   services.signIn.start(issuer);
   services.closers.push(() => services.signIn.stop());
   if (signInKeys) localIssuer = { issuer, key: createLocalJWKSet(publicJwks(signInKeys)) };

@@ -410,6 +410,11 @@ export class CommandRunner {
   private readonly queues = new Map<string, Queued[]>();
   /** Per workspace: the tail of its chain of commands. */
   private readonly chains = new Map<string, Promise<void>>();
+
+  /** Whether a command of the workspace is queued or running here (cluster placement keeps the workspace's lease meanwhile). */
+  hasWork(workspaceId: string): boolean {
+    return this.chains.has(workspaceId);
+  }
   private readonly clock = new Clock();
   private readonly idle = new Set<() => void>();
   private stopped = false;

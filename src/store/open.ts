@@ -44,6 +44,7 @@ export async function openStore(config: Config, logger: Logger, storeOptions: St
       snapshotAfterBytes: config.WSM_SNAPSHOT_JOURNAL_MB * 1024 * 1024,
       baseIri: config.WSM_BASE_IRI,
       ...(config.WSM_CLUSTER_RESIDENT_QUADS !== undefined ? { residency: { quads: config.WSM_CLUSTER_RESIDENT_QUADS, idleMs: config.WSM_CLUSTER_IDLE_SECONDS * 1000 } } : {}),
+      ...(config.WSM_CLUSTER_PLACEMENT === 'lease' ? { placement: { leaseMs: config.WSM_CLUSTER_LEASE_MS, idleMs: config.WSM_CLUSTER_IDLE_SECONDS * 1000 } } : {}),
       onWarning: (message) => logger.warn({ store: 'cluster' }, message),
       onInfo: (message) => logger.info({ store: 'cluster' }, message),
     });

@@ -13,6 +13,10 @@ import { cuttableProxy } from '../helpers/proxy.js';
 import { sample } from '../helpers/metrics.js';
 import { tinyPackage } from '../helpers/packages.js';
 import { bearer, removeDir, seedWorkspace, tempDir, type Tokens } from '../helpers/server.js';
+import { HANDOVER_AFTER } from '../../src/http/placement-forward.js';
+
+/** WSM_TEST_CLUSTER_PLACEMENT=lease: the instances run with placement (docs/operations.md, "With placement"). */
+const PLACEMENT = process.env.WSM_TEST_CLUSTER_PLACEMENT === 'lease';
 
 const NO_HAPROXY = 'no haproxy: install Debian\'s haproxy package (`npm run balancer` does, as root) to run these tests';
 
@@ -79,6 +83,8 @@ describe('three cluster instances behind the balancer (npm run balancer, HAProxy
     const env = {
       WSM_STORE: 'cluster', WSM_POSTGRES_URL: url.toString(),
       WSM_REGISTRY: path.join(dirs[0]!, 'registry'), WSM_LOG_LEVEL: process.env.WSM_TEST_LOG_LEVEL ?? 'error',
+      // WSM_TEST_CLUSTER_PLACEMENT=lease: the same with placement (docs/operations.md, "With placement").
+      ...(PLACEMENT ? { WSM_CLUSTER_PLACEMENT: 'lease' } : {}),
     };
     const started = await Promise.allSettled(dirs.map((dir) => spawnInstance(env, dir)));
     for (const s of started) if (s.status === 'fulfilled') instances.push(s.value);
@@ -131,6 +137,9 @@ describe('three cluster instances behind the balancer (npm run balancer, HAProxy
     const counts = () => Promise.all(instances.map(async (i) =>
       sample((await i.http.get('/metrics').set(bearer(tokens.root))).text, 'wsm_http_requests_total', route)));
     for (const slug of ['acme', ...SLUGS]) {
+      // With placement, the instance that created the workspace holds it until the one the balancer sends its requests to
+      // has forwarded it enough of them in a row (docs/cluster.md, "Placement"): then the workspace is served there.
+      if (PLACEMENT) for (let n = 0; n < 2 * HANDOVER_AFTER; n++) expect((await balancer.get(`/api/v1/workspaces/${slug}`).set(bearer(tokens.owner))).status).to.equal(200);
       const before = await counts();
       const served = new Set<string>();
       for (let n = 0; n < 10; n++) {

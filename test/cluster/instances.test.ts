@@ -20,6 +20,9 @@ const variants: Array<[string, Record<string, string>]> = [
   ['', {}],
   // Every workspace let go a second after its last use, or at once past the budget (docs/cluster.md, "Residency").
   [', each holding only the workspaces in use', { WSM_CLUSTER_RESIDENT_QUADS: '1000', WSM_CLUSTER_IDLE_SECONDS: '1' }],
+  // Each workspace written only by the instance holding its lease, the others forwarding its requests there (docs/cluster.md, "Placement").
+  [', each workspace placed on one of them', { WSM_CLUSTER_PLACEMENT: 'lease' }],
+  [', placed and resident', { WSM_CLUSTER_PLACEMENT: 'lease', WSM_CLUSTER_RESIDENT_QUADS: '1000', WSM_CLUSTER_IDLE_SECONDS: '1' }],
 ];
 
 for (const [variant, extra] of variants) describe(`three service instances on one PostgreSQL (WSM_STORE=cluster)${variant}`, function () {

@@ -73,5 +73,7 @@ export async function clusterStoreEnv(dataDir: string): Promise<Record<string, s
     url = await freshClusterUrl();
     byDataDir.set(key, url);
   }
-  return { WSM_STORE: 'cluster', WSM_POSTGRES_URL: url };
+  // WSM_TEST_CLUSTER_PLACEMENT=lease: the same with placement (every workspace leased by the one instance that writes it).
+  const placement: Record<string, string> = process.env.WSM_TEST_CLUSTER_PLACEMENT === 'lease' ? { WSM_CLUSTER_PLACEMENT: 'lease' } : {};
+  return { WSM_STORE: 'cluster', WSM_POSTGRES_URL: url, ...placement };
 }

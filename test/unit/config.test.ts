@@ -59,6 +59,31 @@ describe('config', () => {
     });
   });
 
+  describe('cluster placement (WSM_CLUSTER_PLACEMENT)', () => {
+    const cluster = { WSM_STORE: 'cluster', WSM_POSTGRES_URL: 'postgres://wsm@127.0.0.1:5432/wsm' };
+    it('is `none` unless set; `lease` takes a lease length (3000 ms by default) and an advertised URL', () => {
+      expect(loadConfig(cluster).WSM_CLUSTER_PLACEMENT).to.equal('none');
+      const config = loadConfig({ ...cluster, WSM_CLUSTER_PLACEMENT: 'lease', WSM_CLUSTER_ADVERTISE_URL: 'http://10.0.0.5:8081' });
+      expect(config.WSM_CLUSTER_PLACEMENT).to.equal('lease');
+      expect(config.WSM_CLUSTER_LEASE_MS).to.equal(3000);
+      expect(config.WSM_CLUSTER_ADVERTISE_URL).to.equal('http://10.0.0.5:8081');
+    });
+    for (const [env, message] of [
+      [{ WSM_CLUSTER_PLACEMENT: 'owners' }, /Invalid setting WSM_CLUSTER_PLACEMENT="owners"/],
+      [{ WSM_CLUSTER_PLACEMENT: 'lease', WSM_CLUSTER_LEASE_MS: '100' }, /Invalid setting WSM_CLUSTER_LEASE_MS="100"/],
+      [{ WSM_CLUSTER_PLACEMENT: 'lease', WSM_CLUSTER_ADVERTISE_URL: 'ftp://x' }, /Invalid setting WSM_CLUSTER_ADVERTISE_URL="ftp:\/\/x"/],
+      [{ WSM_CLUSTER_ADVERTISE_URL: 'http://10.0.0.5:8081' }, /WSM_CLUSTER_ADVERTISE_URL="http:\/\/10.0.0.5:8081": applies only with WSM_CLUSTER_PLACEMENT=lease/],
+      [{ WSM_CLUSTER_PLACEMENT: 'lease', HOST: '0.0.0.0' }, /WSM_CLUSTER_ADVERTISE_URL="": is required with WSM_CLUSTER_PLACEMENT=lease when HOST=0.0.0.0/],
+    ] as const) {
+      it(`stops on ${JSON.stringify(env)} with a message naming the setting`, () => {
+        expect(() => loadConfig({ ...cluster, ...env })).to.throw(ConfigError, message);
+      });
+    }
+    it('stops when set without the cluster store', () => {
+      expect(() => loadConfig({ WSM_CLUSTER_PLACEMENT: 'lease' })).to.throw(ConfigError, /WSM_CLUSTER_PLACEMENT="lease": applies only with WSM_STORE=cluster/);
+    });
+  });
+
   describe('remote store (WSM_STORE=sparql)', () => {
     const urls = { WSM_SPARQL_QUERY_URL: 'http://127.0.0.1:8890/sparql', WSM_SPARQL_UPDATE_URL: 'http://127.0.0.1:8890/sparql' };
 

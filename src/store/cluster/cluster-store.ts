@@ -12,7 +12,8 @@ import {
 } from '../store.js';
 import { iri, literal, raw, sparql, sparqlFragment, type Sparql, type SparqlFragment } from '../../rdf/sparql.js';
 import { Graphs, SERVICE_STREAM } from '../../rdf/graphs.js';
-import { CHANNEL, HeadMovedError, LogCorruptError, PgArchives, PgLog, type Append, type Heads, type StoredRecord } from './log.js';
+import { CHANNEL, HeadMovedError, LeaseLostError, LogCorruptError, PgArchives, PgLog, type Append, type Fence, type Heads, type StoredRecord } from './log.js';
+import { NotOwnerError, Placement } from './placement.js';
 import { graphsReadBy, graphsReadByWrite, type GraphsRead } from './read-graphs.js';
 import { Residency, ResidencyRetry, byWrite, graphsChangedByRecord, materialize, namedGraphsOf, opsForHeld, streamsReadByRecord } from './residency.js';
 import { freeStore } from '../scratch.js';
@@ -52,10 +53,17 @@ export interface ClusterStoreOptions {
    * instance holds every stream.
    */
   residency?: { quads: number; idleMs: number };
+  /**
+   * Placement (WSM_CLUSTER_PLACEMENT=lease, docs/cluster.md "Placement"):
+   * a workspace's stream is written only under this instance's lease on it
+   * (milliseconds a lease lasts unless renewed; milliseconds after which an
+   * unused one is released). Absent: every instance writes every stream.
+   */
+  placement?: { leaseMs: number; idleMs: number };
 }
 
 /** The options with their defaults filled in. */
-export type ClusterStoreSettings = Required<Omit<ClusterStoreOptions, 'baseIri' | 'residency'>> & Pick<ClusterStoreOptions, 'baseIri' | 'residency'>;
+export type ClusterStoreSettings = Required<Omit<ClusterStoreOptions, 'baseIri' | 'residency' | 'placement'>> & Pick<ClusterStoreOptions, 'baseIri' | 'residency' | 'placement'>;
 
 /** What /metrics shows of residency. */
 export interface ResidencyStats { residentWorkspaces: number; loads: number; evictions: number }
@@ -140,6 +148,8 @@ export class ClusterStore implements QuadStore {
   private foreignRecords = false;
   /** The replay at open runs on the service's part of the snapshot alone (`holdServiceOnly`). */
   private serviceOnlyReplay = false;
+  /** This instance's leases on workspace streams (placement); absent: it writes any stream. */
+  readonly placement: Placement | undefined;
 
   constructor(
     raw: oxigraph.Store,
@@ -159,6 +169,7 @@ export class ClusterStore implements QuadStore {
     this.appliedTotal = [...snapshotHeads.values()].reduce((a, b) => a + b, 0);
     this.snapshotSeq = info.snapshotSeq;
     this.bytesSinceSnapshot = snapshotBytesAfter;
+    this.placement = options.placement ? new Placement(log, { ...options.placement, onWarning: options.onWarning }) : undefined;
   }
 
   /** Seq of the last record of `stream` the replica holds (0: none). */
@@ -421,6 +432,8 @@ export class ClusterStore implements QuadStore {
     if (residency.pinned(stream) || !residency.holds(stream)) return false;
     residency.remove(stream);
     residency.evictions++;
+    // Placement: the workspace goes with its lease, so an instance that holds it takes it at once.
+    this.placement?.release([stream]).catch(this.warnResidency);
     const drop = namedGraphsOf(this.replica.raw).filter((g) => this.graphs.streamOf(g) === stream);
     if (drop.length > 0) await this.replica.write(drop.map(dropGraph));
     return true;
@@ -725,7 +738,7 @@ export class ClusterStore implements QuadStore {
     if (read !== 'any') for (const g of read) checks.add(this.graphs.streamOf(g));
     // A write to one stream that reads only that stream shares a commit with the ones made meanwhile (below).
     const only = changes.length === 1 ? changes[0]! : undefined;
-    if (only && !large && !this.residency && expanded.length > 0 && read !== 'any' && checks.size === 1
+    if (only && !large && !this.residency && !this.placement && expanded.length > 0 && read !== 'any' && checks.size === 1
       && (!condition || conditionHolds(this.replica.raw, condition))) {
       return this.committedTogether(only, { given, expanded, condition });
     }
@@ -747,6 +760,7 @@ export class ClusterStore implements QuadStore {
       // First at the replica's seqs, without asking: the append fails if any of them is not the head.
       let atHead = false;
       let behind = false;
+      let leaseTries = 0;
       for (;;) {
         if (this.unavailable) throw this.unavailableError();
         let rows: Append[];
@@ -770,8 +784,10 @@ export class ClusterStore implements QuadStore {
             // A write whose reads cannot be named is checked against every head: each at the seq the replica holds.
             const expected: Heads = read === 'any' ? new Map([...this.applied, ...[...checks].map((stream): [string, number] => [stream, this.appliedSeq(stream)])])
               : new Map([...checks].map((stream) => [stream, this.appliedSeq(stream)]));
+            // Placement: under this instance's lease on each workspace stream it changes (taken first when not held).
+            const fence: Fence | undefined = this.placement ? await this.placement.fence(changes) : undefined;
             this.noteAppending(appended);
-            await this.log.append(appended, expected, read === 'any');
+            await this.log.append(appended, expected, read === 'any', fence);
             this.appends.commits++;
             this.appends.writes++;
             for (const row of appended) this.bytesSinceSnapshot += row.record.length;
@@ -799,6 +815,14 @@ export class ClusterStore implements QuadStore {
             this.headConflicts++;
             behind = true;
             continue;
+          }
+          if (err instanceof NotOwnerError) throw err;
+          if (err instanceof LeaseLostError && this.placement) {
+            // Fenced: another instance took the stream over (or the lease ended). Taken again if free, else NotOwnerError.
+            this.placement.lost(err.stream);
+            behind = true;
+            if (++leaseTries < 3) continue;
+            throw Object.assign(new StoreUnavailableError(err.message, undefined), { retryAfterSeconds: 1 });
           }
           this.markUnavailable(err);
           throw this.unavailableError();
@@ -1053,8 +1077,9 @@ export class ClusterStore implements QuadStore {
     const listener = this.listener;
     this.listener = undefined;
     await listener?.end().catch(() => undefined);
-    // Writes under way finish before the pool goes.
+    // Writes under way finish before the pool goes; then the leases go, so others take the workspaces at once.
     await this.applyLock.run('apply', () => Promise.resolve());
+    await this.placement?.close();
     await this.log.pool.end();
   }
 }

@@ -21,6 +21,11 @@ import type { ArchiveFiles } from '../../registry/archives.js';
  *   wsm_archives   sha256 -> bytes: the hosted registry's archives
  *   wsm_shared     name -> value: what every instance must agree on (the
  *                  token issuer's key, the journal's layout)
+ *   wsm_owners     stream -> the instance holding its lease (placement,
+ *                  WSM_CLUSTER_PLACEMENT=lease): its id, the lease's epoch
+ *                  (one more at each change of holder), the URL it takes
+ *                  forwarded requests at, and when the lease ends by
+ *                  PostgreSQL's clock
  *
  * An append notifies channel `wsm_journal` with `<stream>:<seq>` for each
  * stream it changes, when it commits.
@@ -34,6 +39,23 @@ export class HeadMovedError extends Error {
     super(`stream ${stream} was appended to by another instance`);
     this.name = 'HeadMovedError';
   }
+}
+
+/**
+ * Placement: an append to a workspace's stream carried a lease (instance,
+ * epoch) that no longer holds: another instance took the stream over, or
+ * the lease ended. Nothing was appended.
+ */
+export class LeaseLostError extends Error {
+  constructor(readonly stream: string) {
+    super(`this instance's lease on stream ${stream} was taken over or ended: the append was refused`);
+    this.name = 'LeaseLostError';
+  }
+}
+
+/** An append refused by the log itself (a head moved, a lease lost): nothing was appended, the connection is sound. */
+function refused(err: unknown): boolean {
+  return err instanceof HeadMovedError || err instanceof LeaseLostError;
 }
 
 /** A record read back from PostgreSQL does not check: the log is damaged. */
@@ -105,6 +127,18 @@ export type StoredRecord = JournalRecord & { stream: string; gseq: number; bytes
 /** One row an append writes. */
 export interface Append { stream: string; seq: number; record: Buffer }
 
+/**
+ * The leases an append is made under (placement): the instance and, for
+ * each workspace stream the write changes, the epoch of its lease there.
+ * The append is refused (`LeaseLostError`) unless, in its transaction,
+ * each of those leases still names this instance at that epoch and has
+ * not ended.
+ */
+export interface Fence { instance: string; epochs: ReadonlyMap<string, number> }
+
+/** The holder of a stream's lease, as `wsm_owners` says now. */
+export interface Owner { instance: string; epoch: number; url: string | null; live: boolean }
+
 /** The key of the snapshots of the whole replica in `wsm_snapshots.stream`. */
 export const REPLICA_SNAPSHOT = 'replica';
 
@@ -146,6 +180,13 @@ CREATE TABLE IF NOT EXISTS wsm_archives (
 CREATE TABLE IF NOT EXISTS wsm_shared (
   name text PRIMARY KEY,
   value text NOT NULL
+);
+CREATE TABLE IF NOT EXISTS wsm_owners (
+  stream text PRIMARY KEY,
+  instance text NOT NULL,
+  epoch bigint NOT NULL,
+  url text,
+  expires_at timestamptz NOT NULL
 );`;
 
 /**
@@ -270,7 +311,7 @@ export class PgLog {
         await client.query('COMMIT');
         return result;
       } catch (err) {
-        if (!outcomeUnknown(err) || err instanceof HeadMovedError) await client.query('ROLLBACK').catch(() => undefined);
+        if (!outcomeUnknown(err) || refused(err)) await client.query('ROLLBACK').catch(() => undefined);
         throw err;
       }
     });
@@ -295,7 +336,7 @@ export class PgLog {
     try {
       return await fn(client);
     } catch (err) {
-      failed = !(err instanceof HeadMovedError) && outcomeUnknown(err);
+      failed = !refused(err) && outcomeUnknown(err);
       throw err;
     } finally {
       client.off('error', ignore);
@@ -334,10 +375,10 @@ export class PgLog {
    * Another record: `HeadMovedError`, as when another instance took the
    * seq. Past the wait, `CommitOutcomeUnknownError`.
    */
-  async append(rows: readonly Append[], expected: Heads, all: boolean): Promise<number> {
+  async append(rows: readonly Append[], expected: Heads, all: boolean, fence?: Fence): Promise<number> {
     const first = rows[0];
-    if (!first) return this.appendOnce(rows, expected, all);
-    return this.retryingOutcome(first, () => this.appendOnce(rows, expected, all));
+    if (!first) return this.appendOnce(rows, expected, all, fence);
+    return this.retryingOutcome(first, () => this.appendOnce(rows, expected, all, fence));
   }
 
   /**
@@ -373,7 +414,7 @@ export class PgLog {
           await this.waitForOutcome(first, uncertainSince, err.cause);
           continue;
         }
-        if (err instanceof HeadMovedError || err instanceof LogCorruptError || !outcomeUnknown(err)) throw err;
+        if (refused(err) || err instanceof LogCorruptError || !outcomeUnknown(err)) throw err;
         uncertainSince ??= Date.now();
         await this.waitForOutcome(first, uncertainSince, err);
       }
@@ -429,12 +470,24 @@ export class PgLog {
   }
 
   /** One try of `append`. */
-  private async appendOnce(rows: readonly Append[], expected: Heads, all: boolean): Promise<number> {
+  private async appendOnce(rows: readonly Append[], expected: Heads, all: boolean, fence?: Fence): Promise<number> {
     const writes = new Map(rows.map((r) => [r.stream, r]));
     const only = rows.length === 1 && !all && expected.size === 1 ? rows[0]! : undefined;
+    const fenced = fence && fence.epochs.size > 0 ? fence : undefined;
     try {
-      if (only && expected.has(only.stream)) return await this.appendToOne(only, expected.get(only.stream)!);
+      if (only && expected.has(only.stream) && (!fenced || (fenced.epochs.size === 1 && fenced.epochs.has(only.stream)))) {
+        return await this.appendToOne(only, expected.get(only.stream)!, fenced);
+      }
       return await this.inTransaction(async (client) => {
+        // Each lease held (FOR SHARE: a takeover waits for this append to commit), in the order of the streams' ids.
+        for (const [stream, epoch] of [...fenced?.epochs ?? []].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))) {
+          const { rows: held } = await client.query({
+            name: 'wsm-hold-lease',
+            text: 'SELECT 1 FROM wsm_owners WHERE stream = $1 AND instance = $2 AND epoch = $3 AND expires_at > now() FOR SHARE',
+            values: [stream, fenced!.instance, epoch],
+          });
+          if (held.length === 0) throw new LeaseLostError(stream);
+        }
         if (all) {
           const { rows: current } = await client.query<{ stream: string; seq: string }>('SELECT stream, seq FROM wsm_heads ORDER BY stream FOR SHARE');
           for (const row of current) if (Number(row.seq) !== (expected.get(row.stream) ?? 0)) throw new HeadMovedError(row.stream);
@@ -484,9 +537,25 @@ export class PgLog {
    * so one round trip: the head moved from `at`, the row appended with the
    * gseq taken once the head is held, the other instances notified.
    */
-  private async appendToOne(row: Append, at: number): Promise<number> {
+  private async appendToOne(row: Append, at: number, fence?: Fence): Promise<number> {
     if (row.seq !== at + 1) throw new HeadMovedError(row.stream);
-    const { rows } = await this.withClient((client) => client.query<{ gseq: string }>({
+    const epoch = fence?.epochs.get(row.stream);
+    const { rows } = await this.withClient((client) => client.query<{ gseq: string }>(fence && epoch !== undefined ? {
+      // The same, under the lease: the head moves only while the lease names this instance at its epoch and has not ended.
+      name: 'wsm-append-one-fenced',
+      text: `WITH lease AS (
+               SELECT 1 FROM wsm_owners WHERE stream = $1 AND instance = $5 AND epoch = $6 AND expires_at > now() FOR SHARE
+             ), head AS (
+               INSERT INTO wsm_heads (stream, seq) SELECT $1::text, $2::bigint FROM lease
+               ON CONFLICT (stream) DO UPDATE SET seq = EXCLUDED.seq WHERE wsm_heads.seq = $3
+               RETURNING stream, seq
+             ), appended AS (
+               INSERT INTO wsm_journal (stream, seq, gseq, record) SELECT stream, seq, nextval('wsm_order'), $4 FROM head
+               RETURNING stream, seq, gseq
+             )
+             SELECT gseq, pg_notify('${CHANNEL}', stream || ':' || seq) FROM appended`,
+      values: [row.stream, row.seq, at, row.record, fence.instance, epoch],
+    } : {
       name: 'wsm-append-one',
       text: `WITH head AS (
                INSERT INTO wsm_heads (stream, seq) VALUES ($1, $2) ON CONFLICT (stream) DO UPDATE SET seq = EXCLUDED.seq WHERE wsm_heads.seq = $3
@@ -498,8 +567,100 @@ export class PgLog {
              SELECT gseq, pg_notify('${CHANNEL}', stream || ':' || seq) FROM appended`,
       values: [row.stream, row.seq, at, row.record],
     }));
-    if (rows.length !== 1) throw new HeadMovedError(row.stream);
+    if (rows.length !== 1) {
+      // Nothing appended: the lease (when one was given), else the head.
+      if (fence && epoch !== undefined && !await this.leaseHolds(row.stream, fence.instance, epoch)) throw new LeaseLostError(row.stream);
+      throw new HeadMovedError(row.stream);
+    }
     return Number(rows[0]!.gseq);
+  }
+
+  /** Whether the lease on `stream` names `instance` at `epoch` and has not ended. */
+  private async leaseHolds(stream: string, instance: string, epoch: number): Promise<boolean> {
+    const { rows } = await this.pool.query({
+      name: 'wsm-lease-holds', text: 'SELECT 1 FROM wsm_owners WHERE stream = $1 AND instance = $2 AND epoch = $3 AND expires_at > now()', values: [stream, instance, epoch],
+    });
+    return rows.length > 0;
+  }
+
+  /**
+   * Takes the lease on `stream` for `instance` for `ms` (by PostgreSQL's
+   * clock), in one statement, when no instance holds it, its lease ended,
+   * `instance` holds it already (then renewed, same epoch), or (a takeover
+   * of an owner that cannot be reached) it is still at `takeOverEpoch`.
+   * Every change of holder moves the epoch on, so two instances racing for
+   * a free lease get one winner. Answers the epoch taken, or the holder
+   * when it was not taken.
+   */
+  async acquireLease(stream: string, instance: string, url: string | null, ms: number, takeOverEpoch?: number): Promise<{ epoch: number } | { owner: Owner }> {
+    const { rows } = await this.pool.query<{ epoch: string }>({
+      name: 'wsm-acquire-lease',
+      text: `INSERT INTO wsm_owners AS o (stream, instance, epoch, url, expires_at) VALUES ($1, $2, 1, $3, now() + $4 * interval '1 millisecond')
+             ON CONFLICT (stream) DO UPDATE SET
+               epoch = CASE WHEN o.instance = EXCLUDED.instance AND o.expires_at > now() THEN o.epoch ELSE o.epoch + 1 END,
+               instance = EXCLUDED.instance, url = EXCLUDED.url, expires_at = EXCLUDED.expires_at
+             WHERE o.expires_at <= now() OR o.instance = EXCLUDED.instance OR o.epoch = $5
+             RETURNING epoch`,
+      values: [stream, instance, url, ms, takeOverEpoch ?? -1],
+    });
+    if (rows[0]) return { epoch: Number(rows[0].epoch) };
+    const owner = await this.owner(stream);
+    // Released or ended between the two statements: free again, taken on the next try.
+    return { owner: owner ?? { instance: '', epoch: 0, url: null, live: false } };
+  }
+
+  /** Who holds the lease on `stream` (`live`: it has not ended), if anyone ever did. */
+  async owner(stream: string): Promise<Owner | undefined> {
+    const { rows } = await this.pool.query<{ instance: string; epoch: string; url: string | null; live: boolean }>({
+      name: 'wsm-owner', text: 'SELECT instance, epoch, url, expires_at > now() AS live FROM wsm_owners WHERE stream = $1', values: [stream],
+    });
+    const row = rows[0];
+    return row ? { instance: row.instance, epoch: Number(row.epoch), url: row.url, live: row.live } : undefined;
+  }
+
+  /**
+   * Moves on the end of the leases `instance` holds (`epochs`, by stream)
+   * by `ms`, and sets the URL it takes forwarded requests at; a lease taken
+   * over or ended meanwhile is not renewed. Answers the streams renewed.
+   */
+  async renewLeases(instance: string, epochs: ReadonlyMap<string, number>, url: string | null, ms: number): Promise<Set<string>> {
+    if (epochs.size === 0) return new Set();
+    const { rows } = await this.pool.query<{ stream: string }>({
+      name: 'wsm-renew-leases',
+      text: `UPDATE wsm_owners o SET expires_at = now() + $4 * interval '1 millisecond', url = $5
+             FROM unnest($2::text[], $3::bigint[]) AS l(stream, epoch)
+             WHERE o.stream = l.stream AND o.epoch = l.epoch AND o.instance = $1 AND o.expires_at > now()
+             RETURNING o.stream`,
+      values: [instance, [...epochs.keys()], [...epochs.values()], ms, url],
+    });
+    return new Set(rows.map((r) => r.stream));
+  }
+
+  /**
+   * Takes the leases recorded with `url` under another instance id: a
+   * previous process at this address (it stopped without releasing them:
+   * killed), since no two live instances take requests at one address.
+   * Answers the streams and their new epochs.
+   */
+  async adoptLeases(instance: string, url: string, ms: number): Promise<Map<string, number>> {
+    const { rows } = await this.pool.query<{ stream: string; epoch: string }>({
+      name: 'wsm-adopt-leases',
+      text: `UPDATE wsm_owners SET instance = $1, epoch = epoch + 1, expires_at = now() + $3 * interval '1 millisecond'
+             WHERE url = $2 AND instance <> $1 AND expires_at > now() RETURNING stream, epoch`,
+      values: [instance, url, ms],
+    });
+    return new Map(rows.map((r) => [r.stream, Number(r.epoch)]));
+  }
+
+  /** Ends the leases `instance` holds at `epochs` now, so another instance takes the streams at once (their epochs stay, the next holder's is one more). */
+  async releaseLeases(instance: string, epochs: ReadonlyMap<string, number>): Promise<void> {
+    if (epochs.size === 0) return;
+    await this.pool.query({
+      name: 'wsm-release-leases',
+      text: `UPDATE wsm_owners o SET expires_at = least(o.expires_at, now()) FROM unnest($2::text[], $3::bigint[]) AS l(stream, epoch)
+             WHERE o.stream = l.stream AND o.epoch = l.epoch AND o.instance = $1`,
+      values: [instance, [...epochs.keys()], [...epochs.values()]],
+    });
   }
 
   /**

@@ -151,6 +151,7 @@ export async function openClusterStore(url: string, options: ClusterStoreOptions
     // Records appended between the replay and LISTEN.
     await store.catchUp();
     await store.startResidency();
+    store.placement?.start();
     opts.onInfo(`cluster store opened: snapshot ${snapshotSeq}${part} (${info.snapshotQuads} quads), ${info.recordsReplayed} writes replayed, ${info.streams} streams, ${info.millis} ms`);
     return store;
   } catch (err) {
