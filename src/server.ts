@@ -12,6 +12,16 @@ import type { QuadStore } from './store/store.js';
 import { bootstrap, type BootstrapResult } from './bootstrap.js';
 import { loadSecretsKey } from './secrets/key-file.js';
 
+/**
+ * Connections the kernel holds for the service until it accepts them. Node's
+ * default, 511, is less than a client opening 2,000 connections at once
+ * (the event-stream flood of issue 36): past it the kernel drops the
+ * connections' handshakes, and every client connecting meanwhile, `/health`
+ * probes included, waits for its retransmission (1 s, then 3 s, 7 s). Linux
+ * caps it at net.core.somaxconn (4096 by default).
+ */
+const LISTEN_BACKLOG = 4096;
+
 export interface RunningServer {
   url: string;
   services: Services;
@@ -55,7 +65,7 @@ export async function startServer(config: Config, logger: Logger, options: { sto
   server.on('clientError', (err: NodeJS.ErrnoException, socket) => answerClientError(err, socket));
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
-    server.listen(config.PORT, config.HOST, () => resolve());
+    server.listen({ port: config.PORT, host: config.HOST, backlog: LISTEN_BACKLOG }, () => resolve());
   });
   const { port } = server.address() as AddressInfo;
   const host = config.HOST.includes(':') ? `[${config.HOST}]` : config.HOST;
