@@ -4,6 +4,7 @@ import type { AddressInfo } from 'node:net';
 import type { Config } from './config.js';
 import type { Logger } from './logger.js';
 import { createApp, createServices, type Services } from './app.js';
+import { AcceptFirst } from './http/accept-first.js';
 import { createLocalJWKSet } from 'jose';
 import { createVerifier, type LocalIssuer } from './auth/tokens.js';
 import { publicJwks } from './sign-in/keys.js';
@@ -58,8 +59,10 @@ export async function startServer(config: Config, logger: Logger, options: { sto
   const signInKeys = await services.signIn.prepare();
   const stopAutoUpdate = services.packages.startAutoUpdate(config.WSM_AUTO_UPDATE_INTERVAL);
   services.closers.push(() => services.packages.runner.stop(), stopAutoUpdate);
-  const app = createApp(services);
+  const acceptFirst = new AcceptFirst();
+  const app = createApp(services, { acceptFirst });
   const server = http.createServer(app);
+  server.on('connection', () => acceptFirst.accepted());
   server.requestTimeout = 120_000;
   // Requests Node refuses before Express sees them (headers too large, malformed) still get the envelope.
   server.on('clientError', (err: NodeJS.ErrnoException, socket) => answerClientError(err, socket));
