@@ -8,8 +8,9 @@
  * waits in a queue of its own while the turn it would run in also accepted
  * a connection, so the listen queue empties at the pace of accepting
  * alone; the queue is answered in the turns that accept nothing, a batch
- * per turn. What the app answers outside the API (`/health`, `/metrics`)
- * is answered as soon as it is read.
+ * per turn (while connections come, the queue looks again every
+ * millisecond). What the app answers outside the API (`/health`,
+ * `/metrics`) is answered as soon as it is read.
  *
  * A batch lasts about `sliceMs`: its size doubles while a batch takes less
  * than half of it and halves when one takes longer. A request never waits
@@ -49,7 +50,9 @@ export class AcceptFirst {
     const accepting = this.accepts !== this.seen;
     this.seen = this.accepts;
     if (accepting && performance.now() - this.waiting[this.head]!.since < this.maxWaitMs) {
-      setImmediate(this.turn);
+      // Asked again in a millisecond, the loop waiting for I/O meanwhile: an immediate would spin the loop
+      // without waiting, and take the CPU from the threads and processes the flood's end waits for.
+      setTimeout(this.turn, 1);
       return;
     }
     const n = Math.min(this.size, this.length);
