@@ -9,6 +9,7 @@ import { ApiRegistry, type Access } from './http/api.js';
 import { AppError, forbidden } from './errors.js';
 import { errorHandler, notFoundHandler } from './http/errors.js';
 import { requestLogger } from './http/request-log.js';
+import type { AcceptFirst } from './http/accept-first.js';
 import { pagePolicy, setSecurityHeaders } from './http/security-headers.js';
 import { bearerToken } from './auth/tokens.js';
 import type { AuthContext } from './auth/context.js';
@@ -145,7 +146,10 @@ export function buildRegistry(services: Services): ApiRegistry {
  * radix tree of `ApiRegistry.mount`) goes straight to its route, every
  * other request to the Express app.
  */
-export function createApp(services: Services): RequestListener {
+export function createApp(services: Services, options: {
+  /** The API's requests wait while connections are being accepted (http/accept-first.ts); the server reports each accept to it. */
+  acceptFirst?: AcceptFirst;
+} = {}): RequestListener {
   const { config, logger } = services;
   const app = express();
   app.disable('x-powered-by');
@@ -270,7 +274,10 @@ export function createApp(services: Services): RequestListener {
     req.originalUrl ??= req.url;
     req.baseUrl = '';
     const done = finish(req, res);
-    logRequest(req, res, () => countRequest(req, res, () => dispatcher.run(found, req, res, done)));
+    // One whose client left while it waited is not run (its log line says it was aborted).
+    const run = () => { if (!res.destroyed) dispatcher.run(found, req, res, done); };
+    const { acceptFirst } = options;
+    logRequest(req, res, () => countRequest(req, res, acceptFirst ? () => acceptFirst.run(run) : run));
   };
   if (!(services.store instanceof ClusterStore)) return listener;
   // Placement (docs/cluster.md): a request naming a workspace another instance holds goes there.

@@ -4,6 +4,7 @@ import type { AddressInfo } from 'node:net';
 import type { Config } from './config.js';
 import type { Logger } from './logger.js';
 import { createApp, createServices, type Services } from './app.js';
+import { AcceptFirst } from './http/accept-first.js';
 import { createLocalJWKSet } from 'jose';
 import { createVerifier, type LocalIssuer } from './auth/tokens.js';
 import { publicJwks } from './sign-in/keys.js';
@@ -13,6 +14,16 @@ import { bootstrap, type BootstrapResult } from './bootstrap.js';
 import { ensureWorkspaceIndex } from './workspaces/workspace-index.js';
 import { loadSecretsKey } from './secrets/key-file.js';
 import { ClusterStore } from './store/cluster/cluster-store.js';
+
+/**
+ * Connections the kernel holds for the service until it accepts them. Node's
+ * default, 511, is less than a client opening 2,000 connections at once
+ * (an event-stream flood: 2,000 streams of one member): past it the kernel drops the
+ * connections' handshakes, and every client connecting meanwhile, `/health`
+ * probes included, waits for its retransmission (1 s, then 3 s, 7 s). Linux
+ * caps it at net.core.somaxconn (4096 by default).
+ */
+const LISTEN_BACKLOG = 4096;
 
 export interface RunningServer {
   url: string;
@@ -59,14 +70,16 @@ export async function startServer(config: Config, logger: Logger, options: { sto
   const signInKeys = await services.signIn.prepare();
   const stopAutoUpdate = services.packages.startAutoUpdate(config.WSM_AUTO_UPDATE_INTERVAL);
   services.closers.push(() => services.packages.runner.stop(), stopAutoUpdate);
-  const app = createApp(services);
+  const acceptFirst = new AcceptFirst();
+  const app = createApp(services, { acceptFirst });
   const server = http.createServer(app);
+  server.on('connection', () => acceptFirst.accepted());
   server.requestTimeout = 120_000;
   // Requests Node refuses before Express sees them (headers too large, malformed) still get the envelope.
   server.on('clientError', (err: NodeJS.ErrnoException, socket) => answerClientError(err, socket));
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
-    server.listen(config.PORT, config.HOST, () => resolve());
+    server.listen({ port: config.PORT, host: config.HOST, backlog: LISTEN_BACKLOG }, () => resolve());
   });
   const { port } = server.address() as AddressInfo;
   const host = config.HOST.includes(':') ? `[${config.HOST}]` : config.HOST;

@@ -5,6 +5,7 @@ import FindMyWay from 'find-my-way';
 import multer from 'multer';
 import { z } from 'zod';
 import { AppError, badRequest, unsupportedMediaType } from '../errors.js';
+import { errorBody, STATUS_OF } from './errors.js';
 import type { AuthContext } from '../auth/context.js';
 import type { WorkspaceAccess } from '../workspaces/service.js';
 
@@ -92,6 +93,14 @@ export interface RouteDef<P extends z.ZodType = z.ZodType, Q extends z.ZodType =
   multipart?: MultipartSpec;
   /** `none`: anonymous, no token read (the registry's reads); `auth` is then undefined. Default: a token is required. */
   auth?: 'none';
+  /**
+   * Checked right after authentication, before the access check, any body
+   * and the handler: a refusal that depends on the caller alone (a per-user
+   * limit), answered at once with `Connection: close`. It must cost next to
+   * nothing, as it answers floods: build the `Refusal` once (`refusal`).
+   * Null lets the request go on.
+   */
+  admit?: (req: Request, auth: AuthContext) => Refusal | null;
   responses: Record<number, ResponseSpec>;
   handler: (ctx: HandlerContext<z.output<P>, z.output<Q>, z.output<B>>) => Promise<Reply>;
 }
@@ -177,6 +186,31 @@ export function sendJson(req: Request, res: Response, value: unknown): void {
   }
 }
 
+/** An error answer serialized once, sent as is by a route's `admit`. */
+export interface Refusal {
+  readonly status: number;
+  readonly headers: Readonly<Record<string, string | number>>;
+  readonly body: Buffer;
+}
+
+/**
+ * `err` as the error handler answers it (its status, the error envelope,
+ * Retry-After), built once, plus `Connection: close`: the client cannot send
+ * its next request on the connection it was refused on, and the service
+ * holds no idle connection for it.
+ */
+export function refusal(err: AppError): Refusal {
+  const body = Buffer.from(JSON.stringify(errorBody(err)));
+  return {
+    status: STATUS_OF[err.code],
+    headers: {
+      'Content-Type': 'application/json; charset=utf-8', 'Content-Length': body.length, Connection: 'close',
+      ...(err.retryAfterSeconds === undefined ? {} : { 'Retry-After': String(err.retryAfterSeconds) }),
+    },
+    body,
+  };
+}
+
 /** What every route that needs credentials answers without valid ones. */
 const UNAUTHORIZED: ResponseSpec = { description: 'No valid bearer token or API key' };
 
@@ -241,6 +275,15 @@ export class ApiRegistry {
           next();
         }, next);
       });
+      if (route.admit && route.auth !== 'none') {
+        const admit = route.admit;
+        middlewares.push((req, res, next) => {
+          const refused = admit(req, (req as Request & { auth: AuthContext }).auth);
+          if (!refused) return next();
+          res.writeHead(refused.status, refused.headers);
+          res.end(refused.body);
+        });
+      }
       if (route.access) {
         const needed = route.access;
         middlewares.push((req, _res, next) => {

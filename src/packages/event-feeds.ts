@@ -137,12 +137,18 @@ export class CommandFeeds {
 /**
  * Concurrent streams per user (every bearer token and API key of one user
  * counts together, so more keys do not lift it): `take` answers the release
- * of a slot, or null when the user already holds `max`.
+ * of a slot, or null when the user already holds `max`; `full` asks the
+ * same without taking one.
  */
 export class StreamSlots {
   private readonly held = new Map<string, number>();
 
   constructor(readonly max: number) {}
+
+  /** Whether `user` holds `max` streams now (`take` would answer null). */
+  full(user: string): boolean {
+    return (this.held.get(user) ?? 0) >= this.max;
+  }
 
   take(user: string): (() => void) | null {
     const n = this.held.get(user) ?? 0;

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { defineRoute, type RouteDef } from '../http/api.js';
+import { defineRoute, refusal, type RouteDef } from '../http/api.js';
 import { pageQuery, pageSchema, zeroPageQuery } from '../http/paging.js';
 import type { WorkspaceService } from '../workspaces/service.js';
 import type { PackageService } from './service.js';
@@ -56,6 +56,10 @@ export function packageRoutes(
   const present = options.statuses ?? new StatusPresenter('lower');
   const feeds = options.streams && new CommandFeeds(options.streams.onWrite);
   const slots = options.streams && new StreamSlots(options.streams.maxPerUser);
+  const streamsFull = () => tooManyRequests(`You already have ${slots!.max} event streams open, as many as one user may; close one or try again later`, STREAM_RETRY_SECONDS);
+  // A user at the cap is refused right after authentication, before the membership check and the handler, with
+  // one answer built here: thousands of streams opened at once are each answered for a few microseconds of work.
+  const streamsFullAnswer = slots && refusal(streamsFull());
   const accepted = (slug: string, command: LifecycleCommand) => ({
     status: 202,
     data: present.command(command),
@@ -128,6 +132,7 @@ export function packageRoutes(
       description: 'As SSE each event is one message (id: the event id, event: event, data: the event as JSON); Last-Event-ID resumes after '
         + 'that event. Once the command has finished, a last message (event: end, data: {commandId, status}) and the stream ends.',
       params: commandParams,
+      admit: (req, auth) => (slots && slots.full(auth.username) && wantsEventStream(req) ? streamsFullAnswer! : null),
       responses: {
         200: { description: 'Events', data: z.array(eventSchema), mediaTypes: ['text/event-stream'] },
         404: { description: 'Workspace or command not found' },
@@ -138,7 +143,9 @@ export function packageRoutes(
         if (wantsEventStream(req) && feeds && slots) {
           const release = slots.take(auth.username);
           if (!release) {
-            throw tooManyRequests(`You already have ${slots.max} event streams open, as many as one user may; close one or try again later`, STREAM_RETRY_SECONDS);
+            // The slots filled while this request was checked (admit let it through): the same answer.
+            res.setHeader('Connection', 'close');
+            throw streamsFull();
           }
           try {
             // Read once before answering, so a missing command is still a plain 404.

@@ -68,6 +68,30 @@ describe('running the service as a process', function () {
     }
   });
 
+  it('writes the log line of every request answered before a clean stop, though the log is written in the background', async () => {
+    const s = await serve(dataDir, { WSM_LOG_LEVEL: 'info' });
+    const ids: Array<{ id: string; status: number }> = [];
+    try {
+      // 600 requests at once, answered 200 and 401, then the stop at once: many lines are still buffered then.
+      const answers = await Promise.all(Array.from({ length: 600 }, (_, i) => fetch(`${s.url}${i % 2 ? '/health' : '/api/v1/workspaces'}`)));
+      for (const res of answers) {
+        await res.arrayBuffer();
+        ids.push({ id: res.headers.get('x-request-id')!, status: res.status });
+      }
+    } finally {
+      s.proc.kill('SIGTERM');
+    }
+    expect(await s.exited, s.stderr()).to.equal(0);
+    const lines = s.stdout().split('\n').filter((l) => l.startsWith('{')).map((l) => JSON.parse(l) as { msg: string; req?: { id: string }; res?: { statusCode: number } });
+    const logged = new Map(lines.filter((l) => l.req).map((l) => [l.req!.id, l]));
+    expect(new Set(ids.map((a) => a.status))).to.deep.equal(new Set([200, 401]));
+    for (const { id, status } of ids) {
+      expect(logged.get(id), `the line of request ${id}`).to.deep.include({ msg: 'request completed', res: { statusCode: status } });
+    }
+    // The stop's own line comes after them.
+    expect(lines.at(-1)!.msg).to.equal('stopping');
+  });
+
   it('keeps a second process off the data directory', async () => {
     const first = await serve(dataDir);
     try {

@@ -1,5 +1,6 @@
 import { expect } from 'chai';
 import { randomUUID } from 'node:crypto';
+import net from 'node:net';
 import { bearer, removeDir, seedWorkspace, startTestServer, type TestServer, type Tokens } from '../helpers/server.js';
 
 interface SseMessage { id?: string; event?: string; data: string }
@@ -65,6 +66,22 @@ async function openStream(url: string, headers: Record<string, string>): Promise
   };
 }
 
+/**
+ * Sends `raw` (one or more HTTP requests) on a connection of its own and
+ * answers everything the server sent until it closed the connection.
+ */
+function rawExchange(url: string, raw: string): Promise<string> {
+  const { hostname, port } = new URL(url);
+  return new Promise((resolve, reject) => {
+    const socket = net.connect(Number(port), hostname, () => socket.write(raw));
+    let received = '';
+    socket.setEncoding('utf8');
+    socket.on('data', (d: string) => { received += d; });
+    socket.on('error', reject);
+    socket.on('end', () => { socket.end(); resolve(received); });
+  });
+}
+
 const eventIds = (messages: SseMessage[]) => messages.filter((m) => m.event === 'event').map((m) => m.id!);
 
 /**
@@ -107,6 +124,16 @@ describe('P10 streams: the per-user cap and the shared reader', function () {
     streams.push(s);
     return s;
   };
+  /** Opens MAX streams of `token` on `id`: slots of streams closed just before may not be free yet. */
+  const fill = async (id: string, token: string) => {
+    let opened = 0;
+    for (let attempt = 0; attempt < 400 && opened < MAX; attempt++) {
+      const s = await open(id, token);
+      if (s.status === 200) opened++;
+      else await new Promise((r) => setTimeout(r, 25));
+    }
+    expect(opened).to.equal(MAX);
+  };
   const jsonIds = async (id: string) => ((await t.http.get(`/api/v1/packages/acme/commands/${id}/events`).set(bearer(tokens.owner))).body.data as Array<{ id: string }>).map((e) => e.id);
 
   it('beyond the cap a user gets 429 with Retry-After, whichever token; other users and JSON answers are not held back', async () => {
@@ -122,6 +149,45 @@ describe('P10 streams: the per-user cap and the shared reader', function () {
     expect(body.error.message).to.match(/event streams/);
     expect((await open(id, tokens.owner)).status).to.equal(200);
     expect((await t.http.get(`/api/v1/packages/acme/commands/${id}/events`).set(bearer(tokens.member))).status).to.equal(200);
+  });
+
+  it('beyond the cap the 429 closes its connection: a request sent after it on the same connection is not answered', async () => {
+    const id = await newCommand();
+    await fill(id, tokens.member);
+    const request = `GET /api/v1/packages/acme/commands/${id}/events HTTP/1.1\r\nHost: localhost\r\nAccept: text/event-stream\r\n`
+      + `Authorization: Bearer ${tokens.member}\r\nConnection: keep-alive\r\n\r\n`;
+    // Two requests at once on one keep-alive connection: one answer, then the server closes it.
+    const received = await rawExchange(t.url, request + request);
+    expect(received.match(/HTTP\/1\.1 /g)).to.have.length(1);
+    const [head, body] = received.split('\r\n\r\n') as [string, string];
+    expect(head).to.match(/^HTTP\/1\.1 429 /);
+    expect(head).to.match(/\r\nconnection: close\r\n/i);
+    expect(head).to.match(/\r\nretry-after: [1-9]\d*\r\n/i);
+    expect(head).to.match(/\r\ncontent-type: application\/json; charset=utf-8\r\n/i);
+    // The headers every answer carries, and its own request id.
+    expect(head).to.match(/\r\nx-content-type-options: nosniff\r\n/i);
+    expect(head).to.match(/\r\nx-request-id: [0-9a-f-]{36}\r\n/i);
+    const error = JSON.parse(body) as { success: boolean; error: { code: string; message: string } };
+    expect(error.success).to.equal(false);
+    expect(error.error.code).to.equal('TOO_MANY_REQUESTS');
+    expect(error.error.message).to.contain(`${MAX} event streams`);
+  });
+
+  it('at the cap, a bad token is still 401; the 429 is answered before the workspace is looked at, so any workspace gets it', async () => {
+    const id = await newCommand();
+    await fill(id, tokens.member);
+    const unauthenticated = await fetch(url(id), { headers: { Accept: 'text/event-stream', Authorization: 'Bearer not-a-token' } });
+    expect(unauthenticated.status).to.equal(401);
+    const elsewhere = await fetch(`${t.url}/api/v1/packages/no-such-workspace/commands/${id}/events`, { headers: { Accept: 'text/event-stream', ...bearer(tokens.member) } });
+    expect(elsewhere.status).to.equal(429);
+    expect(elsewhere.headers.get('connection')).to.equal('close');
+    expect(((await elsewhere.json()) as { error: { code: string } }).error.code).to.equal('TOO_MANY_REQUESTS');
+    // Without a stream asked for, the same request is answered as before: a 404 for a workspace that does not exist.
+    expect((await fetch(`${t.url}/api/v1/packages/no-such-workspace/commands/${id}/events`, { headers: bearer(tokens.member) })).status).to.equal(404);
+    // HEAD: the same status and headers, no body.
+    const head = await fetch(url(id), { method: 'HEAD', headers: { Accept: 'text/event-stream', ...bearer(tokens.member) } });
+    expect(head.status).to.equal(429);
+    expect(await head.text()).to.equal('');
   });
 
   it('closing streams frees their slots: a stream the client closed, and streams the end of their command closed', async () => {
