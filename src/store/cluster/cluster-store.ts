@@ -862,16 +862,22 @@ export class ClusterStore implements QuadStore {
         return;
       }
       this.together.set(stream, [entry]);
-      this.applyLock.run('apply', () => this.appendTogether(stream)).catch((err: unknown) => {
-        for (const w of this.together.get(stream) ?? []) w.settle(err instanceof Error ? err : new Error(String(err)));
+      void this.applyLock.run('apply', async () => {
+        // The writes queued until now; those made from here on wait for the next append.
+        const writes = this.together.get(stream) ?? [];
+        this.together.delete(stream);
+        try {
+          await this.appendTogether(stream, writes);
+        } catch (err) {
+          // Not expected (each step settles its writes): none is left waiting. A settled write ignores this.
+          for (const w of writes) w.settle(err instanceof Error ? err : new Error(String(err)));
+        }
       }).finally(() => this.scheduleResidency());
     });
   }
 
-  /** Under the apply lock: the writes queued for `stream`, appended in one statement, then applied in order. */
-  private async appendTogether(stream: string): Promise<void> {
-    const writes = this.together.get(stream) ?? [];
-    this.together.delete(stream);
+  /** Under the apply lock: `writes` (all to `stream`), appended in one statement, then applied in order. */
+  private async appendTogether(stream: string, writes: readonly Together[]): Promise<void> {
     let records: Append[] = [];
     for (let behind = false; ;) {
       if (this.unavailable) {
