@@ -14,7 +14,7 @@ import { iri, literal, raw, sparql, sparqlFragment, type Sparql, type SparqlFrag
 import { Graphs, SERVICE_STREAM } from '../../rdf/graphs.js';
 import { CHANNEL, HeadMovedError, LeaseLostError, LogCorruptError, PgArchives, PgLog, type Append, type Fence, type Heads, type StoredRecord } from './log.js';
 import { NotOwnerError, Placement } from './placement.js';
-import { graphsReadBy, graphsReadByWrite, type GraphsRead } from './read-graphs.js';
+import { graphsReadBy, graphsReadByWrite } from './read-graphs.js';
 import { Residency, ResidencyRetry, byWrite, graphsChangedByRecord, materialize, namedGraphsOf, opsForHeld, streamsReadByRecord } from './residency.js';
 import { freeStore } from '../scratch.js';
 import { sessionCheck } from '../read-session.js';
@@ -67,9 +67,6 @@ export type ClusterStoreSettings = Required<Omit<ClusterStoreOptions, 'baseIri' 
 
 /** What /metrics shows of residency. */
 export interface ResidencyStats { residentWorkspaces: number; loads: number; evictions: number }
-
-/** Parsed reads kept (the graphs an unscoped query reads), by text. */
-const READS_KEPT = 512;
 
 /** What opening the store found; for logs and tests. */
 export interface ClusterOpenInfo { snapshotSeq: number; snapshotQuads: number; recordsReplayed: number; streams: number; millis: number }
@@ -138,8 +135,6 @@ export class ClusterStore implements QuadStore {
   readonly archives: PgArchives;
   /** Which workspace streams the replica holds (docs/cluster.md, "Residency"); absent: every stream. */
   private residency: Residency | undefined;
-  /** The graphs unscoped reads read, by text (residency only). */
-  private readonly readsKept = new Map<string, GraphsRead>();
   /** Quads of what is held besides the workspaces loaded (the service's graphs), as last counted. */
   private serviceQuads = 0;
   private residencyTimer: NodeJS.Timeout | undefined;
@@ -260,12 +255,8 @@ export class ClusterStore implements QuadStore {
   private streamsOfRead(query: string, scope?: QueryScope): Set<string> | 'all' {
     const graphs = new Set<string>([...(scope?.defaultGraphs ?? []), ...(scope?.namedGraphs ?? [])]);
     if (!(scope?.defaultGraphs && scope.namedGraphs)) {
-      let read = this.readsKept.get(query);
-      if (read === undefined) {
-        read = query.length > READ_PARSE_LIMIT ? 'any' : graphsReadBy(query);
-        if (this.readsKept.size >= READS_KEPT) this.readsKept.delete(this.readsKept.keys().next().value!);
-        this.readsKept.set(query, read);
-      }
+      // Kept by graphsReadBy (by text, literals left out); past its length limit, every graph.
+      const read = graphsReadBy(query);
       if (read === 'any') return 'all';
       for (const g of read) graphs.add(g);
     }
@@ -1097,9 +1088,6 @@ export class ServiceOnlyRefused extends Error {
     this.name = 'ServiceOnlyRefused';
   }
 }
-
-/** Texts longer than this are not parsed for the graphs they read: the read loads every stream (as `read-graphs.ts` for writes). */
-const READ_PARSE_LIMIT = 64 * 1024;
 
 function dropGraph(graph: string): WriteOp {
   return updateOp(sparql`DROP SILENT GRAPH ${iri(graph)}`, [graph]);

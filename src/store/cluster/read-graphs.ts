@@ -41,7 +41,6 @@ export function graphsReadByWrite(ops: readonly WriteOp[], conditionAsk: string 
   const texts = ops.flatMap((op) => (op.kind === 'update' && MAY_READ.test(op.sparql) ? [op.sparql as string] : []));
   if (conditionAsk !== undefined) texts.push(conditionAsk);
   for (const text of texts) {
-    if (text.length > PARSE_LIMIT) return 'any';
     const read = graphsReadBy(text);
     if (read === 'any') return 'any';
     for (const g of read) out.add(g);
@@ -49,8 +48,9 @@ export function graphsReadByWrite(ops: readonly WriteOp[], conditionAsk: string 
   return out;
 }
 
-/** The graphs a query or an update reads (never the graphs an update only writes), or `'any'`. */
+/** The graphs a query or an update reads (never the graphs an update only writes), or `'any'` (also for a text past `PARSE_LIMIT`). */
 export function graphsReadBy(text: string): GraphsRead {
+  if (text.length > PARSE_LIMIT) return 'any';
   const key = literalsBlanked(text) ?? text;
   const kept = readsKept.get(key);
   if (kept !== undefined) {
