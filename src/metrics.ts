@@ -193,6 +193,27 @@ export function serviceMetrics(sources: ServiceSources): client.Registry {
 /** What placement counts (docs/cluster.md, "Placement"). */
 export interface PlacementFigures { held: number; acquired: number; takeovers: number; fenced: number; released: number; forwarded: number; forwardFailures: number; handovers: number }
 
+/**
+ * Counters that follow running totals kept elsewhere (the store's own
+ * counts): on each scrape each goes up by what its total gained since the
+ * last one. `totals` answers undefined while there is nothing to count.
+ */
+function totalCounters<K extends string>(registry: client.Registry, totals: () => Partial<Record<K, number>> | undefined, counters: ReadonlyArray<readonly [NoInfer<K>, string, string]>): void {
+  const seen: Partial<Record<K, number>> = {};
+  for (const [key, name, help] of counters) {
+    new client.Counter({
+      name,
+      help,
+      registers: [registry],
+      collect() {
+        const total = totals()?.[key] ?? 0;
+        if (total > (seen[key] ?? 0)) this.inc(total - (seen[key] ?? 0));
+        seen[key] = total;
+      },
+    });
+  }
+}
+
 /** Placement's gauge and counters, when it is on. */
 function placementMetrics(registry: client.Registry, figures: () => PlacementFigures | undefined): void {
   if (!figures()) return;
@@ -202,8 +223,7 @@ function placementMetrics(registry: client.Registry, figures: () => PlacementFig
     registers: [registry],
     collect() { this.set(figures()?.held ?? 0); },
   });
-  const seen: Partial<Record<keyof PlacementFigures, number>> = {};
-  for (const [key, name, help] of [
+  totalCounters(registry, figures, [
     ['acquired', 'wsm_cluster_leases_acquired_total', 'Workspace leases this instance took (first use, a free or ended lease, a takeover)'],
     ['takeovers', 'wsm_cluster_lease_takeovers_total', 'Workspace leases taken over from an owner no connection could be made to while its lease ran'],
     ['fenced', 'wsm_cluster_appends_fenced_total', 'Appends the log refused because this instance\'s lease had been taken over or had ended (nothing appended)'],
@@ -211,18 +231,7 @@ function placementMetrics(registry: client.Registry, figures: () => PlacementFig
     ['forwarded', 'wsm_cluster_requests_forwarded_total', 'Requests this instance forwarded to the instance holding their workspace'],
     ['forwardFailures', 'wsm_cluster_forward_failures_total', 'Forwarded requests whose owner failed after the request was sent (answered 502)'],
     ['handovers', 'wsm_cluster_lease_handovers_total', 'Workspace leases this instance released because their requests all came forwarded from one other instance'],
-  ] as const) {
-    new client.Counter({
-      name,
-      help,
-      registers: [registry],
-      collect() {
-        const total = figures()?.[key] ?? 0;
-        if (total > (seen[key] ?? 0)) this.inc(total - (seen[key] ?? 0));
-        seen[key] = total;
-      },
-    });
-  }
+  ]);
 }
 
 /** The cluster store's figures: residency (workspaces held, loads, evictions) and catch-up lag. */
@@ -239,24 +248,12 @@ function clusterMetrics(registry: client.Registry, cluster: NonNullable<ServiceS
       }
     },
   });
-  const counted = { headLookups: 0, headConflicts: 0, commits: 0, writes: 0 };
-  for (const [key, name, help] of [
+  totalCounters(registry, () => cluster.counts(), [
     ['headLookups', 'wsm_cluster_head_lookups_total', 'Lookups of the journal\'s heads in PostgreSQL before reads (at most one per request; concurrent requests share one)'],
     ['headConflicts', 'wsm_cluster_head_conflicts_total', 'Appends refused because another instance had moved a head they were checked against (the write caught up and was tried again)'],
     ['commits', 'wsm_cluster_appends_total', 'Appends this instance committed to the journal in PostgreSQL (one commit each)'],
     ['writes', 'wsm_cluster_appended_writes_total', 'Writes those appends held: more than the appends when writes to one workspace shared a commit'],
-  ] as const) {
-    new client.Counter({
-      name,
-      help,
-      registers: [registry],
-      collect() {
-        const total = cluster.counts()[key];
-        if (total > counted[key]) this.inc(total - counted[key]);
-        counted[key] = total;
-      },
-    });
-  }
+  ]);
   if (cluster.placement) placementMetrics(registry, () => cluster.placement!());
   // Residency is on from the store's opening, or never.
   if (!cluster.residency()) return;
@@ -269,22 +266,10 @@ function clusterMetrics(registry: client.Registry, cluster: NonNullable<ServiceS
       if (figures) this.set(figures.residentWorkspaces);
     },
   });
-  const seen = { loads: 0, evictions: 0 };
-  for (const [key, name, help] of [
+  totalCounters(registry, () => cluster.residency(), [
     ['loads', 'wsm_cluster_workspace_loads_total', 'Workspaces this instance loaded on first use (from the newest snapshot and the records after it)'],
     ['evictions', 'wsm_cluster_workspace_evictions_total', 'Workspaces this instance let go, idle or over WSM_CLUSTER_RESIDENT_QUADS'],
-  ] as const) {
-    new client.Counter({
-      name,
-      help,
-      registers: [registry],
-      collect() {
-        const total = cluster.residency()?.[key] ?? 0;
-        if (total > seen[key]) this.inc(total - seen[key]);
-        seen[key] = total;
-      },
-    });
-  }
+  ]);
 }
 
 /** The Prometheus text of the process-wide and the service's metrics. */
