@@ -2,7 +2,7 @@ import { expect } from 'chai';
 import { openClusterStore } from '../../src/store/cluster/open.js';
 import type { ClusterStore } from '../../src/store/cluster/cluster-store.js';
 import { HeadMovedError } from '../../src/store/cluster/log.js';
-import { graphsReadBy, graphsReadByWrite, literalsBlanked } from '../../src/store/cluster/read-graphs.js';
+import { graphsReadBy, graphsReadByWrite, shapeOf } from '../../src/store/cluster/read-graphs.js';
 import { updateOp, type WriteOp } from '../../src/store/store.js';
 import { encodeRecord } from '../../src/store/journal.js';
 import { Graphs } from '../../src/rdf/graphs.js';
@@ -77,17 +77,25 @@ describe('cluster store: a journal stream per workspace', function () {
     for (const store of open.splice(0)) await store.close();
   });
 
-  it('texts differing only in their literals share one reading; literals are found in every quote form, and a comment or an unended literal keeps the text whole', () => {
-    expect(literalsBlanked('ASK { GRAPH <urn:g> { ?c <urn:alias> "b-12" } }')).to.equal('ASK { GRAPH <urn:g> { ?c <urn:alias> "" } }');
-    expect(literalsBlanked(String.raw`INSERT DATA { <urn:s> <urn:p> 'it\'s', "a \"q\"", """x "y" z""""", '''l
-m''' }`)).to.equal(`INSERT DATA { <urn:s> <urn:p> '', "", """""", '''''' }`);
-    expect(literalsBlanked('SELECT * { <urn:a#b> <urn:p> "x" }'), 'a # inside an IRI').to.equal('SELECT * { <urn:a#b> <urn:p> "" }');
-    expect(literalsBlanked('SELECT * { ?s ?p ?o } # "a comment"')).to.equal(undefined);
-    expect(literalsBlanked('SELECT * { ?s ?p "unended }')).to.equal(undefined);
+  it('texts differing only in their literals and IRIs share one reading; literals are found in every quote form, and a comment, an unended literal or a BASE keeps the text whole', () => {
+    expect(shapeOf('ASK { GRAPH <urn:g> { ?c <urn:alias> "b-12" } }')).to.deep.equal({ key: 'ASK { GRAPH <urn:x-wsm-shape:0> { ?c <urn:x-wsm-shape:1> "" } }', iris: ['urn:g', 'urn:alias'] });
+    expect(shapeOf(String.raw`INSERT DATA { <urn:s> <urn:p> 'it\'s', "a \"q\"", """x "y" z""""", '''l
+m''' }`)?.key).to.equal(`INSERT DATA { <urn:x-wsm-shape:0> <urn:x-wsm-shape:1> '', "", """""", '''''' }`);
+    expect(shapeOf('SELECT * { <urn:a#b> <urn:p> "x" }')?.iris, 'a # inside an IRI').to.deep.equal(['urn:a#b', 'urn:p']);
+    expect(shapeOf('PREFIX x: <http://a/> SELECT * { GRAPH x:g { <rel> ?p ?o } }')?.key, 'a prefix\'s IRI and a relative one are kept').to.equal('PREFIX x: <http://a/> SELECT * { GRAPH x:g { <rel> ?p ?o } }');
+    expect(shapeOf('SELECT * { ?s ?p ?o } # "a comment"')).to.equal(undefined);
+    expect(shapeOf('SELECT * { ?s ?p "unended }')).to.equal(undefined);
+    expect(shapeOf('BASE <http://a/> SELECT * { GRAPH <g> { ?s ?p ?o } }')).to.equal(undefined);
     const ask = (graph: string, alias: string) => `ASK { GRAPH <${graph}> { ?c <urn:alias> "${alias}" } }`;
     expect([...graphsReadBy(ask('urn:g1', 'a')) as Set<string>]).to.deep.equal(['urn:g1']);
     expect([...graphsReadBy(ask('urn:g1', 'b')) as Set<string>], 'the same kind of text, another literal').to.deep.equal(['urn:g1']);
-    expect([...graphsReadBy(ask('urn:g2', 'b')) as Set<string>], 'another graph is another text').to.deep.equal(['urn:g2']);
+    expect([...graphsReadBy(ask('urn:g2', 'b')) as Set<string>], 'the same shape, another graph').to.deep.equal(['urn:g2']);
+    const two = (a: string, b: string) => `ASK { GRAPH <${a}> { ?s ?p ?o } FILTER NOT EXISTS { GRAPH <${b}> { ?s <urn:p> <urn:o> } } }`;
+    expect([...graphsReadBy(two('urn:a1', 'urn:b1')) as Set<string>].sort()).to.deep.equal(['urn:a1', 'urn:b1']);
+    expect([...graphsReadBy(two('urn:a2', 'urn:a2')) as Set<string>], 'one IRI in both places').to.deep.equal(['urn:a2']);
+    expect([...graphsReadBy('PREFIX x: <http://b/> ASK { GRAPH x:g { <http://b/s> ?p ?o } }') as Set<string>]).to.deep.equal(['http://b/g']);
+    expect([...graphsReadBy('PREFIX x: <http://c/> ASK { GRAPH x:g { <http://b/s> ?p ?o } }') as Set<string>], 'another prefix is another shape').to.deep.equal(['http://c/g']);
+    expect([...graphsReadBy('BASE <http://d/> ASK { GRAPH <g> { ?s ?p ?o } }') as Set<string>]).to.deep.equal(['http://d/g']);
     expect(graphsReadBy('ASK { GRAPH ?g { ?c <urn:alias> "a" } }')).to.equal('any');
     expect(graphsReadBy('ASK { GRAPH ?g { ?c <urn:alias> "b" } }')).to.equal('any');
   });

@@ -51,51 +51,89 @@ export function graphsReadByWrite(ops: readonly WriteOp[], conditionAsk: string 
 /** The graphs a query or an update reads (never the graphs an update only writes), or `'any'` (also for a text past `PARSE_LIMIT`). */
 export function graphsReadBy(text: string): GraphsRead {
   if (text.length > PARSE_LIMIT) return 'any';
-  const key = literalsBlanked(text) ?? text;
-  const kept = readsKept.get(key);
+  const shape = shapeOf(text) ?? { key: text, iris: [] };
+  let kept = readsKept.get(shape.key);
   if (kept !== undefined) {
     // Most recently used last.
-    readsKept.delete(key);
-    readsKept.set(key, kept);
-    return kept === 'any' ? 'any' : new Set(kept);
+    readsKept.delete(shape.key);
+    readsKept.set(shape.key, kept);
+  } else {
+    kept = parsedReads(shape.key);
+    readsKept.set(shape.key, kept);
+    if (readsKept.size > READS_KEPT) readsKept.delete(readsKept.keys().next().value!);
   }
-  const read = parsedReads(text);
-  readsKept.set(key, read === 'any' ? 'any' : new Set(read));
-  if (readsKept.size > READS_KEPT) readsKept.delete(readsKept.keys().next().value!);
-  return read;
+  return kept === 'any' ? 'any' : filledIn(kept, shape.iris);
 }
 
 /**
- * What `graphsReadBy` found, by text with its string literals' contents
- * left out (`literalsBlanked`): a literal never names a graph, so the
- * texts of one kind of write (a slash command's alias check, for each
- * alias) share one parse. Parsing with sparqljs was the largest part of a
- * small write's time on the cluster store.
+ * What `graphsReadBy` found, by the shape of a text (`shapeOf`): its
+ * string literals' contents left out and its IRIs numbered, so the texts
+ * of one kind of write (a slash command's alias check for each alias, a
+ * command's record for each command) share one parse. Parsing with
+ * sparqljs was the largest part of a small write's time on the cluster
+ * store.
  */
 const readsKept = new Map<string, GraphsRead>();
 const READS_KEPT = 1024;
 
 const IRI_REF = /<[^<>"{}|^`\\\x00-\x20]*>/y;
+/** An IRI with a scheme: the same wherever it stands (a relative one is resolved against a base). */
+const ABSOLUTE = /^[A-Za-z][A-Za-z0-9+.-]*:/;
+/** Just before a prefix's IRI (`PREFIX x: <...>`): kept in the shape, since prefixed names are made from it. */
+const PREFIX_BEFORE = /PREFIX\s+[^\s:]*:\s*$/i;
+/** The n-th absolute IRI of a text, in its shape. */
+const NUMBERED = 'urn:x-wsm-shape:';
+
+/** A shape's graphs with its numbered IRIs replaced by the text's own; `'any'` if a numbered IRI became part of another (not expected: prefixes are kept whole). */
+function filledIn(graphs: ReadonlySet<string>, iris: readonly string[]): GraphsRead {
+  const out = new Set<string>();
+  for (const g of graphs) {
+    if (!g.startsWith(NUMBERED)) {
+      out.add(g);
+      continue;
+    }
+    const iri = iris[Number(g.slice(NUMBERED.length))];
+    if (iri === undefined) return 'any';
+    out.add(iri);
+  }
+  return out;
+}
 
 /**
- * The text with the content of every string literal left out (`"b-12"` →
- * `""`, in each of the four quote forms), or undefined when it cannot be
- * done safely: a comment (`#`, outside IRIs and literals) or a literal
- * that does not end. IRIs are skipped whole, so a quote or `#` inside one
- * is not taken for a literal or a comment.
+ * A text's shape: the text with the content of every string literal left
+ * out (`"b-12"` → `""`, in each of the four quote forms) and each absolute
+ * IRI but a prefix's replaced by `<urn:x-wsm-shape:n>` (n counting from 0,
+ * the IRI itself the n-th of `iris`). Texts of one shape read the same
+ * graphs up to those IRIs: a literal never names a graph, and a numbered
+ * IRI names a graph in a text exactly where it does in the shape.
+ * Undefined when this cannot be done safely: a comment (`#`, outside IRIs
+ * and literals), a literal that does not end, or a BASE (relative IRIs are
+ * resolved against it).
  */
-export function literalsBlanked(text: string): string | undefined {
+export function shapeOf(text: string): { key: string; iris: string[] } | undefined {
+  const iris: string[] = [];
   let out = '';
   let copied = 0;
   for (let i = 0; i < text.length;) {
     const c = text[i]!;
     if (c === '<') {
       IRI_REF.lastIndex = i;
-      const iri = IRI_REF.exec(text);
-      i += iri ? iri[0].length : 1;
+      const ref = IRI_REF.exec(text);
+      if (!ref) {
+        i++;
+        continue;
+      }
+      const value = ref[0].slice(1, -1);
+      if (ABSOLUTE.test(value) && !PREFIX_BEFORE.test(text.slice(Math.max(0, i - 200), i))) {
+        out += `${text.slice(copied, i)}<${NUMBERED}${iris.length}>`;
+        iris.push(value);
+        copied = i + ref[0].length;
+      }
+      i += ref[0].length;
       continue;
     }
     if (c === '#') return undefined;
+    if ((c === 'b' || c === 'B') && /^base\b/i.test(text.slice(i, i + 5)) && !/[\w:]/.test(text[i - 1] ?? ' ')) return undefined;
     if (c !== '"' && c !== "'") {
       i++;
       continue;
@@ -122,7 +160,7 @@ export function literalsBlanked(text: string): string | undefined {
     i = j + quote.length;
     copied = i;
   }
-  return out + text.slice(copied);
+  return { key: out + text.slice(copied), iris };
 }
 
 function parsedReads(text: string): GraphsRead {
