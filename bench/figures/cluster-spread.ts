@@ -155,69 +155,79 @@ export async function clusterSpread(postgresUrl: string): Promise<Figure[]> {
     const loadsBefore = await scrape('wsm_cluster_workspace_loads_total');
     progress(`RSS ${rss.map(mb).join(', ')} MB on the instances, ${mb(embeddedRss)} MB embedded`);
 
+    const each = instances.map((_, i) => `instance ${i + 1}: ${mb(rss[i]!)} MB, ${routed[i]!.length} workspaces routed, ${held[i]} resident, ${leases[i]} leases, ${quadsHeld[i]!.toLocaleString('en')} quads, loaded in ${seconds(loadMs[i]!)}`);
+    const where = `${data.quads.toLocaleString('en')} quads over ${workspaces} workspaces`;
+    const loadNote = (p5Load: number[]) => `load average ${loadBefore.toFixed(1)} at the start${p5Load.length ? `, ${p5Load.map((l) => l.toFixed(1)).join('-')} over P5` : ''}; ${os.cpus().length} cores`;
+    const rssFigure = (after: string, p5Load: number[]) => figure({
+      name: `spread: the largest of ${INSTANCES} cluster instances' RSS, each holding the workspaces routed to it, against one embedded instance holding all ${where}`,
+      unit: 'MB', value: mb(Math.max(...rss)), baseline: mb(embeddedRss), target: '<= 0.5x', check: (r) => r <= 0.5,
+      cause: `each instance holds the service's graphs and its process's own memory beside its share of the workspaces (${routed.map((slugs) => slugs.length).join(', ')} of ${workspaces}); ${loadNote(p5Load)}`,
+      note: `measured once every workspace was loaded, before the install; ${each.join('; ')}; residency budget ${budget.toLocaleString('en')} quads, every workspace loaded in ${seconds(clusterLoadMs)} `
+        + `(instances in parallel, one GET at a time each); embedded: started (its snapshot loaded) in ${seconds(embedded.startMs)}, a GET of every workspace in ${seconds(embeddedLoadMs)}; `
+        + `${after}; data written to PostgreSQL in ${seconds(populateMs)}, the embedded data directory built in ${seconds(embeddedDirMs)}; ${loadNote(p5Load)}`,
+    });
+    const p5Name = `spread: P5 at 32 connections on a resident workspace, on its owner instance (of ${INSTANCES}) against the embedded instance holding all ${where}`;
+
     // The package P5 reads, installed through the API: in a workspace of the instance holding the most workspaces, and in the same workspace on the embedded instance.
     const busiest = routed.reduce((best, slugs, i) => (slugs.length > routed[best]!.length ? i : best), 0);
     const slug = routed[busiest]![0]!;
     const owner = instances[busiest]!;
-    const archive = await packageArchive(PACKAGE, '1.0.0', `https://bench.example/matrix/${PACKAGE}`, 200);
-    const installs = [await installPackage(owner.url, token, slug, archive), await installPackage(embedded.url, embeddedToken, slug, archive)];
-    progress(`the package installed in ${slug} (instance ${busiest + 1}, and embedded) in ${installs.map((r) => seconds(r.ms)).join(' and ')}`);
-    await new Promise((r) => setTimeout(r, 2000));
-    const rssInstalled = [...instances.map((svc) => svc.rss()), embedded.rss()];
-    const installLoads = (await metric(owner.url, root, 'wsm_cluster_workspace_loads_total')) - loadsBefore[busiest]!;
-    const installHeld = await metric(owner.url, root, 'wsm_cluster_resident_workspaces');
-    const installLeases = await metric(owner.url, root, 'wsm_cluster_leases_held');
-    const loadsInstalled = await metric(owner.url, root, 'wsm_cluster_workspace_loads_total');
-    const lookupsBefore = await metric(owner.url, root, 'wsm_cluster_head_lookups_total');
-    const requestsBefore = await metric(owner.url, root, 'wsm_http_requests_total');
+    const p5Load: number[] = [];
+    // The RSS figure stands when what follows fails (an install on a large store is the longest step after the loads).
+    try {
+      const archive = await packageArchive(PACKAGE, '1.0.0', `https://bench.example/matrix/${PACKAGE}`, 200);
+      const installs = [await installPackage(owner.url, token, slug, archive), await installPackage(embedded.url, embeddedToken, slug, archive)];
+      progress(`the package installed in ${slug} (instance ${busiest + 1}, and embedded) in ${installs.map((r) => seconds(r.ms)).join(' and ')}`);
+      await new Promise((r) => setTimeout(r, 2000));
+      const rssInstalled = [...instances.map((svc) => svc.rss()), embedded.rss()];
+      const loadsInstalled = await metric(owner.url, root, 'wsm_cluster_workspace_loads_total');
+      const installHeld = await metric(owner.url, root, 'wsm_cluster_resident_workspaces');
+      const installLeases = await metric(owner.url, root, 'wsm_cluster_leases_held');
+      const lookupsBefore = await metric(owner.url, root, 'wsm_cluster_head_lookups_total');
+      const requestsBefore = await metric(owner.url, root, 'wsm_http_requests_total');
 
-    // P5 on the owner against the embedded instance, windows interleaved.
-    const path = `/api/v1/packages/${slug}/${PACKAGE}`;
-    const window = (url: string, bearer: string, duration = WINDOW_S) => async (): Promise<LoadResult> => {
-      const r = await load({ url: url + path, connections: 32, duration, headers: { Authorization: `Bearer ${bearer}` } });
-      if (r.non2xx || r.errors) throw new Error(`P5 on ${url}: ${r.non2xx} non-2xx, ${r.errors} errors`);
-      return r;
-    };
-    const p5Load = [os.loadavg()[0]!];
-    await window(owner.url, token, 1)(); // warm-up
-    await window(embedded.url, embeddedToken, 1)();
-    const p5 = await interleave(PAIRS, window(owner.url, token), window(embedded.url, embeddedToken), (r) => r.rps);
-    p5Load.push(os.loadavg()[0]!);
-    const lookups = (await metric(owner.url, root, 'wsm_cluster_head_lookups_total')) - lookupsBefore;
-    // Less the two scrapes counted between (this one's own and the lookups' scrape).
-    const requests = (await metric(owner.url, root, 'wsm_http_requests_total')) - requestsBefore - 2;
-    const heldAfter = await metric(owner.url, root, 'wsm_cluster_resident_workspaces');
-    const p5Loads = (await metric(owner.url, root, 'wsm_cluster_workspace_loads_total')) - loadsInstalled;
-    const evictions = await scrape('wsm_cluster_workspace_evictions_total');
-    const rssAfter = [...instances.map((svc) => svc.rss()), embedded.rss()];
-    const p99 = (rs: LoadResult[]) => rs.map((r) => r.p99).sort((a, b) => a - b)[Math.floor(rs.length / 2)]!;
-    progress('P5 on the owner and on the embedded instance measured');
-
-    const loadNote = `load average ${loadBefore.toFixed(1)} at the start, ${p5Load.map((l) => l.toFixed(1)).join('-')} over P5; ${os.cpus().length} cores`;
-    const each = instances.map((_, i) => `instance ${i + 1}: ${mb(rss[i]!)} MB, ${routed[i]!.length} workspaces routed, ${held[i]} resident, ${leases[i]} leases, ${quadsHeld[i]!.toLocaleString('en')} quads, loaded in ${seconds(loadMs[i]!)}`);
-    const largest = Math.max(...rss);
-    const where = `${data.quads.toLocaleString('en')} quads over ${workspaces} workspaces`;
-    // What the install did to its instance: it reads other workspaces' records (docs/cluster.md, "Not done yet"), which loads them all.
-    const installNote = `the install in ${slug} took ${seconds(installs[0]!.ms)} on instance ${busiest + 1} (embedded ${seconds(installs[1]!.ms)}) and loaded ${installLoads} workspaces there, `
-      + `leaving ${installHeld} resident and ${installLeases} leases; RSS after the install ${rssInstalled.map(mb).join(', ')} MB, after P5 ${rssAfter.map(mb).join(', ')} MB (instances 1-${INSTANCES}, embedded); `
-      + `workspaces let go by the end ${evictions.join(', ')}`;
-    return [
-      figure({
-        name: `spread: the largest of ${INSTANCES} cluster instances' RSS, each holding the workspaces routed to it, against one embedded instance holding all ${where}`,
-        unit: 'MB', value: mb(largest), baseline: mb(embeddedRss), target: '<= 0.5x', check: (r) => r <= 0.5,
-        cause: `each instance holds the service's graphs and its process's own memory beside its share of the workspaces (${routed.map((s) => s.length).join(', ')} of ${workspaces}); ${loadNote}`,
-        note: `measured once every workspace was loaded, before the install; ${each.join('; ')}; residency budget ${budget.toLocaleString('en')} quads, every workspace loaded in ${seconds(clusterLoadMs)} `
-          + `(instances in parallel, one GET at a time each); embedded: started (its snapshot loaded) in ${seconds(embedded.startMs)}, a GET of every workspace in ${seconds(embeddedLoadMs)}; `
-          + `${installNote}; data written to PostgreSQL in ${seconds(populateMs)}, the embedded data directory built in ${seconds(embeddedDirMs)}; ${loadNote}`,
-      }),
-      figure({
-        name: `spread: P5 at 32 connections on a resident workspace, on its owner instance (of ${INSTANCES}) against the embedded instance holding all ${where}`,
-        unit: 'req/s', value: p5.serviceMedian, baseline: p5.baselineMedian, ratios: p5.ratios, target: '>= 0.8x', check: (r) => r >= 0.8,
-        cause: `${(lookups / requests).toFixed(2)} PostgreSQL head lookups per request on the owner (concurrent requests share one); ${loadNote}`,
-        note: `workspace ${slug} on instance ${busiest + 1} (${routed[busiest]!.length} workspaces routed), the requests sent to it directly (not forwarded); p99 ${p99(p5.service)} vs ${p99(p5.baseline)} ms; `
-          + `${lookups} head lookups for ${requests} requests on the owner (${(lookups / requests).toFixed(2)} per request; concurrent requests share one); ${heldAfter} workspaces resident on it after, ${p5Loads} loaded during P5; ${loadNote}`,
-      }),
-    ];
+      // P5 on the owner against the embedded instance, windows interleaved.
+      const path = `/api/v1/packages/${slug}/${PACKAGE}`;
+      const window = (url: string, bearer: string, duration = WINDOW_S) => async (): Promise<LoadResult> => {
+        const r = await load({ url: url + path, connections: 32, duration, headers: { Authorization: `Bearer ${bearer}` } });
+        if (r.non2xx || r.errors) throw new Error(`P5 on ${url}: ${r.non2xx} non-2xx, ${r.errors} errors`);
+        return r;
+      };
+      p5Load.push(os.loadavg()[0]!);
+      await window(owner.url, token, 1)(); // warm-up
+      await window(embedded.url, embeddedToken, 1)();
+      const p5 = await interleave(PAIRS, window(owner.url, token), window(embedded.url, embeddedToken), (r) => r.rps);
+      p5Load.push(os.loadavg()[0]!);
+      const lookups = (await metric(owner.url, root, 'wsm_cluster_head_lookups_total')) - lookupsBefore;
+      // Less the two scrapes counted between (this one's own and the lookups' scrape).
+      const requests = (await metric(owner.url, root, 'wsm_http_requests_total')) - requestsBefore - 2;
+      const heldAfter = await metric(owner.url, root, 'wsm_cluster_resident_workspaces');
+      const p5Loads = (await metric(owner.url, root, 'wsm_cluster_workspace_loads_total')) - loadsInstalled;
+      const evictions = await scrape('wsm_cluster_workspace_evictions_total');
+      const rssAfter = [...instances.map((svc) => svc.rss()), embedded.rss()];
+      const p99 = (rs: LoadResult[]) => rs.map((r) => r.p99).sort((a, b) => a - b)[Math.floor(rs.length / 2)]!;
+      progress('P5 on the owner and on the embedded instance measured');
+      // What the install did to its instance: reads it cannot name the graphs of load every workspace (docs/cluster.md, "Not done yet").
+      const installNote = `the install in ${slug} took ${seconds(installs[0]!.ms)} on instance ${busiest + 1} (embedded ${seconds(installs[1]!.ms)}) and loaded ${loadsInstalled - loadsBefore[busiest]!} workspaces there, `
+        + `leaving ${installHeld} resident and ${installLeases} leases; RSS after the install ${rssInstalled.map(mb).join(', ')} MB, after P5 ${rssAfter.map(mb).join(', ')} MB (instances 1-${INSTANCES}, embedded); `
+        + `workspaces let go by the end ${evictions.join(', ')}`;
+      return [
+        rssFigure(installNote, p5Load),
+        figure({
+          name: p5Name, unit: 'req/s', value: p5.serviceMedian, baseline: p5.baselineMedian, ratios: p5.ratios, target: '>= 0.8x', check: (r) => r >= 0.8,
+          cause: `${(lookups / requests).toFixed(2)} PostgreSQL head lookups per request on the owner (concurrent requests share one); ${loadNote(p5Load)}`,
+          note: `workspace ${slug} on instance ${busiest + 1} (${routed[busiest]!.length} workspaces routed), the requests sent to it directly (not forwarded); p99 ${p99(p5.service)} vs ${p99(p5.baseline)} ms; `
+            + `${lookups} head lookups for ${requests} requests on the owner (${(lookups / requests).toFixed(2)} per request; concurrent requests share one); ${heldAfter} workspaces resident on it after, ${p5Loads} loaded during P5; ${loadNote(p5Load)}`,
+        }),
+      ];
+    } catch (err) {
+      const why = (err as Error).message.slice(0, 300);
+      progress(`the install or P5 failed: ${why}`);
+      return [
+        rssFigure(`the install in ${slug} on instance ${busiest + 1} or P5 after it failed (${why})`, p5Load),
+        figure({ name: `${p5Name}: not measured`, unit: '', value: Number.NaN, baseline: Number.NaN, target: '>= 0.8x', check: () => false, cause: why }),
+      ];
+    }
   } finally {
     await Promise.all(running.map((svc) => svc.stop()));
     for (const dir of dirs) removeDir(dir);
