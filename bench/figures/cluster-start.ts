@@ -44,13 +44,14 @@ import { freshClusterUrl } from '../../test/helpers/cluster.js';
 /** The largest whole snapshot stored (below PostgreSQL's 1 GB `bytea` limit). */
 const WHOLE_LIMIT_BYTES = 900 * 1024 * 1024;
 const BASE = 'https://workspaces.local/';
-const OWNER = 'bench-owner';
+/** The owner of every workspace `populate` writes. */
+export const OWNER = 'bench-owner';
 const progress = (line: string) => process.stderr.write(`cluster start: ${line} (load average ${os.loadavg()[0]!.toFixed(1)})\n`);
 
-interface Populated { url: string; slugs: string[]; quads: number; whole: boolean; nquads: (stream: string) => Promise<string> }
+export interface Populated { url: string; slugs: string[]; quads: number; whole: boolean; nquads: (stream: string) => Promise<string> }
 
 /** A schema holding `workspaces` workspaces of about `quads / workspaces` quads each, in a snapshot with parts. */
-async function populate(postgresUrl: string, workspaces: number, quads: number): Promise<Populated> {
+export async function populate(postgresUrl: string, workspaces: number, quads: number): Promise<Populated> {
   const url = await freshClusterUrl(postgresUrl);
   const graphs = new Graphs(BASE);
   const store = await openClusterStore(url, { snapshotAfterBytes: Number.MAX_SAFE_INTEGER, baseIri: BASE });
@@ -121,7 +122,7 @@ async function populate(postgresUrl: string, workspaces: number, quads: number):
   return { url, slugs, quads: total, whole, nquads };
 }
 
-const mb = (bytes: number) => Math.round(bytes / 1024 / 1024);
+export const mb = (bytes: number) => Math.round(bytes / 1024 / 1024);
 
 async function get(url: string, token: string): Promise<number> {
   const started = performance.now();
@@ -131,10 +132,11 @@ async function get(url: string, token: string): Promise<number> {
   return performance.now() - started;
 }
 
-async function metric(svcUrl: string, token: string, name: string): Promise<number> {
+/** One metric of the service's /metrics, summed over its labels (NaN when absent). */
+export async function metric(svcUrl: string, token: string, name: string): Promise<number> {
   const res = await fetch(`${svcUrl}/metrics`, { headers: { Authorization: `Bearer ${token}` } });
-  const line = (await res.text()).split('\n').find((l) => l.startsWith(`${name} `));
-  return line ? Number(line.split(' ')[1]) : Number.NaN;
+  const lines = (await res.text()).split('\n').filter((l) => l.startsWith(`${name} `) || l.startsWith(`${name}{`));
+  return lines.length ? lines.reduce((sum, l) => sum + Number(l.slice(l.lastIndexOf(' ') + 1)), 0) : Number.NaN;
 }
 
 /** Spawn to /health 200, RSS 2 s later and after listing every workspace (an owner's list, then a system administrator's), workspaces held then. */
@@ -197,17 +199,7 @@ async function startOver(postgresUrl: string, quads: number, workspaces: number)
 async function firstAnswer(postgresUrl: string, quads: number): Promise<Figure[]> {
   const data = await populate(postgresUrl, 1, quads);
   progress(`a workspace of ${data.quads.toLocaleString('en')} quads written to PostgreSQL`);
-  // The embedded store's data directory: the same quads, in a snapshot.
-  const embeddedDir = workDir('cluster-first-embedded');
-  const store = await openDurableStore(embeddedDir, { snapshotAfterBytes: Number.MAX_SAFE_INTEGER });
-  for (const stream of ['service', ...await streamsOf(data.url)]) {
-    const text = await data.nquads(stream);
-    if (text) store.raw.load(text, { format: 'application/n-quads', no_transaction: true });
-  }
-  // A journal record, so that the store takes its snapshot.
-  await store.update(sparql`INSERT DATA { GRAPH ${iri(`${BASE}system`)} { ${iri(`${BASE}id/bench/1`)} ${iri(`${BASE}ns#built`)} true } }`, [`${BASE}system`]);
-  await store.snapshot();
-  await store.close();
+  const embeddedDir = await embeddedDataDir(data, 'cluster-first-embedded');
   const slug = data.slugs[0]!;
   const measure = async (dir: string, env: Record<string, string>) => {
     const svc = await startService(dir, env, 600_000);
@@ -233,6 +225,29 @@ async function firstAnswer(postgresUrl: string, quads: number): Promise<Figure[]
     removeDir(clusterDir);
     removeDir(embeddedDir);
   }
+}
+
+/**
+ * The embedded store's data directory holding what `data` holds in
+ * PostgreSQL: every stream's part loaded into a store in this process,
+ * then a snapshot of it. The quads pass through this process's Oxigraph
+ * (WebAssembly memory, which does not shrink once grown).
+ */
+export async function embeddedDataDir(data: Populated, prefix: string): Promise<string> {
+  const dir = workDir(prefix);
+  const store = await openDurableStore(dir, { snapshotAfterBytes: Number.MAX_SAFE_INTEGER });
+  try {
+    for (const stream of ['service', ...await streamsOf(data.url)]) {
+      const text = await data.nquads(stream);
+      if (text) store.raw.load(text, { format: 'application/n-quads', no_transaction: true });
+    }
+    // A journal record, so that the store takes its snapshot.
+    await store.update(sparql`INSERT DATA { GRAPH ${iri(`${BASE}system`)} { ${iri(`${BASE}id/bench/1`)} ${iri(`${BASE}ns#built`)} true } }`, [`${BASE}system`]);
+    await store.snapshot();
+  } finally {
+    await store.close();
+  }
+  return dir;
 }
 
 async function streamsOf(url: string): Promise<string[]> {

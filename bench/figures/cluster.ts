@@ -13,6 +13,7 @@ import { Graphs } from '../../src/rdf/graphs.js';
 import { integer, iri, sparql } from '../../src/rdf/sparql.js';
 import { freshClusterUrl } from '../../test/helpers/cluster.js';
 import { clusterStart } from './cluster-start.js';
+import { clusterSpread } from './cluster-spread.js';
 
 /**
  * The cluster store (`WSM_STORE=cluster`, journal and snapshots in
@@ -36,11 +37,19 @@ import { clusterStart } from './cluster-start.js';
  *    instance's start over many workspaces (time to /health, RSS), and a
  *    fresh instance's first answer in a large workspace against the
  *    embedded store's on the same data.
+ * 5. Data spread over three instances (`spread`, bench/figures/cluster-spread.ts):
+ *    `WSM_BENCH_CLUSTER_SPREAD_QUADS` (10M) over
+ *    `WSM_BENCH_CLUSTER_SPREAD_WORKSPACES` (100) workspaces, three instances
+ *    with residency and placement, each workspace loaded on the instance a
+ *    hash of its slug routes it to; the largest instance's RSS against one
+ *    embedded instance holding all the data (target: at most 0.5x), and P5
+ *    at 32 connections on a resident workspace's owner against the
+ *    embedded instance, windows interleaved (at least 0.8x).
  *
  * PostgreSQL: started under a temporary directory with `npm run postgres`
  * and stopped at the end; or, with `WSM_BENCH_POSTGRES_URL`, that server
  * (a fresh schema per service; left running). `WSM_BENCH_CLUSTER_PARTS`
- * (`side`, `c5`, `catchup`, `start`; all by default) runs some parts only.
+ * (`side`, `c5`, `catchup`, `start`, `spread`; all by default) runs some parts only.
  */
 
 const PAIRS = 3;
@@ -49,9 +58,9 @@ const SIDE = ['reads', 'writes', 'install'] as const;
 
 const progress = (line: string) => process.stderr.write(`cluster: ${line} (load average ${os.loadavg()[0]!.toFixed(1)})\n`);
 
-interface Server { url: string; stop(): void }
+export interface Server { url: string; stop(): void }
 
-function startPostgres(): Server {
+export function startPostgres(): Server {
   const given = process.env.WSM_BENCH_POSTGRES_URL;
   if (given) return { url: given, stop: () => undefined };
   const dir = workDir('postgres');
@@ -154,7 +163,7 @@ async function catchUp(postgres: Server): Promise<Figure[]> {
 }
 
 export async function run(): Promise<Figure[]> {
-  const parts = (process.env.WSM_BENCH_CLUSTER_PARTS ?? 'side,c5,catchup,start').split(',');
+  const parts = (process.env.WSM_BENCH_CLUSTER_PARTS ?? 'side,c5,catchup,start,spread').split(',');
   const postgres = startPostgres();
   try {
     const figures: Figure[] = [];
@@ -162,6 +171,7 @@ export async function run(): Promise<Figure[]> {
     if (parts.includes('c5')) { figures.push(...await c5(postgres)); progress('C5 against PostgreSQL measured'); }
     if (parts.includes('catchup')) { figures.push(...await catchUp(postgres)); progress('catch-up measured'); }
     if (parts.includes('start')) figures.push(...await clusterStart(postgres.url));
+    if (parts.includes('spread')) figures.push(...await clusterSpread(postgres.url));
     return figures;
   } finally {
     postgres.stop();
