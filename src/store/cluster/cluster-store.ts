@@ -27,6 +27,12 @@ interface Together {
   settle(outcome: boolean | Error): void;
 }
 
+/** A write of this instance appended together, not yet applied: its record, and whether its append was answered. */
+interface PendingOwn { write: Together; record: Buffer; committed: boolean }
+
+/** The key of a record in `pendingOwn`. */
+const ownKey = (stream: string, seq: number): string => `${seq} ${stream}`;
+
 /** An error of a write after it committed (a listener's): passed to the caller as it is, never taken for an append that failed. */
 class CommittedError extends Error {
   constructor(override readonly cause: unknown) {
@@ -577,8 +583,11 @@ export class ClusterStore implements QuadStore {
   private async checkHead(): Promise<void> {
     this.headLookups++;
     try {
-      // Heads only grow and the replica holds only committed records: equal sums mean nothing moved.
-      if (await this.log.headsTotal() > this.appliedTotal) await this.catchUp();
+      // Heads only grow, and the replica and this instance's writes appended together, committed and not yet
+      // applied (`pendingOwn`, answered once applied, so never seen by a client) are committed records: equal sums mean
+      // nothing else was committed before the heads were read.
+      const known = this.appliedTotal + this.pendingCommitted;
+      if (await this.log.headsTotal() > known) await this.catchUp();
     } catch (err) {
       this.markUnavailable(err);
     }
@@ -652,6 +661,10 @@ export class ClusterStore implements QuadStore {
       const expected = this.appliedSeq(row.stream) + 1;
       if (row.seq !== expected) throw new LogCorruptError(`stream ${row.stream} in PostgreSQL lacks record ${expected} (the next one is ${row.seq}): refusing an incomplete history`);
     }
+    // This instance's own, appended together and not yet applied: applied through its write, which is settled
+    // (the same bytes: while an append that lost the race is under way, its seq is another's record).
+    const own = rows.length === 1 ? this.pendingOwn.get(ownKey(rows[0]!.stream, rows[0]!.seq)) : undefined;
+    if (own && rows[0]!.raw?.equals(own.record)) return this.applyOwn(rows[0]!.stream, rows[0]!.seq, own);
     const { condition, ops } = splitRecord(rows[0]!.ops);
     const given = ops as WriteOp[];
     if (this.options.residency && !this.residency && !this.foreignRecords) {
@@ -754,6 +767,8 @@ export class ClusterStore implements QuadStore {
       let leaseTries = 0;
       for (;;) {
         if (this.unavailable) throw this.unavailableError();
+        // This instance's writes appended together before this one come first (else its seqs would find the heads moved).
+        for (const stream of checks) await this.applyOwnPending(stream);
         let rows: Append[];
         try {
           // A condition that fails here, or one asked alone, is asked again at the head.
@@ -829,20 +844,38 @@ export class ClusterStore implements QuadStore {
     }).finally(() => this.scheduleResidency());
   }
 
-  /** Writes to one stream waiting for the apply lock, by stream: they are appended together. */
+  /** Writes to one stream waiting for the instance's previous group append, by stream: they are appended together. */
   private readonly together = new Map<string, Together[]>();
+  /** One group append at a time (its seqs follow the previous one's), beside the apply lock: a group is appended while the one before it is applied. */
+  private readonly appendLock = new ExclusiveSections();
+  /**
+   * Writes of this instance appended together and not yet applied, by
+   * `ownKey(stream, seq)`: each registered before its append is sent, so
+   * that whichever reaches its record first under the apply lock, the
+   * append's own apply or a catch-up (which finds it in PostgreSQL once
+   * committed), applies it in the log's order and settles it.
+   */
+  private readonly pendingOwn = new Map<string, PendingOwn>();
+  /** Per stream, how many of `pendingOwn` are in it: they follow its applied seq, so the next group's seqs follow them. */
+  private readonly pendingIn = new Map<string, number>();
+  /** How many of `pendingOwn` are known committed (their append answered). */
+  private pendingCommitted = 0;
 
   /**
    * Group commit: writes to one stream that read no other are appended
    * together, one statement and one commit for all the writes queued while
-   * the instance's previous append was under way, each a record of its own.
-   * Their conditions are not asked before: each is appended with its
-   * condition marked to be asked where it applies (`late`), in the
+   * the instance's previous group append was under way, each a record of
+   * its own. Their conditions are not asked before: each is appended with
+   * its condition marked to be asked where it applies (`late`), in the
    * stream's order, which every replica follows, so every replica gives
    * the same outcome (the condition reads only that stream's graphs). A
    * condition that fails leaves a record that changes nothing. The caller
    * asked the condition first on the replica, so records that would change
    * nothing are rare: a condition failing there goes the usual way.
+   *
+   * A group is applied under the apply lock once committed, while the next
+   * group is appended: PostgreSQL's commit of one overlaps the replica's
+   * work on the other.
    */
   private committedTogether(stream: string, write: Omit<Together, 'settle'>): Promise<boolean> {
     return new Promise<boolean>((resolve, reject) => {
@@ -853,7 +886,7 @@ export class ClusterStore implements QuadStore {
         return;
       }
       this.together.set(stream, [entry]);
-      void this.applyLock.run('apply', async () => {
+      void this.appendLock.run('append', async () => {
         // The writes queued until now; those made from here on wait for the next append.
         const writes = this.together.get(stream) ?? [];
         this.together.delete(stream);
@@ -863,34 +896,46 @@ export class ClusterStore implements QuadStore {
           // Not expected (each step settles its writes): none is left waiting. A settled write ignores this.
           for (const w of writes) w.settle(err instanceof Error ? err : new Error(String(err)));
         }
-      }).finally(() => this.scheduleResidency());
+      });
     });
   }
 
-  /** Under the apply lock: `writes` (all to `stream`), appended in one statement, then applied in order. */
+  /** Under the append lock: `writes` (all to `stream`) appended in one statement, after the stream's applied and pending records; then applied in order under the apply lock. */
   private async appendTogether(stream: string, writes: readonly Together[]): Promise<void> {
-    let records: Append[] = [];
     for (let behind = false; ;) {
-      if (this.unavailable) {
-        const error = this.unavailableError();
+      if (this.unavailable || this.closed) {
+        const error = this.unavailable ? this.unavailableError() : new Error('store is closed');
         for (const w of writes) w.settle(error);
         return;
       }
+      let records: Append[] = [];
       try {
-        if (behind) await this.catchUpLocked();
-        const base = this.appliedSeq(stream);
+        if (behind) await this.catchUp();
+        const base = this.appliedSeq(stream) + (this.pendingIn.get(stream) ?? 0);
         const at = Date.now();
         records = writes.map((w, i) => {
           const ops: JournalOp[] = w.condition ? [{ kind: 'condition', ask: w.condition.ask, expect: w.condition.expect, late: true }, ...w.expanded] : w.expanded;
           return { stream, seq: base + 1 + i, record: encodeRecord(base + 1 + i, ops, at) };
         });
+        for (const [i, w] of writes.entries()) this.pendingOwn.set(ownKey(stream, records[i]!.seq), { write: w, record: records[i]!.record, committed: false });
+        this.pendingIn.set(stream, (this.pendingIn.get(stream) ?? 0) + writes.length);
         this.noteAppending(records);
         await this.log.appendMany(stream, base, records.map((r) => r.record));
         this.appends.commits++;
         this.appends.writes += records.length;
-        for (const r of records) this.bytesSinceSnapshot += r.record.length;
+        for (const r of records) {
+          this.bytesSinceSnapshot += r.record.length;
+          const pending = this.pendingOwn.get(ownKey(stream, r.seq));
+          // Not there when a catch-up already applied it.
+          if (pending) {
+            pending.committed = true;
+            this.pendingCommitted++;
+          }
+        }
         break;
       } catch (err) {
+        // Not appended: no longer pending (a catch-up cannot have reached records that did not commit).
+        for (const r of records) if (this.pendingOwn.delete(ownKey(stream, r.seq))) this.pendingDone(stream);
         if (err instanceof HeadMovedError) {
           this.headConflicts++;
           behind = true;
@@ -902,18 +947,45 @@ export class ClusterStore implements QuadStore {
         return;
       }
     }
-    // Committed: each applied in order, its condition asked here as on every replica.
-    for (const [i, w] of writes.entries()) {
-      try {
-        w.settle(w.condition ? await this.replica.writeIf(w.condition, w.given) : (await this.replica.write(w.given), true));
-      } catch (err) {
-        w.settle(err instanceof Error ? err : new Error(String(err)));
-      } finally {
-        this.applied.set(stream, records[i]!.seq);
-        this.appliedTotal++;
-      }
+    void this.applyLock.run('apply', async () => {
+      await this.applyOwnPending(stream);
+      this.maybeSnapshot();
+    }).finally(() => this.scheduleResidency());
+  }
+
+  private pendingDone(stream: string): void {
+    const left = (this.pendingIn.get(stream) ?? 1) - 1;
+    if (left > 0) this.pendingIn.set(stream, left);
+    else this.pendingIn.delete(stream);
+  }
+
+  /** Under the apply lock: the committed writes of `pendingOwn` next in `stream`, applied in order. */
+  private async applyOwnPending(stream: string): Promise<void> {
+    for (;;) {
+      const seq = this.appliedSeq(stream) + 1;
+      const own = this.pendingOwn.get(ownKey(stream, seq));
+      // One whose append is under way may not commit: a catch-up applies it once it is in PostgreSQL.
+      if (!own?.committed) return;
+      await this.applyOwn(stream, seq, own);
     }
-    this.maybeSnapshot();
+  }
+
+  /** One of this instance's writes appended together, applied (its condition asked here, as on every replica) and settled. */
+  private async applyOwn(stream: string, seq: number, pending: PendingOwn): Promise<void> {
+    const { write } = pending;
+    let outcome: boolean | Error;
+    try {
+      outcome = write.condition ? await this.replica.writeIf(write.condition, write.given) : (await this.replica.write(write.given), true);
+    } catch (err) {
+      outcome = err instanceof Error ? err : new Error(String(err));
+    }
+    // Counted as applied, and no longer pending, in one step (`checkHead` adds the two).
+    this.pendingOwn.delete(ownKey(stream, seq));
+    this.pendingDone(stream);
+    if (pending.committed) this.pendingCommitted--;
+    this.applied.set(stream, seq);
+    this.appliedTotal++;
+    write.settle(outcome);
   }
 
   /** A write of this instance, committed: the replica holds its rows. */
@@ -1075,6 +1147,7 @@ export class ClusterStore implements QuadStore {
     this.listener = undefined;
     await listener?.end().catch(() => undefined);
     // Writes under way finish before the pool goes; then the leases go, so others take the workspaces at once.
+    await this.appendLock.run('append', () => Promise.resolve());
     await this.applyLock.run('apply', () => Promise.resolve());
     await this.placement?.close();
     await this.log.pool.end();

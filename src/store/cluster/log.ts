@@ -122,7 +122,8 @@ export interface SnapshotPart { quads: number; data: Buffer }
 export interface StoredSnapshot extends SnapshotEntry { quads: number; data: Buffer; sha256: Buffer }
 
 /** One row of the journal as read back, checked. */
-export type StoredRecord = JournalRecord & { stream: string; gseq: number; bytes: number };
+/** A record as read from the log; `raw`, its bytes, where read by `recordsBetween`. */
+export type StoredRecord = JournalRecord & { stream: string; gseq: number; bytes: number; raw?: Buffer };
 
 /** One row an append writes. */
 export interface Append { stream: string; seq: number; record: Buffer }
@@ -678,7 +679,7 @@ export class PgLog {
              ORDER BY j.gseq, j.stream LIMIT $4`,
       values: [streams, streams.map((s) => after.get(s) ?? 0), streams.map((s) => upto.get(s)!), limit],
     });
-    return rows.map((row) => ({ ...decodeRecord(row.stream, Number(row.seq), row.record), stream: row.stream, gseq: Number(row.gseq), bytes: row.record.length }));
+    return rows.map((row) => ({ ...decodeRecord(row.stream, Number(row.seq), row.record), stream: row.stream, gseq: Number(row.gseq), bytes: row.record.length, raw: row.record }));
   }
 
   /** The streams the write of `gseq` has a row in. */
