@@ -38,7 +38,21 @@ describe('cluster store: the graphs a write reads', () => {
     expect(read('INSERT DATA { GRAPH <http://a/x> { <http://a/s> <http://a/p> "where" } }')).to.deep.equal([]);
   });
 
+  it('names the graphs a VALUES block binds a graph variable to, in its group and the patterns nested in it, and in a query\'s closing VALUES', () => {
+    expect(read('SELECT ?r WHERE { VALUES ?g { <http://a/1> <http://a/2> } GRAPH ?g { ?r a ?t } }')).to.deep.equal(['http://a/1', 'http://a/2']);
+    expect(read('ASK { GRAPH ?g { ?s ?p ?o } VALUES ?g { <http://a/3> } }'), 'the block after the pattern').to.deep.equal(['http://a/3']);
+    expect(read('SELECT * WHERE { GRAPH ?g { ?s ?p ?o } } VALUES ?g { <http://a/4> }'), 'after the WHERE').to.deep.equal(['http://a/4']);
+    expect(read('ASK { VALUES ?g { <http://a/5> } OPTIONAL { GRAPH ?g { ?s ?p ?o } } FILTER NOT EXISTS { GRAPH ?g { ?s ?p 1 } } MINUS { GRAPH ?g { ?s ?p 2 } } }')).to.deep.equal(['http://a/5']);
+    expect(read('ASK { VALUES (?g ?k) { (<http://a/6> 1) (<http://a/7> 2) } GRAPH ?g { ?s ?p ?k } }'), 'two variables').to.deep.equal(['http://a/6', 'http://a/7']);
+    expect(read('DELETE { GRAPH ?g { ?s ?p ?o } } WHERE { VALUES ?g { <http://a/8> } GRAPH ?g { ?s ?p ?o } }'), 'an update').to.deep.equal(['http://a/8']);
+  });
+
   it('answers any graph where it cannot name them: a graph variable, a text the parser refuses, a prefix not declared in that text', () => {
+    expect(read('ASK { VALUES (?g ?k) { (<http://a/1> 1) (UNDEF 2) } GRAPH ?g { ?s ?p ?k } }'), 'a row leaves the variable unbound').to.equal('any');
+    expect(read('ASK { VALUES ?g { <http://a/1> "x" } GRAPH ?g { ?s ?p ?o } }'), 'a literal among the values').to.equal('any');
+    expect(read('ASK { { VALUES ?g { <http://a/1> } } GRAPH ?g { ?s ?p ?o } }'), 'a block in a nested group binds only there').to.equal('any');
+    expect(read('ASK { { VALUES ?g { <http://a/1> } GRAPH ?g { ?s ?p ?o } } UNION { GRAPH ?g { ?s ?p ?o } } }'), 'another branch').to.equal('any');
+    expect(read('ASK { VALUES ?g { <http://a/1> } { SELECT ?s WHERE { GRAPH ?g { ?s ?p ?o } } } }'), 'a subquery\'s variables are its own').to.equal('any');
     expect(read('ASK { GRAPH ?g { ?s ?p ?o } }')).to.equal('any');
     expect(read('ASK { GRAPH x:g { ?s ?p ?o } }')).to.equal('any');
     expect(read('ASK {')).to.equal('any');
@@ -172,6 +186,31 @@ m''' }`)?.key).to.equal(`INSERT DATA { <urn:x-wsm-shape:0> <urn:x-wsm-shape:1> '
     expect(new Set(rows.map((r) => r.gseq)).size, 'a write is a record of its own').to.equal(40);
     expect(await countIn(a, g)).to.equal(40);
     expect(await countIn(b, g)).to.equal(40);
+  });
+
+  it('writes appended together on two stores at once, with reads catching up meanwhile: each applied once, in the log\'s order, on both; a group is appended while the one before it is applied', async () => {
+    const [a, b] = [await openStore(), await openStore()];
+    const g = graphs.iam('overlap');
+    const before = { ...a.appends };
+    const writes = Array.from({ length: 120 }, (_, n) => (n % 3 === 2 ? b : a).write([insertInto(g, n)]));
+    // Reads on both stores meanwhile: each looks up the heads and catches up, reaching records the other store's groups (and its own) appended.
+    const reads = Array.from({ length: 30 }, (_, n) => countIn(n % 2 ? a : b, g));
+    await Promise.all([...writes, ...reads]);
+    expect(a.appends.writes - before.writes).to.equal(80);
+    const rows = await streamRows('ws:overlap');
+    expect(rows.map((r) => r.seq), 'one record a write, no gap').to.deep.equal(Array.from({ length: 120 }, (_, i) => i + 1));
+    expect(await countIn(a, g)).to.equal(120);
+    expect(await countIn(b, g)).to.equal(120);
+    const c = await openStore();
+    expect(await countIn(c, g), 'replayed').to.equal(120);
+    // Conditions asked where each record applies, on every store alike: one claim of one key wins.
+    const claim = (store: ClusterStore, n: number) => store.writeIf(
+      { ask: sparql`ASK { GRAPH ${iri(g)} { ${iri('https://example.org/claim')} ${P} ?v } }`, expect: false },
+      [updateOp(sparql`INSERT DATA { GRAPH ${iri(g)} { ${iri('https://example.org/claim')} ${P} ${integer(n)} } }`, [g])]);
+    const won = await Promise.all(Array.from({ length: 30 }, (_, n) => claim(n % 2 ? a : b, n)));
+    expect(won.filter(Boolean)).to.have.length(1);
+    const claimed = async (store: ClusterStore) => Number((await store.select(sparql`SELECT (COUNT(*) AS ?n) WHERE { GRAPH ${iri(g)} { ${iri('https://example.org/claim')} ?p ?o } }`))[0]!.n!.value);
+    expect([await claimed(a), await claimed(b), await claimed(c)]).to.deep.equal([1, 1, 1]);
   });
 
   it('a write over two streams is one record in each, with one gseq, applied once by another store; opened again, it replays once', async () => {

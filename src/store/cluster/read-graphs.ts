@@ -182,8 +182,8 @@ function parsedReads(text: string): GraphsRead {
         const defaults = u.using?.default?.length ? u.using.default.map((t) => t.value) : u.graph ? [u.graph.value] : [DEFAULT_GRAPH];
         for (const t of u.using?.named ?? []) out.add(t.value);
         // DELETE WHERE's template is its pattern.
-        if (u.updateType === 'deletewhere') walk(u.delete, defaults, out);
-        walk(u.where, defaults, out);
+        if (u.updateType === 'deletewhere') walk(u.delete, defaults, out, new Map());
+        walk(u.where, defaults, out, new Map());
         continue;
       }
       const m = op as unknown as { type: string; source?: { name?: Term; default?: boolean } };
@@ -199,29 +199,64 @@ function parsedReads(text: string): GraphsRead {
 /** Thrown out of the walk at a graph it cannot name. */
 class AnyGraph extends Error {}
 
-/** A query's patterns; a subquery reads the graphs its group reads (`inherited`). */
+/** Graph variables a VALUES block binds to IRIs alone, by name (`?g`): a pattern `GRAPH ?g` joined with it reads only those graphs. */
+type Bound = ReadonlyMap<string, readonly string[]>;
+
+/** A query's patterns; a subquery reads the graphs its group reads (`inherited`). Its own variables are its own: nothing bound outside it is taken in. */
 function readQuery(q: Record<string, unknown>, out: Set<string>, inherited: readonly string[] | null = [DEFAULT_GRAPH]): void {
   const from = q.from as { default?: Term[]; named?: Term[] } | undefined;
   const defaults = from?.default?.length ? from.default.map((t) => t.value) : inherited;
   for (const t of from?.named ?? []) out.add(t.value);
-  walk(q.where, defaults, out);
+  // A VALUES after the pattern joins with all of it.
+  const bound = boundBy([{ type: 'values', values: q.values }], new Map());
+  walk(q.where, defaults, out, bound);
   // Expressions of the projection, GROUP BY, HAVING, ORDER BY may hold EXISTS patterns.
-  for (const key of ['variables', 'group', 'having', 'order', 'values']) walk(q[key], defaults, out);
+  for (const key of ['variables', 'group', 'having', 'order']) walk(q[key], defaults, out, bound);
 }
 
-/** Walks patterns and expressions: `GRAPH <g>` reads g, `GRAPH ?g` any graph, triples outside GRAPH the default graphs. */
-function walk(node: unknown, defaults: readonly string[] | null, out: Set<string>): void {
+/**
+ * `outer` with the variables the VALUES blocks among `patterns` (one
+ * group's) bind: in every row, to an IRI. The group's other patterns, and
+ * those nested in them, are joined with the block, so only rows naming one
+ * of those IRIs count; a variable left UNDEF in a row, or bound to
+ * anything else, is not taken.
+ */
+function boundBy(patterns: readonly unknown[], outer: Bound): Bound {
+  let bound: Map<string, readonly string[]> | undefined;
+  for (const p of patterns) {
+    const block = p as { type?: string; values?: Record<string, Term | undefined>[] };
+    if (block?.type !== 'values' || !Array.isArray(block.values) || block.values.length === 0) continue;
+    for (const name of Object.keys(block.values[0]!)) {
+      const iris = block.values.map((row) => row[name]);
+      if (!iris.every((t) => t?.termType === 'NamedNode')) continue;
+      bound ??= new Map(outer);
+      // Two blocks binding one variable: only IRIs in both.
+      const earlier = bound.get(name);
+      const values = iris.map((t) => t!.value);
+      bound.set(name, earlier ? values.filter((v) => earlier.includes(v)) : values);
+    }
+  }
+  return bound ?? outer;
+}
+
+/** Walks patterns and expressions: `GRAPH <g>` reads g, `GRAPH ?g` the graphs a VALUES binds ?g to (else any graph), triples outside GRAPH the default graphs. */
+function walk(node: unknown, defaults: readonly string[] | null, out: Set<string>, bound: Bound): void {
   if (Array.isArray(node)) {
-    for (const item of node) walk(item, defaults, out);
+    const inGroup = boundBy(node, bound);
+    for (const item of node) walk(item, defaults, out, inGroup);
     return;
   }
   if (!node || typeof node !== 'object' || 'termType' in node) return;
   const n = node as Record<string, unknown>;
   if (n.type === 'graph' && n.name) {
     const name = n.name as Term;
-    if (name.termType !== 'NamedNode') throw new AnyGraph();
-    out.add(name.value);
-    walk(n.patterns, null, out);
+    if (name.termType === 'NamedNode') out.add(name.value);
+    else {
+      const iris = name.termType === 'Variable' ? bound.get(`?${name.value}`) : undefined;
+      if (!iris) throw new AnyGraph();
+      for (const g of iris) out.add(g);
+    }
+    walk(n.patterns, null, out, bound);
     return;
   }
   if ((n.type === 'bgp' || n.type === 'path' || n.subject !== undefined) && defaults) {
@@ -231,5 +266,5 @@ function walk(node: unknown, defaults: readonly string[] | null, out: Set<string
     readQuery(n, out, defaults);
     return;
   }
-  for (const value of Object.values(n)) walk(value, defaults, out);
+  for (const value of Object.values(n)) walk(value, defaults, out, bound);
 }
