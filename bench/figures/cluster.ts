@@ -14,16 +14,21 @@ import { integer, iri, sparql } from '../../src/rdf/sparql.js';
 import { freshClusterUrl } from '../../test/helpers/cluster.js';
 import { clusterStart } from './cluster-start.js';
 import { clusterSpread } from './cluster-spread.js';
+import { readAnswer, readTargets } from './reads.js';
+import { C5_BODY } from './writes.js';
 
 /**
  * The cluster store (`WSM_STORE=cluster`, journal and snapshots in
  * PostgreSQL, each instance answering from its own replica), measured
  * three ways:
  *
- * 1. Beside the embedded store: the reads, writes and install figures run
- *    once on the embedded store and once with every service on the
+ * 1. Beside the embedded store: the reads (P5 from the registry, P5 of an
+ *    upload, I6) and C5 at 32 connections on a cluster instance and an
+ *    embedded one running side by side, windows interleaved, each row the
+ *    median of the pairs' ratios (targets 0.8x and 0.5x); then the install
+ *    figure once on the embedded store and once with every service on the
  *    cluster store (each data directory a schema of its own in one
- *    PostgreSQL); each row is the cluster's value against the embedded one.
+ *    PostgreSQL).
  * 2. C5 at 32 connections on a cluster instance against a bare PostgreSQL
  *    baseline: an Express handler inserting the same body as one row with
  *    a pool of 10 connections (the cluster store's pool), answering once
@@ -54,7 +59,8 @@ import { clusterSpread } from './cluster-spread.js';
 
 const PAIRS = 3;
 const WINDOW_S = 3;
-const SIDE = ['reads', 'writes', 'install'] as const;
+const SIDE = ['install'] as const;
+const SIDE_PAIRS = 5;
 
 const progress = (line: string) => process.stderr.write(`cluster: ${line} (load average ${os.loadavg()[0]!.toFixed(1)})\n`);
 
@@ -74,7 +80,61 @@ export function startPostgres(): Server {
   return { url, stop: () => { script('stop'); removeDir(dir); } };
 }
 
-/** Part 1: each figure on the embedded store, then with every service on a schema of its own. */
+/** A window of load at 32 connections: its result, or an error naming what failed. */
+function window32(label: string, url: string, token: string, post?: string) {
+  return async (): Promise<LoadResult> => {
+    const r = await load({
+      url, connections: 32, duration: WINDOW_S, headers: { Authorization: `Bearer ${token}`, ...post ? { 'Content-Type': 'application/json' } : {} },
+      ...post ? { method: 'POST' as const, uniqueBody: post } : {},
+    });
+    if (r.non2xx || r.errors) throw new Error(`${label} on ${url}: ${r.non2xx} non-2xx, ${r.errors} errors`);
+    return r;
+  };
+}
+
+/**
+ * Part 1a: the reads (P5 from the registry, P5 of an upload, I6) and C5 at
+ * 32 connections, on a cluster instance and an embedded one running side
+ * by side with the same workspace and packages, their windows interleaved
+ * (`SIDE_PAIRS` pairs, the order alternating), the ratio the median of the
+ * pairs'. Targets: reads >= 0.8x, C5 >= 0.5x.
+ */
+async function besideInterleaved(postgres: Server): Promise<Figure[]> {
+  const embedded = await serviceWithWorkspace();
+  const cluster = await withServiceStore(async () => ({ WSM_STORE: 'cluster', WSM_POSTGRES_URL: await freshClusterUrl(postgres.url) }), () => serviceWithWorkspace());
+  try {
+    const targets = await readTargets(embedded);
+    await readTargets(cluster);
+    const figures: Figure[] = [];
+    const p99 = (rs: LoadResult[]) => rs.map((r) => r.p99).sort((a, b) => a - b)[Math.floor(rs.length / 2)]!;
+    const compare = async (name: string, target: string, least: number, clusterWindow: () => Promise<LoadResult>, embeddedWindow: () => Promise<LoadResult>, note: string) => {
+      const loadBefore = os.loadavg()[0]!;
+      const m = await interleave(SIDE_PAIRS, clusterWindow, embeddedWindow, (r) => r.rps);
+      figures.push(figure({
+        name, unit: 'req/s', value: m.serviceMedian, baseline: m.baselineMedian, ratios: m.ratios, target, check: (r) => r >= least,
+        note: `baseline: the same on an embedded instance running beside it, windows interleaved (${SIDE_PAIRS} pairs of ${WINDOW_S} s); p99 ${p99(m.service)} vs ${p99(m.baseline)} ms; ${note}; load average ${loadBefore.toFixed(1)}-${os.loadavg()[0]!.toFixed(1)}`,
+        cause: 'the cluster instance asks PostgreSQL for the log\'s heads once per request (docs/decisions.md, "Cluster reads") and commits each write there',
+      }));
+      progress(`${name} measured`);
+    };
+    for (const target of targets) {
+      const { bytes } = await readAnswer(cluster.svc.url, cluster.token, target);
+      await readAnswer(embedded.svc.url, embedded.token, target);
+      const on = (env: typeof embedded) => window32(target.name, env.svc.url + target.path, env.token);
+      await on(cluster)(); // warm-up
+      await on(embedded)();
+      await compare(`reads: ${target.name}, throughput (${bytes.length} B)`, '>= 0.8x', 0.8, on(cluster), on(embedded), 'reads');
+    }
+    const c5On = (env: typeof embedded) => window32('C5', `${env.svc.url}/api/v1/commands/${env.slug}`, env.token, C5_BODY);
+    await compare('writes: C5 create at 32 connections, throughput', '>= 0.5x', 0.5, c5On(cluster), c5On(embedded), 'each window creates slash commands, so both workspaces grow alike');
+    return figures;
+  } finally {
+    await cluster.close();
+    await embedded.close();
+  }
+}
+
+/** Part 1b: the install figure on the embedded store, then with every service on a schema of its own. */
 function beside(postgres: Server): Promise<Figure[]> {
   const wanted = (process.env.WSM_BENCH_CLUSTER_SIDE ?? SIDE.join(',')).split(',');
   return sideBySide(SIDE.filter((n) => wanted.includes(n)), {
@@ -167,7 +227,7 @@ export async function run(): Promise<Figure[]> {
   const postgres = startPostgres();
   try {
     const figures: Figure[] = [];
-    if (parts.includes('side')) figures.push(...await beside(postgres));
+    if (parts.includes('side')) figures.push(...await besideInterleaved(postgres), ...await beside(postgres));
     if (parts.includes('c5')) { figures.push(...await c5(postgres)); progress('C5 against PostgreSQL measured'); }
     if (parts.includes('catchup')) { figures.push(...await catchUp(postgres)); progress('catch-up measured'); }
     if (parts.includes('start')) figures.push(...await clusterStart(postgres.url));

@@ -3,6 +3,15 @@ import { figure, interleave, load, serviceWithWorkspace, startBaseline, type Fig
 const PAIRS = 3;
 const WINDOW_S = 3;
 
+/** C5's body, an alias of its own for each request (autocannon's `{{n}}`). */
+export const C5_BODY = JSON.stringify({
+  alias: 'bench-{{n}}',
+  description: 'Benchmark command',
+  interpretation: 'Lists every labelled thing.',
+  scriptType: 'CONSTRUCT',
+  scriptContent: 'PREFIX rdfs: <http://www.w3.org/2000/01/rdf-schema#> CONSTRUCT { ?s rdfs:label ?l } WHERE { ?s rdfs:label ?l }',
+});
+
 /**
  * Durable writes: C5 (create a slash command, one journaled, fdatasynced
  * write) at 1 and 32 connections against an Express handler that appends
@@ -15,19 +24,12 @@ export async function run(): Promise<Figure[]> {
   const baseline = await startBaseline('fsync');
   try {
     const { svc, token, slug } = env;
-    const uniqueBody = JSON.stringify({
-      alias: 'bench-{{n}}',
-      description: 'Benchmark command',
-      interpretation: 'Lists every labelled thing.',
-      scriptType: 'CONSTRUCT',
-      scriptContent: 'PREFIX rdfs: <http://www.w3.org/2000/01/rdf-schema#> CONSTRUCT { ?s rdfs:label ?l } WHERE { ?s rdfs:label ?l }',
-    });
     const figures: Figure[] = [];
     for (const connections of [1, 32]) {
       const window = (url: string) => async (): Promise<LoadResult> => {
         const r = await load({
           url, connections, duration: WINDOW_S, method: 'POST',
-          headers: { Authorization: `Bearer ${token}`, 'Content-Type': 'application/json' }, uniqueBody,
+          headers: { Authorization: `Bearer ${token}`, 'Content-Type': 'application/json' }, uniqueBody: C5_BODY,
         });
         if (r.non2xx || r.errors) throw new Error(`C5 at ${connections} connection(s) on ${url}: ${r.non2xx} non-2xx, ${r.errors} errors`);
         return r;
