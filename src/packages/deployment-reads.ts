@@ -1,7 +1,7 @@
 import type { QuadStore } from '../store/store.js';
 import type { Graphs } from '../rdf/graphs.js';
 import { prefixes } from '../rdf/vocab.js';
-import { sparql, iri, literal, raw, join } from '../rdf/sparql.js';
+import { sparql, iri, join } from '../rdf/sparql.js';
 import { req } from '../rdf/bindings.js';
 import { derivedIds } from './derive.js';
 
@@ -53,27 +53,34 @@ export class DeploymentReads {
    */
   async rolesOutside(workspaceId: string, exceptIds: Set<string>, roleIris: Iterable<string>): Promise<Set<string>> {
     const candidates = [...new Set(roleIris)];
-    const pk = iri(this.graphs.packages(workspaceId));
     const out = new Set<string>();
     if (candidates.length === 0) return out;
+    const graphs = await this.derivedGraphs(workspaceId, exceptIds);
+    if (graphs.length === 0) return out;
+    const values = join(graphs.map((g) => iri(g)));
     if (candidates.length <= ROLE_LOOKUP_MAX) {
-      const rows = await this.store.select(sparql`${prefixes}SELECT DISTINCT ?r ?id WHERE { VALUES ?r { ${join(candidates.map((r) => iri(r)))} }
-        GRAPH ?g { ?r a wsm:Role } FILTER (STRENDS(STR(?g), "/derived"))
-        BIND (IRI(SUBSTR(STR(?g), 1, STRLEN(STR(?g)) - 8)) AS ?mg)
-        GRAPH ${pk} { ?m wsm:graph ?mg ; a wsm:Matrix ; wsm:id ?id } }`);
-      for (const b of rows) if (!exceptIds.has(req(b, 'id'))) out.add(req(b, 'r'));
+      const rows = await this.store.select(sparql`${prefixes}SELECT DISTINCT ?r WHERE { VALUES ?r { ${join(candidates.map((r) => iri(r)))} }
+        VALUES ?g { ${values} } GRAPH ?g { ?r a wsm:Role } }`);
+      for (const b of rows) out.add(req(b, 'r'));
       return out;
     }
     const wanted = new Set(candidates);
-    const except = [...exceptIds].map((id) => literal(id));
     // Every role of the workspace's other matrices (15,000 after a large install): read as IRIs only.
-    const roles = await this.store.selectIris(sparql`${prefixes}SELECT DISTINCT ?r WHERE {
-      GRAPH ${pk} { ?m a wsm:Matrix ; wsm:id ?id ; wsm:graph ?mg }
-      ${raw(except.length ? sparql`FILTER (?id NOT IN (${join(except, ', ')}))` : '')}
-      BIND (IRI(CONCAT(STR(?mg), "/derived")) AS ?g)
-      GRAPH ?g { ?r a wsm:Role } }`, 'r');
+    const roles = await this.store.selectIris(sparql`${prefixes}SELECT DISTINCT ?r WHERE { VALUES ?g { ${values} } GRAPH ?g { ?r a wsm:Role } }`, 'r');
     for (const r of roles) if (wanted.has(r)) out.add(r);
     return out;
+  }
+
+  /**
+   * The derived graphs of the matrices installed in the workspace (as its
+   * packages graph records them), but those of `exceptIds`: named, so that
+   * a read of them names its graphs (on the cluster store with residency,
+   * it loads only this workspace).
+   */
+  private async derivedGraphs(workspaceId: string, exceptIds: ReadonlySet<string> = new Set()): Promise<string[]> {
+    const rows = await this.store.select(sparql`${prefixes}SELECT DISTINCT ?id ?mg WHERE {
+      GRAPH ${iri(this.graphs.packages(workspaceId))} { ?m a wsm:Matrix ; wsm:id ?id ; wsm:graph ?mg } }`);
+    return rows.filter((b) => !exceptIds.has(req(b, 'id'))).map((b) => `${req(b, 'mg')}/derived`);
   }
 
   /** Role IRIs the derivation gives the role URIs among `uris`. */
@@ -81,11 +88,12 @@ export class DeploymentReads {
     return [...uris].map((u) => this.graphs.resource('role', derivedIds.role(workspaceId, u)));
   }
 
-  /** The URIs (as a package names them) of these role IRIs, from the IAM graph or a derived graph of the workspace. */
+  /** The URIs (as a package names them) of these role IRIs, from the IAM graph or a derived graph of a matrix installed in the workspace. */
   async roleUrisOf(workspaceId: string, roleIris: Set<string>): Promise<string[]> {
     if (roleIris.size === 0) return [];
+    const graphs = [this.graphs.iam(workspaceId), ...await this.derivedGraphs(workspaceId)];
     const rows = await this.store.select(sparql`${prefixes}SELECT DISTINCT ?uri WHERE { VALUES ?r { ${join([...roleIris].map((r) => iri(r)))} }
-      GRAPH ?g { ?r wsm:uri ?uri } FILTER (?g = ${iri(this.graphs.iam(workspaceId))} || (STRSTARTS(STR(?g), ${literal(`${this.graphs.workspacePrefix(workspaceId)}matrices/`)}) && STRENDS(STR(?g), "/derived"))) }`);
+      VALUES ?g { ${join(graphs.map((g) => iri(g)))} } GRAPH ?g { ?r wsm:uri ?uri } }`);
     return rows.map((b) => req(b, 'uri'));
   }
 
