@@ -14,6 +14,7 @@ import { bootstrap, type BootstrapResult } from './bootstrap.js';
 import { ensureWorkspaceIndex } from './workspaces/workspace-index.js';
 import { loadSecretsKey } from './secrets/key-file.js';
 import { ClusterStore } from './store/cluster/cluster-store.js';
+import { KEEP_ALIVE_MS } from './http/placement-forward.js';
 
 /**
  * Connections the kernel holds for the service until it accepts them. Node's
@@ -75,6 +76,8 @@ export async function startServer(config: Config, logger: Logger, options: { sto
   const server = http.createServer(app);
   server.on('connection', () => acceptFirst.accepted());
   server.requestTimeout = 120_000;
+  // Node's default, named: instances forwarding requests here (placement) close their idle connections before this.
+  server.keepAliveTimeout = KEEP_ALIVE_MS;
   // Requests Node refuses before Express sees them (headers too large, malformed) still get the envelope.
   server.on('clientError', (err: NodeJS.ErrnoException, socket) => answerClientError(err, socket));
   await new Promise<void>((resolve, reject) => {
