@@ -5,6 +5,7 @@ import type net from 'node:net';
 import { bearer, removeDir, seedWorkspace, startTestServer, tempDir, type TestServer, type Tokens } from '../helpers/server.js';
 import { freshClusterUrl, requirePostgres, sqlAt } from '../helpers/cluster.js';
 import { tinyPackage } from '../helpers/packages.js';
+import { spawnInstance } from '../helpers/instances.js';
 import type { CommandJson } from '../helpers/lifecycle.js';
 
 const LEASE_MS = 3000;
@@ -28,14 +29,15 @@ describe('placement: a lifecycle command whose instance loses the workspace\'s l
   /** While true, a download of the archive is held (answered only once `hold` is false again and the test lets it go). */
   let hold = true;
   const downloads: Array<{ res: http.ServerResponse; closed: boolean; answered: boolean }> = [];
+  let env: Record<string, string>;
 
-  const command = async (i: number, id: string) => {
-    const res = await instances[i]!.http.get(`/api/v1/packages/acme/commands/${id}`).set(bearer(tokens.root));
+  const command = async (i: number, id: string, ws = 'acme') => {
+    const res = await instances[i]!.http.get(`/api/v1/packages/${ws}/commands/${id}`).set(bearer(tokens.root));
     expect(res.status, JSON.stringify(res.body)).to.equal(200);
     return { command: res.body.data as CommandJson, servedBy: res.headers['x-wsm-owner'] as string | undefined };
   };
-  const eventsOn = async (i: number, id: string) => {
-    const res = await instances[i]!.http.get(`/api/v1/packages/acme/commands/${id}/events`).set(bearer(tokens.root));
+  const eventsOn = async (i: number, id: string, ws = 'acme') => {
+    const res = await instances[i]!.http.get(`/api/v1/packages/${ws}/commands/${id}/events`).set(bearer(tokens.root));
     expect(res.status, JSON.stringify(res.body)).to.equal(200);
     return res.body.data as Array<{ level: string; message: string }>;
   };
@@ -72,10 +74,10 @@ describe('placement: a lifecycle command whose instance loses the workspace\'s l
     });
     await new Promise<void>((resolve) => registry.listen(0, '127.0.0.1', resolve));
     const registryUrl = `http://127.0.0.1:${(registry.address() as net.AddressInfo).port}`;
-    for (let i = 0; i < 2; i++) dirs.push(tempDir());
+    for (let i = 0; i < 3; i++) dirs.push(tempDir());
     // Leases on commands as short as those on workspaces: the sweeps come every 1.5 s.
-    const env = { WSM_STORE: 'cluster', WSM_POSTGRES_URL: url, WSM_CLUSTER_PLACEMENT: 'lease', WSM_CLUSTER_LEASE_MS: String(LEASE_MS), WSM_LEASE_MS: String(LEASE_MS), WSM_REGISTRY: registryUrl };
-    instances.push(...await Promise.all(dirs.map((dir) => startTestServer(env, dir))));
+    env = { WSM_STORE: 'cluster', WSM_POSTGRES_URL: url, WSM_CLUSTER_PLACEMENT: 'lease', WSM_CLUSTER_LEASE_MS: String(LEASE_MS), WSM_LEASE_MS: String(LEASE_MS), WSM_REGISTRY: registryUrl };
+    instances.push(...await Promise.all(dirs.slice(0, 2).map((dir) => startTestServer(env, dir))));
     ({ tokens, workspace: acme } = await seedWorkspace(instances[0]!, 'acme'));
   });
   after(async () => {
@@ -132,6 +134,63 @@ describe('placement: a lifecycle command whose instance loses the workspace\'s l
       const { command: first } = await command(i, id);
       expect(first).to.deep.include({ status: 'failed', errorMessage: failed.errorMessage });
       expect(await eventsOn(i, id), `instance ${i}`).to.deep.equal(events);
+    }
+  });
+
+  it('the instance running the install is paused (SIGSTOP) past its lease and another takes the workspace: failed there; once resumed, the paused one stops the command and writes nothing of it', async () => {
+    const a = await spawnInstance(env, dirs[2]!);
+    let resumed = false;
+    try {
+      hold = true;
+      downloads.length = 0;
+      const created = await a.http.post('/api/v1/workspaces').set(bearer(tokens.root)).send({ slug: 'paused', owner: 'acme-owner' });
+      expect(created.status, JSON.stringify(created.body)).to.equal(201);
+      const ws = created.body.data.id as string;
+      const accepted = await a.http.post('/api/v1/packages/paused/registry/acme-pub/slow/install').set(bearer(tokens.root)).send({});
+      expect(accepted.status, JSON.stringify(accepted.body)).to.equal(202);
+      const id = accepted.body.data.id as string;
+      await within(30_000, 'the download begins', async () => (downloads.length > 0 ? true : undefined));
+      await within(30_000, 'in progress with its download event', async () => {
+        const { command: c, servedBy } = await command(1, id, 'paused');
+        expect(servedBy, 'forwarded to the child, which holds the workspace').to.equal(a.url);
+        return c.status === 'in_progress' && (await eventsOn(1, id, 'paused')).some((e) => /Downloading/.test(e.message)) ? true : undefined;
+      });
+      const rows = async () => Number((await sqlAt(url, 'SELECT count(*) AS n FROM wsm_journal WHERE stream = $1', [`ws:${ws}`]))[0]!.n);
+
+      a.child.kill('SIGSTOP');
+      while ((await sqlAt(url, 'SELECT expires_at > now() AS live FROM wsm_owners WHERE stream = $1', [`ws:${ws}`]))[0]!.live) await sleep(100);
+      // The next request for the workspace takes it (its owner's lease ended), and the command is failed there.
+      const failed = await within(5 * LEASE_MS, 'the command failed on instance 1', async () => {
+        const { command: c, servedBy } = await command(1, id, 'paused');
+        expect(servedBy).to.equal(undefined);
+        return c.status === 'failed' ? c : undefined;
+      });
+      expect(failed.errorMessage).to.match(/^Interrupted: .*lost its lease on the workspace/);
+      expect(await ownerRow(ws)).to.deep.include({ instance: placementOf(1).instance });
+      const events = await eventsOn(1, id, 'paused');
+      const journal = await rows();
+
+      a.child.kill('SIGCONT');
+      resumed = true;
+      // Resumed, it finds its lease gone and another instance holding the workspace: it stops the command (its download given up).
+      await within(5 * LEASE_MS, 'the resumed instance gave up the download', async () => (downloads[0]!.closed ? true : undefined));
+      hold = false;
+      const again = await a.http.post('/api/v1/packages/paused/registry/acme-pub/slow/install').set(bearer(tokens.root)).send({});
+      expect(again.status, JSON.stringify(again.body)).to.equal(202);
+      expect(again.headers['x-wsm-owner'], 'forwarded to the holder').to.equal(instances[1]!.url);
+      const done = await within(60_000, 'the second install ends', async () => {
+        const { command: c } = await command(1, again.body.data.id as string, 'paused');
+        return c.status === 'completed' || c.status === 'failed' ? c : undefined;
+      });
+      expect(done.status, JSON.stringify(done)).to.equal('completed');
+      // The first command as the holder failed it; of the workspace's journal since, only the holder's second install.
+      expect((await command(0, id, 'paused')).command).to.deep.include({ status: 'failed', errorMessage: failed.errorMessage });
+      expect(await eventsOn(0, id, 'paused')).to.deep.equal(events);
+      const sinceRows = await sqlAt(url, 'SELECT record FROM wsm_journal WHERE stream = $1 AND seq > $2', [`ws:${ws}`, journal]);
+      expect(sinceRows.every((r) => !String(r.record).includes(id)), 'nothing written to the first command since it failed').to.equal(true);
+    } finally {
+      if (!resumed) a.child.kill('SIGCONT');
+      await a.kill('SIGKILL');
     }
   });
 });
