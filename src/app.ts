@@ -289,15 +289,18 @@ export function createApp(services: Services, options: {
 
 function placementFigures(store: ClusterStore, routing: ReturnType<typeof placementRouter> | undefined): PlacementFigures | undefined {
   if (!store.placement || !routing) return undefined;
-  return { ...store.placement.counts(), forwarded: routing.stats.forwarded, forwardFailures: routing.stats.failed, handovers: routing.stats.handovers };
+  const { forwarded, failed, connections, retries, handovers } = routing.stats;
+  return { ...store.placement.counts(), forwarded, forwardFailures: failed, forwardConnections: connections, forwardRetries: retries, handovers };
 }
 
 /** With WSM_CLUSTER_PLACEMENT=lease, what sends a request to its workspace's owner; else undefined. */
 function placementRouting(services: Services): ReturnType<typeof placementRouter> | undefined {
   const store = services.store;
   if (!(store instanceof ClusterStore) || !store.placement) return undefined;
-  return placementRouter({
+  const routing = placementRouter({
     placement: store.placement, logger: services.logger, available: () => store.health().writable,
     resolve: async (segment) => (await services.workspaces.find(segment))?.id,
   });
+  services.closers.push(() => routing.close());
+  return routing;
 }

@@ -191,7 +191,7 @@ export function serviceMetrics(sources: ServiceSources): client.Registry {
 }
 
 /** What placement counts (docs/cluster.md, "Placement"). */
-export interface PlacementFigures { held: number; acquired: number; takeovers: number; fenced: number; released: number; forwarded: number; forwardFailures: number; handovers: number }
+export interface PlacementFigures { held: number; acquired: number; takeovers: number; fenced: number; released: number; forwarded: number; forwardFailures: number; forwardConnections: number; forwardRetries: number; handovers: number }
 
 /**
  * Counters that follow running totals kept elsewhere (the store's own
@@ -230,6 +230,8 @@ function placementMetrics(registry: client.Registry, figures: () => PlacementFig
     ['released', 'wsm_cluster_leases_released_total', 'Workspace leases this instance let go (idle, the workspace let go, at close)'],
     ['forwarded', 'wsm_cluster_requests_forwarded_total', 'Requests this instance forwarded to the instance holding their workspace'],
     ['forwardFailures', 'wsm_cluster_forward_failures_total', 'Forwarded requests whose owner failed after the request was sent (answered 502)'],
+    ['forwardConnections', 'wsm_cluster_forward_connections_total', 'Connections this instance opened to other instances to forward requests (each kept open for the forwards that follow)'],
+    ['forwardRetries', 'wsm_cluster_forward_retries_total', 'Forwarded requests sent again on a new connection because the kept one they were sent on had been closed before any answer'],
     ['handovers', 'wsm_cluster_lease_handovers_total', 'Workspace leases this instance released because their requests all came forwarded from one other instance'],
   ]);
 }

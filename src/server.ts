@@ -14,6 +14,8 @@ import { bootstrap, type BootstrapResult } from './bootstrap.js';
 import { ensureWorkspaceIndex } from './workspaces/workspace-index.js';
 import { loadSecretsKey } from './secrets/key-file.js';
 import { ClusterStore } from './store/cluster/cluster-store.js';
+import { KEEP_ALIVE_MS } from './http/placement-forward.js';
+import { workspaceStream } from './rdf/graphs.js';
 
 /**
  * Connections the kernel holds for the service until it accepts them. Node's
@@ -58,10 +60,22 @@ export async function startServer(config: Config, logger: Logger, options: { sto
   // The index of workspaces, built once on a store written before it (src/workspaces/workspace-index.ts).
   const indexed = await ensureWorkspaceIndex(store, services.graphs);
   if (indexed === true) logger.info('built the index of workspaces (members, unfinished commands)');
-  // Placement: a workspace whose lifecycle command runs here keeps its lease until the command has ended (its writes need it).
   if (store instanceof ClusterStore && store.placement) {
     const { runner } = services.packages;
-    store.placement.keep = (stream) => stream.startsWith('ws:') && runner.hasWork(stream.slice('ws:'.length));
+    const placement = store.placement;
+    const workspaceOf = (stream: string): string | undefined => (stream.startsWith('ws:') ? stream.slice('ws:'.length) : undefined);
+    // Placement: a workspace whose lifecycle command runs here keeps its lease until the command has ended (its writes need it).
+    placement.keep = (stream) => { const ws = workspaceOf(stream); return ws !== undefined && runner.hasWork(ws); };
+    // A command claimed by an instance that no longer holds its workspace is failed by the one that does (docs/cluster.md, "Placement").
+    runner.usePlacement({
+      held: () => placement.streams().filter((stream) => placement.holds(stream)).map(workspaceOf).filter((ws) => ws !== undefined),
+      heldElsewhere: async (ws) => {
+        const owner = await placement.owner(workspaceStream(ws));
+        return owner !== undefined && owner.live && owner.instance !== placement.instance;
+      },
+    });
+    placement.onAcquired = (stream) => { const ws = workspaceOf(stream); if (ws !== undefined) runner.leaseTaken(ws); };
+    placement.onLost = (stream) => { const ws = workspaceOf(stream); if (ws !== undefined) runner.leaseLost(ws); };
   }
   // Commands cut off by the previous process's stop are failed ("interrupted") before anything else runs.
   await services.packages.runner.recover();
@@ -75,6 +89,8 @@ export async function startServer(config: Config, logger: Logger, options: { sto
   const server = http.createServer(app);
   server.on('connection', () => acceptFirst.accepted());
   server.requestTimeout = 120_000;
+  // Node's default, named: instances forwarding requests here (placement) close their idle connections before this.
+  server.keepAliveTimeout = KEEP_ALIVE_MS;
   // Requests Node refuses before Express sees them (headers too large, malformed) still get the envelope.
   server.on('clientError', (err: NodeJS.ErrnoException, socket) => answerClientError(err, socket));
   await new Promise<void>((resolve, reject) => {

@@ -14,11 +14,28 @@ export class TakenOver extends Error {
 
 const RECOVERY_MESSAGE = 'Interrupted: the service stopped while this command was pending or running; nothing of it was applied. Run the command again.';
 const TAKEOVER_MESSAGE = 'Interrupted: the service instance running this command stopped (its lease ended); nothing of it was applied. Run the command again.';
+const PLACEMENT_MESSAGE = 'Interrupted: the service instance running this command lost its lease on the workspace to another instance; nothing of it was applied. Run the command again.';
+
+/**
+ * Placement (the cluster store with WSM_CLUSTER_PLACEMENT=lease,
+ * docs/cluster.md "Placement"): a workspace is written only by the
+ * instance holding its lease, so a command claimed by another instance in a
+ * workspace held here can no longer be written by its claimer.
+ */
+export interface WorkspaceLeases {
+  /** The workspaces whose lease this instance holds now. */
+  held(): string[];
+  /** Whether another live instance holds the workspace's lease now. */
+  heldElsewhere(workspaceId: string): Promise<boolean>;
+}
 
 /** Client-made text in a log line, cut to a bounded length. */
 const bounded = (text: string) => (text.length > 100 ? `${text.slice(0, 100)}...` : text);
 
 type UnfinishedRecord = Awaited<ReturnType<CommandStore['unfinished']>>[number];
+
+/** Why a command nobody can finish is failed: the claimer's process stopped, its lease ended, or (placement) it lost the workspace. */
+type Orphaned = 'stopped' | 'lease-ended' | 'workspace-lost';
 
 /**
  * Who holds a lifecycle command, and what becomes of commands nobody holds
@@ -37,6 +54,12 @@ export class CommandLeases {
   private firstSweep = true;
   private sweeps = 0;
   private stopped = false;
+  /**
+   * Placement (`CommandRunner.usePlacement`): the workspaces' leases, the
+   * workspaces this instance has commands queued or running in, and what
+   * stops those of a workspace another instance took.
+   */
+  placement: { leases: WorkspaceLeases; working: () => Iterable<string>; abandon: (workspaceId: string) => void } | undefined;
 
   constructor(
     private readonly commands: CommandStore,
@@ -85,7 +108,48 @@ export class CommandLeases {
       this.sweepTimer.unref();
       return recovered;
     }
-    return this.failUnfinished(null);
+    return this.failUnfinished('stopped');
+  }
+
+  /**
+   * Placement: fails the unfinished commands of `workspaceIds` (held here)
+   * claimed by another instance than this one, which can no longer write
+   * to them: each in a write conditional on the command being still
+   * unfinished under that claim, and made under this instance's lease on
+   * the workspace (refused if it lost it meanwhile). Called when this
+   * instance takes a workspace's lease and at each sweep. Resolves how many
+   * it failed.
+   */
+  async failClaimedElsewhere(workspaceIds: readonly string[]): Promise<number> {
+    const lease = this.lease;
+    if (!lease || this.stopped || workspaceIds.length === 0) return 0;
+    const records = (await this.commands.unfinished(new Set(workspaceIds))).filter((r) => r.leaseOwner !== lease.id);
+    return records.length > 0 ? this.failUnfinished('workspace-lost', records) : 0;
+  }
+
+  /**
+   * Placement: stops this instance's commands in a workspace whose lease
+   * another live instance holds now (it fails them: `failClaimedElsewhere`
+   * there). Called when this instance finds its lease on a workspace gone,
+   * and at each sweep for the workspaces it works in without holding them.
+   */
+  async checkLost(workspaceId: string): Promise<boolean> {
+    const placement = this.placement;
+    if (!placement || this.stopped || ![...placement.working()].includes(workspaceId)) return false;
+    if (!await placement.leases.heldElsewhere(workspaceId)) return false;
+    this.logger.warn({ workspaceId }, 'another instance holds the lease on a workspace this instance runs lifecycle commands in: they are stopped (the holder fails them)');
+    placement.abandon(workspaceId);
+    return true;
+  }
+
+  /** Placement, at each sweep: commands claimed elsewhere in the workspaces held here, and this instance's in workspaces held elsewhere. */
+  private async placementSweep(): Promise<number> {
+    const placement = this.placement;
+    if (!placement) return 0;
+    const held = placement.leases.held();
+    const failed = await this.failClaimedElsewhere(held);
+    for (const workspaceId of [...placement.working()]) if (!held.includes(workspaceId)) await this.checkLost(workspaceId);
+    return failed;
   }
 
   /**
@@ -101,15 +165,16 @@ export class CommandLeases {
     this.sweeping ??= (async () => {
       try {
         const expired = await lease.expire();
+        const claimedElsewhere = await this.placementSweep();
         // Commands are read (across workspaces) only when an instance's record went (here, or possibly by an
         // instance that stopped before failing its commands: every tenth sweep), not to keep the engine busy.
         this.sweeps++;
-        if (expired.length === 0 && !this.firstSweep && this.sweeps % 10 !== 0) return 0;
+        if (expired.length === 0 && !this.firstSweep && this.sweeps % 10 !== 0) return claimedElsewhere;
         // Commands first, then the instances: a command of an instance that registered since is never taken.
         const unfinished = await this.commands.unfinished();
         const live = await lease.registered();
         const orphaned = unfinished.filter((r) => r.leaseOwner === null || !live.has(r.leaseOwner));
-        const failed = orphaned.length > 0 ? await this.failUnfinished(lease, orphaned) : 0;
+        const failed = claimedElsewhere + (orphaned.length > 0 ? await this.failUnfinished('lease-ended', orphaned) : 0);
         if (expired.length > 0 || this.firstSweep) {
           this.firstSweep = false;
           const dropped = await lease.dropOrphanStaging();
@@ -134,7 +199,8 @@ export class CommandLeases {
     await this.sweeping;
   }
 
-  private async failUnfinished(lease: InstanceLease | null, records?: UnfinishedRecord[]): Promise<number> {
+  private async failUnfinished(why: Orphaned, records?: UnfinishedRecord[]): Promise<number> {
+    const lease = this.lease;
     let recovered = 0;
     for (const record of records ?? await this.commands.unfinished()) {
       const { workspaceId, commandId } = record;
@@ -148,14 +214,17 @@ export class CommandLeases {
       }
       try {
         const now = this.now();
-        const message = lease ? TAKEOVER_MESSAGE : RECOVERY_MESSAGE;
+        const message = why === 'stopped' ? RECOVERY_MESSAGE : why === 'lease-ended' ? TAKEOVER_MESSAGE : PLACEMENT_MESSAGE;
         const ops = [
           ...this.commands.statusOps(workspaceId, commandId, 'failed', now, { errorMessage: message }),
           this.commands.eventOp(workspaceId, commandId, (await this.commands.lastSequence(workspaceId, commandId)) + 1, 'ERROR', message, now),
         ];
-        if (lease) {
+        if (why === 'lease-ended' && lease) {
           // Only while no live instance holds it: an owner that renewed its lease keeps its command.
           if (!await this.store.writeIf({ ask: this.commands.orphanedAsk(workspaceId, commandId, record.leaseOwner, lease), expect: true }, ops)) continue;
+        } else if (why === 'workspace-lost') {
+          // Only while still unfinished under the claim seen; appended only under this instance's lease on the workspace.
+          if (!await this.store.writeIf({ ask: this.commands.orphanedAsk(workspaceId, commandId, record.leaseOwner), expect: true }, ops)) continue;
         } else {
           await this.store.write(ops);
         }

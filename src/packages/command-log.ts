@@ -35,11 +35,17 @@ export class CommandLog {
     private readonly write: (ops: WriteInput[]) => Promise<boolean>,
     private readonly oneAtATime: boolean,
     private readonly now: () => string,
+    /** Aborted when the command is stopped here (placement: another instance took the workspace): its next event throws. */
+    signal: AbortSignal = new AbortController().signal,
   ) {
     this.context = {
       commandId,
       workspaceId,
-      event: async (level, message) => { this.issue([this.eventOp(level, message)]); },
+      signal,
+      event: async (level, message) => {
+        signal.throwIfAborted();
+        this.issue([this.eventOp(level, message)]);
+      },
       setReport: (counts, ntriples) => { this.report = { counts, ntriples }; },
     };
   }

@@ -9,7 +9,7 @@ import { req, str, int, bool, time } from '../rdf/bindings.js';
 import { AppError, conflict } from '../errors.js';
 import { countLifecycleCommand } from '../metrics.js';
 import type { InstanceLease } from '../store/instance-lease.js';
-import { CommandLeases, TakenOver } from './command-leases.js';
+import { CommandLeases, TakenOver, type WorkspaceLeases } from './command-leases.js';
 import { CommandLog } from './command-log.js';
 import { commandEntryOp, workspacesWithUnfinished } from '../workspaces/workspace-index.js';
 
@@ -86,6 +86,13 @@ export interface ValidationCounts {
 export interface JobContext {
   readonly commandId: string;
   readonly workspaceId: string;
+  /**
+   * Aborted when the command is stopped on this instance (placement:
+   * another instance took the workspace's lease, and fails the command):
+   * nothing the job does is written any more; work that waits (a download)
+   * can stop at once.
+   */
+  readonly signal: AbortSignal;
   /** Appends an event to the command's log (durably, before it returns). */
   event(level: EventLevel, message: string): Promise<void>;
   /**
@@ -142,6 +149,10 @@ interface Queued {
   owner?: string | undefined;
   /** Set when its final status write is issued: it no longer blocks exclusive requests. */
   settled?: boolean;
+  /** Placement: another instance took the workspace (it fails the command); not run, or stopped. */
+  abandoned?: boolean;
+  /** Stops the command's job while it runs (`abandoned`). */
+  abort?: AbortController;
 }
 
 const ACTIVE: CommandStatus[] = ['pending', 'in_progress'];
@@ -336,7 +347,7 @@ export class CommandStore {
 
   /**
    * Commands left pending or in progress (by a process that stopped), across
-   * workspaces. Read only from each workspace's own packages graph (the graph
+   * workspaces (those of `only`, when given). Read only from each workspace's own packages graph (the graph
    * is built from the workspace's id in the system graph), and only records
    * whose subject is the command IRI of their id and whose `wsm:workspace` is
    * that workspace: nothing a package wrote into a matrix or extension graph
@@ -345,9 +356,10 @@ export class CommandStore {
    * read naming its graphs: on the cluster store with residency it loads
    * those workspaces only).
    */
-  async unfinished(): Promise<Array<{ workspaceId: string; commandId: string; status: CommandStatus; subject: string; workspace: string; leaseOwner: string | null }>> {
+  async unfinished(only?: ReadonlySet<string>): Promise<Array<{ workspaceId: string; commandId: string; status: CommandStatus; subject: string; workspace: string; leaseOwner: string | null }>> {
     const out: Array<{ workspaceId: string; commandId: string; status: CommandStatus; subject: string; workspace: string; leaseOwner: string | null }> = [];
     for (const wsId of await workspacesWithUnfinished(this.store, this.graphs)) {
+      if (only && !only.has(wsId)) continue;
       const rows = await this.store.select(sparql`${prefixes}SELECT ?ws ?c ?id ?status ?owner WHERE {
         GRAPH ${iri(this.graphs.system)} { ?ws a wsm:Workspace ; wsm:id ${literal(wsId)} }
         GRAPH ${iri(this.graphs.packages(wsId))} { ?c a wsm:LifecycleCommand ; wsm:id ?id ; wsm:status ?status ; wsm:workspace ?ws .
@@ -378,14 +390,17 @@ export class CommandStore {
   /**
    * ASK: is the command still unfinished and its owner without a lease (no
    * record of the instance `owner`, or no owner at all)? The condition of a
-   * takeover: an owner that renewed its lease keeps the command.
+   * takeover: an owner that renewed its lease keeps the command. Without
+   * `lease`: still unfinished and claimed by `owner` (placement: the
+   * instance holding the workspace's lease fails a command claimed by
+   * another, whatever that one's lease on its commands).
    */
-  orphanedAsk(workspaceId: string, commandId: string, owner: string | null, lease: InstanceLease): Sparql {
+  orphanedAsk(workspaceId: string, commandId: string, owner: string | null, lease?: InstanceLease): Sparql {
     const c = iri(this.commandIri(commandId));
     const held = owner === null
       ? sparqlFragment`FILTER NOT EXISTS { ${c} wsm:leaseOwner ?anyOwner }`
       : sparqlFragment`${c} wsm:leaseOwner ${literal(owner)} .`;
-    const alive = owner === null ? raw('') : sparqlFragment`FILTER NOT EXISTS { GRAPH ${iri(lease.graph)} { ${iri(lease.iri(owner))} a wsm:ServiceInstance } }`;
+    const alive = owner === null || !lease ? raw('') : sparqlFragment`FILTER NOT EXISTS { GRAPH ${iri(lease.graph)} { ${iri(lease.iri(owner))} a wsm:ServiceInstance } }`;
     return sparql`${prefixes}ASK { GRAPH ${iri(this.graphs.packages(workspaceId))} {
       ${c} wsm:status ?status . ${held}
       FILTER (?status IN ("pending", "in_progress")) }
@@ -411,9 +426,52 @@ export class CommandRunner {
   /** Per workspace: the tail of its chain of commands. */
   private readonly chains = new Map<string, Promise<void>>();
 
-  /** Whether a command of the workspace is queued or running here (cluster placement keeps the workspace's lease meanwhile). */
+  /** Whether a command of the workspace is being accepted, queued or running here (cluster placement keeps the workspace's lease meanwhile). */
   hasWork(workspaceId: string): boolean {
-    return this.chains.has(workspaceId);
+    if (this.chains.has(workspaceId)) return true;
+    // Being accepted: queued before its pending record is written, in a chain only after.
+    const prefix = `${workspaceId}\u0000`;
+    for (const key of this.queues.keys()) if (key.startsWith(prefix)) return true;
+    return false;
+  }
+
+  /** The workspaces with a command being accepted, queued or running here. */
+  private workspacesAtWork(): Set<string> {
+    const out = new Set(this.chains.keys());
+    for (const key of this.queues.keys()) out.add(key.slice(0, key.indexOf('\u0000')));
+    return out;
+  }
+
+  /**
+   * Placement (docs/cluster.md "Placement"): commands claimed by another
+   * instance in a workspace whose lease this instance holds are failed
+   * (when it takes the lease, and at each sweep), and this instance's
+   * commands in a workspace another instance took are stopped.
+   */
+  usePlacement(leases: WorkspaceLeases): void {
+    this.leases.placement = { leases, working: () => this.workspacesAtWork(), abandon: (ws) => this.abandon(ws) };
+  }
+
+  /** Placement: this instance took the workspace's lease; commands its previous holder claimed are failed. */
+  leaseTaken(workspaceId: string): void {
+    this.leases.failClaimedElsewhere([workspaceId]).catch((err: unknown) => this.logger.error({ err, workspaceId }, 'could not look for lifecycle commands left by the previous holder of a workspace'));
+  }
+
+  /** Placement: this instance's lease on the workspace was found taken over or ended; its commands there stop if another instance holds it. */
+  leaseLost(workspaceId: string): void {
+    this.leases.checkLost(workspaceId).catch((err: unknown) => this.logger.warn({ err, workspaceId }, 'could not ask who holds a workspace whose lease this instance lost'));
+  }
+
+  /** Stops this instance's commands of a workspace another instance took: queued ones do not run, a running one's job is aborted. */
+  private abandon(workspaceId: string): void {
+    const prefix = `${workspaceId}\u0000`;
+    for (const [key, queue] of this.queues) {
+      if (!key.startsWith(prefix)) continue;
+      for (const item of queue) {
+        item.abandoned = true;
+        item.abort?.abort(new TakenOver());
+      }
+    }
   }
   private readonly clock = new Clock();
   private readonly idle = new Set<() => void>();
@@ -427,7 +485,10 @@ export class CommandRunner {
 
   /** A write to a command by its owner; false when another instance took it over (`CommandLeases.write`). */
   private held(item: Queued, ops: WriteInput[]): Promise<boolean> {
-    return this.leases.write(item.request.workspaceId, item.id, item.owner, ops);
+    const written = this.leases.write(item.request.workspaceId, item.id, item.owner, ops);
+    // Placement: a write refused because another instance took the workspace stops the command now, not at its end.
+    if (this.leases.placement) written.catch(() => this.leaseLost(item.request.workspaceId));
+    return written;
   }
 
   private static key(workspaceId: string, packageName: string): string { return `${workspaceId}\u0000${packageName}`; }
@@ -562,16 +623,26 @@ export class CommandRunner {
   private async execute(item: Queued): Promise<void> {
     const { request, id } = item;
     const ws = request.workspaceId;
-    const log = new CommandLog(this.commands, ws, id, (ops) => this.held(item, ops), this.leases.shared, () => this.now());
+    const abort = new AbortController();
+    item.abort = abort;
+    const log = new CommandLog(this.commands, ws, id, (ops) => this.held(item, ops), this.leases.shared, () => this.now(), abort.signal);
     let type: string = request.commandType;
     let outcome: 'completed' | 'failed' = 'failed';
     try {
+      if (item.abandoned) throw new TakenOver();
       if (this.stopped) throw new CommandFailure('The service stopped before this command started', 'Run the command again.');
       log.issue([
         ...this.commands.statusOps(ws, id, 'in_progress', this.now()),
         log.eventOp('INFO', `${request.commandType} of package "${request.packageName}" version ${request.version} started`),
       ]);
-      const result = await request.job(log.context);
+      // Stopped (placement: another instance took the workspace) while the job runs: its work is dropped at once.
+      const job = request.job(log.context);
+      job.catch(() => {}); // once abandoned, its end is nobody's
+      const result = await Promise.race([job, new Promise<never>((_, reject) => {
+        const stop = () => reject(new TakenOver());
+        if (abort.signal.aborted) stop();
+        abort.signal.addEventListener('abort', stop, { once: true });
+      })]);
       await log.settle();
       type = result.commandType ?? request.commandType;
       item.settled = true;
@@ -592,9 +663,12 @@ export class CommandRunner {
       if (!done) throw new TakenOver();
       outcome = 'completed';
     } catch (err) {
-      if (err instanceof TakenOver) {
-        // Another instance found this instance's lease ended and failed the command: nothing of it was applied here.
+      // Placement: a command whose workspace another instance took cannot write its failure here; that instance does.
+      const lost = err instanceof TakenOver || item.abandoned || await this.leases.checkLost(ws).catch(() => false);
+      if (lost) {
+        // Another instance found this instance's lease ended (on the command, or on its workspace) and fails the command: nothing of it was applied here.
         item.settled = true;
+        abort.abort(new TakenOver());
         this.logger.warn({ commandId: id, workspaceId: ws }, 'lifecycle command taken over by another instance (this instance\'s lease ended); its work is dropped');
         countLifecycleCommand(type, outcome);
         return;

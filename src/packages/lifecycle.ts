@@ -95,8 +95,9 @@ export class Lifecycle {
       await ctx.event('INFO', `Downloading ${publisher}/${name} ${resolved.version} from the registry`);
       let bytes: Buffer;
       try {
-        bytes = await this.registry.download(publisher, name, resolved.version);
+        bytes = await this.registry.download(publisher, name, resolved.version, ctx.signal);
       } catch (err) {
+        ctx.signal.throwIfAborted();
         throw new CommandFailure(`Could not download ${publisher}/${name} ${resolved.version}: ${err instanceof Error ? err.message : String(err)}`,
           'Check that the registry is reachable and still offers this version, then install again.');
       }

@@ -37,8 +37,8 @@ export interface Registry {
    * and frozen. Undefined when it would have to ask.
    */
   keptVersions?(publisher: string, name: string): readonly RegistryVersion[] | undefined;
-  /** The archive of one version. NOT_FOUND when unknown; an HTTP registry's checksum is verified. */
-  download(publisher: string, name: string, version: string): Promise<Buffer>;
+  /** The archive of one version. NOT_FOUND when unknown; an HTTP registry's checksum is verified. `signal` stops a download under way (an HTTP registry's). */
+  download(publisher: string, name: string, version: string, signal?: AbortSignal): Promise<Buffer>;
 }
 
 const isSlug = (s: string) => typeof s === 'string' && s.length <= 64 && SLUG.test(s);
@@ -139,11 +139,13 @@ class HttpRegistry implements Registry {
     return `${this.base}/api/v1/registry/packages/${segments.map(encodeURIComponent).join('/')}`;
   }
 
-  private async get(url: string, what: string): Promise<Response> {
+  private async get(url: string, what: string, signal?: AbortSignal): Promise<Response> {
     let res: Response;
     try {
-      res = await fetch(url, { signal: AbortSignal.timeout(HTTP_TIMEOUT_MS), redirect: 'follow' });
+      const timeout = AbortSignal.timeout(HTTP_TIMEOUT_MS);
+      res = await fetch(url, { signal: signal ? AbortSignal.any([timeout, signal]) : timeout, redirect: 'follow' });
     } catch (err) {
+      signal?.throwIfAborted();
       throw unavailable(`The package registry could not be reached (${err instanceof Error ? err.message : String(err)})`);
     }
     if (res.status === 404) {
@@ -189,10 +191,10 @@ class HttpRegistry implements Registry {
     return out.sort(byVersion);
   }
 
-  async download(publisher: string, name: string, version: string): Promise<Buffer> {
+  async download(publisher: string, name: string, version: string, signal?: AbortSignal): Promise<Buffer> {
     checkCoordinates(publisher, name, version);
     const what = `Version ${version} of "${publisher}/${name}"`;
-    const res = await this.get(this.url(publisher, name, version, 'archive'), what);
+    const res = await this.get(this.url(publisher, name, version, 'archive'), what, signal);
     const lower = `version ${version} of "${publisher}/${name}"`;
     const header = res.headers.get('x-archive-checksum');
     const expected = /^sha256:([0-9a-fA-F]{64})$/.exec(header?.trim() ?? '');

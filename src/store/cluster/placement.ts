@@ -74,6 +74,14 @@ export class Placement {
    * workspace), whatever asks (idle, residency, a hand-over).
    */
   keep: (stream: string) => boolean = () => false;
+  /**
+   * Called when this instance takes a lease it did not hold (not at a
+   * renewal): what the workspace's previous holder left unfinished is this
+   * instance's to settle (a lifecycle command claimed there). Not awaited.
+   */
+  onAcquired: (stream: string) => void = () => {};
+  /** Called when a lease this instance held is found taken over or ended (not when it lets it go). Not awaited. */
+  onLost: (stream: string) => void = () => {};
 
   constructor(private readonly log: PgLog, readonly options: PlacementOptions) {}
 
@@ -123,8 +131,25 @@ export class Placement {
   private record(stream: string, epoch: number, sent: number): void {
     const validUntil = sent + this.options.leaseMs * 0.9;
     const had = this.held.get(stream);
-    if (!had || had.epoch !== epoch) this.stats.acquired++;
     this.held.set(stream, { epoch, validUntil, usedAt: performance.now() });
+    if (!had || had.epoch !== epoch) {
+      this.stats.acquired++;
+      this.notify(this.onAcquired, stream);
+    }
+  }
+
+  /** Calls a hook without letting it throw into the lease's bookkeeping. */
+  private notify(hook: (stream: string) => void, stream: string): void {
+    try {
+      hook(stream);
+    } catch (err) {
+      this.options.onWarning?.(`a placement hook failed: ${err instanceof Error ? err.message : String(err)}`);
+    }
+  }
+
+  /** Drops a lease this instance held that was taken over or ended. */
+  private drop(stream: string): void {
+    if (this.held.delete(stream)) this.notify(this.onLost, stream);
   }
 
   /**
@@ -141,7 +166,7 @@ export class Placement {
       if (takeOverEpoch !== undefined && this.held.get(stream)?.epoch !== got.epoch) this.stats.takeovers++;
       this.record(stream, got.epoch, sent);
     } else {
-      this.held.delete(stream);
+      this.drop(stream);
     }
     return got;
   }
@@ -176,7 +201,7 @@ export class Placement {
   /** The log refused an append under the lease on `stream` (`LeaseLostError`): it is no longer held. */
   lost(stream: string): void {
     this.stats.fenced++;
-    this.held.delete(stream);
+    this.drop(stream);
   }
 
   /**
@@ -199,7 +224,7 @@ export class Placement {
           const held = this.held.get(stream);
           if (!held || held.epoch !== epoch) continue;
           if (renewed.has(stream)) held.validUntil = sent + this.options.leaseMs * 0.9;
-          else this.held.delete(stream);
+          else this.drop(stream);
         }
       } catch (err) {
         if (!this.closed) this.options.onWarning?.(`renewing this instance's workspace leases failed: ${err instanceof Error ? err.message : String(err)}`);
