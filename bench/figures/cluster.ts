@@ -3,7 +3,7 @@ import os from 'node:os';
 import path from 'node:path';
 import pg from 'pg';
 import {
-  figure, interleave, load, removeDir, ROOT, serviceWithWorkspace, startBaseline, withServiceStore, workDir,
+  figure, installPackage, interleave, load, removeDir, ROOT, serviceWithWorkspace, startBaseline, withServiceStore, workDir,
   type Figure, type LoadResult,
 } from '../lib.js';
 import { sideBySide } from '../side-by-side.js';
@@ -16,6 +16,7 @@ import { clusterStart } from './cluster-start.js';
 import { clusterSpread } from './cluster-spread.js';
 import { readAnswer, readTargets } from './reads.js';
 import { C5_BODY } from './writes.js';
+import { rolesPackageArchive } from '../data.js';
 
 /**
  * The cluster store (`WSM_STORE=cluster`, journal and snapshots in
@@ -61,6 +62,8 @@ const PAIRS = 3;
 const WINDOW_S = 3;
 const SIDE = ['install'] as const;
 const SIDE_PAIRS = 5;
+const INSTALL_PAIRS = 3;
+const ROLES = 15_000;
 
 const progress = (line: string) => process.stderr.write(`cluster: ${line} (load average ${os.loadavg()[0]!.toFixed(1)})\n`);
 
@@ -127,6 +130,22 @@ async function besideInterleaved(postgres: Server): Promise<Figure[]> {
     }
     const c5On = (env: typeof embedded) => window32('C5', `${env.svc.url}/api/v1/commands/${env.slug}`, env.token, C5_BODY);
     await compare('writes: C5 create at 32 connections, throughput', '>= 0.5x', 0.5, c5On(cluster), c5On(embedded), 'each window creates slash commands, so both workspaces grow alike');
+    // A package of ROLES roles, a new one (name and matrix) each time, installed on each side in turn.
+    const made = new Map<typeof embedded, number>();
+    const rolesOn = (env: typeof embedded) => async () => {
+      const i = made.get(env) ?? 0;
+      made.set(env, i + 1);
+      const archive = await rolesPackageArchive(`roles-${i}`, '1.0.0', `https://bench.example/matrix/roles-${i}`, ROLES);
+      return (await installPackage(env.svc.url, env.token, env.slug, archive)).ms;
+    };
+    const loadBefore = os.loadavg()[0]!;
+    const installs = await interleave(INSTALL_PAIRS, rolesOn(cluster), rolesOn(embedded), (ms) => ms);
+    figures.push(figure({
+      name: `install: a ${ROLES.toLocaleString('en')}-role package, P2 to completed`, unit: 'ms',
+      value: installs.serviceMedian, baseline: installs.baselineMedian, ratios: installs.ratios, target: '<= 1.5x', check: (r) => r <= 1.5,
+      note: `baseline: the same install on an embedded instance running beside it, in turn (${INSTALL_PAIRS} pairs, each install a package of its own into the same workspace); load average ${loadBefore.toFixed(1)}-${os.loadavg()[0]!.toFixed(1)}`,
+    }));
+    progress('the roles install measured');
     return figures;
   } finally {
     await cluster.close();

@@ -19,12 +19,14 @@ export class DeploymentReads {
   /** URIs of installed matrices (outside `exceptIds`) whose specification imports one of `uris`. */
   async importers(workspaceId: string, uris: string[], exceptIds: Set<string>): Promise<string[]> {
     if (uris.length === 0) return [];
-    // From the imported URIs to the graphs that import them: the cost follows the importers, not the matrices installed.
-    const rows = await this.store.select(sparql`${prefixes}SELECT DISTINCT ?m ?id WHERE {
+    const graphs = (await this.installedMatrices(workspaceId, exceptIds)).map((m) => m.graph);
+    if (graphs.length === 0) return [];
+    // Each graph looked up by the imported URIs (both bound: an index lookup a pair).
+    const rows = await this.store.select(sparql`${prefixes}SELECT DISTINCT ?m WHERE {
       VALUES ?target { ${join(uris.map((u) => iri(u)))} }
-      GRAPH ?g { ?m mtx:imports ?target }
-      GRAPH ${iri(this.graphs.packages(workspaceId))} { ?rec wsm:graph ?g ; a wsm:Matrix ; wsm:id ?id } }`);
-    return [...new Set(rows.filter((b) => !exceptIds.has(req(b, 'id'))).map((b) => req(b, 'm')))];
+      VALUES ?g { ${join(graphs.map((g) => iri(g)))} }
+      GRAPH ?g { ?m mtx:imports ?target } }`);
+    return rows.map((b) => req(b, 'm'));
   }
 
   /** Roles defined in the derived graphs of these matrices. */
@@ -72,15 +74,20 @@ export class DeploymentReads {
   }
 
   /**
-   * The derived graphs of the matrices installed in the workspace (as its
-   * packages graph records them), but those of `exceptIds`: named, so that
-   * a read of them names its graphs (on the cluster store with residency,
-   * it loads only this workspace).
+   * The matrices installed in the workspace (as its packages graph records
+   * them), but those of `exceptIds`, with their graphs: reads of those
+   * graphs name them, so that on the cluster store with residency they
+   * load only this workspace.
    */
-  private async derivedGraphs(workspaceId: string, exceptIds: ReadonlySet<string> = new Set()): Promise<string[]> {
+  private async installedMatrices(workspaceId: string, exceptIds: ReadonlySet<string> = new Set()): Promise<Array<{ id: string; graph: string }>> {
     const rows = await this.store.select(sparql`${prefixes}SELECT DISTINCT ?id ?mg WHERE {
       GRAPH ${iri(this.graphs.packages(workspaceId))} { ?m a wsm:Matrix ; wsm:id ?id ; wsm:graph ?mg } }`);
-    return rows.filter((b) => !exceptIds.has(req(b, 'id'))).map((b) => `${req(b, 'mg')}/derived`);
+    return rows.map((b) => ({ id: req(b, 'id'), graph: req(b, 'mg') })).filter((m) => !exceptIds.has(m.id));
+  }
+
+  /** The derived graphs of the installed matrices but those of `exceptIds`. */
+  private async derivedGraphs(workspaceId: string, exceptIds: ReadonlySet<string> = new Set()): Promise<string[]> {
+    return (await this.installedMatrices(workspaceId, exceptIds)).map((m) => `${m.graph}/derived`);
   }
 
   /** Role IRIs the derivation gives the role URIs among `uris`. */
