@@ -54,19 +54,19 @@ export class DeploymentReads {
    * queries, 20 s on a remote engine.
    */
   async rolesOutside(workspaceId: string, exceptIds: Set<string>, roleIris: Iterable<string>): Promise<Set<string>> {
-    const candidates = [...new Set(roleIris)];
+    // One set of the candidates (a large package mentions 100,000 IRIs: each copy held the event loop).
+    const wanted = new Set(roleIris);
     const out = new Set<string>();
-    if (candidates.length === 0) return out;
+    if (wanted.size === 0) return out;
     const graphs = await this.derivedGraphs(workspaceId, exceptIds);
     if (graphs.length === 0) return out;
     const values = join(graphs.map((g) => iri(g)));
-    if (candidates.length <= ROLE_LOOKUP_MAX) {
-      const rows = await this.store.select(sparql`${prefixes}SELECT DISTINCT ?r WHERE { VALUES ?r { ${join(candidates.map((r) => iri(r)))} }
+    if (wanted.size <= ROLE_LOOKUP_MAX) {
+      const rows = await this.store.select(sparql`${prefixes}SELECT DISTINCT ?r WHERE { VALUES ?r { ${join([...wanted].map((r) => iri(r)))} }
         VALUES ?g { ${values} } GRAPH ?g { ?r a wsm:Role } }`);
       for (const b of rows) out.add(req(b, 'r'));
       return out;
     }
-    const wanted = new Set(candidates);
     // Every role of the workspace's other matrices (15,000 after a large install): read as IRIs only.
     const roles = await this.store.selectIris(sparql`${prefixes}SELECT DISTINCT ?r WHERE { VALUES ?g { ${values} } GRAPH ?g { ?r a wsm:Role } }`, 'r');
     for (const r of roles) if (wanted.has(r)) out.add(r);

@@ -218,7 +218,14 @@ export class Deployment {
     // Only installed matrices the package's triples mention (or that it owns) matter: the imports, the context of validation and the moves.
     const mentioned = new Set(parsed.mentioned);
     const previous = await this.records.matricesOfPackage(ws, packageName);
-    const mentionedInstalled = await this.records.matricesAmong(ws, [...mentioned, ...parsed.matrices.map((p) => p.uri)]);
+    // The package's own matrices are mentioned by their own triples, as a rule: the mentioned set is then looked in as it is.
+    const unmentioned = parsed.matrices.map((p) => p.uri).filter((u) => !mentioned.has(u));
+    const mentionedInstalled = await this.records.matricesAmong(ws, mentioned);
+    if (unmentioned.length > 0) {
+      const seen = new Set(mentionedInstalled.map((x) => x.id));
+      mentionedInstalled.push(...(await this.records.matricesAmong(ws, unmentioned)).filter((x) => !seen.has(x.id)));
+      mentionedInstalled.sort((a, b) => (a.uri < b.uri ? -1 : a.uri > b.uri ? 1 : 0));
+    }
     for (const p of parsed.matrices) {
       const owner = mentionedInstalled.find((x) => x.uri === p.uri && x.packageName !== packageName);
       if (!owner) continue;
@@ -338,7 +345,7 @@ export class Deployment {
     const ws = plan.workspaceId;
     const fromExtensions = [...mentionedIris([...plan.extensions.values()].flat())].filter((u) => !plan.mentioned.has(u));
     const extensionMatrices = (await this.records.matricesAmong(ws, fromExtensions)).filter((x) => !plan.touched.has(x.id));
-    const roles = await this.reads.rolesOutside(ws, plan.touched, [...plan.mentionedRoleIris, ...this.reads.roleIrisFor(ws, fromExtensions)]);
+    const roles = await this.reads.rolesOutside(ws, plan.touched, concat(plan.mentionedRoleIris, this.reads.roleIrisFor(ws, fromExtensions)));
     const context: ValidateInput['context'] = { roleUris: await this.reads.roleUrisOf(ws, roles), matrixUris: [...plan.others, ...extensionMatrices].map((x) => x.uri).sort() };
     const extensions = Object.fromEntries([...plan.extensions].map(([uri, quads]) => [uri, quads.length ? quadsToNTriples(quads) : '']));
     const { report, ntriples } = await job.validate({ extensions, context, reservedBase: this.graphs.base, reportIri: this.graphs.report(ws, ctx.commandId) });
@@ -440,4 +447,10 @@ export class Deployment {
       pinned: opts.pinned, dependsOn: m.dependencies.map((d) => d.name), manifest: m,
     });
   }
+}
+
+/** The items of `a`, then those of `b`, without copying either into a new array. */
+function* concat<T>(a: Iterable<T>, b: Iterable<T>): Generator<T> {
+  yield* a;
+  yield* b;
 }

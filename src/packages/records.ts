@@ -80,14 +80,14 @@ export class PackageRecords {
    * batches costs a query per batch, slow on a remote engine (docs/figures.md).
    */
   async matricesAmong(workspaceId: string, uris: Iterable<string>): Promise<MatrixRecord[]> {
-    const wanted = [...new Set(uris)];
-    if (wanted.length === 0) return [];
+    // A set is taken as it is: a large package mentions 100,000 IRIs, and each copy of them held the event loop.
+    const wanted: ReadonlySet<string> = uris instanceof Set ? uris : new Set(uris);
+    if (wanted.size === 0) return [];
     let found: MatrixRecord[];
-    if (wanted.length <= LOOKUP_BY_URI_MAX) {
-      found = await this.matrixRecords(workspaceId, '', sparql`VALUES ?uri { ${join(wanted.map((u) => iri(u)))} } ?m wsm:uri ?uri .`);
+    if (wanted.size <= LOOKUP_BY_URI_MAX) {
+      found = await this.matrixRecords(workspaceId, '', sparql`VALUES ?uri { ${join([...wanted].map((u) => iri(u)))} } ?m wsm:uri ?uri .`);
     } else {
-      const set = new Set(wanted);
-      found = (await this.matrixRecords(workspaceId)).filter((m) => set.has(m.uri));
+      found = (await this.matrixRecords(workspaceId)).filter((m) => wanted.has(m.uri));
     }
     return found.sort((a, b) => (a.uri < b.uri ? -1 : a.uri > b.uri ? 1 : 0));
   }
