@@ -2,13 +2,12 @@ import { expect } from 'chai';
 import { spawnSync } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import path from 'node:path';
-import { createParser } from 'eventsource-parser';
 import supertest from 'supertest';
 import { mintToken } from '../../src/auth/tokens.js';
 import { freshClusterUrl, requirePostgres } from '../helpers/cluster.js';
 import { runScript } from '../helpers/cli.js';
 import { spawnInstance, type InstanceProcess } from '../helpers/instances.js';
-import { publish } from '../helpers/lifecycle.js';
+import { publish, readEventStream } from '../helpers/lifecycle.js';
 import { cuttableProxy } from '../helpers/proxy.js';
 import { sample } from '../helpers/metrics.js';
 import { tinyPackage } from '../helpers/packages.js';
@@ -233,15 +232,7 @@ describe('three cluster instances behind the balancer (npm run balancer, HAProxy
       });
       expect(res.status).to.equal(200);
       expect(res.headers.get('content-type')).to.match(/^text\/event-stream/);
-      let events = 0;
-      let end: { status: string } | undefined;
-      const parser = createParser({ onEvent: (e) => { if (e.event === 'end') end = JSON.parse(e.data) as { status: string }; else if (e.event === 'event') events++; } });
-      const reader = res.body!.pipeThrough(new TextDecoderStream()).getReader();
-      for (;;) {
-        const { done, value } = await reader.read();
-        if (done) break;
-        parser.feed(value);
-      }
+      const { events, end } = await readEventStream(res);
       return { id, events, end, servedBy: res.headers.get('x-served-by') };
     })();
 

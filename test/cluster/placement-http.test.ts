@@ -1,10 +1,9 @@
 import { expect } from 'chai';
 import path from 'node:path';
-import { createParser } from 'eventsource-parser';
 import { bearer, removeDir, seedWorkspace, startTestServer, tempDir, type TestServer, type Tokens } from '../helpers/server.js';
 import { freshClusterUrl, requirePostgres, sqlAt } from '../helpers/cluster.js';
 import { tinyPackage } from '../helpers/packages.js';
-import { publish } from '../helpers/lifecycle.js';
+import { publish, readEventStream } from '../helpers/lifecycle.js';
 import type { ClusterStore } from '../../src/store/cluster/cluster-store.js';
 import { HANDOVER_AFTER } from '../../src/http/placement-forward.js';
 
@@ -103,15 +102,7 @@ describe('placement over HTTP: three instances forward a workspace\'s requests t
     expect(res.status).to.equal(200);
     expect(res.headers.get('content-type')).to.match(/^text\/event-stream/);
     expect(res.headers.get('x-wsm-owner')).to.equal(instances[owner]!.url);
-    let events = 0;
-    let end: { status: string } | undefined;
-    const parser = createParser({ onEvent: (e) => { if (e.event === 'end') end = JSON.parse(e.data) as { status: string }; else if (e.event === 'event') events++; } });
-    const reader = res.body!.pipeThrough(new TextDecoderStream()).getReader();
-    for (;;) {
-      const { done, value } = await reader.read();
-      if (done) break;
-      parser.feed(value);
-    }
+    const { events, end } = await readEventStream(res);
     expect(events).to.be.greaterThan(0);
     expect(end?.status).to.equal('completed');
   });

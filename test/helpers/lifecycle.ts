@@ -1,6 +1,7 @@
 import { mkdirSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { expect } from 'chai';
+import { createParser } from 'eventsource-parser';
 import { bearer, type TestServer } from './server.js';
 
 /** Command shape as answered by P8. */
@@ -84,4 +85,18 @@ export function bigMatrixTurtle(uri: string, triples: number): string {
   ];
   for (let i = 0; i < Math.ceil(triples / 2); i++) lines.push(`<${uri}#item${i}> rdfs:label "Item ${i}" ; <${uri}#weight> ${i} .`);
   return lines.join('\n');
+}
+
+/** Reads a command's event stream (an answer of its `/events`) to its end: how many `event`s came, and the `end` event's data. */
+export async function readEventStream(res: Response): Promise<{ events: number; end: { status: string } | undefined }> {
+  let events = 0;
+  let end: { status: string } | undefined;
+  const parser = createParser({ onEvent: (e) => { if (e.event === 'end') end = JSON.parse(e.data) as { status: string }; else if (e.event === 'event') events++; } });
+  const reader = res.body!.pipeThrough(new TextDecoderStream()).getReader();
+  for (;;) {
+    const { done, value } = await reader.read();
+    if (done) break;
+    parser.feed(value);
+  }
+  return { events, end };
 }
