@@ -4,6 +4,7 @@ import { prefixes } from '../rdf/vocab.js';
 import { sparql, iri, join } from '../rdf/sparql.js';
 import { req } from '../rdf/bindings.js';
 import { derivedIds } from './derive.js';
+import type { IriSet } from '../rdf/iri-set.js';
 
 /** Above this many candidate roles, `rolesOutside` reads the roles of the workspace's other matrices instead of looking each up. */
 const ROLE_LOOKUP_MAX = 500;
@@ -53,9 +54,8 @@ export class DeploymentReads {
    * workspace's other matrices, read once: 500 at a time that cost 120
    * queries, 20 s on a remote engine.
    */
-  async rolesOutside(workspaceId: string, exceptIds: Set<string>, roleIris: Iterable<string>): Promise<Set<string>> {
-    // One set of the candidates (a large package mentions 100,000 IRIs: each copy held the event loop).
-    const wanted = new Set(roleIris);
+  async rolesOutside(workspaceId: string, exceptIds: Set<string>, wanted: IriSet): Promise<Set<string>> {
+    // The candidates are looked in as they are (a large package mentions 100,000 IRIs: each copy held the event loop).
     const out = new Set<string>();
     if (wanted.size === 0) return out;
     const graphs = await this.derivedGraphs(workspaceId, exceptIds);

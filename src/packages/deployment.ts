@@ -13,6 +13,7 @@ import { mentionedIris, plural, type MatrixRecord, type PackageRecords } from '.
 import { SecretsService, type OpenedBinding } from '../secrets/service.js';
 import { DeploymentReads } from './deployment-reads.js';
 import { DeploymentWrites } from './deployment-writes.js';
+import { SortedIris, withIris, type IriSet } from '../rdf/iri-set.js';
 
 /** Values an install binds to what the package declares (docs/secrets.md); `actor` is who sent them. */
 export interface DeployBindings {
@@ -81,8 +82,8 @@ interface DeploymentPlan {
   /** Ids of the matrices whose derived graphs change (deployed and removed): roles are gone only if no other matrix defines them. */
   touched: Set<string>;
   /** IRIs the deployed triples mention, and the role IRI each would have: what validation must know of the workspace. */
-  mentioned: Set<string>;
-  mentionedRoleIris: string[];
+  mentioned: IriSet;
+  mentionedRoleIris: IriSet;
   /** Installed matrices outside `touched` that the deployed triples mention (imports, validation context). */
   others: MatrixRecord[];
   /** Per deployed matrix URI, the extensions deployed with it; and the hook's ops for the write (`collectExtensions`). */
@@ -216,7 +217,7 @@ export class Deployment {
    */
   private async planInstall(ctx: JobContext, ws: string, packageName: string, parsed: ParsedPackage, forceUpdate: boolean): Promise<DeploymentPlan> {
     // Only installed matrices the package's triples mention (or that it owns) matter: the imports, the context of validation and the moves.
-    const mentioned = new Set(parsed.mentioned);
+    const mentioned = new SortedIris(parsed.mentioned);
     const previous = await this.records.matricesOfPackage(ws, packageName);
     // The package's own matrices are mentioned by their own triples, as a rule: the mentioned set is then looked in as it is.
     const unmentioned = parsed.matrices.map((p) => p.uri).filter((u) => !mentioned.has(u));
@@ -240,7 +241,7 @@ export class Deployment {
     const touched = new Set([...parsed.matrices.map((p) => p.id), ...removed.map((x) => x.id)]);
     return {
       workspaceId: ws, commandId: ctx.commandId, deployed: parsed.matrices, removed, touched,
-      mentioned, mentionedRoleIris: parsed.mentionedRoleIris,
+      mentioned, mentionedRoleIris: new SortedIris(parsed.mentionedRoleIris),
       others: mentionedInstalled.filter((x) => !touched.has(x.id)),
       extensions: new Map(), extensionOps: [],
     };
@@ -253,10 +254,10 @@ export class Deployment {
     const name = current.uri;
     const path = 'installed matrix';
     const parsed = await job.parse({ matrices: [{ uri: matrixUri, name, path, text: await this.store.dumpGraph(current.graph) }], roleIrisOf: { graphsBase: this.graphs.base, workspaceId: ws } });
-    const mentioned = new Set(parsed.mentioned);
+    const mentioned = new SortedIris(parsed.mentioned);
     return {
       workspaceId: ws, commandId: ctx.commandId, deployed: [{ ...parsed.matrices[0]!, uri: matrixUri, id: current.id, name, path }], removed: [], touched: new Set([current.id]),
-      mentioned, mentionedRoleIris: parsed.mentionedRoleIris,
+      mentioned, mentionedRoleIris: new SortedIris(parsed.mentionedRoleIris),
       others: (await this.records.matricesAmong(ws, mentioned)).filter((x) => x.id !== current.id),
       extensions: new Map(), extensionOps: [],
     };
@@ -273,7 +274,7 @@ export class Deployment {
     const removed = await this.records.matricesOfPackage(ws, name);
     const plan: DeploymentPlan = {
       workspaceId: ws, commandId: ctx.commandId, deployed: [], removed, touched: new Set(removed.map((x) => x.id)),
-      mentioned: new Set(), mentionedRoleIris: [], others: [], extensions: new Map(), extensionOps: [],
+      mentioned: new Set(), mentionedRoleIris: new Set(), others: [], extensions: new Map(), extensionOps: [],
     };
     return { plan, installation };
   }
@@ -345,7 +346,7 @@ export class Deployment {
     const ws = plan.workspaceId;
     const fromExtensions = [...mentionedIris([...plan.extensions.values()].flat())].filter((u) => !plan.mentioned.has(u));
     const extensionMatrices = (await this.records.matricesAmong(ws, fromExtensions)).filter((x) => !plan.touched.has(x.id));
-    const roles = await this.reads.rolesOutside(ws, plan.touched, concat(plan.mentionedRoleIris, this.reads.roleIrisFor(ws, fromExtensions)));
+    const roles = await this.reads.rolesOutside(ws, plan.touched, withIris(plan.mentionedRoleIris, this.reads.roleIrisFor(ws, fromExtensions)));
     const context: ValidateInput['context'] = { roleUris: await this.reads.roleUrisOf(ws, roles), matrixUris: [...plan.others, ...extensionMatrices].map((x) => x.uri).sort() };
     const extensions = Object.fromEntries([...plan.extensions].map(([uri, quads]) => [uri, quads.length ? quadsToNTriples(quads) : '']));
     const { report, ntriples } = await job.validate({ extensions, context, reservedBase: this.graphs.base, reportIri: this.graphs.report(ws, ctx.commandId) });
@@ -433,7 +434,7 @@ export class Deployment {
     const keptRoles = new Set(derived.flatMap((d) => d.roleIris));
     const keptPrincipals = new Set(derived.flatMap((d) => d.principalIris));
     const candidates = [...await this.reads.rolesOf(ws, [...plan.touched])].filter((r) => !keptRoles.has(r));
-    const outside = await this.reads.rolesOutside(ws, plan.touched, candidates);
+    const outside = await this.reads.rolesOutside(ws, plan.touched, new Set(candidates));
     const roles = candidates.filter((r) => !outside.has(r));
     const principals = [...await this.reads.principalsOf(ws, [...plan.touched])].filter((q) => !keptPrincipals.has(q));
     return { roles, principals, ops: this.writes.assignmentCleanup(ws, roles, principals) };
@@ -447,10 +448,4 @@ export class Deployment {
       pinned: opts.pinned, dependsOn: m.dependencies.map((d) => d.name), manifest: m,
     });
   }
-}
-
-/** The items of `a`, then those of `b`, without copying either into a new array. */
-function* concat<T>(a: Iterable<T>, b: Iterable<T>): Generator<T> {
-  yield* a;
-  yield* b;
 }

@@ -1,4 +1,5 @@
 import { parentPort } from 'node:worker_threads';
+import { packedBuffers } from '../rdf/iri-set.js';
 import { PipelineSession, type DerivedOutput } from './pipeline.js';
 import type { LoadData } from '../store/store.js';
 import type { PipelineRequest, PipelineReply } from './pipeline-pool.js';
@@ -43,7 +44,12 @@ port.on('message', (msg: PipelineRequest) => {
     const transfer: ArrayBuffer[] = [];
     try {
       switch (msg.step) {
-        case 'parse': reply = { id: msg.id, ok: session.parse(msg.input) }; break;
+        case 'parse': {
+          const out = session.parse(msg.input);
+          if (!('failure' in out)) transfer.push(...packedBuffers(out.mentioned), ...packedBuffers(out.mentionedRoleIris));
+          reply = { id: msg.id, ok: out };
+          break;
+        }
         case 'validate': {
           const out = await session.validate(msg.input);
           reply = { id: msg.id, ok: 'failure' in out ? out : { ...out, ntriples: bytesOf(out.ntriples, transfer) } };

@@ -22,6 +22,7 @@ import { ReservedTerms } from '../rdf/reserved.js';
 import type { LoadData } from '../store/store.js';
 import { matrixText } from './matrix-text.js';
 import { extractDeclarations, type Declarations } from '../secrets/declarations.js';
+import { packIris, type PackedIris } from '../rdf/iri-set.js';
 
 /** A user-facing failure of a step: `message` says what is wrong, `hint` what to do (a CommandFailure on the main thread). */
 export interface StepFailure { failure: { message: string; hint?: string } }
@@ -48,10 +49,10 @@ export interface ParsedMatrix {
 
 export interface ParseOutput {
   matrices: ParsedMatrix[];
-  /** Every IRI the matrices name as subject or object, once. */
-  mentioned: string[];
-  /** The role resource IRI each of `mentioned` would have if it were a role (thousands of hashes: done here). */
-  mentionedRoleIris: string[];
+  /** Every IRI the matrices name as subject or object (packed: a large package mentions 100,000; `SortedIris` reads it). */
+  mentioned: PackedIris;
+  /** The role resource IRI each of `mentioned` would have if it were a role (thousands of hashes: done here), packed. */
+  mentionedRoleIris: PackedIris;
   /** The variables and managed secrets the package's matrices declare (docs/secrets.md). */
   declarations: Declarations;
 }
@@ -181,9 +182,10 @@ export class PipelineSession {
       });
     }
     const graphs = new Graphs(input.roleIrisOf.graphsBase);
-    const list = [...mentioned];
+    const roleIris: string[] = [];
+    for (const u of mentioned) roleIris.push(graphs.resource('role', derivedIds.role(input.roleIrisOf.workspaceId, u)));
     const declarations = extractDeclarations(allQuads(this.parsed), input.matrices.map((m) => m.uri));
-    return { matrices: out, mentioned: list, mentionedRoleIris: list.map((u) => graphs.resource('role', derivedIds.role(input.roleIrisOf.workspaceId, u))), declarations };
+    return { matrices: out, mentioned: packIris(mentioned), mentionedRoleIris: packIris(roleIris), declarations };
   }
 
   async validate(input: ValidateInput): Promise<ValidateOutput | StepFailure> {

@@ -6,6 +6,7 @@ import { sparql, iri, literal, raw, join } from '../rdf/sparql.js';
 import { stableId } from '../rdf/ids.js';
 import { req, str, bool, time } from '../rdf/bindings.js';
 import { rangeAdmits } from './dependencies.js';
+import type { IriSet } from '../rdf/iri-set.js';
 
 /**
  * Store reads of the package records (installations and matrices) in a
@@ -79,9 +80,9 @@ export class PackageRecords {
    * matrices read once, which are far fewer than that: looking them up in
    * batches costs a query per batch, slow on a remote engine (docs/figures.md).
    */
-  async matricesAmong(workspaceId: string, uris: Iterable<string>): Promise<MatrixRecord[]> {
+  async matricesAmong(workspaceId: string, uris: IriSet | string[]): Promise<MatrixRecord[]> {
     // A set is taken as it is: a large package mentions 100,000 IRIs, and each copy of them held the event loop.
-    const wanted: ReadonlySet<string> = uris instanceof Set ? uris : new Set(uris);
+    const wanted: IriSet = Array.isArray(uris) ? new Set(uris) : uris;
     if (wanted.size === 0) return [];
     let found: MatrixRecord[];
     if (wanted.size <= LOOKUP_BY_URI_MAX) {
