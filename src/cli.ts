@@ -74,7 +74,7 @@ async function serve(): Promise<void> {
     logger.fatal({ err }, 'start failed');
     fail(`could not start: ${message}`, 1);
   }
-  logger.info({ url: server.url, dataDir: cfg.dataDir }, 'ready');
+  logger.info({ url: server.url, ...(server.opsUrl ? { opsUrl: server.opsUrl } : {}), dataDir: cfg.dataDir }, 'ready');
   if (server.bootstrap.demoToken) {
     process.stdout.write(`\nFirst start: created workspace "demo" owned by "admin".\n` +
       `Bearer token for admin (system administrator):\n\n${server.bootstrap.demoToken}\n\n` +

@@ -14,6 +14,12 @@ const httpUrl = z.url({ protocol: /^https?$/ });
 export const configSchema = z.object({
   PORT: port.default(8080),
   HOST: z.string().min(1).default('127.0.0.1'),
+  /**
+   * A listener of its own for `/health` and `/metrics` (on HOST), for
+   * probes and scrapers: a flood of connections on PORT does not queue
+   * them. Unset: none (both are answered on PORT, as they always are).
+   */
+  WSM_OPS_PORT: port.optional(),
   WSM_DATA_DIR: z.string().min(1).default('./data'),
   /** `self` (the registry this service hosts), a directory, or an http(s) base URL. */
   WSM_REGISTRY: z.string().min(1).default('self'),
@@ -92,6 +98,7 @@ export const configSchema = z.object({
   /** The key that seals secret values at rest, a file outside the data directory (docs/secrets.md). */
   WSM_SECRETS_KEY_FILE: z.string().min(1).optional(),
 }).superRefine((c, ctx) => {
+  if (c.WSM_OPS_PORT !== undefined && c.WSM_OPS_PORT !== 0 && c.WSM_OPS_PORT === c.PORT) ctx.addIssue({ code: 'custom', path: ['WSM_OPS_PORT'], message: 'must differ from PORT (0 picks a free port)' });
   if (c.WSM_CLUSTER_RESIDENT_QUADS !== undefined && c.WSM_STORE !== 'cluster') ctx.addIssue({ code: 'custom', path: ['WSM_CLUSTER_RESIDENT_QUADS'], message: 'applies only with WSM_STORE=cluster' });
   if (c.WSM_CLUSTER_PLACEMENT !== 'none' && c.WSM_STORE !== 'cluster') ctx.addIssue({ code: 'custom', path: ['WSM_CLUSTER_PLACEMENT'], message: 'applies only with WSM_STORE=cluster' });
   if (c.WSM_CLUSTER_ADVERTISE_URL !== undefined && c.WSM_CLUSTER_PLACEMENT !== 'lease') ctx.addIssue({ code: 'custom', path: ['WSM_CLUSTER_ADVERTISE_URL'], message: 'applies only with WSM_CLUSTER_PLACEMENT=lease' });

@@ -29,6 +29,8 @@ const LISTEN_BACKLOG = 4096;
 
 export interface RunningServer {
   url: string;
+  /** With WSM_OPS_PORT: the address of the listener answering `/health` and `/metrics` alone. */
+  opsUrl?: string;
   services: Services;
   bootstrap: BootstrapResult;
   close(): Promise<void>;
@@ -97,9 +99,13 @@ export async function startServer(config: Config, logger: Logger, options: { sto
     server.once('error', reject);
     server.listen({ port: config.PORT, host: config.HOST, backlog: LISTEN_BACKLOG }, () => resolve());
   });
-  const { port } = server.address() as AddressInfo;
   const host = config.HOST.includes(':') ? `[${config.HOST}]` : config.HOST;
-  const url = `http://${host}:${port}`;
+  const url = `http://${host}:${(server.address() as AddressInfo).port}`;
+  const ops = config.WSM_OPS_PORT === undefined ? undefined : await listenOps(app, config.HOST, config.WSM_OPS_PORT).catch(async (err: unknown) => {
+    await new Promise<void>((resolve) => { server.close(() => resolve()); });
+    throw err;
+  });
+  const opsUrl = ops && `http://${host}:${(ops.address() as AddressInfo).port}`;
   // The provider's issuer is the public address, known once the server listens (a test server's port is chosen then).
   const issuer = config.WSM_PUBLIC_URL ?? url;
   // Placement: other instances forward this one's workspaces' requests to the URL recorded with its leases.
@@ -110,17 +116,49 @@ export async function startServer(config: Config, logger: Logger, options: { sto
   let closing: Promise<void> | undefined;
   return {
     url,
+    ...(opsUrl ? { opsUrl } : {}),
     services,
     bootstrap: boot,
     close: () => {
       closing ??= (async () => {
-        await new Promise<void>((resolve) => { server.close(() => resolve()); server.closeAllConnections(); });
+        await Promise.all([server, ...(ops ? [ops] : [])].map((s) => new Promise<void>((resolve) => { s.close(() => resolve()); s.closeAllConnections(); })));
         for (const close of services.closers.reverse()) await close();
         await store.close();
       })();
       return closing;
     },
   };
+}
+
+/** What the operations listener answers: `/health` and `/metrics` as the app does. */
+const OPS_PATHS = new Set(['/health', '/metrics']);
+
+/**
+ * The operations listener (WSM_OPS_PORT): `/health` and `/metrics`, each
+ * answered by the app as on PORT, on a listening socket of their own. Node
+ * accepts one connection per listening socket per turn of its event loop, so
+ * a probe connecting here is accepted in the next turn, where on PORT it
+ * would wait behind every connection of a flood (2,000 opened at once) in
+ * the listen queue. Any other path: 404.
+ */
+async function listenOps(app: http.RequestListener, host: string, port: number): Promise<http.Server> {
+  const ops = http.createServer((req, res) => {
+    const path = (req.url ?? '').split('?')[0]!;
+    if (OPS_PATHS.has(path)) {
+      app(req, res);
+      return;
+    }
+    const body = JSON.stringify({ success: false, error: { code: 'NOT_FOUND', message: "This port answers /health and /metrics only; the API is on the service's port" } });
+    res.writeHead(404, { 'Content-Type': 'application/json; charset=utf-8', 'Content-Length': Buffer.byteLength(body), 'X-Content-Type-Options': 'nosniff', 'Content-Security-Policy': "default-src 'none'" }).end(body);
+  });
+  ops.keepAliveTimeout = KEEP_ALIVE_MS;
+  ops.requestTimeout = 30_000;
+  ops.on('clientError', (err: NodeJS.ErrnoException, socket) => answerClientError(err, socket));
+  await new Promise<void>((resolve, reject) => {
+    ops.once('error', reject);
+    ops.listen({ port, host }, () => resolve());
+  });
+  return ops;
 }
 
 /** The answer to a request Node's HTTP parser refused, as the JSON envelope (docs/api.md, "Conventions"). */

@@ -30,12 +30,21 @@ describe('config', () => {
     ['WSM_MAX_EVENT_STREAMS', '0'],
     ['WSM_MAX_EVENT_STREAMS', '10001'],
     ['WSM_MAX_EVENT_STREAMS', '2.5'],
+    ['WSM_OPS_PORT', '65536'],
+    ['WSM_OPS_PORT', 'ops'],
   ];
   for (const [name, value] of bad) {
     it(`stops on ${name}=${value} with a message naming the setting`, () => {
       expect(() => loadConfig({ [name]: value })).to.throw(ConfigError, new RegExp(`^Invalid setting ${name}=`));
     });
   }
+
+  it('takes an operations port apart from PORT (0: a free one), and refuses the same port', () => {
+    expect(loadConfig({}).WSM_OPS_PORT).to.equal(undefined);
+    expect(loadConfig({ PORT: '8080', WSM_OPS_PORT: '9090' }).WSM_OPS_PORT).to.equal(9090);
+    expect(loadConfig({ PORT: '0', WSM_OPS_PORT: '0' }).WSM_OPS_PORT).to.equal(0);
+    expect(() => loadConfig({ PORT: '8080', WSM_OPS_PORT: '8080' })).to.throw(ConfigError, /^Invalid setting WSM_OPS_PORT="8080": must differ from PORT/);
+  });
 
   describe('cluster residency (WSM_CLUSTER_RESIDENT_QUADS)', () => {
     const cluster = { WSM_STORE: 'cluster', WSM_POSTGRES_URL: 'postgres://wsm@127.0.0.1:5432/wsm' };
