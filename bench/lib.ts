@@ -367,9 +367,9 @@ export async function waitForCommand(url: string, token: string, workspace: stri
 }
 
 /** A running service with a workspace and an administrator token. */
-export async function serviceWithWorkspace(slug = 'bench', startTimeoutMs?: number): Promise<{ svc: Proc; dataDir: string; token: string; root: string; slug: string; close(): Promise<void> }> {
+export async function serviceWithWorkspace(slug = 'bench', startTimeoutMs?: number, env: Record<string, string> = {}): Promise<{ svc: Proc; dataDir: string; token: string; root: string; slug: string; close(): Promise<void> }> {
   const dataDir = workDir('svc');
-  const svc = await startService(dataDir, { WSM_DEMO: 'false' }, startTimeoutMs);
+  const svc = await startService(dataDir, { WSM_DEMO: 'false', ...env }, startTimeoutMs);
   const root = await mintToken(dataDir, 'root', true);
   const created = await api(svc.url, root, 'POST', '/api/v1/workspaces', { slug, owner: 'owner' });
   if (created.status !== 201) throw new Error(`workspace creation answered ${created.status}`);

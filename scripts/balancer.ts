@@ -21,6 +21,9 @@
  *   of reach), sends requests to them all the same: each answers reads from
  *   its replica and refuses writes itself (503, Retry-After).
  * - Server-Sent Events and other long responses pass through unbuffered.
+ * - Answers 429 itself to a client address holding more than 200
+ *   connections at once (WSM_BALANCER_CLIENT_CONNECTIONS): the instances see
+ *   only the balancer's address, so the limit is kept here.
  *
  * Its configuration, pid file, admin socket and log live under
  * `<data dir>/balancer`. `start` while it runs writes the new configuration
@@ -40,7 +43,13 @@ const socketFile = path.join(dir, 'admin.sock');
 const logFile = path.join(dir, 'haproxy.log');
 
 /** What `status` and a later `start` need to know of the running balancer; `instances` as given. */
-interface State { host: string; port: number; instances: string[] }
+interface State { host: string; port: number; instances: string[]; clientConnections: number }
+
+/** Connections one client address may hold at once through the balancer, unless WSM_BALANCER_CLIENT_CONNECTIONS says otherwise. */
+const CLIENT_CONNECTIONS = 200;
+
+/** The 429 the balancer answers a client over its limit, in the service's error envelope. */
+const TOO_MANY_CONNECTIONS = JSON.stringify({ success: false, error: { code: 'TOO_MANY_REQUESTS', message: 'Too many connections from this address at once: close some and try again' } });
 
 function say(line: string): void { process.stderr.write(`${line}\n`); }
 
@@ -131,6 +140,14 @@ defaults
 
 frontend wsm
   bind ${bindAddress(state.host, state.port)}
+  # Connections one client address holds at once (WSM_BALANCER_CLIENT_CONNECTIONS): past
+  # ${state.clientConnections}, its requests are answered 429 here and reach no instance. The
+  # instances see only the balancer's address, so the limit is kept here: one
+  # client opening thousands of connections at once would otherwise hold an
+  # instance's event loop and its listen queue (docs/operations.md, "Probes").
+  stick-table type ip size 100k expire 60s store conn_cur
+  tcp-request connection track-sc0 src
+  http-request return status 429 content-type "application/json; charset=utf-8" string "${TOO_MANY_CONNECTIONS.replace(/"/g, '\\"')}" hdr Retry-After 1 hdr Connection close if { sc0_conn_cur gt ${state.clientConnections} }
   default_backend instances
 
 backend instances
@@ -233,7 +250,12 @@ async function start(args: string[]): Promise<State> {
   const requested = process.env.PORT ? Number(process.env.PORT) : undefined;
   if (requested !== undefined && (!Number.isInteger(requested) || requested < 1 || requested > 65535)) throw new Error(`PORT "${process.env.PORT}" is not a port number`);
   const port = requested ?? (pid && previous ? previous.port : await freePort(host));
-  const state: State = { host, port, instances };
+  const limit = process.env.WSM_BALANCER_CLIENT_CONNECTIONS;
+  const clientConnections = limit ? Number(limit) : CLIENT_CONNECTIONS;
+  if (!Number.isInteger(clientConnections) || clientConnections < 1 || clientConnections > 100_000) {
+    throw new Error(`WSM_BALANCER_CLIENT_CONNECTIONS "${limit}" is not a number of connections (1 to 100000)`);
+  }
+  const state: State = { host, port, instances, clientConnections };
   const asRoot = process.getuid?.() === 0 && spawnSync('id', ['-u', 'haproxy']).status === 0;
   writeFileSync(configFile, haproxyConfig(state, asRoot));
   const checked = spawnSync(bin, ['-c', '-q', '-f', configFile], { encoding: 'utf8' });

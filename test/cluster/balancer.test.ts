@@ -1,6 +1,8 @@
 import { expect } from 'chai';
 import { spawnSync } from 'node:child_process';
 import { existsSync } from 'node:fs';
+import http from 'node:http';
+import net from 'node:net';
 import path from 'node:path';
 import supertest from 'supertest';
 import { mintToken } from '../../src/auth/tokens.js';
@@ -129,6 +131,49 @@ describe('three cluster instances behind the balancer (npm run balancer, HAProxy
     } finally {
       removeDir(dir);
     }
+  });
+
+  it('refuses a limit on connections per client that is not a number of connections, saying so, and starts nothing', async () => {
+    const dir = tempDir('wsm-balancer-');
+    try {
+      for (const limit of ['0', 'many', '2.5']) {
+        const run = await runScript('scripts/balancer.ts', ['start', '127.0.0.1:8081'], { WSM_DATA_DIR: dir, WSM_BALANCER_CLIENT_CONNECTIONS: limit }, 120_000);
+        expect(run.code, limit).to.equal(1);
+        expect(run.stderr, limit).to.include(`WSM_BALANCER_CLIENT_CONNECTIONS "${limit}" is not a number of connections (1 to 100000)`);
+        expect(existsSync(path.join(dir, 'balancer', 'balancer.json')), limit).to.equal(false);
+      }
+    } finally {
+      removeDir(dir);
+    }
+  });
+
+  it('answers 429 itself to a client address holding more than 200 connections at once; other addresses, and the same once it closes some, get through', async () => {
+    const { port } = new URL(balancerUrl);
+    const held = await Promise.all(Array.from({ length: 200 }, () => new Promise<net.Socket>((resolve, reject) => {
+      const socket = net.connect(Number(port), '127.0.0.1', () => resolve(socket));
+      socket.once('error', reject);
+    })));
+    const get = (localAddress: string) => new Promise<{ status: number; headers: http.IncomingHttpHeaders; body: string }>((resolve, reject) => {
+      http.get({ host: '127.0.0.1', port, path: '/health', localAddress, agent: false }, (res) => {
+        let body = '';
+        res.on('data', (chunk: Buffer) => { body += chunk.toString('utf8'); });
+        res.on('end', () => resolve({ status: res.statusCode!, headers: res.headers, body }));
+      }).on('error', reject);
+    });
+    try {
+      const refused = await get('127.0.0.1');
+      expect(refused.status).to.equal(429);
+      expect(refused.headers['retry-after']).to.equal('1');
+      expect(refused.headers['content-type']).to.match(/^application\/json/);
+      expect(refused.headers['x-served-by'], 'answered by the balancer, not an instance').to.equal(undefined);
+      expect(JSON.parse(refused.body)).to.deep.equal({ success: false, error: { code: 'TOO_MANY_REQUESTS', message: 'Too many connections from this address at once: close some and try again' } });
+      const other = await get('127.0.0.2');
+      expect(other.status).to.equal(200);
+      expect(other.headers['x-served-by']).to.match(/^instance-\d$/);
+    } finally {
+      for (const socket of held) socket.destroy();
+    }
+    await until('the address under its limit again', async () => (await get('127.0.0.1')).status === 200);
   });
 
   it('requests for one workspace reach one instance (its /metrics counts them, X-Served-By names it); requests naming none go round robin', async () => {
