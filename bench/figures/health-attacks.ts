@@ -39,7 +39,13 @@ const IDLE_MS = 3000;
 
 export interface AttackContext { url: string; token: string; slug: string; root: string; dataDir: string }
 /** `prepare` builds what the attack sends (before sampling: the bench's own event loop sends the samples) and answers the attack. */
-export interface Attack { name: string; title: string; prepare: (ctx: AttackContext) => Promise<() => Promise<void>> }
+export interface Attack {
+  name: string;
+  title: string;
+  /** Why it cannot run on this machine (a missing program), or undefined. */
+  unavailable?: () => string | undefined;
+  prepare: (ctx: AttackContext) => Promise<() => Promise<void>>;
+}
 
 async function mcpCall(ctx: AttackContext, query: string): Promise<void> {
   const res = await fetch(`${ctx.url}/mcp/${ctx.slug}`, {
@@ -119,8 +125,10 @@ async function streamsDuringInstall(ctx: AttackContext, archive: Buffer, streams
 }
 
 /** The service's balancer (`npm run balancer`, HAProxy) in front of the service alone, with its defaults; undefined without HAProxy. */
+const hasHaproxy = (): boolean => existsSync('/usr/sbin/haproxy') || spawnSync('sh', ['-c', 'command -v haproxy']).status === 0;
+
 function balancerInFront(ctx: AttackContext): { url: string; stop(): void } | undefined {
-  if (!existsSync('/usr/sbin/haproxy') && spawnSync('sh', ['-c', 'command -v haproxy']).status !== 0) return undefined;
+  if (!hasHaproxy()) return undefined;
   const dir = workDir('balancer');
   const run = (args: string[]) => spawnSync(process.execPath, ['--import', 'tsx', path.join(ROOT, 'scripts/balancer.ts'), ...args], {
     cwd: ROOT, encoding: 'utf8', env: { ...process.env, WSM_DATA_DIR: dir, PORT: '', HOST: '127.0.0.1', WSM_BALANCER_CLIENT_CONNECTIONS: '' },
@@ -168,6 +176,7 @@ export const ATTACKS: Attack[] = [
   },
   {
     name: 'event-streams-balanced', title: 'the same 2,000 streams through the balancer (npm run balancer) in front',
+    unavailable: () => (hasHaproxy() ? undefined : 'no haproxy: install Debian\'s haproxy package (npm run balancer installs it as root)'),
     prepare: async (ctx) => {
       const archive = await largeArchive('streams-balanced', 100_000);
       const balancer = balancerInFront(ctx);
@@ -226,6 +235,11 @@ export async function run(): Promise<Figure[]> {
     const only = (process.env.BENCH_ATTACKS ?? '').split(',').filter(Boolean);
     const figures: Figure[] = [];
     for (const attack of ATTACKS.filter((a) => !only.length || only.includes(a.name))) {
+      const missing = attack.unavailable?.();
+      if (missing) {
+        figures.push(figure({ name: `/health p99 during ${attack.title}`, unit: 'ms', value: Number.NaN, baseline: idleApi.p99, target: '< 100 ms', check: () => false, cause: `not measured: ${missing}` }));
+        continue;
+      }
       const attackNow = await attack.prepare(ctx);
       const started = performance.now();
       const running = attackNow();
