@@ -1,7 +1,7 @@
 import type { QuadStore, Binding } from '../store/store.js';
 import type { Graphs } from '../rdf/graphs.js';
 import { prefixes } from '../rdf/vocab.js';
-import { sparql, fragmentOf, iri, literal, dateTime, raw, type SparqlFragment } from '../rdf/sparql.js';
+import { sparql, fragmentOf, iri, join, literal, dateTime, raw, type SparqlFragment } from '../rdf/sparql.js';
 import { stableId, UUID_PATTERN } from '../rdf/ids.js';
 import { int, req, str, time } from '../rdf/bindings.js';
 import { conflict, notFound } from '../errors.js';
@@ -178,7 +178,7 @@ export class IamService {
     const p = iri(pIri);
     const user = await this.userPrincipal(workspace, pIri);
     if (user) return { principal: user, iri: pIri };
-    const rows = await this.store.select(sparql`${prefixes}SELECT ?g ?r WHERE { GRAPH ?g { ${p} a wsm:Principal ; wsm:principalType "AGENT" ; wsm:actor ?r } }`);
+    const rows = await this.store.select(sparql`${prefixes}SELECT ?g ?r WHERE { ${await this.scope(workspace)} GRAPH ?g { ${p} a wsm:Principal ; wsm:principalType "AGENT" ; wsm:actor ?r } }`);
     const found = rows.filter((b) => this.inScope(workspace, req(b, 'g')));
     const agent = found.length ? await this.hydrate(workspace, 'Agent', req(found[0]!, 'r'), minGraph(found)) : null;
     if (!agent) return null;
@@ -220,10 +220,11 @@ export class IamService {
       if (owner) users.push(owner);
       users.sort((x, y) => ((x.actor as User).username < (y.actor as User).username ? -1 : 1));
     }
-    const bySpecification = await this.store.select(sparql`${prefixes}SELECT DISTINCT ?a WHERE { GRAPH ?g { ?a wsm:role ${r} ; a wsm:Agent } }`);
+    const scope = await this.scope(workspace);
+    const bySpecification = await this.store.select(sparql`${prefixes}SELECT DISTINCT ?a WHERE { ${scope} GRAPH ?g { ?a wsm:role ${r} ; a wsm:Agent } }`);
     const byAssignment = await this.store.select(sparql`${prefixes}SELECT DISTINCT ?a WHERE {
       GRAPH ${iri(this.graphs.iam(workspace.id))} { ?asg wsm:role ${r} ; wsm:principal ?q }
-      GRAPH ?g { ?q wsm:principalType "AGENT" ; wsm:actor ?a } }`);
+      ${scope} GRAPH ?g { ?q wsm:principalType "AGENT" ; wsm:actor ?a } }`);
     const agentIris = [...new Set([...bySpecification, ...byAssignment].map((b) => req(b, 'a')))];
     const agents = await this.locate(workspace, 'Agent', agentIris);
     const holding: Principal[] = [];
@@ -400,13 +401,13 @@ export class IamService {
   private async roleIrisOfPrincipal(workspace: Workspace, p: ResolvedPrincipal): Promise<string[]> {
     const assigned = await this.assignedRoleIris(workspace, p.iri);
     if (!p.agentIri) return assigned;
-    const rows = await this.store.select(sparql`${prefixes}SELECT DISTINCT ?r ?g WHERE { GRAPH ?g { ${iri(p.agentIri)} wsm:role ?r } }`);
+    const rows = await this.store.select(sparql`${prefixes}SELECT DISTINCT ?r ?g WHERE { ${await this.scope(workspace)} GRAPH ?g { ${iri(p.agentIri)} wsm:role ?r } }`);
     const specified = rows.filter((b) => this.inScope(workspace, req(b, 'g'))).map((b) => req(b, 'r'));
     return [...new Set([...specified, ...assigned])];
   }
 
   private async hasSpecificationRole(workspace: Workspace, agentIri: string, roleIri: string): Promise<boolean> {
-    return (await this.store.select(sparql`${prefixes}SELECT ?g WHERE { GRAPH ?g { ${iri(agentIri)} wsm:role ${iri(roleIri)} } }`))
+    return (await this.store.select(sparql`${prefixes}SELECT ?g WHERE { ${await this.scope(workspace)} GRAPH ?g { ${iri(agentIri)} wsm:role ${iri(roleIri)} } }`))
       .some((b) => this.inScope(workspace, req(b, 'g')));
   }
 
@@ -421,10 +422,18 @@ export class IamService {
     return graph.startsWith(matrices) && graph.endsWith('/derived') && !graph.slice(matrices.length, -'/derived'.length).includes('/');
   }
 
-  /** The same condition in SPARQL, over a graph variable. */
-  private scopeFilter(workspace: Workspace, g: SparqlFragment): string {
-    const matrices = literal(`${this.graphs.workspacePrefix(workspace.id)}matrices/`);
-    return sparql`FILTER (${g} = ${iri(this.graphs.iam(workspace.id))} || (STRSTARTS(STR(${g}), ${matrices}) && STRENDS(STR(${g}), "/derived")))`;
+  /**
+   * The graphs `inScope` admits, as a VALUES block binding `?g`: the IAM
+   * graph and the derived graph of each matrix the packages graph records.
+   * A read joined with it names its graphs, so the cluster store with
+   * residency loads this workspace alone for it (a `GRAPH ?g` over every
+   * graph, filtered after, loaded every workspace), and the other stores
+   * look in this workspace's graphs only.
+   */
+  private async scope(workspace: Workspace): Promise<SparqlFragment> {
+    const rows = await this.store.select(sparql`${prefixes}SELECT DISTINCT ?mg WHERE { GRAPH ${iri(this.graphs.packages(workspace.id))} { ?m a wsm:Matrix ; wsm:graph ?mg } }`);
+    const graphs = [this.graphs.iam(workspace.id), ...rows.map((b) => `${req(b, 'mg')}/derived`).filter((g) => this.inScope(workspace, g))];
+    return fragmentOf(sparql`VALUES ?g { ${join(graphs.map((g) => iri(g)))} }`);
   }
 
   /**
@@ -434,8 +443,7 @@ export class IamService {
    */
   private async pageOf(workspace: Workspace, kind: Kind, query: PageQuery): Promise<Page<Role>> {
     const ws = iri(this.workspaces.workspaceIri(workspace.id));
-    const pattern = sparql`GRAPH ?g { ?r a ${raw(`wsm:${kind}`)} ; wsm:workspace ${ws} . OPTIONAL { ?r wsm:label ?label } OPTIONAL { ?r wsm:uri ?uri } }
-      ${raw(this.scopeFilter(workspace, raw('?g')))}`;
+    const pattern = sparql`${await this.scope(workspace)} GRAPH ?g { ?r a ${raw(`wsm:${kind}`)} ; wsm:workspace ${ws} . OPTIONAL { ?r wsm:label ?label } OPTIONAL { ?r wsm:uri ?uri } }`;
     const total = int((await this.store.select(sparql`${prefixes} SELECT (COUNT(DISTINCT ?r) AS ?n) WHERE { ${fragmentOf(pattern)} }`))[0] ?? {}, 'n');
     // A page past the last is empty without asking (Virtuoso refuses an OFFSET past 32 bits).
     const rows = offsetOf(query) >= total ? [] : await this.store.select(sparql`${prefixes} SELECT ?r (MIN(STR(?g)) AS ?gs) (MIN(IF(?g = ${iri(this.graphs.iam(workspace.id))}, 0, 1)) AS ?builtin)
@@ -456,8 +464,9 @@ export class IamService {
    */
   private async locate(workspace: Workspace, kind: Kind, iris: string[]): Promise<RecordRow[]> {
     const out: RecordRow[] = [];
+    const scope = iris.length ? await this.scope(workspace) : raw('');
     for (const recordIri of new Set(iris)) {
-      const rows = (await this.store.select(sparql`${prefixes}SELECT ?g WHERE { GRAPH ?g { ${iri(recordIri)} a ${raw(`wsm:${kind}`)} ; wsm:workspace ${iri(this.workspaces.workspaceIri(workspace.id))} } }`))
+      const rows = (await this.store.select(sparql`${prefixes}SELECT ?g WHERE { ${scope} GRAPH ?g { ${iri(recordIri)} a ${raw(`wsm:${kind}`)} ; wsm:workspace ${iri(this.workspaces.workspaceIri(workspace.id))} } }`))
         .filter((b) => this.inScope(workspace, req(b, 'g')));
       const row = rows.length ? await this.hydrate(workspace, kind, recordIri, minGraph(rows)) : null;
       if (row) out.push(row);

@@ -10,6 +10,8 @@ import { freshClusterUrl, requirePostgres, sqlAt } from '../helpers/cluster.js';
 import { bearer, removeDir, seedWorkspace, startTestServer, tempDir, type TestServer } from '../helpers/server.js';
 import { sample } from '../helpers/metrics.js';
 import { cuttableProxy } from '../helpers/proxy.js';
+import { uploadAndWait } from '../helpers/lifecycle.js';
+import { examplePackage } from '../helpers/packages.js';
 
 const BASE = 'https://residency.example/';
 const graphs = new Graphs(BASE);
@@ -386,5 +388,48 @@ describe('service instances with residency (WSM_CLUSTER_RESIDENT_QUADS)', functi
     expect(command.status).to.equal(200);
     expect(command.body.data.status).to.equal('failed');
     expect(await resident(c), 'only the workspace of the interrupted command').to.deep.equal({ held: 1, loads: 1 });
+  });
+  it('the IAM reads of one workspace (roles, agents, their principals and holders) load that workspace only, and answer as an instance holding everything', async () => {
+    const url = await freshClusterUrl();
+    const env = { WSM_STORE: 'cluster', WSM_POSTGRES_URL: url };
+    dirs.push(tempDir(), tempDir());
+    const a = await startTestServer(env, dirs.at(-2));
+    servers.push(a);
+    const seeded = [];
+    for (let i = 0; i < 3; i++) {
+      seeded.push(await seedWorkspace(a, `iam${i}`));
+      const cmd = await uploadAndWait(a, seeded[i]!.tokens.owner, `iam${i}`, await examplePackage('project-tracking-1.0.0'));
+      expect(cmd.status, JSON.stringify(cmd)).to.equal('completed');
+    }
+    const { root, owner } = seeded[1]!.tokens;
+    const b = await startTestServer({ ...env, WSM_CLUSTER_RESIDENT_QUADS: '1000000', WSM_CLUSTER_IDLE_SECONDS: '3600' }, dirs.at(-1));
+    servers.push(b);
+    const held = async () => sample(await metrics(b, root), 'wsm_cluster_resident_workspaces');
+    expect(await held(), 'after the start').to.equal(0);
+    // The same reads on both instances: one holding everything, one loading what each read names.
+    const read = async (t: TestServer, path: string) => {
+      const res = await t.http.get(`/api/v1/iam/iam1${path}`).set(bearer(owner));
+      expect(res.status, `${path}: ${JSON.stringify(res.body)}`).to.equal(200);
+      return res.body.data as unknown;
+    };
+    const both = async (path: string) => {
+      const here = await read(b, path);
+      expect(here, path).to.deep.equal(await read(a, path));
+      return here;
+    };
+    const roles = (await both('/roles?pageSize=100')) as { items: Array<{ id: string; label: string }> };
+    expect(roles.items.map((r) => r.label)).to.include.members(['Project lead', 'Contributor', 'Stakeholder']);
+    const lead = roles.items.find((r) => r.label === 'Project lead')!;
+    await both(`/roles/${lead.id}`);
+    const holders = (await both(`/roles/${lead.id}/assignees`)) as Array<{ type: string; id: string }>;
+    const agent = holders.find((p) => p.type === 'AGENT')!;
+    expect(agent, 'an agent holds the role by its specification').to.exist;
+    const agents = (await both('/agents?pageSize=100')) as { items: Array<{ id: string }> };
+    for (const one of agents.items) {
+      await both(`/agents/${one.id}`);
+      await both(`/agents/${one.id}/roles`);
+    }
+    expect((await both(`/roles?principal=${agent.id}`) as { items: Array<{ label: string }> }).items.map((r) => r.label)).to.deep.equal(['Project lead']);
+    expect(await held(), 'only the workspace read').to.equal(1);
   });
 });
