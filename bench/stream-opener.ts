@@ -11,18 +11,20 @@
  * JSON, `{"statuses":{"200":n,"429":m,...}}`, once each has its answer's
  * head; `close` closes them all and exits.
  */
-import { setMaxListeners } from 'node:events';
 import readline from 'node:readline';
 
 const url = process.env.BENCH_URL ?? '';
 const token = process.env.BENCH_TOKEN ?? '';
-const abort = new AbortController();
+/** One per stream: fetch sets a signal's listener limit to its own (1,500), so thousands of streams on one signal warn. */
+const aborts: AbortController[] = [];
 
 async function open(streamPath: string, count: number): Promise<void> {
-  setMaxListeners(count + 10, abort.signal);
-  const statuses = await Promise.all(Array.from({ length: count }, () => fetch(`${url}${streamPath}`, {
-    headers: { Authorization: `Bearer ${token}`, Accept: 'text/event-stream' }, signal: abort.signal,
-  }).then((r) => String(r.status), () => 'error')));
+  const statuses = await Promise.all(Array.from({ length: count }, () => {
+    const abort = new AbortController();
+    aborts.push(abort);
+    return fetch(`${url}${streamPath}`, { headers: { Authorization: `Bearer ${token}`, Accept: 'text/event-stream' }, signal: abort.signal })
+      .then((r) => String(r.status), () => 'error');
+  }));
   const counts: Record<string, number> = {};
   for (const s of statuses) counts[s] = (counts[s] ?? 0) + 1;
   process.stdout.write(`${JSON.stringify({ statuses: counts })}\n`);
@@ -33,7 +35,7 @@ lines.on('line', (line) => {
   const [command, streamPath, count] = line.trim().split(' ');
   if (command === 'open') void open(streamPath!, Number(count));
   if (command === 'close') {
-    abort.abort();
+    for (const abort of aborts) abort.abort();
     lines.close();
     process.exit(0);
   }
