@@ -178,8 +178,7 @@ export class IamService {
     const p = iri(pIri);
     const user = await this.userPrincipal(workspace, pIri);
     if (user) return { principal: user, iri: pIri };
-    const rows = await this.store.select(sparql`${prefixes}SELECT ?g ?r WHERE { ${await this.scope(workspace)} GRAPH ?g { ${p} a wsm:Principal ; wsm:principalType "AGENT" ; wsm:actor ?r } }`);
-    const found = rows.filter((b) => this.inScope(workspace, req(b, 'g')));
+    const found = await this.store.select(sparql`${prefixes}SELECT ?g ?r WHERE { ${await this.scope(workspace)} GRAPH ?g { ${p} a wsm:Principal ; wsm:principalType "AGENT" ; wsm:actor ?r } }`);
     const agent = found.length ? await this.hydrate(workspace, 'Agent', req(found[0]!, 'r'), minGraph(found)) : null;
     if (!agent) return null;
     return { principal: { ...this.agentPrincipal(workspace, agent), id: principalId.toLowerCase() }, iri: pIri, agentIri: agent.iri };
@@ -226,16 +225,16 @@ export class IamService {
       GRAPH ${iri(this.graphs.iam(workspace.id))} { ?asg wsm:role ${r} ; wsm:principal ?q }
       ${scope} GRAPH ?g { ?q wsm:principalType "AGENT" ; wsm:actor ?a } }`);
     const agentIris = [...new Set([...bySpecification, ...byAssignment].map((b) => req(b, 'a')))];
-    const agents = await this.locate(workspace, 'Agent', agentIris);
+    const agents = await this.locate(workspace, 'Agent', agentIris, scope);
     const holding: Principal[] = [];
-    for (const a of agents) if (await this.holdsRole(workspace, a, roleIri)) holding.push(this.agentPrincipal(workspace, a));
+    for (const a of agents) if (await this.holdsRole(workspace, a, roleIri, scope)) holding.push(this.agentPrincipal(workspace, a));
     return [...users, ...holding];
   }
 
   /** Whether an agent (as located) holds a role, by its specification in scope or by an assignment to its principal. */
-  private async holdsRole(workspace: Workspace, agent: RecordRow, roleIri: string): Promise<boolean> {
+  private async holdsRole(workspace: Workspace, agent: RecordRow, roleIri: string, scope: SparqlFragment): Promise<boolean> {
     const principalIri = this.workspaces.principalIri(agent.principalId ?? this.agentPrincipalId(workspace, agent.record.uri));
-    return (await this.roleIrisOfPrincipal(workspace, { principal: this.agentPrincipal(workspace, agent), iri: principalIri, agentIri: agent.iri })).includes(roleIri);
+    return (await this.roleIrisOfPrincipal(workspace, { principal: this.agentPrincipal(workspace, agent), iri: principalIri, agentIri: agent.iri }, scope)).includes(roleIri);
   }
 
   // --------------------------------------------------------------- agents
@@ -397,18 +396,17 @@ export class IamService {
     return this.workspaces.principalIri(this.workspaces.userPrincipalId(workspace.id, workspace.owner.id));
   }
 
-  /** IRIs of the roles of a principal: assigned, and for an agent also those of its specification. */
-  private async roleIrisOfPrincipal(workspace: Workspace, p: ResolvedPrincipal): Promise<string[]> {
+  /** IRIs of the roles of a principal: assigned, and for an agent also those of its specification (`scope`: the workspace's, when the caller read it already). */
+  private async roleIrisOfPrincipal(workspace: Workspace, p: ResolvedPrincipal, scope?: SparqlFragment): Promise<string[]> {
     const assigned = await this.assignedRoleIris(workspace, p.iri);
     if (!p.agentIri) return assigned;
-    const rows = await this.store.select(sparql`${prefixes}SELECT DISTINCT ?r ?g WHERE { ${await this.scope(workspace)} GRAPH ?g { ${iri(p.agentIri)} wsm:role ?r } }`);
-    const specified = rows.filter((b) => this.inScope(workspace, req(b, 'g'))).map((b) => req(b, 'r'));
+    const rows = await this.store.select(sparql`${prefixes}SELECT DISTINCT ?r WHERE { ${scope ?? await this.scope(workspace)} GRAPH ?g { ${iri(p.agentIri)} wsm:role ?r } }`);
+    const specified = rows.map((b) => req(b, 'r'));
     return [...new Set([...specified, ...assigned])];
   }
 
   private async hasSpecificationRole(workspace: Workspace, agentIri: string, roleIri: string): Promise<boolean> {
-    return (await this.store.select(sparql`${prefixes}SELECT ?g WHERE { ${await this.scope(workspace)} GRAPH ?g { ${iri(agentIri)} wsm:role ${iri(roleIri)} } }`))
-      .some((b) => this.inScope(workspace, req(b, 'g')));
+    return this.store.ask(sparql`${prefixes}ASK { ${await this.scope(workspace)} GRAPH ?g { ${iri(agentIri)} wsm:role ${iri(roleIri)} } }`);
   }
 
   /**
@@ -462,12 +460,11 @@ export class IamService {
    * workspace that hold them; IRIs naming nothing (a vanished role) are
    * skipped. Sorted built-in first, then by label.
    */
-  private async locate(workspace: Workspace, kind: Kind, iris: string[]): Promise<RecordRow[]> {
+  private async locate(workspace: Workspace, kind: Kind, iris: string[], known?: SparqlFragment): Promise<RecordRow[]> {
     const out: RecordRow[] = [];
-    const scope = iris.length ? await this.scope(workspace) : raw('');
+    const scope = known ?? (iris.length ? await this.scope(workspace) : raw(''));
     for (const recordIri of new Set(iris)) {
-      const rows = (await this.store.select(sparql`${prefixes}SELECT ?g WHERE { ${scope} GRAPH ?g { ${iri(recordIri)} a ${raw(`wsm:${kind}`)} ; wsm:workspace ${iri(this.workspaces.workspaceIri(workspace.id))} } }`))
-        .filter((b) => this.inScope(workspace, req(b, 'g')));
+      const rows = await this.store.select(sparql`${prefixes}SELECT ?g WHERE { ${scope} GRAPH ?g { ${iri(recordIri)} a ${raw(`wsm:${kind}`)} ; wsm:workspace ${iri(this.workspaces.workspaceIri(workspace.id))} } }`);
       const row = rows.length ? await this.hydrate(workspace, kind, recordIri, minGraph(rows)) : null;
       if (row) out.push(row);
     }
