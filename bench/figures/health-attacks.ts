@@ -124,11 +124,10 @@ async function streamsDuringInstall(ctx: AttackContext, archive: Buffer, streams
   }
 }
 
-/** The service's balancer (`npm run balancer`, HAProxy) in front of the service alone, with its defaults; undefined without HAProxy. */
 const hasHaproxy = (): boolean => existsSync('/usr/sbin/haproxy') || spawnSync('sh', ['-c', 'command -v haproxy']).status === 0;
 
-function balancerInFront(ctx: AttackContext): { url: string; stop(): void } | undefined {
-  if (!hasHaproxy()) return undefined;
+/** The service's balancer (`npm run balancer`, HAProxy) in front of the service alone, with its defaults. */
+function balancerInFront(ctx: AttackContext): { url: string; stop(): void } {
   const dir = workDir('balancer');
   const run = (args: string[]) => spawnSync(process.execPath, ['--import', 'tsx', path.join(ROOT, 'scripts/balancer.ts'), ...args], {
     cwd: ROOT, encoding: 'utf8', env: { ...process.env, WSM_DATA_DIR: dir, PORT: '', HOST: '127.0.0.1', WSM_BALANCER_CLIENT_CONNECTIONS: '' },
@@ -180,7 +179,6 @@ export const ATTACKS: Attack[] = [
     prepare: async (ctx) => {
       const archive = await largeArchive('streams-balanced', 100_000);
       const balancer = balancerInFront(ctx);
-      if (!balancer) throw new Error('no haproxy: install Debian\'s haproxy package for this attack (npm run balancer installs it as root)');
       const opener = streamOpener(ctx, balancer.url);
       return async () => {
         const streams = Number(process.env.BENCH_STREAMS ?? 2_000);
