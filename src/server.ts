@@ -16,6 +16,9 @@ import { loadSecretsKey } from './secrets/key-file.js';
 import { ClusterStore } from './store/cluster/cluster-store.js';
 import { KEEP_ALIVE_MS } from './http/placement-forward.js';
 import { workspaceStream } from './rdf/graphs.js';
+import { setSecurityHeaders } from './http/security-headers.js';
+import { errorBody } from './http/errors.js';
+import { AppError } from './errors.js';
 
 /**
  * Connections the kernel holds for the service until it accepts them. Node's
@@ -148,8 +151,9 @@ async function listenOps(app: http.RequestListener, host: string, port: number):
       app(req, res);
       return;
     }
-    const body = JSON.stringify({ success: false, error: { code: 'NOT_FOUND', message: "This port answers /health and /metrics only; the API is on the service's port" } });
-    res.writeHead(404, { 'Content-Type': 'application/json; charset=utf-8', 'Content-Length': Buffer.byteLength(body), 'X-Content-Type-Options': 'nosniff', 'Content-Security-Policy': "default-src 'none'" }).end(body);
+    setSecurityHeaders(res);
+    const body = JSON.stringify(errorBody(new AppError('NOT_FOUND', "This port answers /health and /metrics only; the API is on the service's port")));
+    res.writeHead(404, { 'Content-Type': 'application/json; charset=utf-8', 'Content-Length': Buffer.byteLength(body) }).end(body);
   });
   ops.keepAliveTimeout = KEEP_ALIVE_MS;
   ops.requestTimeout = 30_000;

@@ -38,6 +38,7 @@ describe('the operations listener (WSM_OPS_PORT)', () => {
       const res = await fetch(`${ops}${p}`, { headers: { Authorization: `Bearer ${root}` } });
       expect(res.status, p).to.equal(404);
       expect(res.headers.get('x-content-type-options'), p).to.equal('nosniff');
+      expect(res.headers.get('content-security-policy'), p).to.equal((await fetch(`${t.url}/health`)).headers.get('content-security-policy'));
       const body = await res.json() as { success: boolean; error: { code: string; message: string } };
       expect(body.success, p).to.equal(false);
       expect(body.error.code, p).to.equal('NOT_FOUND');
